@@ -1,0 +1,94 @@
+# gshare — one non-recursive Makefile.
+#
+# Each component directory contributes a fragment, <dir>/module.mk, that
+# appends to the variables below; this file owns the flags and the targets.
+#
+#   BINS          programs built by `make` (paths under $(B))
+#   LIBS          libraries built by `make`
+#   UNIT_TESTS    cmocka test binaries, each run by `make test`
+#   INTEG_TESTS   integration scripts (run after the units, in order)
+#   BENCHES       commands run by `make bench`
+#   FUZZERS       libFuzzer binaries built by `make fuzz`
+#   DEB_PKGS      Debian packages the build and tests need
+#   INSTALL_RULES make targets that `make install` runs
+
+B        ?= build
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+SYSCONFDIR ?= /etc
+CC       ?= gcc
+CLANG    ?= clang
+
+WARN     := -Wall -Wextra -Wshadow -Wformat=2 -Wconversion -Wno-sign-conversion \
+	    -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wvla
+HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIC
+CSTD     := -std=gnu11 -D_GNU_SOURCE
+OPT      ?= -O2 -g
+CFLAGS   ?=
+CFLAGS   += $(CSTD) $(OPT) $(WARN) $(HARDEN) -MMD -MP -Icommon $(EXTRA_CFLAGS)
+LDFLAGS  += -Wl,-z,relro,-z,now $(EXTRA_LDFLAGS)
+
+BINS        :=
+LIBS        :=
+UNIT_TESTS  :=
+INTEG_TESTS :=
+BENCHES     :=
+FUZZERS     :=
+DEB_PKGS    := build-essential pkg-config libcmocka-dev libyaml-dev clang \
+	       python3
+INSTALL_RULES :=
+
+.PHONY: all test test-units test-integ check-units bench fuzz sanitize \
+	install demo deps clean
+all:
+
+include $(sort $(wildcard */module.mk))
+
+all: $(BINS) $(LIBS)
+
+# Object rule: build/<dir>/<file>.o from <dir>/<file>.c
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+deps:
+	@tests/deps.sh $(sort $(DEB_PKGS))
+
+# `make test` installs what it needs (as root), then builds and runs
+# every unit test and every integration test.
+test: deps
+	@$(MAKE) --no-print-directory all-tests
+	@tests/run.sh units $(UNIT_TESTS)
+	@tests/run.sh integ $(INTEG_TESTS)
+
+test-units: deps
+	@$(MAKE) --no-print-directory all-tests
+	@tests/run.sh units $(UNIT_TESTS)
+
+all-tests: all $(UNIT_TESTS) $(TEST_HELPERS)
+
+bench: deps
+	@$(MAKE) --no-print-directory all-tests
+	@tests/run.sh bench $(BENCHES)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZERS)
+
+# ASan+UBSan build of everything the unit tests need, in its own tree.
+sanitize: deps
+	@$(MAKE) --no-print-directory B=build/san \
+	    OPT='-O1 -g -fno-omit-frame-pointer' \
+	    EXTRA_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=undefined -U_FORTIFY_SOURCE' \
+	    EXTRA_LDFLAGS='-fsanitize=address,undefined' all-tests
+	@ASAN_OPTIONS=detect_leaks=1 tests/run.sh units \
+	    $(patsubst $(B)/%,build/san/%,$(UNIT_TESTS))
+
+install: all $(INSTALL_RULES)
+
+demo: all
+	@tests/demo.sh
+
+clean:
+	rm -rf $(B) build
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,66 @@
+/*
+ * gs_client.h — agent client used by the SPANK plugin, the device plugin,
+ * the runtime's host loop and the CLIs.
+ *
+ * One struct gs_client is one connection.  Calls are blocking with the
+ * connection's timeout (default 5000 ms) and never print.  A connection
+ * that attached to an allocation also receives TOKEN_GRANT events, which
+ * gs_client_wait_grant returns; replies and events may interleave and the
+ * client keeps events that arrive while it waits for a reply.
+ * Not thread-safe: one thread per client.
+ */
+#ifndef GS_CLIENT_H
+#define GS_CLIENT_H
+
+#include <stdint.h>
+
+#include "gs_error.h"
+#include "gs_proto.h"
+
+struct gs_client;
+
+/* Connect to the agent socket (NULL: GS_DEFAULT_SOCKET).  GS_ECONNREFUSED
+ * with a message naming the path when the agent is not running. */
+int gs_client_connect(const char *path, int timeout_ms,
+		      struct gs_client **out, struct gs_error *err);
+void gs_client_free(struct gs_client *c);
+
+int gs_client_fd(const struct gs_client *c);
+void gs_client_set_timeout(struct gs_client *c, int timeout_ms);
+
+int gs_client_ping(struct gs_client *c, struct gs_error *err);
+
+int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *req,
+			   struct gs_alloc_info *out, struct gs_error *err);
+/* final (may be NULL) receives the allocation's last usage. */
+int gs_client_alloc_close(struct gs_client *c, uint64_t id,
+			  struct gs_alloc_info *final, struct gs_error *err);
+
+/* Attach this connection to allocation id.  *ctl_fd receives the control
+ * page fd (caller closes it); info (may be NULL) the allocation. */
+int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
+		     struct gs_alloc_info *info, struct gs_error *err);
+
+/* *out is allocated; free with gs_status_free. */
+int gs_client_status(struct gs_client *c, struct gs_status **out,
+		     struct gs_error *err);
+
+int gs_client_set_weight(struct gs_client *c, uint64_t id, uint32_t weight,
+			 struct gs_error *err);
+int gs_client_set_priority(struct gs_client *c, uint64_t id, uint32_t prio,
+			   struct gs_error *err);
+int gs_client_drain(struct gs_client *c, int32_t gpu, int on,
+		    struct gs_error *err);
+
+/* Token protocol (attached connections only). */
+int gs_client_token_want(struct gs_client *c, struct gs_error *err);
+int gs_client_token_release(struct gs_client *c, uint64_t gen,
+			    uint64_t gpu_ns, uint64_t evict_ns,
+			    uint32_t reason, struct gs_error *err);
+/* Wait up to timeout_ms (-1: forever) for a TOKEN_GRANT.  Returns 1 with
+ * *gen/*slice_ns set, 0 on timeout, -1 on error (ERROR frame from the
+ * agent, closed connection). */
+int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
+			 uint64_t *slice_ns, struct gs_error *err);
+
+#endif /* GS_CLIENT_H */

@@ -1,0 +1,83 @@
+/*
+ * gs_ctlpage.h — the per-allocation control page shared by agent and job.
+ *
+ * The agent creates one page per attached allocation (memfd, 4096 bytes,
+ * sealed against shrinking and growing) and passes the fd with SCM_RIGHTS
+ * in the ATTACHED reply.  Both sides mmap it MAP_SHARED.  The runtime
+ * also registers it with cudaHostRegister(Mapped|Portable) so that one
+ * watcher warp on the GPU can read `suspend`.
+ *
+ * Ownership of fields (single writer each):
+ *   header     agent, once, before the fd is passed
+ *   control    agent; read by the job (host loop and GPU watcher)
+ *   counters   job (runtime / simulated executor); read by the agent's
+ *              accounting tick, never written by it
+ * All 32/64-bit fields are naturally aligned and accessed with
+ * __atomic_load_n/__atomic_store_n (acquire/release) on the host; the GPU
+ * reads `suspend` with volatile loads.  Counters only ever grow, so a
+ * reader needs no lock: deltas between two reads are usage.
+ * Times are CLOCK_MONOTONIC nanoseconds unless a field says otherwise.
+ */
+#ifndef GS_CTLPAGE_H
+#define GS_CTLPAGE_H
+
+#include <stdint.h>
+
+#define GS_CTL_MAGIC	0x4c544347u	/* "GCTL" in little-endian bytes */
+#define GS_CTL_VERSION	1u
+#define GS_CTL_SIZE	4096u
+
+/* suspend word */
+#define GS_CTL_RUN	0u
+#define GS_CTL_SUSPEND	1u
+
+/* job state, as the job reports it */
+enum gs_ctl_state {
+	GS_CTL_IDLE = 0,	/* nothing to run */
+	GS_CTL_WAITING = 1,	/* has work, waiting for a grant */
+	GS_CTL_RUNNING = 2,	/* holds the token, kernels on the GPU */
+	GS_CTL_IOWAIT = 3,	/* all blocks wait on host I/O */
+};
+
+struct gs_ctlpage {
+	/* --- header (64 bytes), agent writes once --- */
+	uint32_t magic;			/* GS_CTL_MAGIC */
+	uint32_t version;		/* GS_CTL_VERSION */
+	uint64_t alloc_id;		/* allocation this page belongs to */
+	uint32_t page_size;		/* sizeof(struct gs_ctlpage) */
+	uint32_t gpu_index;		/* GPU the allocation is placed on */
+	uint64_t created_ns;		/* CLOCK_MONOTONIC at creation */
+	uint8_t _rsv0[32];
+
+	/* --- control (64 bytes), agent writes --- */
+	uint32_t suspend;		/* GS_CTL_SUSPEND: leave the GPU at the
+					 * next scheduling point */
+	uint32_t _pad1;
+	uint64_t grant_gen;		/* +1 at every grant */
+	uint64_t slice_deadline_ns;	/* end of current slice, 0: none */
+	uint64_t suspend_set_ns;	/* when `suspend` was last set */
+	uint8_t _rsv1[32];
+
+	/* --- counters (128 bytes), job writes, only ever grow --- */
+	uint64_t gpu_ns;		/* GPU time used (kernel spans while
+					 * holding the token) */
+	uint64_t held_ns;		/* token time held (grant → release) */
+	uint64_t block_tasks;		/* logical blocks completed */
+	uint64_t suspensions;		/* times evicted by a suspend */
+	uint64_t last_evict_ns;		/* latency of the last eviction:
+					 * suspend_set_ns → kernels exited */
+	uint64_t evict_ns_sum;		/* sum over all evictions */
+	uint64_t evict_ns_max;		/* worst eviction */
+	uint64_t releases;		/* RELEASE messages sent */
+	uint64_t heartbeat_ns;		/* last counter update */
+	uint32_t state;			/* enum gs_ctl_state */
+	uint32_t pid;			/* job process that attached */
+	uint8_t _rsv2[48];
+
+	uint8_t _rsv3[GS_CTL_SIZE - 256];
+};
+
+_Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
+	       "control page must be exactly one page");
+
+#endif /* GS_CTLPAGE_H */

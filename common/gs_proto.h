@@ -1,0 +1,188 @@
+/*
+ * gs_proto.h — gshare wire protocol (agent ⇄ plugins, CLIs, runtime).
+ *
+ * Transport: Unix stream socket.  Every message is one frame:
+ *
+ *   offset size field
+ *   0      4    magic   GS_PROTO_MAGIC, little-endian
+ *   4      1    major   GS_PROTO_MAJOR; a foreign major is refused
+ *   5      1    minor   newer minors only append payload fields
+ *   6      2    type    enum gs_msg_type, little-endian
+ *   8      4    length  payload bytes, <= GS_FRAME_MAX_PAYLOAD
+ *   12     4    seq     request id; a reply repeats it; 0 for events
+ *   16     ...  payload
+ *
+ * Payload fields are little-endian integers and strings encoded as u16
+ * length + bytes (no NUL); every field is bounds-checked before use and
+ * decoders ignore trailing bytes (forward compatible minors).  The exact
+ * per-message layout is in docs/protocol.md.
+ *
+ * Requests and replies (R = root only, O = owner or root, A = anyone):
+ *   PING            A  → OK
+ *   ALLOC_CREATE    R  gs_alloc_req               → ALLOC_INFO | ERROR
+ *   ALLOC_CLOSE     R  {id}                       → ALLOC_INFO (final usage)
+ *   ATTACH          O  {id}                       → ATTACHED + fd (SCM_RIGHTS)
+ *   TOKEN_WANT      O  {}  (attached conn only)   → no reply; GRANT event later
+ *   TOKEN_RELEASE   O  gs_release                 → no reply
+ *   STATUS          A  {}                         → STATUS_REPLY (non-root: own
+ *                                                    allocations only)
+ *   SET_WEIGHT      R  {id, weight}               → OK
+ *   SET_PRIORITY    R  {id, priority}             → OK
+ *   DRAIN           R  {gpu, on}                  → OK
+ * Events (agent → attached job, seq 0): TOKEN_GRANT {gen, slice_ns}.
+ * Any request may be answered with ERROR {code, message}; an unknown type
+ * gets ERROR GS_EUNSUPP; a malformed frame gets ERROR GS_EPROTO and the
+ * connection is closed.  TOKEN_WANT/RELEASE errors come back as ERROR with
+ * the request's seq.
+ */
+#ifndef GS_PROTO_H
+#define GS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gs_error.h"
+
+#define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
+#define GS_PROTO_MAJOR		1
+#define GS_PROTO_MINOR		0
+#define GS_FRAME_HDR_SIZE	16
+#define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
+
+#define GS_DEFAULT_SOCKET	"/run/gshare/gshared.sock"
+#define GS_SHARES_PER_GPU	100
+
+/* Environment contract between plugins and the runtime. */
+#define GS_ENV_SOCKET		"GSHARE_SOCKET"
+#define GS_ENV_ALLOC		"GSHARE_ALLOC"
+
+enum gs_msg_type {
+	GS_MSG_ERROR = 1,
+	GS_MSG_OK = 2,
+	GS_MSG_PING = 3,
+	GS_MSG_ALLOC_CREATE = 10,
+	GS_MSG_ALLOC_CLOSE = 11,
+	GS_MSG_ALLOC_INFO = 12,
+	GS_MSG_ATTACH = 13,
+	GS_MSG_ATTACHED = 14,
+	GS_MSG_TOKEN_WANT = 20,
+	GS_MSG_TOKEN_GRANT = 21,
+	GS_MSG_TOKEN_RELEASE = 22,
+	GS_MSG_STATUS = 30,
+	GS_MSG_STATUS_REPLY = 31,
+	GS_MSG_SET_WEIGHT = 32,
+	GS_MSG_SET_PRIORITY = 33,
+	GS_MSG_DRAIN = 34,
+};
+
+struct gs_frame_hdr {
+	uint32_t magic;
+	uint8_t major;
+	uint8_t minor;
+	uint16_t type;
+	uint32_t length;
+	uint32_t seq;
+};
+
+enum gs_priority { GS_PRIO_LOW = 0, GS_PRIO_NORMAL = 1, GS_PRIO_HIGH = 2 };
+enum gs_mode { GS_MODE_TIME = 0, GS_MODE_SPACE = 1 };
+
+enum gs_alloc_state {
+	GS_ASTATE_CREATED = 0,	/* no job attached yet */
+	GS_ASTATE_IDLE = 1,	/* attached, not asking for the GPU */
+	GS_ASTATE_WAITING = 2,	/* wants the token */
+	GS_ASTATE_RUNNING = 3,	/* holds the token */
+	GS_ASTATE_SUSPENDING = 4,	/* told to suspend, not yet released */
+	GS_ASTATE_HELD = 5,	/* held back after overrunning */
+	GS_ASTATE_CLOSED = 6,
+};
+
+enum gs_release_reason {
+	GS_REL_SUSPENDED = 0,	/* evicted by a suspend */
+	GS_REL_IDLE = 1,	/* ran out of work */
+	GS_REL_IOWAIT = 2,	/* every block waits on host I/O */
+	GS_REL_EXIT = 3,	/* job finishing */
+};
+
+#define GS_LABEL_MAX	64
+#define GS_UUID_MAX	64
+
+/* Who an allocation belongs to; empty strings when unknown. */
+struct gs_labels {
+	char cluster[GS_LABEL_MAX];
+	char job[GS_LABEL_MAX];		/* Slurm job id */
+	char step[GS_LABEL_MAX];	/* Slurm step id ("batch", "0", ...) */
+	char node[GS_LABEL_MAX];	/* node name / index */
+	char ns[GS_LABEL_MAX];		/* Kubernetes namespace */
+	char pod[GS_LABEL_MAX * 2];
+	char container[GS_LABEL_MAX];
+	char user[GS_LABEL_MAX];
+	char account[GS_LABEL_MAX];
+};
+
+struct gs_alloc_req {
+	int32_t gpu;		/* GPU index, -1: agent places it */
+	uint32_t shares;	/* 1..100 guaranteed shares */
+	uint32_t weight;	/* 0: same as shares */
+	uint32_t priority;	/* enum gs_priority */
+	uint32_t mode;		/* enum gs_mode */
+	uint32_t uid;		/* owner: only this uid (or root) attaches */
+	struct gs_labels labels;
+};
+
+struct gs_alloc_info {
+	uint64_t id;
+	int32_t gpu;
+	char gpu_uuid[GS_UUID_MAX];
+	uint32_t shares, weight, priority, mode, uid;
+	uint32_t state;		/* enum gs_alloc_state */
+	uint32_t pid;		/* attached job process, 0 if none */
+	struct gs_labels labels;
+	uint64_t created_unix_ns;
+	uint64_t gpu_ns;	/* GPU time used (runtime-reported) */
+	uint64_t held_ns;	/* token time held */
+	uint64_t suspensions;
+	uint64_t block_tasks;
+	uint64_t vtime_ns;	/* scheduler virtual time */
+};
+
+struct gs_gpu_info {
+	int32_t index;
+	char uuid[GS_UUID_MAX];
+	char name[GS_LABEL_MAX];
+	uint32_t shares_total;	/* usually 100 */
+	uint32_t shares_used;	/* guaranteed shares allocated */
+	uint32_t healthy;	/* 0: lost / failing */
+	uint32_t drained;	/* 1: no new allocations */
+	uint32_t simulated;	/* 1: simulated backend */
+	uint64_t holder;	/* allocation holding the token, 0 none */
+};
+
+struct gs_status {
+	char policy[32];
+	uint64_t slice_ns;
+	uint32_t ngpus;
+	struct gs_gpu_info *gpus;
+	uint32_t nallocs;
+	struct gs_alloc_info *allocs;
+};
+
+/* Frame header codec.  decode checks magic, major and length bound and
+ * fills h; it returns 0, or -1 with GS_EPROTO / GS_EVERSION in err. */
+void gs_frame_hdr_encode(const struct gs_frame_hdr *h,
+			 uint8_t out[GS_FRAME_HDR_SIZE]);
+int gs_frame_hdr_decode(const uint8_t *buf, size_t len,
+			struct gs_frame_hdr *h, struct gs_error *err);
+
+/* Names for enums ("low", "time", "running", ...); parse returns -1 on
+ * unknown names. */
+const char *gs_priority_name(uint32_t p);
+int gs_priority_parse(const char *s, uint32_t *out);
+const char *gs_mode_name(uint32_t m);
+int gs_mode_parse(const char *s, uint32_t *out);
+const char *gs_alloc_state_name(uint32_t s);
+const char *gs_msg_type_name(uint32_t t);
+
+void gs_status_free(struct gs_status *st);
+
+#endif /* GS_PROTO_H */

@@ -1,0 +1,66 @@
+/*
+ * gs_session.h — the job side of the token protocol: the host loop shared
+ * by the GPU runtime (libgshare) and the simulated job (gshare-simjob).
+ *
+ * A session is an attached connection plus the mapped control page.
+ * gs_session_run drives an executor: acquire the token (TOKEN_WANT, wait
+ * for TOKEN_GRANT), let the executor run until it finishes or leaves the
+ * GPU because the agent set SUSPEND, report TOKEN_RELEASE with the GPU
+ * time used and the eviction latency, update the page's counters, and
+ * repeat until the executor has no more work.  Only the executor differs
+ * between the GPU and the simulation.
+ * Not thread-safe; never prints.
+ */
+#ifndef GS_SESSION_H
+#define GS_SESSION_H
+
+#include <stdint.h>
+
+#include "gs_ctlpage.h"
+#include "gs_error.h"
+
+struct gs_session;
+
+/* What one executor run did while holding the token. */
+struct gs_run_result {
+	int done;		/* 1: no work left; 0: left on suspend/iowait */
+	uint32_t reason;	/* enum gs_release_reason when done == 0 */
+	uint64_t gpu_ns;	/* GPU time used in this run */
+	uint64_t block_tasks;	/* logical blocks completed in this run */
+	uint64_t exit_ns;	/* CLOCK_MONOTONIC when the work had left the
+				 * GPU (eviction latency = exit_ns -
+				 * page->suspend_set_ns) */
+};
+
+struct gs_executor {
+	/* Run while holding the token.  The executor must stop at its next
+	 * scheduling point once page->suspend == GS_CTL_SUSPEND. */
+	int (*run)(void *ctx, volatile struct gs_ctlpage *page,
+		   struct gs_run_result *res, struct gs_error *err);
+};
+
+/* Connect to `sock`, attach to allocation `alloc_id`, map the page. */
+int gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
+		    struct gs_session **out, struct gs_error *err);
+/* Same, from GSHARE_SOCKET / GSHARE_ALLOC.  Returns 0 with *out = NULL
+ * when neither is set (standalone mode); -1 when they are set but bad. */
+int gs_session_open_env(int timeout_ms, struct gs_session **out,
+			struct gs_error *err);
+void gs_session_close(struct gs_session *s);
+
+/* Borrowed; valid until gs_session_close. */
+volatile struct gs_ctlpage *gs_session_page(struct gs_session *s);
+uint64_t gs_session_alloc_id(const struct gs_session *s);
+
+/* Low-level steps, for executors that need them. */
+int gs_session_acquire(struct gs_session *s, struct gs_error *err);
+int gs_session_release(struct gs_session *s, const struct gs_run_result *r,
+		       struct gs_error *err);
+int gs_session_holding(const struct gs_session *s);
+
+/* The whole loop: returns 0 when the executor reports done (token given
+ * back as idle), -1 on error. */
+int gs_session_run(struct gs_session *s, const struct gs_executor *ex,
+		   void *ctx, struct gs_error *err);
+
+#endif /* GS_SESSION_H */

@@ -1,0 +1,98 @@
+/*
+ * sched.h — per-GPU token scheduler: a pure module, no I/O, no clocks.
+ *
+ * The agent owns one struct gs_sched per GPU and feeds it events with the
+ * current CLOCK_MONOTONIC time; gs_sched_step returns what the agent must
+ * do (grant the token, ask the holder to suspend, escalate a holder that
+ * ignores a suspend) and when it wants to be called again.
+ *
+ * Policies (DESIGN §3):
+ *  - WFQ: virtual time per allocation; the active allocation with the least
+ *    vtime runs next; a release charges gpu_ns * WEIGHT_SCALE / weight; an
+ *    allocation that becomes active starts at max(own vtime, min vtime of
+ *    the active set) so idling saves nothing up (GLoop §5.3, LoGA §3.4).
+ *    Work-conserving: a lone active allocation keeps the token with no
+ *    suspends at all.
+ *  - PRIORITY: the highest priority class that is active runs, WFQ within
+ *    the class; an arriving higher class preempts the holder at once.
+ *  - DYNAMIC_PRIORITY: like PRIORITY, but a waiting allocation's effective
+ *    priority rises by one class per `aging_ns` waited (EffiSha §7), so
+ *    nothing starves.
+ *  - Non-cooperation: a holder that has not released `grace_ns` after a
+ *    suspend was asked is charged for the whole time it held the token and
+ *    escalated (GS_ACT_ESCALATE); with HOLD it is then held back (not
+ *    granted) until the others' vtime catches up with its charge; KILL
+ *    leaves the kill to the agent.
+ */
+#ifndef GS_SCHED_H
+#define GS_SCHED_H
+
+#include <stdint.h>
+
+enum gs_policy { GS_POLICY_WFQ = 0, GS_POLICY_PRIORITY = 1,
+		 GS_POLICY_DYNPRIO = 2 };
+enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
+
+struct gs_sched_params {
+	uint32_t policy;	/* enum gs_policy */
+	uint64_t slice_ns;	/* default 4 ms */
+	uint64_t grace_ns;	/* suspend → escalate */
+	uint32_t escalation;	/* enum gs_escalation */
+	uint64_t aging_ns;	/* dynamic priority: wait per class boost */
+};
+
+enum gs_sched_act_kind {
+	GS_ACT_GRANT = 1,	/* give id the token for slice_ns */
+	GS_ACT_SUSPEND = 2,	/* write SUSPEND into id's control page */
+	GS_ACT_ESCALATE = 3,	/* id ignored a suspend past the grace */
+};
+
+struct gs_sched_action {
+	uint32_t kind;		/* enum gs_sched_act_kind */
+	uint64_t id;
+	uint64_t slice_ns;	/* GRANT: slice length */
+};
+
+struct gs_sched_entry_info {
+	uint64_t vtime_ns;
+	uint64_t gpu_ns;	/* charged GPU time */
+	uint32_t active;	/* wants the GPU */
+	uint32_t holding;	/* holds the token */
+	uint32_t suspending;	/* told to suspend, not released yet */
+	uint32_t held_back;	/* escalated, waiting out its overrun */
+	uint32_t eff_priority;
+};
+
+struct gs_sched;
+
+struct gs_sched *gs_sched_new(const struct gs_sched_params *p);
+void gs_sched_free(struct gs_sched *s);
+/* Change parameters (SIGHUP reload) keeping every entry. */
+void gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p);
+
+/* Entries: id unique per scheduler.  add returns -1 on duplicate id or
+ * out of memory. weight >= 1. */
+int gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
+		 uint32_t priority, uint64_t now);
+void gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now);
+int gs_sched_set_weight(struct gs_sched *s, uint64_t id, uint32_t weight);
+int gs_sched_set_priority(struct gs_sched *s, uint64_t id, uint32_t prio);
+
+/* id has work and wants the token. */
+int gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now);
+/* The holder gave the token back: gpu_ns used during the grant; idle
+ * means it has no more work (becomes inactive). */
+int gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns,
+		     int idle, uint64_t now);
+
+/* Decide.  Writes up to max actions, returns their number; *next_ns is the
+ * absolute time the scheduler wants to be stepped again (UINT64_MAX: only
+ * on the next event). */
+int gs_sched_step(struct gs_sched *s, uint64_t now,
+		  struct gs_sched_action *acts, int max, uint64_t *next_ns);
+
+int gs_sched_info(const struct gs_sched *s, uint64_t id,
+		  struct gs_sched_entry_info *out);
+uint64_t gs_sched_holder(const struct gs_sched *s);
+
+#endif /* GS_SCHED_H */

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Run a list of test programs, each in its own process with a timeout,
+# and print one line per test plus a summary.  Exit 1 if any failed.
+# Usage: tests/run.sh LABEL PROGRAM...
+# TEST_TIMEOUT (seconds, default 300) bounds each program.
+set -u
+label=$1; shift
+pass=0; fail=0; failed=""
+logdir=${TEST_LOGDIR:-build/test-logs}
+mkdir -p "$logdir"
+for t in "$@"; do
+	name=$(echo "$t" | tr '/' '_')
+	start=$(date +%s%N)
+	if timeout -k 10 "${TEST_TIMEOUT:-300}" "$t" >"$logdir/$name.log" 2>&1; then
+		rc=0
+	else
+		rc=$?
+	fi
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	if [ $rc = 0 ]; then
+		pass=$((pass + 1))
+		printf '%-6s PASS %-50s %6d ms\n' "$label" "$t" "$ms"
+	else
+		fail=$((fail + 1)); failed="$failed $t"
+		printf '%-6s FAIL %-50s (rc=%s)\n' "$label" "$t" "$rc"
+		sed 's/^/    | /' "$logdir/$name.log" | tail -n 60
+	fi
+done
+echo "$label: $pass passed, $fail failed"
+[ $fail = 0 ] || { echo "$label: failed:$failed"; exit 1; }
