@@ -42,7 +42,7 @@ INSTALL_RULES :=
 	install demo deps clean
 all:
 
-include $(sort $(wildcard */module.mk))
+include $(sort $(wildcard */module.mk */*/module.mk))
 
 all: $(BINS) $(LIBS)
 
