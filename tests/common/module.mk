@@ -1,0 +1,8 @@
+# tests/common — cmocka unit tests of common/ (config, protocol, client).
+
+COMMON_TESTS := test_config
+COMMON_TEST_BINS := $(COMMON_TESTS:%=$(B)/tests/common/%)
+UNIT_TESTS += $(COMMON_TEST_BINS)
+
+$(B)/tests/common/%: $(B)/tests/common/%.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(GSCOMMON_LDLIBS)
