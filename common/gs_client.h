@@ -36,6 +36,12 @@ int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *req,
 int gs_client_alloc_close(struct gs_client *c, uint64_t id,
 			  struct gs_alloc_info *final, struct gs_error *err);
 
+/* Replace the labels of allocation id (root only); out (may be NULL)
+ * receives the allocation as stored. */
+int gs_client_alloc_label(struct gs_client *c, uint64_t id,
+			  const struct gs_labels *labels,
+			  struct gs_alloc_info *out, struct gs_error *err);
+
 /* Attach this connection to allocation id.  *ctl_fd receives the control
  * page fd (caller closes it); info (may be NULL) the allocation. */
 int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,

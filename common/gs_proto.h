@@ -21,6 +21,11 @@
  *   PING            A  → OK
  *   ALLOC_CREATE    R  gs_alloc_req               → ALLOC_INFO | ERROR
  *   ALLOC_CLOSE     R  {id}                       → ALLOC_INFO (final usage)
+ *   ALLOC_LABEL     R  {id, gs_labels}            → ALLOC_INFO (labels
+ *                                                    replaced; the device
+ *                                                    plugin learns a pod's
+ *                                                    name only after its
+ *                                                    allocation exists)
  *   ATTACH          O  {id}                       → ATTACHED + fd (SCM_RIGHTS)
  *   TOKEN_WANT      O  {}  (attached conn only)   → no reply; GRANT event later
  *   TOKEN_RELEASE   O  gs_release                 → no reply
@@ -65,6 +70,7 @@ enum gs_msg_type {
 	GS_MSG_ALLOC_INFO = 12,
 	GS_MSG_ATTACH = 13,
 	GS_MSG_ATTACHED = 14,
+	GS_MSG_ALLOC_LABEL = 15,
 	GS_MSG_TOKEN_WANT = 20,
 	GS_MSG_TOKEN_GRANT = 21,
 	GS_MSG_TOKEN_RELEASE = 22,
