@@ -21,8 +21,37 @@
  *  - Non-cooperation: a holder that has not released `grace_ns` after a
  *    suspend was asked is charged for the whole time it held the token and
  *    escalated (GS_ACT_ESCALATE); with HOLD it is then held back (not
- *    granted) until the others' vtime catches up with its charge; KILL
+ *    granted) for its overrun while others want the GPU (below); KILL
  *    leaves the kill to the agent.
+ *
+ * Refinements (sched.c implements exactly this):
+ *  - Slices: a grant lasts slice_ns.  At slice end the holder is asked to
+ *    suspend only if a waiter should run before it (higher effective
+ *    priority, or same priority and vtime <= the holder's vtime projected
+ *    with the time held so far); otherwise the slice is silently extended
+ *    (no action, no new grant generation).  With no waiter at all the
+ *    holder is never suspended (work-conserving).
+ *  - Virtual time is kept per priority class (WFQ: one class); the
+ *    activation reset uses the class's floor, the least (projected) vtime
+ *    of its active entries, never going backwards; when a class empties
+ *    the floor keeps the last leaver's vtime.  Weight changes affect only
+ *    future charges.
+ *  - PRIORITY / DYNPRIO preempt at once only when a waiter's static
+ *    priority beats the holder's; DYNPRIO ages waiters by one class per
+ *    aging_ns waited (aging_ns 0: slice_ns), capped at GS_SCHED_BOOST_MAX,
+ *    and compares aged priorities at slice end; a grant resets the aging.
+ *    Priorities above GS_SCHED_PRIO_MAX are clamped.
+ *  - Escalation revokes the token: the scheduler no longer counts the
+ *    overrunner as holder and may grant another allocation in the same
+ *    step (the agent enforces: KILL kills the process, HOLD relies on the
+ *    job's kernels draining).  Its late RELEASE charges the rest of the
+ *    held time (the reported gpu_ns is ignored); it is then held back —
+ *    not granted while any other allocation is eligible — for as long as
+ *    it overran (suspend request to release).  A hold-back never idles
+ *    the GPU: with nobody else eligible it may run.
+ *  - Call gs_sched_step after every event and whenever *next_ns passes.
+ *    All calls are O(n) in the number of entries and allocate nothing
+ *    except gs_sched_new and gs_sched_add (array growth).
  */
 #ifndef GS_SCHED_H
 #define GS_SCHED_H
@@ -32,6 +61,10 @@
 enum gs_policy { GS_POLICY_WFQ = 0, GS_POLICY_PRIORITY = 1,
 		 GS_POLICY_DYNPRIO = 2 };
 enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
+
+#define GS_SCHED_WEIGHT_SCALE	100u	/* vtime = gpu_ns * 100 / weight */
+#define GS_SCHED_PRIO_MAX	31u	/* larger priorities are clamped */
+#define GS_SCHED_BOOST_MAX	32u	/* DYNPRIO aging cap (classes) */
 
 struct gs_sched_params {
 	uint32_t policy;	/* enum gs_policy */
@@ -65,6 +98,10 @@ struct gs_sched_entry_info {
 
 struct gs_sched;
 
+/* Defaults: WFQ, 4 ms slices, 100 ms grace, HOLD, aging = slice. */
+void gs_sched_params_default(struct gs_sched_params *p);
+
+/* NULL on out of memory. */
 struct gs_sched *gs_sched_new(const struct gs_sched_params *p);
 void gs_sched_free(struct gs_sched *s);
 /* Change parameters (SIGHUP reload) keeping every entry. */
@@ -93,6 +130,10 @@ int gs_sched_step(struct gs_sched *s, uint64_t now,
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,
 		  struct gs_sched_entry_info *out);
+/* Allocation holding the token (0: none; an escalated overrunner no
+ * longer holds it). */
 uint64_t gs_sched_holder(const struct gs_sched *s);
+/* Number of entries. */
+unsigned gs_sched_count(const struct gs_sched *s);
 
 #endif /* GS_SCHED_H */

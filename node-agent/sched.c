@@ -1,0 +1,585 @@
+/*
+ * sched.c — per-GPU token scheduler (contract and policy in sched.h).
+ *
+ * Entries live in one flat array, searched linearly: a GPU carries a
+ * handful of allocations (tens at most), so a scan is cheaper than any
+ * tree and every decision stays O(n) with no allocation.  The array only
+ * grows in gs_sched_add; removal swaps the last entry into the hole.
+ *
+ * Time handling: the module never reads a clock; every call gets `now`
+ * (CLOCK_MONOTONIC ns from the agent) and all deadlines are absolute.
+ * The holder's vtime is charged only at release (with the GPU time the
+ * job reports); while it holds the token, comparisons use its vtime
+ * projected with the wall time held so far, so a long solo run is not
+ * forgotten when a competitor shows up.
+ *
+ * Virtual-time floors (the activation reset) are kept per priority class
+ * (one class under WFQ) and only ever move forward.
+ *
+ * Limits: a holder's reported gpu_ns is trusted for cooperating holders
+ * (the agent authenticates the job; a job that under-reports only within
+ * its grace period gains at most that much); priorities above
+ * GS_SCHED_PRIO_MAX share the top class.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+#define NCLASS (GS_SCHED_PRIO_MAX + 1u)
+#define DEF_SLICE_NS 4000000ull
+#define DEF_GRACE_NS 100000000ull
+
+struct ent {
+	uint64_t id;
+	uint32_t weight;
+	uint32_t prio;		/* static, clamped to GS_SCHED_PRIO_MAX */
+	uint32_t eff;		/* effective priority at the last decision */
+	uint8_t active;		/* wants the token */
+	uint8_t holding;	/* holds the token (incl. while suspending) */
+	uint8_t suspending;	/* SUSPEND sent, no release yet */
+	uint8_t revoked;	/* escalated, token taken, no release yet */
+	uint8_t held_back;	/* serving its overrun penalty */
+	uint64_t vtime;
+	uint64_t gpu_ns;	/* total charged GPU time */
+	uint64_t wait_since;	/* DYNPRIO aging origin */
+	uint64_t grant_at;
+	uint64_t slice_end;
+	uint64_t suspend_at;
+	uint64_t revoked_at;
+	uint64_t hold_until;	/* held_back: penalty end */
+};
+
+struct gs_sched {
+	struct gs_sched_params p;
+	struct ent *e;
+	unsigned n, cap;
+	int hidx;		/* index of the holder, -1: token free */
+	uint64_t floor[NCLASS];	/* per-class vtime floor, monotonic */
+};
+
+void
+gs_sched_params_default(struct gs_sched_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->policy = GS_POLICY_WFQ;
+	p->slice_ns = DEF_SLICE_NS;
+	p->grace_ns = DEF_GRACE_NS;
+	p->escalation = GS_ESC_HOLD;
+	p->aging_ns = DEF_SLICE_NS;
+}
+
+static void
+params_fix(struct gs_sched_params *dst, const struct gs_sched_params *src)
+{
+	*dst = *src;
+	if (dst->policy > GS_POLICY_DYNPRIO)
+		dst->policy = GS_POLICY_WFQ;
+	if (dst->slice_ns == 0)
+		dst->slice_ns = DEF_SLICE_NS;
+	if (dst->aging_ns == 0)
+		dst->aging_ns = dst->slice_ns;
+}
+
+struct gs_sched *
+gs_sched_new(const struct gs_sched_params *p)
+{
+	struct gs_sched *s;
+	struct gs_sched_params def;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	if (p == NULL) {
+		gs_sched_params_default(&def);
+		p = &def;
+	}
+	params_fix(&s->p, p);
+	s->hidx = -1;
+	return s;
+}
+
+void
+gs_sched_free(struct gs_sched *s)
+{
+	if (s == NULL)
+		return;
+	free(s->e);
+	free(s);
+}
+
+void
+gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
+{
+	params_fix(&s->p, p);
+}
+
+static int
+find(const struct gs_sched *s, uint64_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->e[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+static uint32_t
+clamp_prio(uint32_t prio)
+{
+	return prio > GS_SCHED_PRIO_MAX ? GS_SCHED_PRIO_MAX : prio;
+}
+
+/* Class of an entry for vtime floors: WFQ ignores priorities. */
+static unsigned
+cls(const struct gs_sched *s, const struct ent *e)
+{
+	return s->p.policy == GS_POLICY_WFQ ? 0u : e->prio;
+}
+
+static uint64_t
+charge_of(uint64_t ns, uint32_t weight)
+{
+	unsigned __int128 v = (unsigned __int128)ns * GS_SCHED_WEIGHT_SCALE;
+
+	v /= weight;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* vtime used for comparisons: a holder's includes the time held so far. */
+static uint64_t
+proj_vt(const struct ent *e, uint64_t now)
+{
+	if (e->holding && now > e->grant_at)
+		return sat_add(e->vtime, charge_of(now - e->grant_at,
+						   e->weight));
+	return e->vtime;
+}
+
+static uint32_t
+eff_prio(const struct gs_sched *s, const struct ent *e, uint64_t now)
+{
+	uint64_t boost;
+
+	if (s->p.policy == GS_POLICY_WFQ)
+		return 0;
+	if (s->p.policy == GS_POLICY_PRIORITY || e->holding ||
+	    now <= e->wait_since)
+		return e->prio;
+	boost = (now - e->wait_since) / s->p.aging_ns;
+	if (boost > GS_SCHED_BOOST_MAX)
+		boost = GS_SCHED_BOOST_MAX;
+	return e->prio + (uint32_t)boost;
+}
+
+/* Raise the class floors to the least projected vtime of each class's
+ * active entries.  O(n). */
+static void
+update_floors(struct gs_sched *s, uint64_t now)
+{
+	uint64_t min[NCLASS];
+	unsigned i, c;
+
+	for (c = 0; c < NCLASS; c++)
+		min[c] = UINT64_MAX;
+	for (i = 0; i < s->n; i++) {
+		const struct ent *e = &s->e[i];
+		uint64_t v;
+
+		if (!e->active || e->revoked)
+			continue;
+		c = cls(s, e);
+		v = proj_vt(e, now);
+		if (v < min[c])
+			min[c] = v;
+	}
+	for (c = 0; c < NCLASS; c++)
+		if (min[c] != UINT64_MAX && min[c] > s->floor[c])
+			s->floor[c] = min[c];
+}
+
+/* Does any active entry other than `skip` share e's class? */
+static int
+class_has_other(const struct gs_sched *s, const struct ent *e, unsigned skip)
+{
+	unsigned i;
+
+	for (i = 0; i < s->n; i++)
+		if (i != skip && s->e[i].active && !s->e[i].revoked &&
+		    cls(s, &s->e[i]) == cls(s, e))
+			return 1;
+	return 0;
+}
+
+/* The activation reset: an entry that starts wanting the GPU begins at
+ * its class floor, so idling saves nothing up. */
+static void
+activate(struct gs_sched *s, struct ent *e, uint64_t now)
+{
+	update_floors(s, now);
+	if (e->vtime < s->floor[cls(s, e)])
+		e->vtime = s->floor[cls(s, e)];
+	e->active = 1;
+	e->wait_since = now;
+}
+
+int
+gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
+	     uint32_t priority, uint64_t now)
+{
+	struct ent *e;
+
+	if (weight == 0 || find(s, id) >= 0)
+		return -1;
+	if (s->n == s->cap) {
+		unsigned ncap = s->cap ? s->cap * 2 : 8;
+		struct ent *ne = realloc(s->e, ncap * sizeof(*ne));
+
+		if (ne == NULL)
+			return -1;
+		s->e = ne;
+		s->cap = ncap;
+	}
+	e = &s->e[s->n++];
+	memset(e, 0, sizeof(*e));
+	e->id = id;
+	e->weight = weight;
+	e->prio = clamp_prio(priority);
+	e->eff = e->prio;
+	update_floors(s, now);
+	e->vtime = s->floor[cls(s, e)];
+	return 0;
+}
+
+void
+gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now)
+{
+	int i = find(s, id);
+	struct ent *e;
+
+	if (i < 0)
+		return;
+	e = &s->e[i];
+	update_floors(s, now);
+	/* Last active of its class: keep its vtime as the floor. */
+	if (e->active && !e->revoked && !class_has_other(s, e, (unsigned)i) &&
+	    e->vtime > s->floor[cls(s, e)])
+		s->floor[cls(s, e)] = e->vtime;
+	if (s->hidx == i)
+		s->hidx = -1;
+	s->n--;
+	if ((unsigned)i != s->n) {
+		s->e[i] = s->e[s->n];
+		if (s->hidx == (int)s->n)
+			s->hidx = i;
+	}
+}
+
+int
+gs_sched_set_weight(struct gs_sched *s, uint64_t id, uint32_t weight)
+{
+	int i = find(s, id);
+
+	if (i < 0 || weight == 0)
+		return -1;
+	/* The holder's time so far is charged at the weight it ran with
+	 * when it releases; only the projection changes, which is fine for
+	 * a one-slice window. */
+	s->e[i].weight = weight;
+	return 0;
+}
+
+int
+gs_sched_set_priority(struct gs_sched *s, uint64_t id, uint32_t prio)
+{
+	int i = find(s, id);
+	struct ent *e;
+
+	if (i < 0)
+		return -1;
+	e = &s->e[i];
+	prio = clamp_prio(prio);
+	if (prio == e->prio)
+		return 0;
+	e->prio = prio;
+	e->eff = prio;
+	/* Entering another class: no burst against its members. */
+	if (s->p.policy != GS_POLICY_WFQ && e->active && !e->revoked) {
+		update_floors(s, 0);	/* no clock here: no projection */
+		if (e->vtime < s->floor[prio])
+			e->vtime = s->floor[prio];
+	}
+	return 0;
+}
+
+int
+gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now)
+{
+	int i = find(s, id);
+	struct ent *e;
+
+	if (i < 0)
+		return -1;
+	e = &s->e[i];
+	if (e->active)
+		return 0;
+	if (e->revoked) {
+		/* Still owes a release; it becomes a waiter once it does. */
+		e->active = 1;
+		return 0;
+	}
+	activate(s, e, now);
+	return 0;
+}
+
+int
+gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
+		 uint64_t now)
+{
+	int i = find(s, id);
+	struct ent *e;
+
+	if (i < 0)
+		return -1;
+	e = &s->e[i];
+	if (e->revoked) {
+		/* Late release of an escalated holder: charge the rest of the
+		 * held time, then hold it back for as long as it overran. */
+		uint64_t rest = now > e->revoked_at ? now - e->revoked_at : 0;
+		uint64_t over = now > e->suspend_at ? now - e->suspend_at : 0;
+
+		e->vtime = sat_add(e->vtime, charge_of(rest, e->weight));
+		e->gpu_ns = sat_add(e->gpu_ns, rest);
+		e->revoked = 0;
+		e->suspending = 0;
+		e->held_back = 1;
+		e->hold_until = sat_add(now, over);
+	} else if (s->hidx == i) {
+		e->vtime = sat_add(e->vtime, charge_of(gpu_ns, e->weight));
+		e->gpu_ns = sat_add(e->gpu_ns, gpu_ns);
+		e->holding = 0;
+		e->suspending = 0;
+		s->hidx = -1;
+	} else {
+		return -1;	/* not holding the token */
+	}
+	update_floors(s, now);
+	if (idle) {
+		if (e->active && !class_has_other(s, e, (unsigned)i) &&
+		    e->vtime > s->floor[cls(s, e)])
+			s->floor[cls(s, e)] = e->vtime;
+		e->active = 0;
+	} else {
+		e->active = 1;
+		e->wait_since = now;
+		if (e->vtime < s->floor[cls(s, e)])
+			e->vtime = s->floor[cls(s, e)];
+	}
+	return 0;
+}
+
+/* Is a better than b as the next holder?  Higher effective priority
+ * first, then less vtime, then lower id (determinism). */
+static int
+better(const struct gs_sched *s, const struct ent *a, const struct ent *b,
+       uint64_t now)
+{
+	uint32_t ea = eff_prio(s, a, now), eb = eff_prio(s, b, now);
+	uint64_t va, vb;
+
+	if (ea != eb)
+		return ea > eb;
+	va = proj_vt(a, now);
+	vb = proj_vt(b, now);
+	if (va != vb)
+		return va < vb;
+	return a->id < b->id;
+}
+
+static int
+in_penalty(const struct ent *e, uint64_t now)
+{
+	return e->held_back && now < e->hold_until;
+}
+
+/* Best waiting entry (not the holder, not revoked).  Entries serving a
+ * hold-back are considered only when nobody else waits; *pen_end gets
+ * the earliest end of a penalty that was skipped. */
+static int
+pick(const struct gs_sched *s, uint64_t now, uint64_t *pen_end)
+{
+	int best = -1, best_pen = -1;
+	unsigned i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct ent *e = &s->e[i];
+
+		if (!e->active || e->revoked || (int)i == s->hidx)
+			continue;
+		if (in_penalty(e, now)) {
+			if (e->hold_until < *pen_end)
+				*pen_end = e->hold_until;
+			if (best_pen < 0 || better(s, e, &s->e[best_pen], now))
+				best_pen = (int)i;
+			continue;
+		}
+		if (best < 0 || better(s, e, &s->e[best], now))
+			best = (int)i;
+	}
+	return best >= 0 ? best : best_pen;
+}
+
+static void
+emit(struct gs_sched_action *acts, int *na, uint32_t kind, uint64_t id,
+     uint64_t slice)
+{
+	acts[*na].kind = kind;
+	acts[*na].id = id;
+	acts[*na].slice_ns = slice;
+	(*na)++;
+}
+
+static uint64_t
+umin(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+int
+gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
+	      int max, uint64_t *next_ns)
+{
+	uint64_t next = UINT64_MAX, pen_end = UINT64_MAX;
+	struct ent *h;
+	int na = 0, w;
+
+	/* 1. A suspending holder past its grace: charge, revoke, escalate. */
+	if (s->hidx >= 0 && s->e[s->hidx].suspending) {
+		h = &s->e[s->hidx];
+		if (now >= sat_add(h->suspend_at, s->p.grace_ns)) {
+			uint64_t held;
+
+			if (na >= max)
+				goto out_again;
+			held = now > h->grant_at ? now - h->grant_at : 0;
+			h->vtime = sat_add(h->vtime, charge_of(held, h->weight));
+			h->gpu_ns = sat_add(h->gpu_ns, held);
+			h->holding = 0;
+			h->revoked = 1;
+			h->revoked_at = now;
+			s->hidx = -1;
+			emit(acts, &na, GS_ACT_ESCALATE, h->id, 0);
+			update_floors(s, now);
+		} else {
+			next = sat_add(h->suspend_at, s->p.grace_ns);
+			goto out;
+		}
+	}
+
+	/* 2. Token free: grant the best waiter. */
+	if (s->hidx < 0) {
+		w = pick(s, now, &pen_end);
+		if (w < 0)
+			goto out;
+		if (na >= max)
+			goto out_again;
+		h = &s->e[w];
+		/* The priority it won with protects it from at-once
+		 * preemption for this grant (DYNPRIO: aged). */
+		h->eff = eff_prio(s, h, now);
+		h->holding = 1;
+		h->suspending = 0;
+		h->held_back = 0;
+		h->grant_at = now;
+		h->slice_end = sat_add(now, s->p.slice_ns);
+		s->hidx = w;
+		emit(acts, &na, GS_ACT_GRANT, h->id, s->p.slice_ns);
+		pen_end = UINT64_MAX;
+	}
+
+	/* 3. A running holder: preempt, suspend at slice end, or extend. */
+	h = &s->e[s->hidx];
+	w = pick(s, now, &pen_end);
+	next = pen_end;
+	if (w < 0)
+		goto out;	/* alone: keeps the GPU, no suspends */
+	{
+		struct ent *c = &s->e[w];
+		int preempt = 0;
+
+		c->eff = eff_prio(s, c, now);
+		if (in_penalty(c, now)) {
+			/* Only a penalised entry waits: the holder goes on; the
+			 * waiter competes normally once its penalty ends. */
+			goto out;
+		}
+		if (s->p.policy != GS_POLICY_WFQ && c->prio > h->eff)
+			preempt = 1;
+		else if (now >= h->slice_end) {
+			uint32_t ec = c->eff, eh = eff_prio(s, h, now);
+
+			if (ec != eh)
+				preempt = ec > eh;
+			else
+				preempt = c->vtime <= proj_vt(h, now);
+			if (!preempt)
+				h->slice_end = sat_add(now, s->p.slice_ns);
+		}
+		if (preempt) {
+			if (na >= max)
+				goto out_again;
+			h->suspending = 1;
+			h->suspend_at = now;
+			emit(acts, &na, GS_ACT_SUSPEND, h->id, 0);
+			next = sat_add(now, s->p.grace_ns);
+		} else {
+			next = umin(next, h->slice_end);
+		}
+	}
+out:
+	*next_ns = next;
+	return na;
+out_again:
+	*next_ns = now;
+	return na;
+}
+
+int
+gs_sched_info(const struct gs_sched *s, uint64_t id,
+	      struct gs_sched_entry_info *out)
+{
+	int i = find(s, id);
+	const struct ent *e;
+
+	if (i < 0)
+		return -1;
+	e = &s->e[i];
+	memset(out, 0, sizeof(*out));
+	out->vtime_ns = e->vtime;
+	out->gpu_ns = e->gpu_ns;
+	out->active = e->active;
+	out->holding = e->holding;
+	out->suspending = e->suspending || e->revoked;
+	out->held_back = e->held_back || e->revoked;
+	out->eff_priority = e->eff;
+	return 0;
+}
+
+uint64_t
+gs_sched_holder(const struct gs_sched *s)
+{
+	return s->hidx >= 0 ? s->e[s->hidx].id : 0;
+}
+
+unsigned
+gs_sched_count(const struct gs_sched *s)
+{
+	return s->n;
+}

@@ -1,0 +1,781 @@
+/*
+ * test_sched.c — cmocka tests of the token scheduler (node-agent/sched.c).
+ *
+ * A small discrete-event simulator drives the scheduler with a simulated
+ * clock: jobs want the token, run block-tasks of a fixed length while
+ * holding it, stop at the next task boundary after a SUSPEND (or ignore
+ * it, for the non-cooperating case), and report the GPU time used on
+ * release, exactly as the host loop does.  Shares are measured from the
+ * jobs' own usage, never from the scheduler's accounting.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sched.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define NEVER UINT64_MAX
+#define MAXJ 16
+#define GS_PRIO_NORMAL_TEST 1u
+
+struct sjob {
+	uint64_t id;
+	uint32_t weight, prio;
+	int coop;		/* 1: stop at the next task boundary */
+	uint64_t task_ns;	/* block-task length */
+	uint64_t overrun_ns;	/* !coop: keeps running this long */
+	uint64_t busy_ns;	/* 0: always busy; else busy period */
+	uint64_t idle_ns;	/* idle gap after each busy period */
+	int present;		/* wants at all (0: parked) */
+
+	int wanting, holding;
+	uint64_t grant_at, stop_at, want_at, burst_left;
+	uint64_t used;		/* GPU time the job itself measured */
+	uint64_t grants, suspends, escalations;
+	uint64_t last_grant, max_gap;	/* longest wait between grants */
+	uint64_t want_since;
+};
+
+struct sim {
+	struct gs_sched *s;
+	uint64_t now, next;
+	int n;
+	struct sjob j[MAXJ];
+	uint64_t nsteps;
+	uint64_t acts[4];	/* per kind */
+};
+
+static void
+sim_init(struct sim *m, uint32_t policy)
+{
+	struct gs_sched_params p;
+
+	memset(m, 0, sizeof(*m));
+	gs_sched_params_default(&p);
+	p.policy = policy;
+	m->s = gs_sched_new(&p);
+	assert_non_null(m->s);
+	m->now = 1 * SEC;
+	m->next = NEVER;
+}
+
+static struct sjob *
+sim_add(struct sim *m, uint32_t weight, uint32_t prio)
+{
+	struct sjob *j = &m->j[m->n];
+
+	assert_true(m->n < MAXJ);
+	memset(j, 0, sizeof(*j));
+	j->id = (uint64_t)(100 + m->n);
+	j->weight = weight;
+	j->prio = prio;
+	j->coop = 1;
+	j->task_ns = 50000;	/* 50 us block-tasks */
+	j->stop_at = NEVER;
+	j->want_at = NEVER;
+	j->present = 1;
+	m->n++;
+	assert_int_equal(gs_sched_add(m->s, j->id, weight, prio, m->now), 0);
+	return j;
+}
+
+static struct sjob *
+sim_find(struct sim *m, uint64_t id)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->j[i].id == id)
+			return &m->j[i];
+	fail_msg("action for unknown id %llu", (unsigned long long)id);
+	return NULL;
+}
+
+static void
+job_want(struct sim *m, struct sjob *j)
+{
+	j->wanting = 1;
+	j->want_at = NEVER;
+	j->want_since = m->now;
+	j->burst_left = j->busy_ns ? j->busy_ns : NEVER;
+	assert_int_equal(gs_sched_want(m->s, j->id, m->now), 0);
+}
+
+/* Usage measured by the job up to now, including the running grant. */
+static uint64_t
+used_at(const struct sim *m, const struct sjob *j)
+{
+	return j->used + (j->holding ? m->now - j->grant_at : 0);
+}
+
+static void
+job_release(struct sim *m, struct sjob *j)
+{
+	uint64_t ran = m->now - j->grant_at;
+	int idle;
+
+	j->used += ran;
+	if (j->burst_left != NEVER)
+		j->burst_left -= ran < j->burst_left ? ran : j->burst_left;
+	idle = j->burst_left == 0 || !j->present;
+	j->holding = 0;
+	j->stop_at = NEVER;
+	assert_int_equal(gs_sched_release(m->s, j->id, ran, idle, m->now), 0);
+	if (idle) {
+		j->wanting = 0;
+		if (j->present && j->idle_ns)
+			j->want_at = m->now + j->idle_ns;
+	} else {
+		j->want_since = m->now;
+	}
+}
+
+/* The job runs out of work: it stops at its next task boundary and
+ * releases the token as idle. */
+static void
+job_stop(struct sim *m, struct sjob *j)
+{
+	j->present = 0;
+	if (j->holding && j->stop_at > m->now + j->task_ns)
+		j->stop_at = m->now + j->task_ns;
+}
+
+static void
+apply(struct sim *m, const struct gs_sched_action *a)
+{
+	struct sjob *j = sim_find(m, a->id);
+	uint64_t el, b;
+
+	assert_true(a->kind >= 1 && a->kind <= 3);
+	m->acts[a->kind]++;
+	switch (a->kind) {
+	case GS_ACT_GRANT:
+		assert_false(j->holding);
+		assert_true(j->wanting);
+		assert_true(a->slice_ns > 0);
+		j->holding = 1;
+		j->grants++;
+		j->grant_at = m->now;
+		if (m->now - j->want_since > j->max_gap)
+			j->max_gap = m->now - j->want_since;
+		j->stop_at = j->burst_left == NEVER ? NEVER
+						   : m->now + j->burst_left;
+		break;
+	case GS_ACT_SUSPEND:
+		assert_true(j->holding);
+		j->suspends++;
+		if (j->coop) {
+			/* the task in flight completes first */
+			el = m->now - j->grant_at;
+			b = j->grant_at + (el / j->task_ns + 1) * j->task_ns;
+		} else {
+			b = m->now + j->overrun_ns;
+		}
+		if (b < j->stop_at)
+			j->stop_at = b;
+		break;
+	case GS_ACT_ESCALATE:
+		j->escalations++;
+		break;
+	}
+}
+
+static void
+sim_step(struct sim *m)
+{
+	struct gs_sched_action acts[4];
+	int na, i;
+
+	na = gs_sched_step(m->s, m->now, acts, 4, &m->next);
+	assert_true(na >= 0 && na <= 4);
+	m->nsteps++;
+	for (i = 0; i < na; i++)
+		apply(m, &acts[i]);
+	assert_true(m->next > m->now);
+}
+
+/* Process every event up to and including t, then stop at t. */
+static void
+sim_run(struct sim *m, uint64_t t)
+{
+	for (;;) {
+		uint64_t ev = m->next;
+		int i, did = 0;
+
+		for (i = 0; i < m->n; i++) {
+			if (m->j[i].holding && m->j[i].stop_at < ev)
+				ev = m->j[i].stop_at;
+			if (m->j[i].want_at < ev)
+				ev = m->j[i].want_at;
+		}
+		if (ev > t)
+			break;
+		if (ev > m->now)
+			m->now = ev;
+		for (i = 0; i < m->n; i++) {
+			struct sjob *j = &m->j[i];
+
+			if (j->holding && j->stop_at <= m->now) {
+				job_release(m, j);
+				did = 1;
+			}
+			if (j->want_at <= m->now) {
+				job_want(m, j);
+				did = 1;
+			}
+		}
+		(void)did;
+		sim_step(m);
+	}
+	m->now = t;
+}
+
+/* Run for `dur`, return each job's share (percent) of the window. */
+static void
+sim_window(struct sim *m, uint64_t dur, double *share)
+{
+	uint64_t before[MAXJ];
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		before[i] = used_at(m, &m->j[i]);
+	sim_run(m, m->now + dur);
+	for (i = 0; i < m->n; i++)
+		share[i] = 100.0 * (double)(used_at(m, &m->j[i]) - before[i]) /
+			   (double)dur;
+}
+
+static void
+start_all(struct sim *m)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		job_want(m, &m->j[i]);
+	sim_step(m);
+}
+
+static void
+check_weighted(const uint32_t *w, int n)
+{
+	struct sim m;
+	double share[MAXJ], sum_w = 0, tot = 0;
+	int i, win;
+
+	sim_init(&m, GS_POLICY_WFQ);
+	for (i = 0; i < n; i++) {
+		sim_add(&m, w[i], GS_PRIO_NORMAL_TEST);
+		sum_w += w[i];
+	}
+	start_all(&m);
+	sim_run(&m, m.now + 500 * MS);	/* warm-up */
+	/* Every 1 s window, and the 10 s total, within 1 point. */
+	for (win = 0; win < 10; win++) {
+		sim_window(&m, 1 * SEC, share);
+		tot = 0;
+		for (i = 0; i < n; i++) {
+			double want = 100.0 * w[i] / sum_w;
+
+			if (share[i] < want - 1.0 || share[i] > want + 1.0)
+				fail_msg("n=%d job %d weight %u: %.2f%% want "
+					 "%.2f%% (window %d)", n, i, w[i],
+					 share[i], want, win);
+			tot += share[i];
+		}
+		/* work-conserving: the GPU never idles */
+		assert_true(tot > 99.99);
+	}
+	for (i = 0; i < n; i++)
+		print_message("  weight %u: share %.2f%% (want %.2f%%)\n",
+			      w[i], share[i], 100.0 * w[i] / sum_w);
+	gs_sched_free(m.s);
+}
+
+static void
+test_weights_2(void **state)
+{
+	static const uint32_t w[] = { 1, 3 };
+
+	(void)state;
+	check_weighted(w, 2);
+}
+
+static void
+test_weights_4(void **state)
+{
+	static const uint32_t w[] = { 1, 1, 2, 4 };
+
+	(void)state;
+	check_weighted(w, 4);
+}
+
+static void
+test_weights_8(void **state)
+{
+	static const uint32_t w[] = { 1, 1, 1, 1, 2, 2, 4, 4 };
+
+	(void)state;
+	check_weighted(w, 8);
+}
+
+static void
+test_weights_shares(void **state)
+{
+	/* weights as the agent sets them by default: the shares */
+	static const uint32_t w[] = { 20, 30, 50 };
+	static const uint32_t w2[] = { 10, 15, 25, 50 };
+
+	(void)state;
+	check_weighted(w, 3);
+	check_weighted(w2, 4);
+}
+
+/* A lone busy allocation gets the whole GPU with no suspend at all. */
+static void
+test_work_conserving_lone(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	sim_add(&m, 3, 1)->present = 0;	/* exists, never wants */
+	job_want(&m, &m.j[0]);
+	sim_step(&m);
+	assert_int_equal(gs_sched_holder(m.s), m.j[0].id);
+	assert_int_equal(m.next, NEVER);	/* nothing to wake up for */
+	sim_window(&m, 10 * SEC, share);
+	assert_true(share[0] > 99.999);
+	assert_int_equal(m.acts[GS_ACT_SUSPEND], 0);
+	assert_int_equal(m.j[0].grants, 1);
+	gs_sched_free(m.s);
+}
+
+/* An allocation idle for a long time does not get a burst when it comes
+ * back: from its first moment it gets its weighted share, no more. */
+static void
+test_activation_reset(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+	struct sjob *b;
+	int i;
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	b = sim_add(&m, 1, 1);
+	/* both run 1 s, B goes idle 5 s while A runs alone */
+	start_all(&m);
+	sim_run(&m, m.now + 1 * SEC);
+	job_stop(&m, b);
+	sim_run(&m, m.now + 20 * MS);	/* B's next release is idle */
+	assert_false(b->wanting);
+	sim_window(&m, 5 * SEC, share);
+	assert_true(share[0] > 99.9);
+	b->present = 1;
+	job_want(&m, b);
+	sim_step(&m);
+	/* No burst: B's share over short windows right after it came back
+	 * stays at its 50%, within one slice. */
+	for (i = 0; i < 5; i++) {
+		sim_window(&m, 100 * MS, share);
+		if (share[1] > 50.0 + 4.5 || share[1] < 50.0 - 4.5)
+			fail_msg("after idle, window %d: B %.2f%%", i,
+				 share[1]);
+	}
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[1] > 49.0 && share[1] < 51.0);
+
+	/* Same with an idle gap pattern: B busy 2 ms, idle 30 ms; it must
+	 * never exceed its demand, and A gets the rest. */
+	job_stop(&m, b);
+	sim_run(&m, m.now + 20 * MS);
+	assert_false(b->wanting);
+	b->present = 1;
+	b->busy_ns = 2 * MS;
+	b->idle_ns = 30 * MS;
+	b->want_at = m.now + 1 * MS;
+	sim_run(&m, m.now + 100 * MS);
+	sim_window(&m, 2 * SEC, share);
+	print_message("  duty-cycle B: %.2f%%, A %.2f%%\n", share[1],
+		      share[0]);
+	assert_true(share[1] < 2.0 * 100.0 / 32.0 + 0.5);
+	assert_true(share[0] + share[1] > 99.9);
+	gs_sched_free(m.s);
+}
+
+/* The activation reset also covers a holder that ran alone for a long
+ * time within one grant (no release): its time counts when B arrives. */
+static void
+test_activation_reset_long_grant(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+	struct sjob *b;
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	b = sim_add(&m, 1, 1);
+	job_want(&m, &m.j[0]);
+	sim_step(&m);
+	sim_run(&m, m.now + 30 * SEC);	/* A alone, one grant */
+	assert_int_equal(m.j[0].grants, 1);
+	job_want(&m, b);
+	sim_step(&m);
+	sim_window(&m, 1 * SEC, share);
+	if (share[1] > 51.0 || share[1] < 49.0)
+		fail_msg("B after A's long grant: %.2f%%", share[1]);
+	gs_sched_free(m.s);
+}
+
+/* Static priorities: an arriving higher class preempts at once; a lower
+ * class gets only what the higher leaves. */
+static void
+test_priority_preempts(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+	struct gs_sched_action a[4];
+	struct sjob *lo, *hi;
+	uint64_t next;
+	int na;
+
+	(void)state;
+	sim_init(&m, GS_POLICY_PRIORITY);
+	lo = sim_add(&m, 1, 0);
+	hi = sim_add(&m, 1, 2);
+	hi->present = 0;
+	job_want(&m, lo);
+	sim_step(&m);
+	sim_run(&m, m.now + 1 * SEC);
+	assert_int_equal(gs_sched_holder(m.s), lo->id);
+	/* high arrives in the middle of low's slice */
+	m.now += 1234;
+	hi->present = 1;
+	assert_int_equal(gs_sched_want(m.s, hi->id, m.now), 0);
+	hi->wanting = 1;
+	hi->want_since = m.now;
+	hi->burst_left = NEVER;
+	na = gs_sched_step(m.s, m.now, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_SUSPEND);
+	assert_int_equal(a[0].id, lo->id);
+	apply(&m, &a[0]);
+	m.next = next;
+	sim_run(&m, m.now + 1 * MS);
+	assert_int_equal(gs_sched_holder(m.s), hi->id);
+	/* high busy: low starves (that is static priority) */
+	sim_window(&m, 2 * SEC, share);
+	assert_true(share[1] > 99.99);
+	/* high goes idle: low gets everything back */
+	job_stop(&m, hi);
+	sim_run(&m, m.now + 10 * MS);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[0] > 99.9);
+
+	/* equal class: WFQ inside the class */
+	{
+		struct sim m2;
+		static const uint32_t pr[] = { 2, 2, 0 };
+		int i;
+
+		sim_init(&m2, GS_POLICY_PRIORITY);
+		for (i = 0; i < 3; i++)
+			sim_add(&m2, i == 1 ? 3 : 1, pr[i]);
+		start_all(&m2);
+		sim_run(&m2, m2.now + 200 * MS);
+		sim_window(&m2, 2 * SEC, share);
+		assert_true(share[0] > 24.0 && share[0] < 26.0);
+		assert_true(share[1] > 74.0 && share[1] < 76.0);
+		assert_true(share[2] < 0.01);
+		gs_sched_free(m2.s);
+	}
+	gs_sched_free(m.s);
+}
+
+/* Dynamic priority: aging lets the low class through — it never starves,
+ * its wait is bounded, and the high class still gets most of the GPU. */
+static void
+test_dynprio_never_starves(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+	int win;
+
+	(void)state;
+	sim_init(&m, GS_POLICY_DYNPRIO);
+	sim_add(&m, 1, 2);
+	sim_add(&m, 1, 2);
+	sim_add(&m, 1, 0);
+	start_all(&m);
+	sim_run(&m, m.now + 100 * MS);
+	for (win = 0; win < 5; win++) {
+		sim_window(&m, 1 * SEC, share);
+		if (share[2] < 5.0)
+			fail_msg("low starves: %.2f%% in window %d", share[2],
+				 win);
+		assert_true(share[0] > share[2] && share[1] > share[2]);
+		assert_true(share[0] + share[1] + share[2] > 99.9);
+	}
+	/* wait bounded by (priority gap + 1) agings plus a slice or two */
+	assert_true(m.j[2].max_gap <= 6 * 4 * MS);
+	print_message("  dynprio: high %.1f%% %.1f%% low %.1f%%, low max "
+		      "wait %.1f ms\n", share[0], share[1], share[2],
+		      (double)m.j[2].max_gap / 1e6);
+
+	/* Many low ones against a busy high one: all of them progress. */
+	{
+		struct sim m2;
+		int i;
+
+		sim_init(&m2, GS_POLICY_DYNPRIO);
+		sim_add(&m2, 1, 31);
+		for (i = 0; i < 6; i++)
+			sim_add(&m2, 1, 0);
+		start_all(&m2);
+		sim_window(&m2, 10 * SEC, share);
+		for (i = 1; i < 7; i++)
+			assert_true(share[i] > 0.5);
+		assert_true(share[0] > 20.0);
+		gs_sched_free(m2.s);
+	}
+	gs_sched_free(m.s);
+}
+
+/* A holder that ignores SUSPEND: after the grace it is escalated, the
+ * token goes to the other job at once, it is charged for everything it
+ * held, and after its late release it is held back for its overrun. */
+static void
+test_noncoop_held_back(void **state)
+{
+	struct sim m;
+	struct sjob *bad, *good;
+	struct gs_sched_entry_info info;
+	struct gs_sched_params p;
+	uint64_t t_susp, t_rel, t_esc, g0;
+	double share[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_PRIORITY);
+	gs_sched_params_default(&p);
+	p.policy = GS_POLICY_PRIORITY;
+	p.grace_ns = 50 * MS;
+	gs_sched_set_params(m.s, &p);
+	bad = sim_add(&m, 1, 2);	/* high priority, misbehaves */
+	good = sim_add(&m, 1, 2);
+	bad->coop = 0;
+	bad->overrun_ns = 300 * MS;
+	job_want(&m, bad);
+	sim_step(&m);
+	assert_int_equal(gs_sched_holder(m.s), bad->id);
+	job_want(&m, good);
+	sim_step(&m);
+	/* slice end: SUSPEND to bad */
+	sim_run(&m, m.now + 5 * MS);
+	assert_int_equal(bad->suspends, 1);
+	t_susp = m.now - 1 * MS;
+	/* within grace: nothing else happens */
+	sim_run(&m, t_susp + 49 * MS);
+	assert_int_equal(bad->escalations, 0);
+	assert_int_equal(good->grants, 0);
+	/* grace over: escalated and good granted in the same step */
+	sim_run(&m, t_susp + 51 * MS);
+	assert_int_equal(bad->escalations, 1);
+	assert_int_equal(good->grants, 1);
+	assert_int_equal(gs_sched_holder(m.s), good->id);
+	assert_int_equal(gs_sched_info(m.s, bad->id, &info), 0);
+	assert_true(info.held_back);
+	assert_false(info.holding);
+	t_esc = t_susp + 50 * MS;
+	(void)t_esc;
+	/* charged for the whole time held so far: grant to escalation */
+	assert_true(info.gpu_ns >= 4 * MS + 50 * MS);
+	/* bad keeps going until it finally releases (300 ms overrun) */
+	sim_run(&m, t_susp + 301 * MS);
+	assert_false(bad->holding);
+	t_rel = t_susp + 300 * MS;
+	assert_int_equal(gs_sched_info(m.s, bad->id, &info), 0);
+	/* whole held time charged, not just what it reported */
+	assert_true(info.gpu_ns >= 304 * MS - 1 * MS);
+	assert_true(info.held_back);
+	/* held back for its overrun (300 ms) although same class and good
+	 * keeps wanting */
+	g0 = bad->grants;
+	sim_run(&m, t_rel + 290 * MS);
+	assert_int_equal(bad->grants, g0);
+	/* and then it competes again (it cooperates from now on) */
+	bad->coop = 1;
+	sim_run(&m, t_rel + 400 * MS);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(bad->grants > g0);
+
+	/* Held back, but never by idling the GPU: with good gone it runs. */
+	good->present = 0;
+	bad->coop = 0;
+	sim_run(&m, m.now + 1 * SEC);
+	assert_true(bad->escalations >= 1);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[0] > 99.0);
+	gs_sched_free(m.s);
+}
+
+/* Removing the holder frees the token; removing others is harmless. */
+static void
+test_remove_while_holding(void **state)
+{
+	struct sim m;
+	struct sjob *a, *b;
+	uint64_t id;
+	double share[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	a = sim_add(&m, 1, 1);
+	b = sim_add(&m, 1, 1);
+	sim_add(&m, 1, 1);
+	start_all(&m);
+	sim_run(&m, m.now + 100 * MS);
+	id = gs_sched_holder(m.s);
+	assert_true(id != 0);
+	gs_sched_remove(m.s, id, m.now);
+	assert_int_equal(gs_sched_holder(m.s), 0);
+	assert_int_equal(gs_sched_count(m.s), 2);
+	/* the job is gone: drop it from the simulation */
+	{
+		struct sjob *j = sim_find(&m, id);
+
+		j->holding = 0;
+		j->wanting = 0;
+		j->present = 0;
+		j->stop_at = NEVER;
+		j->id = 999999;	/* any action for it fails the test */
+	}
+	sim_step(&m);
+	assert_true(gs_sched_holder(m.s) != 0);
+	sim_window(&m, 1 * SEC, share);
+	(void)a;
+	(void)b;
+	{
+		double s2 = 0;
+		int i, k = 0;
+
+		for (i = 0; i < 3; i++) {
+			if (m.j[i].id == 999999)
+				continue;
+			assert_true(share[i] > 49.0 && share[i] < 51.0);
+			s2 += share[i];
+			k++;
+		}
+		assert_int_equal(k, 2);
+		assert_true(s2 > 99.9);
+	}
+	/* remove of an unknown id is a no-op */
+	gs_sched_remove(m.s, 424242, m.now);
+	assert_int_equal(gs_sched_count(m.s), 2);
+	gs_sched_free(m.s);
+}
+
+/* set_weight mid-run: the new ratio holds in the next windows. */
+static void
+test_set_weight(void **state)
+{
+	struct sim m;
+	double share[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	sim_add(&m, 1, 1);
+	start_all(&m);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[0] > 49.0 && share[0] < 51.0);
+	assert_int_equal(gs_sched_set_weight(m.s, m.j[1].id, 3), 0);
+	sim_run(&m, m.now + 100 * MS);
+	sim_window(&m, 2 * SEC, share);
+	assert_true(share[0] > 24.0 && share[0] < 26.0);
+	assert_true(share[1] > 74.0 && share[1] < 76.0);
+	assert_int_equal(gs_sched_set_weight(m.s, m.j[0].id, 0), -1);
+	assert_int_equal(gs_sched_set_weight(m.s, 4242, 2), -1);
+	gs_sched_free(m.s);
+}
+
+/* Argument and state errors; growth past the initial capacity. */
+static void
+test_api_errors(void **state)
+{
+	struct gs_sched *s;
+	struct gs_sched_entry_info info;
+	struct gs_sched_action a[2];
+	uint64_t next, i;
+
+	(void)state;
+	s = gs_sched_new(NULL);
+	assert_non_null(s);
+	assert_int_equal(gs_sched_add(s, 1, 0, 1, 10), -1);	/* weight 0 */
+	assert_int_equal(gs_sched_add(s, 1, 5, 1, 10), 0);
+	assert_int_equal(gs_sched_add(s, 1, 5, 1, 10), -1);	/* dup */
+	assert_int_equal(gs_sched_want(s, 2, 10), -1);
+	assert_int_equal(gs_sched_release(s, 1, 5, 1, 10), -1);	/* no token */
+	assert_int_equal(gs_sched_set_priority(s, 2, 1), -1);
+	assert_int_equal(gs_sched_info(s, 2, &info), -1);
+	assert_int_equal(gs_sched_step(s, 10, a, 2, &next), 0);
+	assert_int_equal(next, NEVER);
+	assert_int_equal(gs_sched_holder(s), 0);
+	for (i = 2; i < 100; i++)
+		assert_int_equal(gs_sched_add(s, i, (uint32_t)i, 1, 10), 0);
+	assert_int_equal(gs_sched_count(s), 99);
+	assert_int_equal(gs_sched_want(s, 77, 20), 0);
+	assert_int_equal(gs_sched_want(s, 77, 20), 0);	/* idempotent */
+	assert_int_equal(gs_sched_step(s, 20, a, 2, &next), 1);
+	assert_int_equal(a[0].kind, GS_ACT_GRANT);
+	assert_int_equal(a[0].id, 77);
+	assert_int_equal(a[0].slice_ns, 4 * MS);
+	assert_int_equal(gs_sched_info(s, 77, &info), 0);
+	assert_true(info.holding && info.active);
+	/* max == 0: nothing written, asks to be called again now */
+	assert_int_equal(gs_sched_want(s, 78, 30), 0);
+	assert_int_equal(gs_sched_step(s, 5 * MS, a, 0, &next), 0);
+	assert_int_equal(next, 5 * MS);
+	assert_int_equal(gs_sched_release(s, 78, 5, 0, 30), -1);
+	assert_int_equal(gs_sched_release(s, 77, 4 * MS, 1, 5 * MS), 0);
+	assert_int_equal(gs_sched_info(s, 77, &info), 0);
+	assert_false(info.holding || info.active);
+	assert_int_equal(info.gpu_ns, 4 * MS);
+	assert_int_equal(info.vtime_ns, 4 * MS * 100 / 77);
+	/* priorities are clamped, not refused */
+	assert_int_equal(gs_sched_set_priority(s, 78, 1000), 0);
+	gs_sched_free(s);
+	gs_sched_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_weights_2),
+		cmocka_unit_test(test_weights_4),
+		cmocka_unit_test(test_weights_8),
+		cmocka_unit_test(test_weights_shares),
+		cmocka_unit_test(test_work_conserving_lone),
+		cmocka_unit_test(test_activation_reset),
+		cmocka_unit_test(test_activation_reset_long_grant),
+		cmocka_unit_test(test_priority_preempts),
+		cmocka_unit_test(test_dynprio_never_starves),
+		cmocka_unit_test(test_noncoop_held_back),
+		cmocka_unit_test(test_remove_while_holding),
+		cmocka_unit_test(test_set_weight),
+		cmocka_unit_test(test_api_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
