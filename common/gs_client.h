@@ -64,7 +64,7 @@ int gs_client_token_release(struct gs_client *c, uint64_t gen,
 			    uint64_t gpu_ns, uint64_t evict_ns,
 			    uint32_t reason, struct gs_error *err);
 /* Wait up to timeout_ms (-1: forever) for a TOKEN_GRANT.  Returns 1 with
- * *gen/*slice_ns set, 0 on timeout, -1 on error (ERROR frame from the
+ * *gen and *slice_ns set, 0 on timeout, -1 on error (ERROR frame from the
  * agent, closed connection). */
 int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 			 uint64_t *slice_ns, struct gs_error *err);

@@ -189,6 +189,89 @@ int gs_mode_parse(const char *s, uint32_t *out);
 const char *gs_alloc_state_name(uint32_t s);
 const char *gs_msg_type_name(uint32_t t);
 
+/* Free a heap-allocated status and its arrays; NULL is a no-op. */
 void gs_status_free(struct gs_status *st);
+
+/*
+ * Message codec.  One struct gs_msg holds any message; `type` selects the
+ * union member:
+ *   ERROR                 error {code, message}
+ *   OK, PING, TOKEN_WANT, STATUS     (no payload)
+ *   ALLOC_CREATE          req
+ *   ALLOC_INFO, ATTACHED  info
+ *   ALLOC_CLOSE, ATTACH   id
+ *   TOKEN_GRANT           grant
+ *   TOKEN_RELEASE         release
+ *   STATUS_REPLY          status (arrays owned by the message)
+ *   SET_WEIGHT, SET_PRIORITY  set {id, value}
+ *   DRAIN                 drain {gpu, on}
+ * Strings decode NUL-terminated into the fixed arrays; a wire string that
+ * does not fit, or holds a NUL byte, is GS_EPROTO.
+ */
+struct gs_release {
+	uint64_t gen;		/* grant generation being returned */
+	uint64_t gpu_ns;	/* GPU time used during the grant */
+	uint64_t evict_ns;	/* suspend_set_ns -> kernels exited, 0: n/a */
+	uint32_t reason;	/* enum gs_release_reason */
+};
+
+struct gs_msg {
+	uint16_t type;		/* enum gs_msg_type */
+	uint32_t seq;
+	union {
+		struct gs_error error;
+		struct gs_alloc_req req;
+		struct gs_alloc_info info;
+		uint64_t id;
+		struct {
+			uint64_t gen;
+			uint64_t slice_ns;
+		} grant;
+		struct gs_release release;
+		struct gs_status status;
+		struct {
+			uint64_t id;
+			uint32_t value;
+		} set;
+		struct {
+			int32_t gpu;
+			uint32_t on;
+		} drain;
+	} u;
+};
+
+/* Growable byte buffer for encoding; zero-initialize or gs_wbuf_init. */
+struct gs_wbuf {
+	uint8_t *data;
+	size_t len, cap;
+};
+void gs_wbuf_init(struct gs_wbuf *b);
+void gs_wbuf_free(struct gs_wbuf *b);
+/* Drop the first n bytes (consumed output). */
+void gs_wbuf_consume(struct gs_wbuf *b, size_t n);
+
+/* Append one whole frame (header + payload) for m to out.  GS_EINVAL for
+ * an unknown type, GS_EPROTO when the payload would exceed
+ * GS_FRAME_MAX_PAYLOAD, GS_ENOMEM.  out is unchanged on failure. */
+int gs_msg_encode(const struct gs_msg *m, struct gs_wbuf *out,
+		  struct gs_error *err);
+
+/* Decode the payload of a frame whose header was already decoded.
+ * GS_EUNSUPP for an unknown type (m->type and m->seq are still set),
+ * GS_EPROTO for a short or malformed payload.  Trailing bytes are
+ * ignored.  On success release with gs_msg_clear. */
+int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
+		  struct gs_msg *m, struct gs_error *err);
+
+/* Parse one frame from the start of a stream buffer.  Returns 1 with *m
+ * and *used (bytes of the frame) set, 0 when buf holds only part of a
+ * frame, -1 on a bad header or payload (err as above; for GS_EUNSUPP
+ * *used is still set so the caller can skip the frame). */
+int gs_frame_parse(const uint8_t *buf, size_t len, struct gs_msg *m,
+		   size_t *used, struct gs_error *err);
+
+/* Free what a decoded message owns (STATUS_REPLY arrays); idempotent. */
+void gs_msg_clear(struct gs_msg *m);
+
 
 #endif /* GS_PROTO_H */

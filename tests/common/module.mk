@@ -1,6 +1,6 @@
 # tests/common — cmocka unit tests of common/ (config, protocol, client).
 
-COMMON_TESTS := test_config
+COMMON_TESTS := test_config test_proto test_client
 COMMON_TEST_BINS := $(COMMON_TESTS:%=$(B)/tests/common/%)
 UNIT_TESTS += $(COMMON_TEST_BINS)
 

@@ -1,0 +1,443 @@
+/*
+ * test_proto.c — unit tests of the wire codec (common/gs_proto.c): every
+ * message round-trips through encode → gs_frame_parse, and every
+ * rejection path (short header, wrong magic, foreign major, oversized
+ * length, unknown type, truncated payloads of every type, over-long and
+ * NUL-carrying strings, absurd array counts, oversized encodes) fails
+ * with the documented code.  Trailing bytes are ignored.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gs_proto.h"
+
+static void fill_labels(struct gs_labels *l)
+{
+	snprintf(l->cluster, sizeof(l->cluster), "c1");
+	snprintf(l->job, sizeof(l->job), "4242");
+	snprintf(l->step, sizeof(l->step), "batch");
+	snprintf(l->node, sizeof(l->node), "node-7");
+	snprintf(l->ns, sizeof(l->ns), "default");
+	memset(l->pod, 'p', sizeof(l->pod) - 1); /* full-length string */
+	snprintf(l->container, sizeof(l->container), "main");
+	snprintf(l->user, sizeof(l->user), "alice");
+	l->account[0] = '\0';
+}
+
+static void fill_info(struct gs_alloc_info *a, uint64_t id)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->gpu = -1;
+	snprintf(a->gpu_uuid, sizeof(a->gpu_uuid), "GPU-%llu",
+		 (unsigned long long)id);
+	a->shares = 30;
+	a->weight = 60;
+	a->priority = GS_PRIO_HIGH;
+	a->mode = GS_MODE_SPACE;
+	a->uid = 1000;
+	a->state = GS_ASTATE_RUNNING;
+	a->pid = 4321;
+	fill_labels(&a->labels);
+	a->created_unix_ns = 0x1122334455667788ull;
+	a->gpu_ns = UINT64_MAX;
+	a->held_ns = 5;
+	a->suspensions = 6;
+	a->block_tasks = 7;
+	a->vtime_ns = 8;
+}
+
+/* Every message type with non-trivial contents. */
+static int sample(uint16_t type, struct gs_msg *m)
+{
+	uint32_t i;
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->seq = 77;
+	switch (type) {
+	case GS_MSG_ERROR:
+		m->u.error.code = GS_EBUSY;
+		snprintf(m->u.error.msg, sizeof(m->u.error.msg),
+			 "GPU 0: only 10 shares free");
+		break;
+	case GS_MSG_OK:
+	case GS_MSG_PING:
+	case GS_MSG_TOKEN_WANT:
+	case GS_MSG_STATUS:
+		break;
+	case GS_MSG_ALLOC_CREATE:
+		m->u.req.gpu = -1;
+		m->u.req.shares = 30;
+		m->u.req.weight = 0;
+		m->u.req.priority = 2;
+		m->u.req.mode = 1;
+		m->u.req.uid = 65534;
+		fill_labels(&m->u.req.labels);
+		break;
+	case GS_MSG_ALLOC_INFO:
+	case GS_MSG_ATTACHED:
+		fill_info(&m->u.info, 12);
+		break;
+	case GS_MSG_ALLOC_CLOSE:
+	case GS_MSG_ATTACH:
+		m->u.id = 0xdeadbeefcafeull;
+		break;
+	case GS_MSG_TOKEN_GRANT:
+		m->seq = 0;
+		m->u.grant.gen = 99;
+		m->u.grant.slice_ns = 4000000;
+		break;
+	case GS_MSG_TOKEN_RELEASE:
+		m->u.release.gen = 99;
+		m->u.release.gpu_ns = 3999999;
+		m->u.release.evict_ns = 12000;
+		m->u.release.reason = GS_REL_SUSPENDED;
+		break;
+	case GS_MSG_STATUS_REPLY:
+		snprintf(m->u.status.policy, sizeof(m->u.status.policy), "wfq");
+		m->u.status.slice_ns = 4000000;
+		m->u.status.ngpus = 2;
+		m->u.status.gpus = calloc(2, sizeof(struct gs_gpu_info));
+		for (i = 0; i < 2; i++) {
+			struct gs_gpu_info *g = &m->u.status.gpus[i];
+
+			g->index = (int32_t)i;
+			snprintf(g->uuid, sizeof(g->uuid), "GPU-%u", i);
+			snprintf(g->name, sizeof(g->name), "sim");
+			g->shares_total = 100;
+			g->shares_used = 50 + i;
+			g->healthy = 1;
+			g->drained = i;
+			g->simulated = 1;
+			g->holder = 3 + i;
+		}
+		m->u.status.nallocs = 3;
+		m->u.status.allocs = calloc(3, sizeof(struct gs_alloc_info));
+		for (i = 0; i < 3; i++)
+			fill_info(&m->u.status.allocs[i], i + 1);
+		break;
+	case GS_MSG_SET_WEIGHT:
+	case GS_MSG_SET_PRIORITY:
+		m->u.set.id = 5;
+		m->u.set.value = 300;
+		break;
+	case GS_MSG_DRAIN:
+		m->u.drain.gpu = 3;
+		m->u.drain.on = 1;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+static const uint16_t all_types[] = {
+	GS_MSG_ERROR,	      GS_MSG_OK,	  GS_MSG_PING,
+	GS_MSG_ALLOC_CREATE,  GS_MSG_ALLOC_CLOSE, GS_MSG_ALLOC_INFO,
+	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_TOKEN_WANT,
+	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS,
+	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
+	GS_MSG_DRAIN,
+};
+#define NTYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+static void assert_msg_equal(const struct gs_msg *a, const struct gs_msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->seq, b->seq);
+	if (a->type == GS_MSG_STATUS_REPLY) {
+		const struct gs_status *x = &a->u.status, *y = &b->u.status;
+
+		assert_string_equal(x->policy, y->policy);
+		assert_int_equal(x->slice_ns, y->slice_ns);
+		assert_int_equal(x->ngpus, y->ngpus);
+		assert_int_equal(x->nallocs, y->nallocs);
+		assert_memory_equal(x->gpus, y->gpus,
+				    x->ngpus * sizeof(*x->gpus));
+		assert_memory_equal(x->allocs, y->allocs,
+				    x->nallocs * sizeof(*x->allocs));
+		return;
+	}
+	assert_memory_equal(&a->u, &b->u, sizeof(a->u));
+}
+
+static void test_round_trip(void **state)
+{
+	struct gs_msg in, out;
+	struct gs_wbuf b;
+	struct gs_error err;
+	size_t i, used;
+
+	(void)state;
+	for (i = 0; i < NTYPES; i++) {
+		assert_int_equal(sample(all_types[i], &in), 0);
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		/* a partial frame asks for more, whatever the cut */
+		for (used = 0; used < b.len; used++)
+			assert_int_equal(gs_frame_parse(b.data, used, &out,
+							&used, &err), 0);
+		assert_int_equal(gs_frame_parse(b.data, b.len, &out, &used,
+						&err), 1);
+		assert_int_equal(used, b.len);
+		/* memcmp of unions needs the zeroed tails of strings */
+		assert_msg_equal(&in, &out);
+		gs_msg_clear(&out);
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+	}
+}
+
+static void test_trailing_ignored(void **state)
+{
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+	uint8_t *buf;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < NTYPES; i++) {
+		sample(all_types[i], &in);
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		assert_int_equal(gs_frame_hdr_decode(b.data, b.len, &h, &err),
+				 0);
+		buf = calloc(1, h.length + 40);
+		memcpy(buf, b.data + GS_FRAME_HDR_SIZE, h.length);
+		memset(buf + h.length, 0xee, 40);
+		h.length += 40; /* a newer minor appended fields */
+		assert_int_equal(gs_msg_decode(&h, buf, &out, &err), 0);
+		assert_msg_equal(&in, &out);
+		gs_msg_clear(&out);
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+		free(buf);
+	}
+}
+
+/* Every proper prefix of every payload is refused as truncated (types
+ * with an empty payload have none). */
+static void test_truncated(void **state)
+{
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+	uint32_t n, full;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < NTYPES; i++) {
+		sample(all_types[i], &in);
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		gs_frame_hdr_decode(b.data, b.len, &h, &err);
+		full = h.length;
+		for (n = 0; n < full; n++) {
+			h.length = n;
+			err.code = 0;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), -1);
+			assert_int_equal(err.code, GS_EPROTO);
+		}
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+	}
+}
+
+static void mkhdr(uint8_t *buf, uint32_t magic, uint8_t major, uint16_t type,
+		  uint32_t len)
+{
+	struct gs_frame_hdr h = { magic, major, 0, type, len, 1 };
+
+	gs_frame_hdr_encode(&h, buf);
+}
+
+static void test_header_rejects(void **state)
+{
+	uint8_t buf[64] = { 0 };
+	struct gs_frame_hdr h;
+	struct gs_error err;
+	struct gs_msg m;
+	size_t used;
+
+	(void)state;
+	assert_int_equal(gs_frame_hdr_decode(buf, 15, &h, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+
+	mkhdr(buf, 0x12345678, GS_PROTO_MAJOR, GS_MSG_PING, 0);
+	assert_int_equal(gs_frame_parse(buf, 16, &m, &used, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+	assert_string_equal(err.msg, "bad frame magic 0x12345678");
+
+	mkhdr(buf, GS_PROTO_MAGIC, GS_PROTO_MAJOR + 1, GS_MSG_PING, 0);
+	assert_int_equal(gs_frame_parse(buf, 16, &m, &used, &err), -1);
+	assert_int_equal(err.code, GS_EVERSION);
+
+	mkhdr(buf, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_PING,
+	      GS_FRAME_MAX_PAYLOAD + 1);
+	assert_int_equal(gs_frame_parse(buf, 16, &m, &used, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+
+	/* the maximum itself is fine (needs more bytes) */
+	mkhdr(buf, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_PING,
+	      GS_FRAME_MAX_PAYLOAD);
+	assert_int_equal(gs_frame_parse(buf, 16, &m, &used, &err), 0);
+
+	/* unknown type: EUNSUPP, and the frame can be skipped */
+	mkhdr(buf, GS_PROTO_MAGIC, GS_PROTO_MAJOR, 999, 4);
+	used = 0;
+	assert_int_equal(gs_frame_parse(buf, 20, &m, &used, &err), -1);
+	assert_int_equal(err.code, GS_EUNSUPP);
+	assert_int_equal(used, 20);
+	assert_int_equal(m.type, 999);
+	assert_int_equal(m.seq, 1);
+}
+
+static void test_bad_strings(void **state)
+{
+	uint8_t buf[600];
+	struct gs_frame_hdr h = { GS_PROTO_MAGIC, 1, 0, GS_MSG_ALLOC_CREATE,
+				  0, 1 };
+	struct gs_error err;
+	struct gs_msg m;
+	size_t off = 0;
+
+	(void)state;
+	memset(buf, 0, sizeof(buf));
+	off = 24;		/* gpu..uid */
+	buf[off] = 64;		/* cluster: 64 bytes does not fit char[64] */
+	memset(buf + off + 2, 'x', 64);
+	h.length = (uint32_t)(off + 2 + 64 + 8 * 2);
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+	assert_non_null(strstr(err.msg, "string too long"));
+
+	buf[off] = 3;		/* NUL inside a string */
+	memcpy(buf + off + 2, "a\0b", 3);
+	h.length = (uint32_t)(off + 2 + 3 + 8 * 2);
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+
+	/* ERROR: an over-long message is replaced, not refused */
+	memset(buf, 0, sizeof(buf));
+	buf[0] = GS_EIO;
+	buf[4] = (uint8_t)(300 & 0xff);
+	buf[5] = (uint8_t)(300 >> 8);
+	memset(buf + 6, 'e', 300);
+	h.type = GS_MSG_ERROR;
+	h.length = 306;
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), 0);
+	assert_int_equal(m.u.error.code, GS_EIO);
+}
+
+static void test_status_counts(void **state)
+{
+	uint8_t buf[64];
+	struct gs_frame_hdr h = { GS_PROTO_MAGIC, 1, 0, GS_MSG_STATUS_REPLY,
+				  0, 1 };
+	struct gs_error err;
+	struct gs_msg m;
+
+	(void)state;
+	memset(buf, 0, sizeof(buf));
+	/* policy "" (2), slice (8), ngpus = 0xffffffff */
+	memset(buf + 10, 0xff, 4);
+	h.length = 14 + 20;
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+	assert_non_null(strstr(err.msg, "GPU count"));
+	/* ngpus 0, nallocs huge */
+	memset(buf + 10, 0, 4);
+	memset(buf + 14, 0xff, 4);
+	h.length = 18 + 20;
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), -1);
+	assert_non_null(strstr(err.msg, "allocation count"));
+	/* both zero: fine */
+	memset(buf + 14, 0, 4);
+	h.length = 18;
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), 0);
+	assert_int_equal(m.u.status.ngpus, 0);
+	gs_msg_clear(&m);
+	/* a record that claims more than is there */
+	buf[10] = 1;		/* ngpus = 1 */
+	buf[14] = 200;		/* record length 200 */
+	h.length = 60;
+	assert_int_equal(gs_msg_decode(&h, buf, &m, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+}
+
+static void test_encode_limits(void **state)
+{
+	struct gs_msg m;
+	struct gs_wbuf b;
+	struct gs_error err;
+	uint32_t i;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_STATUS_REPLY;
+	m.u.status.nallocs = 400; /* 400 * ~290 bytes > 64 KiB */
+	m.u.status.allocs = calloc(400, sizeof(struct gs_alloc_info));
+	for (i = 0; i < 400; i++)
+		fill_info(&m.u.status.allocs[i], i);
+	gs_wbuf_init(&b);
+	assert_int_equal(gs_msg_encode(&m, &b, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+	assert_int_equal(b.len, 0);
+	gs_msg_clear(&m);
+
+	m.type = 4242;
+	assert_int_equal(gs_msg_encode(&m, &b, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	gs_wbuf_free(&b);
+}
+
+static void test_names(void **state)
+{
+	uint32_t v;
+
+	(void)state;
+	assert_string_equal(gs_priority_name(GS_PRIO_HIGH), "high");
+	assert_int_equal(gs_priority_parse("low", &v), 0);
+	assert_int_equal(v, GS_PRIO_LOW);
+	assert_int_equal(gs_priority_parse("urgent", &v), -1);
+	assert_string_equal(gs_mode_name(GS_MODE_SPACE), "space");
+	assert_int_equal(gs_mode_parse("time", &v), 0);
+	assert_int_equal(v, GS_MODE_TIME);
+	assert_int_equal(gs_mode_parse("", &v), -1);
+	assert_string_equal(gs_alloc_state_name(GS_ASTATE_HELD), "held");
+	assert_string_equal(gs_alloc_state_name(99), "?");
+	assert_string_equal(gs_msg_type_name(GS_MSG_TOKEN_GRANT),
+			    "TOKEN_GRANT");
+	assert_string_equal(gs_msg_type_name(0), "UNKNOWN");
+	assert_string_equal(gs_errcode_name(GS_EBUSY), "EBUSY");
+	assert_string_equal(gs_errcode_name(-3), "EUNKNOWN");
+	gs_status_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_trailing_ignored),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_header_rejects),
+		cmocka_unit_test(test_bad_strings),
+		cmocka_unit_test(test_status_counts),
+		cmocka_unit_test(test_encode_limits),
+		cmocka_unit_test(test_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
