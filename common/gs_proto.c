@@ -78,6 +78,7 @@ const char *gs_msg_type_name(uint32_t t)
 	case GS_MSG_ALLOC_INFO: return "ALLOC_INFO";
 	case GS_MSG_ATTACH: return "ATTACH";
 	case GS_MSG_ATTACHED: return "ATTACHED";
+	case GS_MSG_ALLOC_LABEL: return "ALLOC_LABEL";
 	case GS_MSG_TOKEN_WANT: return "TOKEN_WANT";
 	case GS_MSG_TOKEN_GRANT: return "TOKEN_GRANT";
 	case GS_MSG_TOKEN_RELEASE: return "TOKEN_RELEASE";
@@ -348,6 +349,10 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 	case GS_MSG_ALLOC_CLOSE:
 	case GS_MSG_ATTACH:
 		w64(w, m->u.id);
+		break;
+	case GS_MSG_ALLOC_LABEL:
+		w64(w, m->u.label.id);
+		wlabels(w, &m->u.label.labels);
 		break;
 	case GS_MSG_TOKEN_GRANT:
 		w64(w, m->u.grant.gen);
@@ -664,6 +669,10 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 	case GS_MSG_ALLOC_CLOSE:
 	case GS_MSG_ATTACH:
 		m->u.id = r64(&r);
+		break;
+	case GS_MSG_ALLOC_LABEL:
+		m->u.label.id = r64(&r);
+		rlabels(&r, &m->u.label.labels);
 		break;
 	case GS_MSG_TOKEN_GRANT:
 		m->u.grant.gen = r64(&r);

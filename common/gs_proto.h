@@ -203,6 +203,7 @@ void gs_status_free(struct gs_status *st);
  *   TOKEN_GRANT           grant
  *   TOKEN_RELEASE         release
  *   STATUS_REPLY          status (arrays owned by the message)
+ *   ALLOC_LABEL           label {id, labels}
  *   SET_WEIGHT, SET_PRIORITY  set {id, value}
  *   DRAIN                 drain {gpu, on}
  * Strings decode NUL-terminated into the fixed arrays; a wire string that
@@ -229,6 +230,10 @@ struct gs_msg {
 		} grant;
 		struct gs_release release;
 		struct gs_status status;
+		struct {
+			uint64_t id;
+			struct gs_labels labels;
+		} label;
 		struct {
 			uint64_t id;
 			uint32_t value;

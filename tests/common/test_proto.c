@@ -89,6 +89,10 @@ static int sample(uint16_t type, struct gs_msg *m)
 	case GS_MSG_ATTACH:
 		m->u.id = 0xdeadbeefcafeull;
 		break;
+	case GS_MSG_ALLOC_LABEL:
+		m->u.label.id = 31;
+		fill_labels(&m->u.label.labels);
+		break;
 	case GS_MSG_TOKEN_GRANT:
 		m->seq = 0;
 		m->u.grant.gen = 99;
@@ -141,7 +145,8 @@ static int sample(uint16_t type, struct gs_msg *m)
 static const uint16_t all_types[] = {
 	GS_MSG_ERROR,	      GS_MSG_OK,	  GS_MSG_PING,
 	GS_MSG_ALLOC_CREATE,  GS_MSG_ALLOC_CLOSE, GS_MSG_ALLOC_INFO,
-	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_TOKEN_WANT,
+	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_ALLOC_LABEL,
+	GS_MSG_TOKEN_WANT,
 	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS,
 	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
 	GS_MSG_DRAIN,
