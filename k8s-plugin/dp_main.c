@@ -1,0 +1,641 @@
+/*
+ * dp_main.c — gshare-device-plugin: options, the agent side, and the
+ * handlers the gRPC loop (dp_grpc.c) calls.
+ *
+ * One thread.  Each tick the plugin polls the agent (STATUS: GPUs, their
+ * health, and the allocations it made), turns that into the device list
+ * (100 devices per GPU; all Unhealthy while the agent is unreachable or
+ * the GPU is lost) and, every podresources_poll, asks the kubelet's
+ * PodResources which pod holds which devices, to label allocations and
+ * close those of pods that are gone.  Agent calls block the loop for at
+ * most agent_timeout; they are local round trips of well under a
+ * millisecond normally.
+ *
+ * Restart safety: the plugin keeps no state of its own on disk.  After a
+ * restart it adopts from the agent's status the allocations it made
+ * (labels cluster and node as configured, no Slurm job) and finds their
+ * pods again through PodResources; after an agent restart it reconnects
+ * and re-adopts what the agent reports.  Kubelet restarts are handled in
+ * dp_grpc.c (new socket, new registration).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dp_grpc.h"
+#include "dp_logic.h"
+#include "dp_state.h"
+#include "gs_client.h"
+#include "gs_config.h"
+#include "gs_log.h"
+#include "gs_proto.h"
+
+#define PROG "gshare-device-plugin"
+
+struct dp_cfg {
+	char agent_socket[GS_DP_PATH_MAX];
+	char plugin_dir[GS_DP_PATH_MAX];
+	char kubelet_socket[GS_DP_PATH_MAX];
+	char podresources_socket[GS_DP_PATH_MAX];
+	char resource[128];
+	char container_socket_dir[GS_DP_PATH_MAX];
+	char cluster[GS_LABEL_MAX];
+	char node_name[GS_LABEL_MAX];
+	int allow_span;
+	uint32_t owner_uid;
+	uint32_t priority;
+	uint32_t mode;
+	uint64_t tick;
+	uint64_t agent_poll;
+	uint64_t agent_timeout;
+	uint64_t podresources_poll;
+	uint64_t pod_grace;
+};
+
+static const char *const prio_names[] = { "low", "normal", "high", NULL };
+static const char *const mode_names[] = { "time", "space", NULL };
+
+#define MS GS_NS_PER_MS
+static const struct gs_cfg_key cfg_keys[] = {
+	GS_CFG_KEY_STRING("agent_socket", struct dp_cfg, agent_socket, 2,
+	    GS_DEFAULT_SOCKET, "the agent's socket (host path)"),
+	GS_CFG_KEY_STRING("plugin_dir", struct dp_cfg, plugin_dir, 1,
+	    "/var/lib/kubelet/device-plugins",
+	    "kubelet device-plugin directory"),
+	GS_CFG_KEY_STRING("kubelet_socket", struct dp_cfg, kubelet_socket, 0,
+	    "", "kubelet registration socket (empty: plugin_dir/kubelet.sock)"),
+	GS_CFG_KEY_STRING("podresources_socket", struct dp_cfg,
+	    podresources_socket, 0,
+	    "/var/lib/kubelet/pod-resources/kubelet.sock",
+	    "kubelet PodResources socket (empty: no pod labels or cleanup)"),
+	GS_CFG_KEY_STRING("resource", struct dp_cfg, resource, 3,
+	    GS_DP_RESOURCE, "extended resource name advertised"),
+	GS_CFG_KEY_STRING("container_socket_dir", struct dp_cfg,
+	    container_socket_dir, 0, "",
+	    "where containers see the agent socket directory (empty: same)"),
+	GS_CFG_KEY_STRING("cluster", struct dp_cfg, cluster, 1, "kubernetes",
+	    "cluster label of allocations this plugin makes"),
+	GS_CFG_KEY_STRING("node_name", struct dp_cfg, node_name, 0, "",
+	    "node label (empty: $NODE_NAME, else the host name)"),
+	GS_CFG_KEY_BOOL("allow_span", struct dp_cfg, allow_span, "false",
+	    "let one container take shares of several GPUs"),
+	GS_CFG_KEY_UINT("owner_uid", struct dp_cfg, owner_uid, 0, 0, "0",
+	    "uid that may attach to container allocations"),
+	GS_CFG_KEY_ENUM("priority", struct dp_cfg, priority, prio_names,
+	    "normal", "priority of container allocations"),
+	GS_CFG_KEY_ENUM("mode", struct dp_cfg, mode, mode_names, "time",
+	    "sharing mode of container allocations"),
+	GS_CFG_KEY_DURATION("tick", struct dp_cfg, tick, 10 * MS, 1000 * MS,
+	    "100ms", "loop tick (socket checks, retries)"),
+	GS_CFG_KEY_DURATION("agent_poll", struct dp_cfg, agent_poll, 10 * MS,
+	    60000 * MS, "500ms", "agent status (health) poll interval"),
+	GS_CFG_KEY_DURATION("agent_timeout", struct dp_cfg, agent_timeout,
+	    10 * MS, 60000 * MS, "2s", "timeout of one agent request"),
+	GS_CFG_KEY_DURATION("podresources_poll", struct dp_cfg,
+	    podresources_poll, 10 * MS, 3600000 * MS, "5s",
+	    "PodResources List interval"),
+	GS_CFG_KEY_DURATION("pod_grace", struct dp_cfg, pod_grace, 0, 0,
+	    "30s", "close an allocation no pod has held for this long"),
+	GS_CFG_KEY_END,
+};
+
+struct plugin {
+	struct dp_cfg cfg;
+	struct gs_dp_grpc *grpc;
+	struct gs_client *agent;
+	int agent_up;
+	int agent_down_logged;
+	int label_unsupported;
+	struct gs_dp_gpu *gpus;
+	size_t ngpus;
+	struct gs_dp_state st;
+	uint64_t next_poll_ms, next_pods_ms;
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static unsigned
+to_ms(uint64_t ns)
+{
+	return (unsigned)(ns / GS_NS_PER_MS);
+}
+
+/* ---- agent ---- */
+
+static void
+agent_lost(struct plugin *p, const struct gs_error *err)
+{
+	if (p->agent != NULL) {
+		gs_client_free(p->agent);
+		p->agent = NULL;
+	}
+	if (p->agent_up || !p->agent_down_logged)
+		log_warnx("agent unreachable: %s; devices are Unhealthy",
+		    err->msg);
+	p->agent_up = 0;
+	p->agent_down_logged = 1;
+}
+
+/* Errors that mean the connection is gone, not that a request was bad. */
+static int
+conn_error(int code)
+{
+	return code == GS_ECLOSED || code == GS_EIO || code == GS_ETIMEDOUT ||
+	    code == GS_ECONNREFUSED || code == GS_EPROTO;
+}
+
+static int
+agent_connect(struct plugin *p, struct gs_error *err)
+{
+	if (p->agent != NULL)
+		return 0;
+	return gs_client_connect(p->cfg.agent_socket,
+	    (int)to_ms(p->cfg.agent_timeout), &p->agent, err);
+}
+
+static int
+ours(const struct plugin *p, const struct gs_alloc_info *a)
+{
+	return a->state != GS_ASTATE_CLOSED &&
+	    strcmp(a->labels.cluster, p->cfg.cluster) == 0 &&
+	    strcmp(a->labels.node, p->cfg.node_name) == 0 &&
+	    a->labels.job[0] == '\0';
+}
+
+/* Bring GPUs and tracked allocations in line with the agent's status. */
+static void
+agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
+{
+	struct gs_dp_gpu *gpus = NULL;
+	struct gs_error err;
+	size_t i, j;
+
+	if (st->ngpus > 0) {
+		gpus = calloc(st->ngpus, sizeof(*gpus));
+		if (gpus == NULL) {
+			log_warnx("agent status: out of memory");
+			return;
+		}
+	}
+	for (i = 0; i < st->ngpus; i++) {
+		gpus[i].index = st->gpus[i].index;
+		snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "%s",
+		    st->gpus[i].uuid);
+		gpus[i].healthy = st->gpus[i].healthy != 0;
+	}
+	free(p->gpus);
+	p->gpus = gpus;
+	p->ngpus = st->ngpus;
+
+	/* Allocations the agent no longer has. */
+	for (i = 0; i < p->st.n;) {
+		for (j = 0; j < st->nallocs; j++)
+			if (st->allocs[j].id == p->st.a[i].id &&
+			    st->allocs[j].state != GS_ASTATE_CLOSED)
+				break;
+		if (j < st->nallocs) {
+			i++;
+			continue;
+		}
+		log_warnx("allocation %llu is gone from the agent",
+		    (unsigned long long)p->st.a[i].id);
+		gs_dp_state_remove(&p->st, p->st.a[i].id);
+	}
+	/* Ours the agent has and we do not track: adopt. */
+	for (j = 0; j < st->nallocs; j++) {
+		const struct gs_alloc_info *a = &st->allocs[j];
+
+		if (!ours(p, a) || gs_dp_state_find(&p->st, a->id) != NULL)
+			continue;
+		if (gs_dp_state_add(&p->st, a->id, a->gpu_uuid, a->shares,
+		    NULL, 0, now, &err) == -1) {
+			log_warnx("adopting allocation %llu: %s",
+			    (unsigned long long)a->id, err.msg);
+			continue;
+		}
+		if (a->labels.pod[0] != '\0')
+			gs_dp_state_set_labels(gs_dp_state_find(&p->st, a->id),
+			    a->labels.ns, a->labels.pod, a->labels.container,
+			    0);
+		log_info("adopted allocation %llu (GPU %s, %u shares%s%s)",
+		    (unsigned long long)a->id, a->gpu_uuid, a->shares,
+		    a->labels.pod[0] ? ", pod " : "", a->labels.pod);
+	}
+}
+
+static void
+publish_devices(struct plugin *p)
+{
+	struct gs_dp_device *d = NULL;
+	struct gs_error err;
+	size_t n = 0;
+
+	if (gs_dp_devices_build(p->gpus, p->ngpus, p->agent_up, &d, &n,
+	    &err) == -1) {
+		log_warnx("device list: %s", err.msg);
+		return;
+	}
+	if (gs_dp_grpc_set_devices(p->grpc, d, n, &err) == -1)
+		log_warnx("device list: %s", err.msg);
+	free(d);
+}
+
+static void
+agent_poll(struct plugin *p, uint64_t now)
+{
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	int was_up = p->agent_up;
+
+	if (agent_connect(p, &err) == -1 ||
+	    gs_client_status(p->agent, &st, &err) == -1) {
+		agent_lost(p, &err);
+	} else {
+		if (!was_up)
+			log_info("agent at %s is up: %u GPU(s)",
+			    p->cfg.agent_socket, st->ngpus);
+		p->agent_up = 1;
+		p->agent_down_logged = 0;
+		agent_sync(p, st, now);
+		gs_status_free(st);
+	}
+	publish_devices(p);
+}
+
+static void
+close_alloc(struct plugin *p, uint64_t id, const char *why)
+{
+	struct gs_error err;
+
+	if (p->agent == NULL) {
+		return;
+	}
+	if (gs_client_alloc_close(p->agent, id, NULL, &err) == -1 &&
+	    err.code != GS_ENOENT) {
+		log_warnx("closing allocation %llu: %s",
+		    (unsigned long long)id, err.msg);
+		if (conn_error(err.code))
+			agent_lost(p, &err);
+		return;
+	}
+	log_info("closed allocation %llu (%s)", (unsigned long long)id, why);
+	gs_dp_state_remove(&p->st, id);
+}
+
+/* ---- handlers ---- */
+
+static void
+h_tick(void *ctx, uint64_t now)
+{
+	struct plugin *p = ctx;
+
+	if (now >= p->next_poll_ms) {
+		agent_poll(p, now);
+		p->next_poll_ms = now + to_ms(p->cfg.agent_poll);
+	}
+	if (now >= p->next_pods_ms) {
+		gs_dp_grpc_list_pods(p->grpc);
+		p->next_pods_ms = now + to_ms(p->cfg.podresources_poll);
+	}
+}
+
+static void
+label_alloc(struct plugin *p, struct gs_dp_alloc *a)
+{
+	struct gs_labels l;
+	struct gs_error err;
+
+	memset(&l, 0, sizeof(l));
+	snprintf(l.cluster, sizeof(l.cluster), "%s", p->cfg.cluster);
+	snprintf(l.node, sizeof(l.node), "%s", p->cfg.node_name);
+	snprintf(l.ns, sizeof(l.ns), "%s", a->ns);
+	snprintf(l.pod, sizeof(l.pod), "%s", a->pod);
+	snprintf(l.container, sizeof(l.container), "%s", a->container);
+	if (gs_client_alloc_label(p->agent, a->id, &l, NULL, &err) == -1) {
+		if (err.code == GS_EUNSUPP) {
+			if (!p->label_unsupported)
+				log_warnx("the agent cannot relabel "
+				    "allocations (%s); pod names stay in the "
+				    "plugin only", err.msg);
+			p->label_unsupported = 1;
+			a->label_pending = 0;
+		} else {
+			log_warnx("labelling allocation %llu: %s",
+			    (unsigned long long)a->id, err.msg);
+			if (conn_error(err.code))
+				agent_lost(p, &err);
+		}
+		return;
+	}
+	a->label_pending = 0;
+	log_info("allocation %llu is %s/%s/%s", (unsigned long long)a->id,
+	    a->ns, a->pod, a->container);
+}
+
+static void
+h_pods(void *ctx, int ok, const struct gs_dp_podctr *pcs, size_t n,
+       uint64_t now)
+{
+	struct plugin *p = ctx;
+	struct gs_dp_action *acts;
+	struct gs_error err;
+	int nacts, i;
+
+	/* Without a fresh list nothing is closed: a kubelet that is
+	 * restarting must not make running pods lose their shares. */
+	if (!ok || !p->agent_up || p->st.n == 0)
+		return;
+	acts = calloc(p->st.n, sizeof(*acts));
+	if (acts == NULL)
+		return;
+	nacts = gs_dp_reconcile(&p->st, pcs, n, now,
+	    p->cfg.pod_grace / GS_NS_PER_MS, acts, &err);
+	if (nacts == -1)
+		log_warnx("PodResources: %s", err.msg);
+	for (i = 0; i < nacts && p->agent != NULL; i++) {
+		struct gs_dp_alloc *a = gs_dp_state_find(&p->st, acts[i].id);
+
+		if (a == NULL)
+			continue;
+		if (acts[i].kind == GS_DP_ACT_LABEL)
+			label_alloc(p, a);
+		else
+			close_alloc(p, acts[i].id, "no pod holds its devices");
+	}
+	free(acts);
+}
+
+static int
+h_preferred(void *ctx, const char *const *avail, size_t navail,
+	    const char *const *must, size_t nmust, size_t size,
+	    const char **out, struct gs_error *err)
+{
+	(void)ctx;
+	return gs_dp_preferred(avail, navail, must, nmust, size, out, err);
+}
+
+static int
+h_allocate(void *ctx, const char *const *ids, size_t nids,
+	   struct gs_dp_container *out, struct gs_error *err)
+{
+	struct plugin *p = ctx;
+	struct gs_dp_group *groups = NULL;
+	uint64_t *made = NULL, *stale = NULL;
+	const char **uuids = NULL, **gids = NULL;
+	struct gs_error cerr;
+	size_t i, k, nstale;
+	int ng, nmade = 0, rv = -1;
+
+	if (!p->agent_up || agent_connect(p, err) == -1)
+		return gs_error_set(err, GS_ECONNREFUSED, "Allocate: the "
+		    "gshare agent at %s is not reachable",
+		    p->cfg.agent_socket);
+	groups = calloc(p->ngpus + 1, sizeof(*groups));
+	made = calloc(p->ngpus + 1, sizeof(*made));
+	uuids = calloc(p->ngpus + 1, sizeof(*uuids));
+	stale = calloc(p->st.n + 1, sizeof(*stale));
+	gids = calloc(nids + 1, sizeof(*gids));
+	if (groups == NULL || made == NULL || uuids == NULL ||
+	    stale == NULL || gids == NULL) {
+		gs_error_set(err, GS_ENOMEM, "Allocate: out of memory");
+		goto out;
+	}
+	ng = gs_dp_allocate_check(p->gpus, p->ngpus, ids, nids,
+	    p->cfg.allow_span, groups, err);
+	if (ng == -1)
+		goto out;
+	for (i = 0; i < (size_t)ng; i++) {
+		if (!p->gpus[groups[i].gpu].healthy) {
+			gs_error_set(err, GS_EINVAL, "Allocate: GPU %s is "
+			    "unhealthy", p->gpus[groups[i].gpu].uuid);
+			goto out;
+		}
+	}
+	/* The kubelet reuses a device ID only once its holder is gone. */
+	nstale = gs_dp_state_overlap(&p->st, ids, nids, stale);
+	for (i = 0; i < nstale; i++)
+		close_alloc(p, stale[i], "its devices were handed out again");
+	for (i = 0; i < (size_t)ng; i++) {
+		const struct gs_dp_gpu *gpu = &p->gpus[groups[i].gpu];
+		struct gs_alloc_req rq;
+		struct gs_alloc_info info;
+		size_t ulen = strlen(gpu->uuid), n = 0;
+
+		memset(&rq, 0, sizeof(rq));
+		rq.gpu = gpu->index;
+		rq.shares = groups[i].count;
+		rq.priority = p->cfg.priority;
+		rq.mode = p->cfg.mode;
+		rq.uid = p->cfg.owner_uid;
+		snprintf(rq.labels.cluster, sizeof(rq.labels.cluster), "%s",
+		    p->cfg.cluster);
+		snprintf(rq.labels.node, sizeof(rq.labels.node), "%s",
+		    p->cfg.node_name);
+		if (gs_client_alloc_create(p->agent, &rq, &info, &cerr) == -1) {
+			gs_error_set(err, cerr.code, "Allocate: the gshare "
+			    "agent refused %u shares of GPU %s: %s",
+			    rq.shares, gpu->uuid, cerr.msg);
+			if (conn_error(cerr.code))
+				agent_lost(p, &cerr);
+			goto out_undo;
+		}
+		made[nmade++] = info.id;
+		uuids[i] = gpu->uuid;
+		for (k = 0; k < nids; k++)
+			if (strncmp(ids[k], gpu->uuid, ulen) == 0 &&
+			    ids[k][ulen] == ':')
+				gids[n++] = ids[k];
+		if (gs_dp_state_add(&p->st, info.id, gpu->uuid, rq.shares,
+		    gids, n, gs_dp_now_ms(), err) == -1)
+			goto out_undo;
+		log_info("allocation %llu: %u shares of GPU %s",
+		    (unsigned long long)info.id, rq.shares, gpu->uuid);
+	}
+	if (gs_dp_container_build(p->cfg.agent_socket,
+	    p->cfg.container_socket_dir, made, uuids, (size_t)ng, out,
+	    err) == -1)
+		goto out_undo;
+	rv = 0;
+	goto out;
+
+out_undo:
+	for (i = 0; i < (size_t)nmade; i++)
+		close_alloc(p, made[i], "Allocate failed");
+out:
+	free(gids);
+	free(stale);
+	free(uuids);
+	free(made);
+	free(groups);
+	return rv;
+}
+
+static void
+h_registered(void *ctx, const char *endpoint)
+{
+	struct plugin *p = ctx;
+
+	(void)endpoint;
+	/* A new kubelet: look at its pods soon. */
+	p->next_pods_ms = 0;
+}
+
+/* ---- options ---- */
+
+static void
+usage(void)
+{
+	const struct gs_cfg_key *k;
+
+	fprintf(stderr, "usage: " PROG " [-dhnv] [-f file] [key=value ...]\n"
+	    "  -f file  YAML mapping of the keys below\n"
+	    "  -n       print the normalized configuration and exit\n"
+	    "  -v       verbose (debug) logging\n"
+	    "keys:\n");
+	for (k = cfg_keys; k->name != NULL; k++)
+		fprintf(stderr, "  %-22s %s\n", k->name, k->help);
+}
+
+static int
+load_file(struct dp_cfg *cfg, const char *path, struct gs_error *err)
+{
+	struct gs_ynode *root = NULL;
+	int rv;
+
+	if (gs_yaml_load_file(path, &root, err) == -1)
+		return -1;
+	rv = gs_cfg_apply_yaml(cfg_keys, cfg, root, path, NULL, NULL, err);
+	gs_ynode_free(root);
+	return rv;
+}
+
+static int
+finish_cfg(struct dp_cfg *cfg, struct gs_error *err)
+{
+	const char *nn;
+
+	if (gs_dp_resource_check(cfg->resource, err) == -1)
+		return -1;
+	if (cfg->agent_socket[0] != '/')
+		return gs_error_set(err, GS_ECONFIG, "agent_socket: must be "
+		    "an absolute path");
+	if (cfg->kubelet_socket[0] == '\0' &&
+	    (size_t)snprintf(cfg->kubelet_socket, sizeof(cfg->kubelet_socket),
+	    "%s/kubelet.sock", cfg->plugin_dir) >= sizeof(cfg->kubelet_socket))
+		return gs_error_set(err, GS_ECONFIG, "plugin_dir: too long");
+	if (cfg->node_name[0] == '\0') {
+		nn = getenv("NODE_NAME");
+		if (nn != NULL && *nn != '\0')
+			snprintf(cfg->node_name, sizeof(cfg->node_name), "%s",
+			    nn);
+		else if (gethostname(cfg->node_name,
+		    sizeof(cfg->node_name) - 1) == -1)
+			return gs_error_errno(err, GS_ECONFIG, "gethostname");
+	}
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct plugin p;
+	struct gs_dp_grpc_opts go;
+	struct gs_dp_handlers h;
+	struct gs_error err;
+	struct sigaction sa;
+	const char *file = NULL;
+	int ch, print = 0, verbose = 0, rv = 1;
+
+	memset(&p, 0, sizeof(p));
+	gs_dp_state_init(&p.st);
+	log_init(PROG, GS_LOG_STDERR, NULL, 0);
+	if (gs_cfg_defaults(cfg_keys, &p.cfg, &err) == -1)
+		fatalx("defaults: %s", err.msg);
+	while ((ch = getopt(argc, argv, "df:hnv")) != -1) {
+		switch (ch) {
+		case 'd':	/* foreground: the plugin always is */
+			break;
+		case 'f':
+			file = optarg;
+			break;
+		case 'n':
+			print = 1;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		default:
+			usage();
+			return ch == 'h' ? 0 : 2;
+		}
+	}
+	if (file != NULL && load_file(&p.cfg, file, &err) == -1) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		return 2;
+	}
+	if (gs_cfg_parse_args(cfg_keys, &p.cfg, argc - optind, argv + optind,
+	    &err) == -1 || finish_cfg(&p.cfg, &err) == -1) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		return 2;
+	}
+	if (print) {
+		gs_cfg_print(cfg_keys, &p.cfg, GS_CFG_YAML, NULL, stdout);
+		return 0;
+	}
+	log_setverbose(verbose);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	memset(&go, 0, sizeof(go));
+	go.plugin_dir = p.cfg.plugin_dir;
+	go.kubelet_socket = p.cfg.kubelet_socket;
+	go.podres_socket = p.cfg.podresources_socket;
+	go.resource = p.cfg.resource;
+	go.endpoint_prefix = "gshare";
+	go.tick_ms = to_ms(p.cfg.tick);
+	go.call_timeout_ms = 5000;
+	go.retry_ms = 500;
+	memset(&h, 0, sizeof(h));
+	h.ctx = &p;
+	h.preferred = h_preferred;
+	h.allocate = h_allocate;
+	h.tick = h_tick;
+	h.pods = h_pods;
+	h.registered = h_registered;
+	if (gs_dp_grpc_new(&go, &h, &p.grpc, &err) == -1) {
+		log_warnx("%s", err.msg);
+		goto out;
+	}
+	log_info("resource %s, agent %s, node %s", p.cfg.resource,
+	    p.cfg.agent_socket, p.cfg.node_name);
+	if (gs_dp_grpc_run(p.grpc, &stop_flag, &err) == -1)
+		log_warnx("%s", err.msg);
+	else
+		rv = 0;
+	log_info("shutting down");
+out:
+	gs_dp_grpc_free(p.grpc);
+	gs_client_free(p.agent);
+	gs_dp_state_clear(&p.st);
+	free(p.gpus);
+	log_close();
+	return rv;
+}

@@ -1,0 +1,90 @@
+/*
+ * dp_state.h — the allocations this device plugin made (or adopted), and
+ * their reconciliation with the kubelet's PodResources list.
+ *
+ * An allocation is created in the agent by Allocate, before the kubelet
+ * says which pod it is for; the kubelet's PodResources List later shows
+ * which pod container holds its device IDs.  Reconciling labels the
+ * allocation with namespace/pod/container and closes allocations whose
+ * devices no pod holds any more (after a grace period, so a fresh
+ * allocation is not closed before the kubelet records it).  After a
+ * restart of the plugin, allocations are adopted from the agent's status
+ * without their device IDs; reconciling finds them again by labels, or
+ * by GPU and share count.  Pure: no I/O, the caller carries out the
+ * actions.  Not thread-safe.
+ */
+#ifndef GS_DP_STATE_H
+#define GS_DP_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dp_logic.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+
+struct gs_dp_alloc {
+	uint64_t id;
+	char uuid[GS_UUID_MAX];
+	uint32_t shares;
+	char (*ids)[GS_DP_ID_MAX];	/* device IDs; NULL when adopted */
+	size_t nids;
+	char ns[GS_LABEL_MAX];
+	char pod[GS_LABEL_MAX * 2];
+	char container[GS_LABEL_MAX];
+	int labeled;		/* ns/pod/container known */
+	int label_pending;	/* known here, not yet stored by the agent */
+	uint64_t seen_ms;	/* created, adopted or last seen in a pod */
+};
+
+struct gs_dp_state {
+	struct gs_dp_alloc *a;
+	size_t n, cap;
+};
+
+/* One container of the PodResources list, with its IDs of our resource. */
+struct gs_dp_podctr {
+	const char *ns, *pod, *container;
+	const char *const *ids;
+	size_t nids;
+};
+
+enum gs_dp_act_kind { GS_DP_ACT_LABEL = 1, GS_DP_ACT_CLOSE = 2 };
+
+struct gs_dp_action {
+	int kind;
+	uint64_t id;
+};
+
+void gs_dp_state_init(struct gs_dp_state *st);
+void gs_dp_state_clear(struct gs_dp_state *st);
+
+/* Track allocation id (ids may be NULL with nids 0: adopted). */
+int gs_dp_state_add(struct gs_dp_state *st, uint64_t id, const char *uuid,
+		    uint32_t shares, const char *const *ids, size_t nids,
+		    uint64_t now_ms, struct gs_error *err);
+/* Borrowed pointer or NULL. */
+struct gs_dp_alloc *gs_dp_state_find(struct gs_dp_state *st, uint64_t id);
+void gs_dp_state_remove(struct gs_dp_state *st, uint64_t id);
+/* Set an allocation's labels, cut to the agent's field sizes; pending:
+ * the agent does not have them yet.  Always returns 0. */
+int gs_dp_state_set_labels(struct gs_dp_alloc *a, const char *ns,
+			   const char *pod, const char *container,
+			   int pending);
+
+/* Allocations holding any of ids: the kubelet hands out a device ID only
+ * when its previous holder is gone, so such allocations are stale.  out
+ * (caller array, st->n entries) receives their ids; returns the count. */
+size_t gs_dp_state_overlap(const struct gs_dp_state *st,
+			   const char *const *ids, size_t nids, uint64_t *out);
+
+/* Reconcile with the kubelet's list.  acts (caller array of st->n
+ * entries) receives LABEL for allocations whose labels the agent should
+ * store (clear label_pending once it did) and CLOSE for allocations no
+ * container has held for grace_ms (remove them once closed).  Returns the
+ * number of actions, or -1. */
+int gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
+		    size_t npcs, uint64_t now_ms, uint64_t grace_ms,
+		    struct gs_dp_action *acts, struct gs_error *err);
+
+#endif /* GS_DP_STATE_H */

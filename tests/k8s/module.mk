@@ -1,0 +1,10 @@
+# tests/k8s — the device plugin: cmocka tests of its pure modules, and the
+# integration run against a kubelet stand-in (Python, Debian's grpcio)
+# and a real gshared; manifests validated offline with kubernetes-models.
+
+K8S_UNIT := $(B)/tests/k8s/test_dp_logic
+UNIT_TESTS += $(K8S_UNIT)
+
+$(B)/tests/k8s/test_dp_logic.o: CFLAGS += -Ik8s-plugin
+$(K8S_UNIT): $(B)/tests/k8s/test_dp_logic.o $(DP_PURE_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka

@@ -1,0 +1,447 @@
+/*
+ * test_dp_logic.c — unit tests of the device plugin's pure modules
+ * (k8s-plugin/dp_logic.c, k8s-plugin/dp_state.c): resource names, device
+ * IDs, the device list, preferred allocation (packing, must_include,
+ * spanning fallback), Allocate checks with every rejection, the container
+ * environment, and PodResources reconciliation (labels, grace, adoption).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dp_logic.h"
+#include "dp_state.h"
+
+#define U0 "GPU-00000000-0000-0000-0000-000000000000"
+#define U1 "GPU-11111111-1111-1111-1111-111111111111"
+
+static const struct gs_dp_gpu gpus[2] = {
+	{ 0, U0, 1 },
+	{ 1, U1, 1 },
+};
+
+static void
+test_resource_names(void **state)
+{
+	struct gs_error err;
+	static const char *const good[] = {
+		"gshare.io/gpu-share", "example.com/a", "a.b-c.d/x_y.z9",
+		"x/Y",
+	};
+	static const char *const bad[] = {
+		"", "gpu-share", "gshare.io/", "/gpu", "Gshare.io/gpu",
+		"gshare..io/gpu", "-gshare.io/gpu", "gshare.io/gpu/x",
+		"gshare.io/-gpu", "gshare.io/gpu-", "kubernetes.io/gpu",
+		"node.kubernetes.io/gpu", "gshare.io/g pu",
+		"gshare.io/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaa",
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_int_equal(gs_dp_resource_check(good[i], &err), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err.msg[0] = '\0';
+		assert_int_equal(gs_dp_resource_check(bad[i], &err), -1);
+		assert_int_equal(err.code, GS_EINVAL);
+		assert_true(strlen(err.msg) > 0);
+	}
+}
+
+static void
+test_device_ids(void **state)
+{
+	struct gs_error err;
+	char buf[GS_DP_ID_MAX], uuid[GS_UUID_MAX];
+	char longu[80];
+	unsigned n;
+
+	(void)state;
+	assert_int_equal(gs_dp_device_id(buf, sizeof(buf), U1, 42, &err), 0);
+	assert_string_equal(buf, U1 "::42");
+	assert_int_equal(gs_dp_device_id_parse(buf, uuid, &n, &err), 0);
+	assert_string_equal(uuid, U1);
+	assert_int_equal(n, 42);
+	assert_int_equal(gs_dp_device_id_parse("GPU-x::0", uuid, &n, &err), 0);
+	assert_int_equal(n, 0);
+	memset(longu, 'a', 70);
+	longu[70] = '\0';
+	assert_int_equal(gs_dp_device_id(buf, sizeof(buf), longu, 1, &err),
+			 -1);
+	assert_int_equal(gs_dp_device_id(buf, sizeof(buf), "", 1, &err), -1);
+	assert_int_equal(gs_dp_device_id_parse("GPU-x::100", uuid, &n, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "out of range"));
+	assert_int_equal(gs_dp_device_id_parse("GPU-x", uuid, &n, &err), -1);
+	assert_int_equal(gs_dp_device_id_parse("::3", uuid, &n, &err), -1);
+	assert_int_equal(gs_dp_device_id_parse("GPU-x::", uuid, &n, &err), -1);
+	assert_int_equal(gs_dp_device_id_parse("GPU-x::1a", uuid, &n, &err),
+			 -1);
+	assert_int_equal(gs_dp_device_id_parse("", uuid, &n, &err), -1);
+	assert_int_equal(gs_dp_device_id_parse(longu, uuid, &n, &err), -1);
+}
+
+static void
+test_devices_build(void **state)
+{
+	struct gs_dp_gpu g[2];
+	struct gs_dp_device *d = NULL;
+	struct gs_error err;
+	size_t n, i;
+
+	(void)state;
+	memcpy(g, gpus, sizeof(g));
+	assert_int_equal(gs_dp_devices_build(g, 2, 1, &d, &n, &err), 0);
+	assert_int_equal(n, 200);
+	assert_string_equal(d[0].id, U0 "::0");
+	assert_string_equal(d[199].id, U1 "::99");
+	for (i = 0; i < n; i++)
+		assert_true(d[i].healthy);
+	free(d);
+	g[1].healthy = 0;
+	assert_int_equal(gs_dp_devices_build(g, 2, 1, &d, &n, &err), 0);
+	assert_true(d[99].healthy);
+	assert_false(d[100].healthy);
+	assert_int_equal(d[100].gpu, 1);
+	free(d);
+	assert_int_equal(gs_dp_devices_build(g, 2, 0, &d, &n, &err), 0);
+	for (i = 0; i < n; i++)
+		assert_false(d[i].healthy);
+	free(d);
+	assert_int_equal(gs_dp_devices_build(g, 0, 1, &d, &n, &err), 0);
+	assert_null(d);
+	assert_int_equal(n, 0);
+}
+
+/* avail: GPU0 IDs [lo0, hi0), GPU1 IDs [lo1, hi1); strings in ids. */
+static size_t
+mk_avail(char ids[][GS_DP_ID_MAX], const char **p, unsigned lo0,
+	 unsigned hi0, unsigned lo1, unsigned hi1)
+{
+	struct gs_error err;
+	size_t k = 0;
+	unsigned s;
+
+	for (s = lo1; s < hi1; s++, k++) {
+		assert_int_equal(gs_dp_device_id(ids[k], GS_DP_ID_MAX, U1, s,
+						 &err), 0);
+		p[k] = ids[k];
+	}
+	for (s = lo0; s < hi0; s++, k++) {
+		assert_int_equal(gs_dp_device_id(ids[k], GS_DP_ID_MAX, U0, s,
+						 &err), 0);
+		p[k] = ids[k];
+	}
+	return k;
+}
+
+static size_t
+count_on(const char **out, size_t n, const char *uuid)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (strncmp(out[i], uuid, strlen(uuid)) == 0)
+			k++;
+	return k;
+}
+
+static void
+test_preferred_packs(void **state)
+{
+	static char ids[200][GS_DP_ID_MAX];
+	const char *avail[200], *out[200];
+	struct gs_error err;
+	size_t n;
+
+	(void)state;
+	/* GPU0 has 70 free, GPU1 has 40 free: a 30 request best-fits
+	 * GPU1 (tightest that fits), a 50 request must go to GPU0. */
+	n = mk_avail(ids, avail, 30, 100, 60, 100);
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 30, out, &err),
+			 0);
+	assert_int_equal(count_on(out, 30, U1), 30);
+	assert_string_equal(out[0], U1 "::60");	/* lowest first */
+	assert_string_equal(out[29], U1 "::89");
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 50, out, &err),
+			 0);
+	assert_int_equal(count_on(out, 50, U0), 50);
+	/* Exactly fits GPU1. */
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 40, out, &err),
+			 0);
+	assert_int_equal(count_on(out, 40, U1), 40);
+}
+
+static void
+test_preferred_must_include(void **state)
+{
+	static char ids[200][GS_DP_ID_MAX];
+	const char *avail[200], *out[200];
+	const char *must[2] = { U0 "::50", U0 "::51" };
+	const char *must2[2] = { U0 "::50", U1 "::70" };
+	struct gs_error err;
+	size_t n;
+
+	(void)state;
+	n = mk_avail(ids, avail, 30, 100, 60, 100);
+	/* must on GPU0 pulls the request to GPU0 even though GPU1 is the
+	 * tighter fit. */
+	assert_int_equal(gs_dp_preferred(avail, n, must, 2, 10, out, &err),
+			 0);
+	assert_string_equal(out[0], U0 "::50");
+	assert_string_equal(out[1], U0 "::51");
+	assert_int_equal(count_on(out, 10, U0), 10);
+	/* must spanning GPUs: kept, filled, right size. */
+	assert_int_equal(gs_dp_preferred(avail, n, must2, 2, 5, out, &err),
+			 0);
+	assert_string_equal(out[0], U0 "::50");
+	assert_string_equal(out[1], U1 "::70");
+	/* must larger than size, size 0, not enough IDs, bad IDs. */
+	assert_int_equal(gs_dp_preferred(avail, n, must, 2, 1, out, &err), -1);
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 0, out, &err), -1);
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 111, out, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "only 110 available"));
+	avail[3] = "garbage";
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 3, out, &err), -1);
+}
+
+static void
+test_preferred_spans_when_needed(void **state)
+{
+	static char ids[200][GS_DP_ID_MAX];
+	const char *avail[200], *out[200];
+	struct gs_error err;
+	size_t n, i, j;
+
+	(void)state;
+	n = mk_avail(ids, avail, 70, 100, 80, 100);	/* 30 + 20 free */
+	assert_int_equal(gs_dp_preferred(avail, n, NULL, 0, 45, out, &err),
+			 0);
+	assert_int_equal(count_on(out, 45, U0), 30);
+	assert_int_equal(count_on(out, 45, U1), 15);
+	for (i = 0; i < 45; i++)
+		for (j = 0; j < i; j++)
+			assert_string_not_equal(out[i], out[j]);
+}
+
+static void
+test_allocate_check(void **state)
+{
+	struct gs_dp_group g[2];
+	struct gs_error err;
+	const char *one[3] = { U1 "::3", U1 "::4", U1 "::5" };
+	const char *span[3] = { U1 "::3", U0 "::4", U0 "::5" };
+	const char *dup[2] = { U1 "::3", U1 "::3" };
+	const char *unk[1] = { "GPU-nope::3" };
+	const char *bad[1] = { "GPU-nope" };
+
+	(void)state;
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, one, 3, 0, g, &err), 1);
+	assert_int_equal(g[0].gpu, 1);
+	assert_int_equal(g[0].count, 3);
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 0, g, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "spans 2 GPUs"));
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 1, g, &err), 2);
+	assert_int_equal(g[0].gpu, 0);	/* largest group first */
+	assert_int_equal(g[0].count, 2);
+	assert_int_equal(g[1].count, 1);
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, one, 0, 0, g, &err), -1);
+	assert_non_null(strstr(err.msg, "names no device IDs"));
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, dup, 2, 0, g, &err), -1);
+	assert_non_null(strstr(err.msg, "named twice"));
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, unk, 1, 0, g, &err), -1);
+	assert_int_equal(err.code, GS_ENOENT);
+	assert_non_null(strstr(err.msg, "GPU-nope"));
+	assert_int_equal(gs_dp_allocate_check(gpus, 2, bad, 1, 0, g, &err), -1);
+	assert_int_equal(gs_dp_allocate_check(gpus, 0, one, 1, 0, g, &err), -1);
+}
+
+static const char *
+env_get(const struct gs_dp_container *c, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < c->nenv; i++)
+		if (strcmp(c->env[i].key, key) == 0)
+			return c->env[i].value;
+	return NULL;
+}
+
+static void
+test_container_build(void **state)
+{
+	struct gs_dp_container c;
+	struct gs_error err;
+	uint64_t ids[2] = { 17, 18 };
+	const char *uu[2] = { U1, U0 };
+
+	(void)state;
+	assert_int_equal(gs_dp_container_build("/run/gshare/gshared.sock",
+	    NULL, ids, uu, 1, &c, &err), 0);
+	assert_string_equal(env_get(&c, "GSHARE_SOCKET"),
+			    "/run/gshare/gshared.sock");
+	assert_string_equal(env_get(&c, "GSHARE_ALLOC"), "17");
+	assert_null(env_get(&c, "GSHARE_ALLOCS"));
+	assert_string_equal(env_get(&c, "NVIDIA_VISIBLE_DEVICES"), U1);
+	assert_string_equal(env_get(&c, "CUDA_VISIBLE_DEVICES"), U1);
+	assert_string_equal(c.mount_host, "/run/gshare");
+	assert_string_equal(c.mount_container, "/run/gshare");
+	assert_true(c.mount_read_only);
+	assert_int_equal(gs_dp_container_build("/tmp/x/a.sock", "/gshare/",
+	    ids, uu, 2, &c, &err), 0);
+	assert_string_equal(env_get(&c, "GSHARE_SOCKET"), "/gshare/a.sock");
+	assert_string_equal(env_get(&c, "GSHARE_ALLOCS"), "17,18");
+	assert_string_equal(env_get(&c, "CUDA_VISIBLE_DEVICES"), U1 "," U0);
+	assert_string_equal(c.mount_host, "/tmp/x");
+	assert_int_equal(gs_dp_container_build("rel.sock", NULL, ids, uu, 1,
+	    &c, &err), -1);
+	assert_int_equal(gs_dp_container_build("/a/", NULL, ids, uu, 1, &c,
+	    &err), -1);
+	assert_int_equal(gs_dp_container_build("/a/b", "rel", ids, uu, 1, &c,
+	    &err), -1);
+	assert_int_equal(gs_dp_container_build("/a/b", NULL, ids, uu, 0, &c,
+	    &err), -1);
+}
+
+static void
+test_state_reconcile(void **state)
+{
+	struct gs_dp_state st;
+	struct gs_dp_action acts[8];
+	struct gs_error err;
+	const char *a1[2] = { U0 "::0", U0 "::1" };
+	const char *a2[1] = { U1 "::9" };
+	const char *c1[3] = { U0 "::0", U0 "::1", "other" };
+	struct gs_dp_podctr pc[1] = {
+		{ "default", "pod-a", "main", c1, 3 },
+	};
+	uint64_t ov[4];
+	int n;
+
+	(void)state;
+	gs_dp_state_init(&st);
+	assert_int_equal(gs_dp_state_add(&st, 5, U0, 2, a1, 2, 1000, &err), 0);
+	assert_int_equal(gs_dp_state_add(&st, 6, U1, 1, a2, 1, 1000, &err), 0);
+	assert_int_equal(gs_dp_state_add(&st, 6, U1, 1, a2, 1, 1000, &err),
+			 -1);
+	/* 5 is in pod-a: labelled.  6 is in no pod, still in grace. */
+	n = gs_dp_reconcile(&st, pc, 1, 2000, 5000, acts, &err);
+	assert_int_equal(n, 1);
+	assert_int_equal(acts[0].kind, GS_DP_ACT_LABEL);
+	assert_int_equal(acts[0].id, 5);
+	assert_string_equal(gs_dp_state_find(&st, 5)->pod, "pod-a");
+	gs_dp_state_find(&st, 5)->label_pending = 0;
+	/* Grace over for 6: closed; 5 stays quiet. */
+	n = gs_dp_reconcile(&st, pc, 1, 6000, 5000, acts, &err);
+	assert_int_equal(n, 1);
+	assert_int_equal(acts[0].kind, GS_DP_ACT_CLOSE);
+	assert_int_equal(acts[0].id, 6);
+	gs_dp_state_remove(&st, 6);
+	/* Overlap: a new Allocate of U0::1 makes 5 stale. */
+	assert_int_equal(gs_dp_state_overlap(&st, &a1[1], 1, ov), 1);
+	assert_int_equal(ov[0], 5);
+	assert_int_equal(gs_dp_state_overlap(&st, a2, 1, ov), 0);
+	/* pod-a gone: closed only after grace since last seen (6000). */
+	n = gs_dp_reconcile(&st, NULL, 0, 9000, 5000, acts, &err);
+	assert_int_equal(n, 0);
+	n = gs_dp_reconcile(&st, NULL, 0, 11000, 5000, acts, &err);
+	assert_int_equal(n, 1);
+	assert_int_equal(acts[0].kind, GS_DP_ACT_CLOSE);
+	gs_dp_state_clear(&st);
+	assert_int_equal(st.n, 0);
+}
+
+static void
+test_state_adopt(void **state)
+{
+	struct gs_dp_state st;
+	struct gs_dp_action acts[8];
+	struct gs_error err;
+	const char *c1[2] = { U0 "::7", U0 "::8" };
+	const char *c2[3] = { U1 "::1", U1 "::2", U1 "::3" };
+	struct gs_dp_podctr pc[2] = {
+		{ "ns1", "p1", "c", c1, 2 },
+		{ "ns2", "p2", "c", c2, 3 },
+	};
+	struct gs_dp_alloc *a;
+	uint64_t ov[4];
+	int n;
+
+	(void)state;
+	gs_dp_state_init(&st);
+	/* 1: adopted with labels; 2: adopted unlabelled, 3 shares on U1;
+	 * 3: adopted unlabelled, no matching container. */
+	assert_int_equal(gs_dp_state_add(&st, 1, U0, 2, NULL, 0, 0, &err), 0);
+	gs_dp_state_set_labels(gs_dp_state_find(&st, 1), "ns1", "p1", "c", 0);
+	assert_int_equal(gs_dp_state_add(&st, 2, U1, 3, NULL, 0, 0, &err), 0);
+	assert_int_equal(gs_dp_state_add(&st, 3, U1, 4, NULL, 0, 0, &err), 0);
+	n = gs_dp_reconcile(&st, pc, 2, 100, 1000, acts, &err);
+	assert_int_equal(n, 1);	/* only 2 needs its labels stored */
+	assert_int_equal(acts[0].kind, GS_DP_ACT_LABEL);
+	assert_int_equal(acts[0].id, 2);
+	a = gs_dp_state_find(&st, 1);
+	assert_int_equal(a->nids, 2);
+	assert_string_equal(a->ids[1], U0 "::8");
+	a = gs_dp_state_find(&st, 2);
+	assert_int_equal(a->nids, 3);
+	assert_string_equal(a->pod, "p2");
+	assert_int_equal(gs_dp_state_overlap(&st, &c2[2], 1, ov), 1);
+	assert_int_equal(ov[0], 2);
+	n = gs_dp_reconcile(&st, pc, 2, 2000, 1000, acts, &err);
+	assert_int_equal(n, 2);	/* 2 still pending, 3 closed */
+	assert_int_equal(acts[1].kind, GS_DP_ACT_CLOSE);
+	assert_int_equal(acts[1].id, 3);
+	gs_dp_state_clear(&st);
+}
+
+static void
+test_state_long_labels(void **state)
+{
+	struct gs_dp_state st;
+	struct gs_dp_action acts[2];
+	struct gs_error err;
+	char pod[300];
+	const char *ids[1] = { U0 "::1" };
+	struct gs_dp_podctr pc[1] = { { "ns", pod, "c", ids, 1 } };
+	int n;
+
+	(void)state;
+	memset(pod, 'p', sizeof(pod) - 1);
+	pod[sizeof(pod) - 1] = '\0';
+	gs_dp_state_init(&st);
+	assert_int_equal(gs_dp_state_add(&st, 1, U0, 1, ids, 1, 0, &err), 0);
+	n = gs_dp_reconcile(&st, pc, 1, 1, 1000, acts, &err);
+	assert_int_equal(n, 1);
+	gs_dp_state_find(&st, 1)->label_pending = 0;
+	n = gs_dp_reconcile(&st, pc, 1, 2, 1000, acts, &err);
+	assert_int_equal(n, 0);	/* cut label compares equal */
+	gs_dp_state_clear(&st);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_resource_names),
+		cmocka_unit_test(test_device_ids),
+		cmocka_unit_test(test_devices_build),
+		cmocka_unit_test(test_preferred_packs),
+		cmocka_unit_test(test_preferred_must_include),
+		cmocka_unit_test(test_preferred_spans_when_needed),
+		cmocka_unit_test(test_allocate_check),
+		cmocka_unit_test(test_container_build),
+		cmocka_unit_test(test_state_reconcile),
+		cmocka_unit_test(test_state_adopt),
+		cmocka_unit_test(test_state_long_labels),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
