@@ -8,3 +8,8 @@ UNIT_TESTS += $(K8S_UNIT)
 $(B)/tests/k8s/test_dp_logic.o: CFLAGS += -Ik8s-plugin
 $(K8S_UNIT): $(B)/tests/k8s/test_dp_logic.o $(DP_PURE_OBJS) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+# Manifests: node and npm from Debian when the machine has none (a
+# NodeSource nodejs ships its own npm and conflicts with Debian's).
+DEB_PKGS += $(if $(shell command -v npm 2>/dev/null),,nodejs npm)
+INTEG_TESTS += tests/k8s/manifests.sh
