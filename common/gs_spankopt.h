@@ -1,0 +1,131 @@
+/*
+ * gs_spankopt.h — the SPANK plugin's logic that needs no Slurm: user option
+ * validation, plugstack.conf arguments, gres strings, step names, the
+ * per-step usage records and the AdminComment text.
+ *
+ * Everything here is pure (no I/O except the record file helpers, which
+ * take a path) and never prints, so tests/slurm/test_spankopt.c checks it
+ * without a cluster.  The plugin under spank/ is the only user.
+ */
+#ifndef GS_SPANKOPT_H
+#define GS_SPANKOPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gs_config.h"
+#include "gs_error.h"
+
+#define GS_SPANK_WEIGHT_MAX 10000u
+#define GS_SPANK_PATH_MAX 108	/* sun_path */
+
+/* What to do with a step when the agent cannot be reached. */
+enum gs_spank_down {
+	GS_SPANK_DOWN_FAIL = 0,		/* fail the step, one clear message */
+	GS_SPANK_DOWN_UNMANAGED = 1,	/* warn, run without an allocation */
+};
+
+/* plugstack.conf arguments (`key=value` after the plugin path). */
+struct gs_spank_conf {
+	char agent[GS_SPANK_PATH_MAX];	/* agent socket */
+	char gres[32];			/* gres name that means "a share" */
+	uint64_t timeout_ns;		/* bound on connect and each request */
+	uint32_t on_agent_down;		/* enum gs_spank_down */
+	char state_dir[GS_SPANK_PATH_MAX];	/* per-job usage records */
+	int admin_comment;		/* write job totals to AdminComment */
+	char sacct[GS_SPANK_PATH_MAX];	/* reads AdminComment back */
+	char sacctmgr[GS_SPANK_PATH_MAX];	/* writes it */
+};
+
+/* The table behind struct gs_spank_conf (defaults, help, printing). */
+extern const struct gs_cfg_key gs_spank_conf_keys[];
+
+/* Defaults, then argv[0..argc-1] as key=value.  GS_ECONFIG with
+ * "argument N: key: message" on a bad or unknown key. */
+int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
+			char *const argv[], struct gs_error *err);
+
+/* What the user asked for with --gshare-*; zeros mean "not given". */
+struct gs_spank_opts {
+	uint32_t weight;	/* 0: same as the shares */
+	uint32_t priority;	/* enum gs_priority */
+	uint32_t mode;		/* enum gs_mode */
+};
+
+void gs_spank_opts_init(struct gs_spank_opts *o);
+
+/* Validate one option value and store it.  On a bad value GS_EINVAL with
+ * a one-line message naming the option, the value and what is allowed,
+ * e.g. "--gshare-weight=abc: expected a whole number from 1 to 10000". */
+int gs_spank_opt_weight(const char *val, struct gs_spank_opts *o,
+			struct gs_error *err);
+int gs_spank_opt_priority(const char *val, struct gs_spank_opts *o,
+			  struct gs_error *err);
+int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
+		      struct gs_error *err);
+
+/*
+ * The count of gres `name` in a Slurm TRES-per-node string such as
+ * "gres:gshare:30", "gres:gpu:a100:1,gres:gshare:30", "gres/gshare=30"
+ * or the older "gshare:30" (entries separated by ',' or ';'; an optional
+ * type between name and count; a count may end in k/m/g, powers of 1024;
+ * no count means 1).  Returns 1 and sets *count when present, 0 when the
+ * string (NULL and "" included) names no such gres, -1 (GS_EINVAL) when
+ * an entry for `name` is malformed.
+ */
+int gs_gres_count(const char *tres, const char *name, uint64_t *count,
+		  struct gs_error *err);
+
+/* Slurm's special step ids (slurm.h), repeated so common/ needs no Slurm
+ * header; a test checks them against slurm.h. */
+#define GS_SLURM_STEP_PENDING	 0xfffffffdu
+#define GS_SLURM_STEP_EXTERN	 0xfffffffcu
+#define GS_SLURM_STEP_BATCH	 0xfffffffbu
+#define GS_SLURM_STEP_INTERACTIVE 0xfffffffau
+
+/* "batch", "extern", "interactive", "pending" or the decimal id. */
+void gs_spank_step_name(uint32_t step, char *buf, size_t len);
+
+/*
+ * Usage of one closed allocation, as the step's exit hook stores it for
+ * the job epilog (one line of text per file):
+ *   "gshare-record 1 id=N shares=N gpu_ns=N held_ns=N\n"
+ */
+struct gs_spank_record {
+	uint64_t id;
+	uint32_t shares;
+	uint64_t gpu_ns;
+	uint64_t held_ns;
+};
+
+int gs_spank_record_format(const struct gs_spank_record *r, char *buf,
+			   size_t len, struct gs_error *err);
+int gs_spank_record_parse(const char *text, struct gs_spank_record *r,
+			  struct gs_error *err);
+
+/* Job totals on one node, summed over its allocations. */
+struct gs_spank_totals {
+	uint32_t allocs;
+	uint32_t max_shares;	/* largest share any step of the job had */
+	uint64_t gpu_ns;
+	uint64_t held_ns;
+};
+
+void gs_spank_totals_add(struct gs_spank_totals *t,
+			 const struct gs_spank_record *r);
+
+/*
+ * AdminComment text.  Each node writes one segment
+ *   "gshare[NODE]:gpu_s=S.SSS,held_s=S.SSS,share=N,allocs=N"
+ * and segments are joined with ';'.  gs_spank_comment_merge returns in
+ * *out (malloc'ed) `old` with the segment for `node` replaced, or added
+ * at the end; text of `old` that is not a gshare segment is kept as is.
+ */
+int gs_spank_comment_segment(const char *node,
+			     const struct gs_spank_totals *t, char *buf,
+			     size_t len, struct gs_error *err);
+int gs_spank_comment_merge(const char *old, const char *node,
+			   const char *segment, char **out,
+			   struct gs_error *err);
+
+#endif /* GS_SPANKOPT_H */

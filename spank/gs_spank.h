@@ -1,0 +1,58 @@
+/*
+ * gs_spank.h — internal interface of the SPANK plugin spank_gshare.so.
+ *
+ * spank_gshare.c holds the entry points Slurm calls and dispatches on
+ * spank_context() to one file per context:
+ *   spank_local.c   srun / sbatch / salloc: --gshare-* options, validated
+ *                   before the job is queued
+ *   spank_remote.c  slurmstepd: register the step's allocation with the
+ *                   agent, export the environment, release at step exit
+ *   spank_slurmd.c  job prolog/epilog (as root on the node): close what a
+ *                   dead step left behind, write the job's totals
+ *   slurm_query.c   the few libslurm calls (step gres, accounting)
+ * Only spank_*.c include spank.h; only slurm_query.c includes slurm.h.
+ * Only plugin_* and slurm_spank_* leave the .so (spank_gshare.lds); the
+ * rest is gs__ (cross-file) or static.  SPANK calls every hook from one
+ * thread of one process, so the state below is a plain global.
+ */
+#ifndef GS_SPANK_H
+#define GS_SPANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gs_error.h"
+#include "gs_proto.h"
+#include "gs_spankopt.h"
+
+struct gs__state {
+	int conf_ok;			/* plugstack arguments parsed */
+	struct gs_spank_conf conf;
+	struct gs_spank_opts opts;	/* --gshare-* (local and remote) */
+	/* remote context */
+	uint32_t job, step;
+	uint64_t alloc_id;		/* 0: this step has no allocation */
+	uint32_t shares;
+	char node[GS_LABEL_MAX];
+};
+
+extern struct gs__state gs__st;
+
+/* One hook per context; spank_t is struct spank_handle *. */
+struct spank_handle;
+int gs__local_init(struct spank_handle *sp);	/* spank_local.c */
+int gs__remote_begin(struct spank_handle *sp);	/* spank_remote.c */
+int gs__remote_end(struct spank_handle *sp);
+int gs__slurmd_epilog(struct spank_handle *sp);	/* spank_slurmd.c */
+
+/* slurm_query.c */
+/* The step's TRES-per-node string (the job's for the batch step), for
+ * gs_gres_count.  *out is malloc'ed ("" when the step has none). */
+int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
+			struct gs_error *err);
+
+/* Milliseconds from the configured timeout, for gs_client. */
+int gs__timeout_ms(void);
+
+#endif /* GS_SPANK_H */

@@ -1,0 +1,82 @@
+/*
+ * slurm_query.c — the plugin's only libslurm calls: ask slurmctld for a
+ * step's TRES per node.
+ *
+ * No environment variable tells a SPANK plugin about a custom gres, so
+ * the remote context asks slurmctld.  A step's record carries
+ * tres_per_node (e.g. "gres:gshare:30"; a step without --gres inherits
+ * the job's, --gres=none leaves it empty); the batch step has no step
+ * record fields, so it takes the job's.  The symbols resolve from the
+ * libslurmfull already loaded in the calling process (no -lslurm).
+ */
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_spank.h"
+
+static int dup_tres(const char *s, char **out, struct gs_error *err)
+{
+	char *d = strdup(s ? s : "");
+
+	if (d == NULL)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	*out = d;
+	return 0;
+}
+
+static int job_tres(uint32_t job, char **out, struct gs_error *err)
+{
+	job_info_msg_t *resp = NULL;
+	uint32_t i;
+	int rv = -1;
+
+	if (slurm_load_job(&resp, job, SHOW_ALL) != SLURM_SUCCESS)
+		return gs_error_set(err, GS_EIO,
+				    "cannot load job %u from slurmctld: %s", job,
+				    slurm_strerror(slurm_get_errno()));
+	for (i = 0; i < resp->record_count; i++) {
+		if (resp->job_array[i].job_id == job) {
+			rv = dup_tres(resp->job_array[i].tres_per_node, out,
+				      err);
+			goto out_free;
+		}
+	}
+	gs_error_set(err, GS_ENOENT, "slurmctld does not know job %u", job);
+out_free:
+	slurm_free_job_info_msg(resp);
+	return rv;
+}
+
+int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
+			struct gs_error *err)
+{
+	job_step_info_response_msg_t *resp = NULL;
+	uint32_t i;
+	int rv = -1;
+
+	if (step == SLURM_BATCH_SCRIPT)
+		return job_tres(job, out, err);
+	if (slurm_get_job_steps(0, job, step, &resp, SHOW_ALL) !=
+	    SLURM_SUCCESS)
+		return gs_error_set(err, GS_EIO,
+				    "cannot load step %u.%u from slurmctld: "
+				    "%s",
+				    job, step,
+				    slurm_strerror(slurm_get_errno()));
+	for (i = 0; i < resp->job_step_count; i++) {
+		job_step_info_t *s = &resp->job_steps[i];
+
+		if (s->step_id.job_id == job && s->step_id.step_id == step) {
+			rv = dup_tres(s->tres_per_node, out, err);
+			goto out_free;
+		}
+	}
+	gs_error_set(err, GS_ENOENT, "slurmctld does not know step %u.%u", job,
+		     step);
+out_free:
+	slurm_free_job_step_info_response_msg(resp);
+	return rv;
+}

@@ -1,0 +1,303 @@
+/*
+ * spank_remote.c — slurmstepd side: one agent allocation per step per
+ * node.
+ *
+ * slurm_spank_init_post_opt (as root, before the tasks exist) learns the
+ * step's gshare count from slurmctld, creates the allocation (uid, job,
+ * step, node, shares, weight, priority, mode) and exports GSHARE_SOCKET,
+ * GSHARE_ALLOC and CUDA_VISIBLE_DEVICES to the tasks, overwriting what
+ * the job inherited.  A step without gshare gets GSHARE_* removed, so a
+ * `srun --gres=none` inside a gshare batch job cannot reach the batch
+ * step's allocation.  slurm_spank_exit closes the allocation and leaves
+ * its final usage in state_dir for the job epilog (spank_slurmd.c).
+ *
+ * Every agent call is bounded by the plugstack `timeout`.  When the agent
+ * cannot be reached, on_agent_down=fail fails the step with one line;
+ * on_agent_down=unmanaged warns and runs it without a share.  The
+ * connection is closed right after each use: no fd reaches the tasks.
+ */
+#include <slurm/spank.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_spank.h"
+
+static void job_env(spank_t sp, const char *name, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (spank_getenv(sp, name, buf, (int)len) != ESPANK_SUCCESS)
+		buf[0] = '\0';
+}
+
+/* This node's Slurm name: several slurmd may share one host, so the host
+ * name will not do. */
+static void node_name(spank_t sp, uint32_t nodeid, char *buf, size_t len)
+{
+	const char *e;
+
+	job_env(sp, "SLURMD_NODENAME", buf, len);
+	if (buf[0] != '\0')
+		return;
+	e = getenv("SLURMD_NODENAME");
+	if (e != NULL && *e != '\0' && strlen(e) < len) {
+		snprintf(buf, len, "%s", e);
+		return;
+	}
+	snprintf(buf, len, "node%" PRIu32, nodeid);
+}
+
+static int get_u32(spank_t sp, spank_item_t item, uint32_t *out)
+{
+	return spank_get_item(sp, item, out) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+static void fill_labels(spank_t sp, uid_t uid, struct gs_labels *l)
+{
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+
+	memset(l, 0, sizeof(*l));
+	job_env(sp, "SLURM_CLUSTER_NAME", l->cluster, sizeof(l->cluster));
+	job_env(sp, "SLURM_JOB_ACCOUNT", l->account, sizeof(l->account));
+	snprintf(l->job, sizeof(l->job), "%" PRIu32, gs__st.job);
+	gs_spank_step_name(gs__st.step, l->step, sizeof(l->step));
+	snprintf(l->node, sizeof(l->node), "%s", gs__st.node);
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
+		snprintf(l->user, sizeof(l->user), "%s", pw.pw_name);
+	else
+		snprintf(l->user, sizeof(l->user), "%u", (unsigned)uid);
+}
+
+static void clear_env(spank_t sp)
+{
+	spank_unsetenv(sp, GS_ENV_SOCKET);
+	spank_unsetenv(sp, GS_ENV_ALLOC);
+}
+
+static int is_unreachable(const struct gs_error *err)
+{
+	return err->code == GS_ECONNREFUSED || err->code == GS_ETIMEDOUT ||
+	       err->code == GS_ECLOSED || err->code == GS_EIO;
+}
+
+/* The agent could not be reached: fail or run unmanaged, per config. */
+static int agent_down(spank_t sp, const char *step,
+		      const struct gs_error *err)
+{
+	if (gs__st.conf.on_agent_down == GS_SPANK_DOWN_UNMANAGED) {
+		slurm_error("gshare: warning: step %" PRIu32 ".%s runs without "
+			    "a GPU share: agent unreachable (%s)",
+			    gs__st.job, step, err->msg);
+		clear_env(sp);
+		return 0;
+	}
+	slurm_error("gshare: cannot start step: gshare agent unreachable "
+		    "(%s)",
+		    err->msg);
+	return -1;
+}
+
+static int set_env(spank_t sp, const struct gs_alloc_info *info)
+{
+	char id[32], gpu[16];
+
+	snprintf(id, sizeof(id), "%" PRIu64, info->id);
+	snprintf(gpu, sizeof(gpu), "%" PRId32, info->gpu);
+	if (spank_setenv(sp, GS_ENV_SOCKET, gs__st.conf.agent, 1) !=
+		    ESPANK_SUCCESS ||
+	    spank_setenv(sp, GS_ENV_ALLOC, id, 1) != ESPANK_SUCCESS ||
+	    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpu, 1) !=
+		    ESPANK_SUCCESS)
+		return -1;
+	return 0;
+}
+
+int gs__remote_begin(spank_t sp)
+{
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct gs_client *c = NULL;
+	struct gs_error err, cerr;
+	uint32_t nodeid = 0;
+	uid_t uid;
+	uint64_t count = 0;
+	char *tres = NULL;
+	char step[32];
+	int found, rv = -1;
+
+	if (get_u32(sp, S_JOB_ID, &gs__st.job) < 0 ||
+	    get_u32(sp, S_JOB_STEPID, &gs__st.step) < 0 ||
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) {
+		slurm_error("gshare: cannot read the step's job id, step id "
+			    "and uid");
+		return -1;
+	}
+	get_u32(sp, S_JOB_NODEID, &nodeid);
+	gs_spank_step_name(gs__st.step, step, sizeof(step));
+	if (gs__st.step == GS_SLURM_STEP_EXTERN)
+		return 0;	/* the extern step runs no job code */
+
+	if (gs__slurm_step_tres(gs__st.job, gs__st.step, &tres, &err) < 0) {
+		slurm_error("gshare: step %" PRIu32 ".%s: %s", gs__st.job, step,
+			    err.msg);
+		return -1;
+	}
+	found = gs_gres_count(tres, gs__st.conf.gres, &count, &err);
+	if (found < 0) {
+		slurm_error("gshare: step %" PRIu32 ".%s: gres '%s': %s",
+			    gs__st.job, step, tres, err.msg);
+		goto out_free_tres;
+	}
+	if (found == 0 || count == 0) {
+		slurm_debug("gshare: step %" PRIu32 ".%s has no %s (tres '%s')",
+			    gs__st.job, step, gs__st.conf.gres, tres);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
+	if (count > GS_SHARES_PER_GPU) {
+		slurm_error("gshare: step %" PRIu32 ".%s asks for %s:%" PRIu64
+			    " on one node; one allocation holds at most %u "
+			    "shares (one GPU)",
+			    gs__st.job, step, gs__st.conf.gres, count,
+			    GS_SHARES_PER_GPU);
+		goto out_free_tres;
+	}
+	node_name(sp, nodeid, gs__st.node, sizeof(gs__st.node));
+
+	memset(&req, 0, sizeof(req));
+	req.gpu = -1;
+	req.shares = (uint32_t)count;
+	req.weight = gs__st.opts.weight;
+	req.priority = gs__st.opts.priority;
+	req.mode = gs__st.opts.mode;
+	req.uid = (uint32_t)uid;
+	fill_labels(sp, uid, &req.labels);
+
+	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, &err) <
+	    0) {
+		rv = agent_down(sp, step, &err);
+		goto out_free_tres;
+	}
+	if (gs_client_alloc_create(c, &req, &info, &err) < 0) {
+		if (is_unreachable(&err)) {
+			rv = agent_down(sp, step, &err);
+			goto out_close;
+		}
+		slurm_error("gshare: step %" PRIu32 ".%s: agent refused "
+			    "%s:%" PRIu64 ": %s",
+			    gs__st.job, step, gs__st.conf.gres, count, err.msg);
+		goto out_close;
+	}
+	if (set_env(sp, &info) < 0) {
+		slurm_error("gshare: step %" PRIu32 ".%s: cannot set the job "
+			    "environment",
+			    gs__st.job, step);
+		if (gs_client_alloc_close(c, info.id, NULL, &cerr) < 0)
+			slurm_error("gshare: closing allocation %" PRIu64
+				    ": %s",
+				    info.id, cerr.msg);
+		goto out_close;
+	}
+	gs__st.alloc_id = info.id;
+	gs__st.shares = info.shares;
+	slurm_verbose("gshare: step %" PRIu32 ".%s on %s: allocation %" PRIu64
+		      " (%u shares, gpu %d)",
+		      gs__st.job, step, gs__st.node, info.id, info.shares,
+		      (int)info.gpu);
+	rv = 0;
+out_close:
+	gs_client_free(c);
+out_free_tres:
+	free(tres);
+	return rv;
+}
+
+/* Leave the allocation's final usage for the epilog:
+ * <state_dir>/<job>.<node>/<step>.<alloc id>, written atomically. */
+static int save_record(const struct gs_alloc_info *fin, struct gs_error *err)
+{
+	struct gs_spank_record r;
+	char dir[GS_SPANK_PATH_MAX + 96], path[sizeof(dir) + 64],
+		tmp[sizeof(path) + 8], step[32], line[256];
+	int fd = -1, n;
+
+	r.id = fin->id;
+	r.shares = fin->shares;
+	r.gpu_ns = fin->gpu_ns;
+	r.held_ns = fin->held_ns;
+	n = gs_spank_record_format(&r, line, sizeof(line), err);
+	if (n < 0)
+		return -1;
+	gs_spank_step_name(gs__st.step, step, sizeof(step));
+	snprintf(dir, sizeof(dir), "%s/%" PRIu32 ".%s", gs__st.conf.state_dir,
+		 gs__st.job, gs__st.node);
+	snprintf(path, sizeof(path), "%s/%s.%" PRIu64, dir, step, fin->id);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (mkdir(gs__st.conf.state_dir, 0700) < 0 && errno != EEXIST)
+		return gs_error_errno(err, GS_EIO, "mkdir %s",
+				      gs__st.conf.state_dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "open %s", tmp);
+	if (write(fd, line, (size_t)n) != n) {
+		gs_error_errno(err, GS_EIO, "write %s", tmp);
+		goto out_unlink;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		gs_error_errno(err, GS_EIO, "close %s", tmp);
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		gs_error_errno(err, GS_EIO, "rename %s", tmp);
+		goto out_unlink;
+	}
+	return 0;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+int gs__remote_end(spank_t sp)
+{
+	struct gs_alloc_info fin;
+	struct gs_client *c = NULL;
+	struct gs_error err;
+	uint64_t id = gs__st.alloc_id;
+
+	(void)sp;
+	if (id == 0)
+		return 0;
+	gs__st.alloc_id = 0;
+	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, &err) <
+		    0 ||
+	    gs_client_alloc_close(c, id, &fin, &err) < 0) {
+		/* the job epilog closes it if the agent comes back */
+		slurm_error("gshare: job %" PRIu32 ": closing allocation "
+			    "%" PRIu64 ": %s",
+			    gs__st.job, id, err.msg);
+		gs_client_free(c);
+		return 0;
+	}
+	gs_client_free(c);
+	if (save_record(&fin, &err) < 0)
+		slurm_error("gshare: job %" PRIu32 ": usage of allocation "
+			    "%" PRIu64 " not saved: %s",
+			    gs__st.job, id, err.msg);
+	return 0;
+}

@@ -1,0 +1,366 @@
+/*
+ * spank_slurmd.c — job epilog (job_script context, as root on each node
+ * of the job, after every step of the job has ended there).
+ *
+ * 1. Close what the job still holds in the agent on this node: a step
+ *    whose slurmstepd died (or whose exit hook could not reach the agent)
+ *    leaves its allocation open; the agent's status lists it with the
+ *    job's labels.
+ * 2. Sum the job's usage on this node: the records the steps' exit hooks
+ *    left in state_dir plus what step 1 closed.
+ * 3. Write the totals into the job's AdminComment, where `sacct -o
+ *    AdminComment` shows them.  slurmctld refuses updates of a finished
+ *    job ("Job has already finished"), and the epilog runs after the job
+ *    finished, so the comment goes to the accounting database with
+ *    `sacctmgr modify job`.  Each node owns one segment
+ *    (gs_spank_comment_merge); nodes of one job write concurrently, so a
+ *    node reads the comment back and merges again until its segment is
+ *    there (bounded attempts).
+ * Every external step is bounded: agent calls by `timeout`, each sacct or
+ * sacctmgr run by a deadline after which it is killed.  Failures are
+ * logged to slurmd's log and never fail the epilog (that would drain the
+ * node for an accounting problem).
+ */
+#include <slurm/spank.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_spank.h"
+
+#define CMD_TIMEOUT_MS 10000
+#define COMMENT_ATTEMPTS 6
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reap pid, waiting at most until deadline (ms); kill it past that. */
+static int reap(pid_t pid, int64_t deadline, int *status)
+{
+	pid_t r;
+
+	for (;;) {
+		r = waitpid(pid, status, WNOHANG);
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now_ms() >= deadline) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			return -1;
+		}
+		usleep(10000);
+	}
+}
+
+/* Run argv (absolute path), stdout into out, stderr dropped, killed after
+ * timeout_ms.  Returns the exit status or -1 (err filled). */
+static int run_cmd(char *const argv[], int timeout_ms, char *out, size_t len,
+		   struct gs_error *err)
+{
+	int pfd[2] = { -1, -1 }, devnull = -1, status = 0, rv = -1;
+	int64_t deadline = now_ms() + timeout_ms;
+	size_t used = 0;
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return gs_error_errno(err, GS_EIO, "pipe");
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0) {
+		gs_error_errno(err, GS_EIO, "open /dev/null");
+		goto out_close;
+	}
+	pid = fork();
+	if (pid < 0) {
+		gs_error_errno(err, GS_EIO, "fork");
+		goto out_close;
+	}
+	if (pid == 0) {
+		if (dup2(devnull, 0) < 0 || dup2(pfd[1], 1) < 0 ||
+		    dup2(devnull, 2) < 0)
+			_exit(127);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	pfd[1] = -1;
+	for (;;) {
+		struct pollfd p = { pfd[0], POLLIN, 0 };
+		char sink[256];
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (used + 1 < len)
+			n = read(pfd[0], out + used, len - 1 - used);
+		else
+			n = read(pfd[0], sink, sizeof(sink));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (used + 1 < len)
+			used += (size_t)n;
+	}
+	if (len > 0)
+		out[used] = '\0';
+	if (reap(pid, deadline, &status) < 0) {
+		gs_error_set(err, GS_ETIMEDOUT, "%s: no answer within %d ms",
+			     argv[0], timeout_ms);
+		goto out_close;
+	}
+	if (!WIFEXITED(status)) {
+		gs_error_set(err, GS_EIO, "%s: killed by signal %d", argv[0],
+			     WTERMSIG(status));
+		goto out_close;
+	}
+	rv = WEXITSTATUS(status);
+out_close:
+	if (pfd[0] >= 0)
+		close(pfd[0]);
+	if (pfd[1] >= 0)
+		close(pfd[1]);
+	if (devnull >= 0)
+		close(devnull);
+	return rv;
+}
+
+/* Close the job's allocations still open on this node, adding their usage
+ * to t.  Returns the number closed, -1 when the agent is unreachable. */
+static int sweep_agent(const char *job, const char *node,
+		       struct gs_spank_totals *t, struct gs_error *err)
+{
+	struct gs_client *c = NULL;
+	struct gs_status *st = NULL;
+	struct gs_alloc_info fin;
+	struct gs_spank_record r;
+	struct gs_error cerr;
+	uint32_t i;
+	int closed = 0;
+
+	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, err) <
+	    0)
+		return -1;
+	if (gs_client_status(c, &st, err) < 0) {
+		gs_client_free(c);
+		return -1;
+	}
+	for (i = 0; i < st->nallocs; i++) {
+		const struct gs_alloc_info *a = &st->allocs[i];
+
+		if (strcmp(a->labels.job, job) != 0 ||
+		    strcmp(a->labels.node, node) != 0 ||
+		    a->state == GS_ASTATE_CLOSED)
+			continue;
+		if (gs_client_alloc_close(c, a->id, &fin, &cerr) < 0) {
+			slurm_error("gshare: job %s: closing leftover "
+				    "allocation %" PRIu64 ": %s",
+				    job, a->id, cerr.msg);
+			continue;
+		}
+		slurm_info("gshare: job %s: closed leftover allocation "
+			   "%" PRIu64 " of step %s",
+			   job, a->id, a->labels.step);
+		r.id = fin.id;
+		r.shares = fin.shares;
+		r.gpu_ns = fin.gpu_ns;
+		r.held_ns = fin.held_ns;
+		gs_spank_totals_add(t, &r);
+		closed++;
+	}
+	gs_status_free(st);
+	gs_client_free(c);
+	return closed;
+}
+
+/* Add and remove the records the job's steps left on this node. */
+static void collect_records(const char *dir, struct gs_spank_totals *t)
+{
+	struct gs_spank_record r;
+	struct gs_error err;
+	struct dirent *de;
+	char path[512], line[256];
+	DIR *d;
+
+	d = opendir(dir);
+	if (d == NULL) {
+		if (errno != ENOENT)
+			slurm_error("gshare: opendir %s: %m", dir);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			slurm_error("gshare: open %s: %m", path);
+			continue;
+		}
+		n = read(fd, line, sizeof(line) - 1);
+		close(fd);
+		line[n > 0 ? n : 0] = '\0';
+		if (gs_spank_record_parse(line, &r, &err) < 0)
+			slurm_error("gshare: %s: %s", path, err.msg);
+		else
+			gs_spank_totals_add(t, &r);
+		unlink(path);
+	}
+	closedir(d);
+	if (rmdir(dir) < 0)
+		slurm_error("gshare: rmdir %s: %m", dir);
+}
+
+/* The job's AdminComment in the accounting database ("" when none). */
+static int read_comment(const char *job, char *buf, size_t len,
+			struct gs_error *err)
+{
+	char jarg[64];
+	char *argv[] = { gs__st.conf.sacct, "-n", "-X", "-P",
+			 "-o", "AdminComment", "-j", jarg, NULL };
+	size_t n;
+	int rc;
+
+	snprintf(jarg, sizeof(jarg), "%s", job);
+	rc = run_cmd(argv, CMD_TIMEOUT_MS, buf, len, err);
+	if (rc < 0)
+		return -1;
+	if (rc != 0)
+		return gs_error_set(err, GS_EIO, "%s exited with %d",
+				    gs__st.conf.sacct, rc);
+	n = strcspn(buf, "\n");
+	buf[n] = '\0';
+	return 0;
+}
+
+static int write_comment(const char *job, const char *text,
+			 struct gs_error *err)
+{
+	char jarg[80], *carg = NULL;
+	char out[512];
+	int rc;
+
+	snprintf(jarg, sizeof(jarg), "jobid=%s", job);
+	if (asprintf(&carg, "AdminComment=%s", text) < 0)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	{
+		char *argv[] = { gs__st.conf.sacctmgr, "-i", "modify", "job",
+				 "where", jarg, "set", carg, NULL };
+
+		rc = run_cmd(argv, CMD_TIMEOUT_MS, out, sizeof(out), err);
+	}
+	free(carg);
+	if (rc < 0)
+		return -1;
+	if (rc != 0)
+		return gs_error_set(err, GS_EIO, "%s exited with %d",
+				    gs__st.conf.sacctmgr, rc);
+	return 0;
+}
+
+/* Merge this node's segment into the AdminComment until it sticks. */
+static int update_comment(const char *job, const char *node,
+			  const struct gs_spank_totals *t,
+			  struct gs_error *err)
+{
+	char seg[256], cur[4096];
+	char *merged = NULL;
+	int i;
+
+	if (gs_spank_comment_segment(node, t, seg, sizeof(seg), err) < 0)
+		return -1;
+	for (i = 0; i < COMMENT_ATTEMPTS; i++) {
+		if (i > 0)	/* let a concurrent writer finish */
+			usleep((useconds_t)(100000 * i + (getpid() % 7) *
+							     30000));
+		if (read_comment(job, cur, sizeof(cur), err) < 0)
+			return -1;
+		if (i > 0 && strstr(cur, seg) != NULL)
+			return 0;
+		if (gs_spank_comment_merge(cur, node, seg, &merged, err) < 0)
+			return -1;
+		if (write_comment(job, merged, err) < 0) {
+			free(merged);
+			return -1;
+		}
+		free(merged);
+		merged = NULL;
+	}
+	if (read_comment(job, cur, sizeof(cur), err) < 0)
+		return -1;
+	if (strstr(cur, seg) != NULL)
+		return 0;
+	return gs_error_set(err, GS_EBUSY,
+			    "AdminComment kept changing under us");
+}
+
+int gs__slurmd_epilog(spank_t sp)
+{
+	struct gs_spank_totals t;
+	struct gs_error err;
+	uint32_t jobid;
+	char job[32], node[GS_LABEL_MAX], dir[GS_SPANK_PATH_MAX + 96];
+	const char *e;
+	int closed;
+
+	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
+		slurm_error("gshare: epilog: no job id");
+		return 0;
+	}
+	snprintf(job, sizeof(job), "%" PRIu32, jobid);
+	e = getenv("SLURMD_NODENAME");
+	if (e == NULL || *e == '\0' || strlen(e) >= sizeof(node)) {
+		slurm_error("gshare: epilog of job %s: SLURMD_NODENAME not set",
+			    job);
+		return 0;
+	}
+	snprintf(node, sizeof(node), "%s", e);
+	memset(&t, 0, sizeof(t));
+
+	closed = sweep_agent(job, node, &t, &err);
+	if (closed < 0)
+		slurm_error("gshare: epilog of job %s: agent: %s", job,
+			    err.msg);
+	snprintf(dir, sizeof(dir), "%s/%s.%s", gs__st.conf.state_dir, job,
+		 node);
+	collect_records(dir, &t);
+	if (t.allocs == 0 || !gs__st.conf.admin_comment)
+		return 0;
+	if (update_comment(job, node, &t, &err) < 0)
+		slurm_error("gshare: epilog of job %s: AdminComment not "
+			    "written: %s",
+			    job, err.msg);
+	else
+		slurm_verbose("gshare: job %s on %s: %u allocation(s), "
+			      "%" PRIu64 " GPU ns",
+			      job, node, t.allocs, t.gpu_ns);
+	return 0;
+}

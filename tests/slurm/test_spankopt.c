@@ -1,0 +1,347 @@
+/*
+ * test_spankopt.c — unit tests of the SPANK plugin's Slurm-free logic
+ * (common/gs_spankopt.c): --gshare-* validation, plugstack arguments,
+ * gres strings as slurmctld reports them, step names, usage records and
+ * the AdminComment merge.  No cluster needed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <slurm/slurm.h>
+
+#include "gs_proto.h"
+#include "gs_spankopt.h"
+
+static void test_weight(void **state)
+{
+	struct gs_spank_opts o;
+	struct gs_error err;
+	static const char *const bad[] = { "", "0", "-1", "+5", "1.5", "abc",
+					   "10001", " 5", "5 ", "0x10",
+					   "99999999999999999999999" };
+	size_t i;
+
+	(void)state;
+	gs_spank_opts_init(&o);
+	assert_int_equal(o.weight, 0);
+	assert_int_equal(gs_spank_opt_weight("1", &o, &err), 0);
+	assert_int_equal(o.weight, 1);
+	assert_int_equal(gs_spank_opt_weight("10000", &o, &err), 0);
+	assert_int_equal(o.weight, 10000);
+	assert_int_equal(gs_spank_opt_weight("007", &o, &err), 0);
+	assert_int_equal(o.weight, 7);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o.weight = 42;
+		assert_int_equal(gs_spank_opt_weight(bad[i], &o, &err), -1);
+		assert_int_equal(err.code, GS_EINVAL);
+		assert_int_equal(o.weight, 42);
+		assert_non_null(strstr(err.msg, "--gshare-weight="));
+		assert_non_null(strstr(err.msg, "1 to 10000"));
+		assert_null(strchr(err.msg, '\n'));
+	}
+	assert_int_equal(gs_spank_opt_weight(NULL, &o, &err), -1);
+}
+
+static void test_priority_mode(void **state)
+{
+	struct gs_spank_opts o;
+	struct gs_error err;
+
+	(void)state;
+	gs_spank_opts_init(&o);
+	assert_int_equal(o.priority, GS_PRIO_NORMAL);
+	assert_int_equal(o.mode, GS_MODE_TIME);
+	assert_int_equal(gs_spank_opt_priority("high", &o, &err), 0);
+	assert_int_equal(o.priority, GS_PRIO_HIGH);
+	assert_int_equal(gs_spank_opt_priority("low", &o, &err), 0);
+	assert_int_equal(o.priority, GS_PRIO_LOW);
+	assert_int_equal(gs_spank_opt_priority("normal", &o, &err), 0);
+	assert_int_equal(o.priority, GS_PRIO_NORMAL);
+	assert_int_equal(gs_spank_opt_priority("urgent", &o, &err), -1);
+	assert_string_equal(err.msg, "--gshare-priority=urgent: expected "
+				     "low, normal or high");
+	assert_int_equal(gs_spank_opt_priority("", &o, &err), -1);
+	assert_int_equal(o.priority, GS_PRIO_NORMAL);
+
+	assert_int_equal(gs_spank_opt_mode("space", &o, &err), 0);
+	assert_int_equal(o.mode, GS_MODE_SPACE);
+	assert_int_equal(gs_spank_opt_mode("time", &o, &err), 0);
+	assert_int_equal(o.mode, GS_MODE_TIME);
+	assert_int_equal(gs_spank_opt_mode("both", &o, &err), -1);
+	assert_string_equal(err.msg,
+			    "--gshare-mode=both: expected time or space");
+	assert_int_equal(gs_spank_opt_mode(NULL, &o, &err), -1);
+}
+
+static void test_conf_defaults(void **state)
+{
+	struct gs_spank_conf c;
+	struct gs_error err;
+
+	(void)state;
+	assert_int_equal(gs_spank_conf_parse(&c, 0, NULL, &err), 0);
+	assert_string_equal(c.agent, GS_DEFAULT_SOCKET);
+	assert_string_equal(c.gres, "gshare");
+	assert_int_equal(c.timeout_ns, 2 * GS_NS_PER_S);
+	assert_int_equal(c.on_agent_down, GS_SPANK_DOWN_FAIL);
+	assert_string_equal(c.state_dir, "/run/gshare/spank");
+	assert_int_equal(c.admin_comment, 1);
+	assert_string_equal(c.sacct, "/usr/bin/sacct");
+	assert_string_equal(c.sacctmgr, "/usr/bin/sacctmgr");
+}
+
+static void test_conf_args(void **state)
+{
+	struct gs_spank_conf c;
+	struct gs_error err;
+	char *good[] = { "agent=/tmp/x/gshared.sock", "gres=share",
+			 "timeout=250ms", "on_agent_down=unmanaged",
+			 "state_dir=/var/tmp/gs", "admin_comment=no" };
+
+	(void)state;
+	assert_int_equal(gs_spank_conf_parse(&c, 6, good, &err), 0);
+	assert_string_equal(c.agent, "/tmp/x/gshared.sock");
+	assert_string_equal(c.gres, "share");
+	assert_int_equal(c.timeout_ns, 250 * GS_NS_PER_MS);
+	assert_int_equal(c.on_agent_down, GS_SPANK_DOWN_UNMANAGED);
+	assert_string_equal(c.state_dir, "/var/tmp/gs");
+	assert_int_equal(c.admin_comment, 0);
+}
+
+/* Each bad argument is refused with a message naming it; conf is left
+ * untouched. */
+static void test_conf_bad(void **state)
+{
+	static const struct {
+		const char *arg;
+		const char *want;
+	} cases[] = {
+		{ "agnet=/x", "agnet" },
+		{ "agent", "expected key=value" },
+		{ "agent=", "agent" },
+		{ "agent=relative.sock", "not an absolute path" },
+		{ "timeout=5", "timeout" },
+		{ "timeout=1ms", "timeout" },
+		{ "timeout=2h", "timeout" },
+		{ "on_agent_down=maybe", "on_agent_down" },
+		{ "admin_comment=perhaps", "admin_comment" },
+		{ "state_dir=run", "not an absolute path" },
+		{ "gres=", "gres" },
+		{ "sacct=sacct", "sacct: 'sacct' is not an absolute path" },
+		{ "sacctmgr=bin/x", "sacctmgr: 'bin/x'" },
+	};
+	struct gs_spank_conf c;
+	struct gs_error err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[1] = { (char *)cases[i].arg };
+
+		memset(&c, 0x5a, sizeof(c));
+		assert_int_equal(gs_spank_conf_parse(&c, 1, argv, &err), -1);
+		assert_int_equal(err.code, GS_ECONFIG);
+		if (strstr(err.msg, cases[i].want) == NULL)
+			fail_msg("'%s': message '%s' lacks '%s'", cases[i].arg,
+				 err.msg, cases[i].want);
+		assert_int_equal((unsigned char)c.agent[0], 0x5a);
+	}
+}
+
+static void test_gres(void **state)
+{
+	static const struct {
+		const char *tres;
+		int rv;
+		uint64_t count;
+	} cases[] = {
+		{ "gres:gshare:30", 1, 30 },
+		{ "gres/gshare:30", 1, 30 },
+		{ "gres/gshare=30", 1, 30 },
+		{ "gshare:30", 1, 30 },
+		{ "gres:gshare", 1, 1 },
+		{ "gres:gpu:a100:1,gres:gshare:30", 1, 30 },
+		{ "gres:gshare:30;gres:gpu:1", 1, 30 },
+		{ "gres:gshare:h100:20,gres:gshare:a100:10", 1, 30 },
+		{ "gres:gshare:h100", 1, 1 },
+		{ "gres:gshare:1k", 1, 1024 },
+		{ "gres:gpu:2", 0, 0 },
+		{ "gres:gsharex:30", 0, 0 },
+		{ "gres:gshar:30", 0, 0 },
+		{ "cpu=4,mem=100", 0, 0 },
+		{ "", 0, 0 },
+		{ ",,", 0, 0 },
+		{ "gres:gshare:", -1, 0 },
+		{ "gres:gshare:h100:", -1, 0 },
+		{ "gres:gshare::5", -1, 0 },
+		{ "gres:gshare:3x0", -1, 0 },
+		{ "gres/gshare=", -1, 0 },
+		{ "gres:gshare:99999999999999", -1, 0 },
+		{ "gres:gshare:4000000000,gres:gshare:t:4000000000", -1, 0 },
+	};
+	struct gs_error err;
+	uint64_t count;
+	size_t i;
+	int rv;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		count = 777;
+		rv = gs_gres_count(cases[i].tres, "gshare", &count, &err);
+		if (rv != cases[i].rv)
+			fail_msg("'%s': rv %d, want %d (%s)", cases[i].tres,
+				 rv, cases[i].rv, err.msg);
+		if (rv == 1 && count != cases[i].count)
+			fail_msg("'%s': count %llu, want %llu", cases[i].tres,
+				 (unsigned long long)count,
+				 (unsigned long long)cases[i].count);
+		if (rv != 1)
+			assert_int_equal(count, 777);
+	}
+	assert_int_equal(gs_gres_count(NULL, "gshare", &count, &err), 0);
+	assert_int_equal(gs_gres_count("gres:x:1", "", &count, &err), -1);
+	assert_int_equal(gs_gres_count("gres:share:7", "share", &count, &err),
+			 1);
+	assert_int_equal(count, 7);
+}
+
+static void test_step_names(void **state)
+{
+	char b[32];
+
+	(void)state;
+	/* our copies of Slurm's special step ids must match slurm.h */
+	assert_int_equal(GS_SLURM_STEP_BATCH, SLURM_BATCH_SCRIPT);
+	assert_int_equal(GS_SLURM_STEP_EXTERN, SLURM_EXTERN_CONT);
+	assert_int_equal(GS_SLURM_STEP_PENDING, SLURM_PENDING_STEP);
+	assert_int_equal(GS_SLURM_STEP_INTERACTIVE, SLURM_INTERACTIVE_STEP);
+	gs_spank_step_name(SLURM_BATCH_SCRIPT, b, sizeof(b));
+	assert_string_equal(b, "batch");
+	gs_spank_step_name(SLURM_EXTERN_CONT, b, sizeof(b));
+	assert_string_equal(b, "extern");
+	gs_spank_step_name(SLURM_INTERACTIVE_STEP, b, sizeof(b));
+	assert_string_equal(b, "interactive");
+	gs_spank_step_name(0, b, sizeof(b));
+	assert_string_equal(b, "0");
+	gs_spank_step_name(4242, b, sizeof(b));
+	assert_string_equal(b, "4242");
+}
+
+static void test_record(void **state)
+{
+	struct gs_spank_record r = { 12345678901234ull, 30, 1500000000ull,
+				     2000000001ull },
+			       back;
+	struct gs_error err;
+	char buf[256], small[16];
+	static const char *const bad[] = {
+		"",
+		"gshare-record 2 id=1 shares=1 gpu_ns=1 held_ns=1\n",
+		"gshare-record 1 id=1 shares=1 gpu_ns=1\n",
+		"gshare-record 1 id=1 shares=1 gpu_ns=x held_ns=1\n",
+		"gshare-record 1 id=1 shares=1 gpu_ns=1 held_ns=1 extra=2\n",
+		"gshare-record 1 id=1 shares=99999999999 gpu_ns=1 held_ns=1\n",
+		"gshare-record 1 id=99999999999999999999999 shares=1 gpu_ns=1 "
+		"held_ns=1\n",
+		"gshare-record 1 shares=1 id=1 gpu_ns=1 held_ns=1\n",
+	};
+	size_t i;
+
+	(void)state;
+	assert_true(gs_spank_record_format(&r, buf, sizeof(buf), &err) > 0);
+	assert_string_equal(buf, "gshare-record 1 id=12345678901234 shares=30"
+				 " gpu_ns=1500000000 held_ns=2000000001\n");
+	assert_int_equal(gs_spank_record_parse(buf, &back, &err), 0);
+	assert_int_equal(back.id, r.id);
+	assert_int_equal(back.shares, r.shares);
+	assert_int_equal(back.gpu_ns, r.gpu_ns);
+	assert_int_equal(back.held_ns, r.held_ns);
+	assert_int_equal(gs_spank_record_format(&r, small, sizeof(small),
+						&err),
+			 -1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (gs_spank_record_parse(bad[i], &back, &err) != -1)
+			fail_msg("accepted '%s'", bad[i]);
+	}
+	assert_int_equal(gs_spank_record_parse(NULL, &back, &err), -1);
+}
+
+static void test_comment(void **state)
+{
+	struct gs_spank_totals t = { 0, 0, 0, 0 };
+	struct gs_spank_record a = { 1, 30, 1234567890ull, 2000000000ull };
+	struct gs_spank_record b = { 2, 10, 1000000ull, 5000000ull };
+	struct gs_error err;
+	char seg[256], seg2[256];
+	char *out;
+
+	(void)state;
+	gs_spank_totals_add(&t, &a);
+	gs_spank_totals_add(&t, &b);
+	assert_int_equal(t.allocs, 2);
+	assert_int_equal(t.max_shares, 30);
+	assert_true(gs_spank_comment_segment("n1", &t, seg, sizeof(seg),
+					     &err) > 0);
+	assert_string_equal(seg, "gshare[n1]:gpu_s=1.235,held_s=2.005,"
+				 "share=30,allocs=2");
+	assert_int_equal(gs_spank_comment_segment("n[1]", &t, seg2,
+						  sizeof(seg2), &err),
+			 -1);
+	assert_int_equal(gs_spank_comment_segment("n1", &t, seg2, 8, &err),
+			 -1);
+
+	assert_int_equal(gs_spank_comment_merge(NULL, "n1", seg, &out, &err),
+			 0);
+	assert_string_equal(out, seg);
+	free(out);
+	assert_int_equal(gs_spank_comment_merge("", "n1", seg, &out, &err),
+			 0);
+	assert_string_equal(out, seg);
+	free(out);
+	/* other text and other nodes are kept; our node is replaced once */
+	assert_int_equal(gs_spank_comment_merge(
+				 "admin note;gshare[n1]:gpu_s=9;"
+				 "gshare[n2]:gpu_s=1;gshare[n1]:gpu_s=8",
+				 "n1", "gshare[n1]:X", &out, &err),
+			 0);
+	assert_string_equal(out,
+			    "admin note;gshare[n1]:X;gshare[n2]:gpu_s=1");
+	free(out);
+	assert_int_equal(gs_spank_comment_merge("gshare[n2]:Y", "n1",
+						"gshare[n1]:Z", &out, &err),
+			 0);
+	assert_string_equal(out, "gshare[n2]:Y;gshare[n1]:Z");
+	free(out);
+	/* a node whose name extends ours is not ours */
+	assert_int_equal(gs_spank_comment_merge("gshare[n10]:Y", "n1",
+						"gshare[n1]:a-much-longer-"
+						"segment",
+						&out, &err),
+			 0);
+	assert_string_equal(out,
+			    "gshare[n10]:Y;gshare[n1]:a-much-longer-segment");
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_weight),
+		cmocka_unit_test(test_priority_mode),
+		cmocka_unit_test(test_conf_defaults),
+		cmocka_unit_test(test_conf_args),
+		cmocka_unit_test(test_conf_bad),
+		cmocka_unit_test(test_gres),
+		cmocka_unit_test(test_step_names),
+		cmocka_unit_test(test_record),
+		cmocka_unit_test(test_comment),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
