@@ -47,6 +47,8 @@ int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
 			char *const argv[], struct gs_error *err)
 {
 	struct gs_spank_conf c;
+	struct gs_error perr;
+	char probe[GS_SPANK_PATH_MAX];
 
 	memset(&c, 0, sizeof(c));
 	if (gs_cfg_defaults(gs_spank_conf_keys, &c, err) < 0)
@@ -57,6 +59,9 @@ int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
 		return gs_error_set(err, GS_ECONFIG,
 				    "agent: '%s' is not an absolute path",
 				    c.agent);
+	if (gs_spank_expand_path(c.agent, "node", probe, sizeof(probe),
+				 &perr) < 0)
+		return gs_error_set(err, GS_ECONFIG, "agent: %s", perr.msg);
 	if (c.state_dir[0] != '/')
 		return gs_error_set(err, GS_ECONFIG,
 				    "state_dir: '%s' is not an absolute path",
@@ -67,6 +72,42 @@ int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
 				    c.sacct[0] != '/' ? "sacct" : "sacctmgr",
 				    c.sacct[0] != '/' ? c.sacct : c.sacctmgr);
 	*conf = c;
+	return 0;
+}
+
+int gs_spank_expand_path(const char *tmpl, const char *node, char *out,
+			 size_t len, struct gs_error *err)
+{
+	size_t used = 0, n;
+	const char *p, *add;
+
+	for (p = tmpl; *p != '\0'; p++) {
+		char one[2] = { *p, '\0' };
+
+		add = one;
+		if (*p == '%') {
+			if (p[1] == 'n')
+				add = node;
+			else if (p[1] == '%')
+				add = "%";
+			else
+				return gs_error_set(err, GS_EINVAL,
+						    "'%s': unknown '%%%c' "
+						    "(only %%n and %%%%)",
+						    tmpl, p[1] ? p[1] : ' ');
+			p++;
+		}
+		n = strlen(add);
+		if (used + n + 1 > len)
+			return gs_error_set(err, GS_EINVAL,
+					    "'%s' for node '%s' is too long",
+					    tmpl, node);
+		memcpy(out + used, add, n);
+		used += n;
+	}
+	if (len == 0)
+		return gs_error_set(err, GS_EINVAL, "no room");
+	out[used] = '\0';
 	return 0;
 }
 

@@ -45,6 +45,14 @@ extern const struct gs_cfg_key gs_spank_conf_keys[];
 int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
 			char *const argv[], struct gs_error *err);
 
+/* Expand the agent path template for one node: "%n" becomes the node's
+ * Slurm name (several slurmd on one host each reach their own agent),
+ * "%%" a '%'; any other '%' is an error, as is a result that does not
+ * fit in len.  gs_spank_conf_parse checks the template with a dummy
+ * node, so a bad one fails at plugin load. */
+int gs_spank_expand_path(const char *tmpl, const char *node, char *out,
+			 size_t len, struct gs_error *err);
+
 /* What the user asked for with --gshare-*; zeros mean "not given". */
 struct gs_spank_opts {
 	uint32_t weight;	/* 0: same as the shares */

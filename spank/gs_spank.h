@@ -35,6 +35,11 @@ struct gs__state {
 	uint64_t alloc_id;		/* 0: this step has no allocation */
 	uint32_t shares;
 	char node[GS_LABEL_MAX];
+	char agent[GS_SPANK_PATH_MAX];	/* conf.agent with %n expanded */
+	/* set by init_post_opt, printed by task_init on the task's stderr
+	 * (the only channel to the user): fail != 0 fails every task */
+	int fail;
+	char user_msg[GS_ERRMSG_MAX + 128];
 };
 
 extern struct gs__state gs__st;
@@ -44,6 +49,7 @@ struct spank_handle;
 int gs__local_init(struct spank_handle *sp);	/* spank_local.c */
 int gs__remote_begin(struct spank_handle *sp);	/* spank_remote.c */
 int gs__remote_end(struct spank_handle *sp);
+int gs__remote_task(struct spank_handle *sp);
 int gs__slurmd_epilog(struct spank_handle *sp);	/* spank_slurmd.c */
 
 /* slurm_query.c */

@@ -14,7 +14,13 @@
 
 #include "gs_spank.h"
 
+/* The objects build with -fvisibility=hidden; what Slurm looks up is
+ * made visible here and the version script keeps the rest local. */
+#pragma GCC visibility push(default)
 SPANK_PLUGIN(gshare, 1)
+spank_f slurm_spank_init, slurm_spank_init_post_opt, slurm_spank_task_init,
+	slurm_spank_exit, slurm_spank_job_epilog;
+#pragma GCC visibility pop
 
 struct gs__state gs__st;
 
@@ -53,6 +59,15 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return -1;
 	if (spank_context() == S_CTX_REMOTE)
 		return gs__remote_begin(sp);
+	return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (gs__st.conf_ok && spank_context() == S_CTX_REMOTE)
+		return gs__remote_task(sp);
 	return 0;
 }
 

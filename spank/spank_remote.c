@@ -15,6 +15,13 @@
  * cannot be reached, on_agent_down=fail fails the step with one line;
  * on_agent_down=unmanaged warns and runs it without a share.  The
  * connection is closed right after each use: no fd reaches the tasks.
+ *
+ * Messages for the user: slurmstepd logs only to slurmd's log, and a
+ * failing init_post_opt shows up in srun as a bare "Plugin initialization
+ * failed".  So init_post_opt logs the problem, remembers one line, and
+ * slurm_spank_task_init — running in each task, whose stderr is the
+ * user's — writes that line there (the one place this plugin prints) and
+ * fails the task, or, for a warning, lets local task 0 go on.
  */
 #include <slurm/spank.h>
 
@@ -22,6 +29,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,21 +97,36 @@ static int is_unreachable(const struct gs_error *err)
 	       err->code == GS_ECLOSED || err->code == GS_EIO;
 }
 
+/* Log a line and keep it for the user (see the top of the file). */
+__attribute__((format(printf, 2, 3))) static void user_msg(int fail,
+							   const char *fmt,
+							   ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(gs__st.user_msg, sizeof(gs__st.user_msg), fmt, ap);
+	va_end(ap);
+	gs__st.fail = fail;
+	slurm_error("%s", gs__st.user_msg);
+}
+
 /* The agent could not be reached: fail or run unmanaged, per config. */
 static int agent_down(spank_t sp, const char *step,
 		      const struct gs_error *err)
 {
 	if (gs__st.conf.on_agent_down == GS_SPANK_DOWN_UNMANAGED) {
-		slurm_error("gshare: warning: step %" PRIu32 ".%s runs without "
-			    "a GPU share: agent unreachable (%s)",
-			    gs__st.job, step, err->msg);
+		user_msg(0, "gshare: warning: step %" PRIu32 ".%s runs without "
+			 "a GPU share: agent unreachable: %s",
+			 gs__st.job, step, err->msg);
 		clear_env(sp);
 		return 0;
 	}
-	slurm_error("gshare: cannot start step: gshare agent unreachable "
-		    "(%s)",
-		    err->msg);
-	return -1;
+	user_msg(1, "gshare: step %" PRIu32 ".%s not started: agent "
+		 "unreachable: %s",
+		 gs__st.job, step, err->msg);
+	clear_env(sp);
+	return 0;
 }
 
 static int set_env(spank_t sp, const struct gs_alloc_info *info)
@@ -112,7 +135,7 @@ static int set_env(spank_t sp, const struct gs_alloc_info *info)
 
 	snprintf(id, sizeof(id), "%" PRIu64, info->id);
 	snprintf(gpu, sizeof(gpu), "%" PRId32, info->gpu);
-	if (spank_setenv(sp, GS_ENV_SOCKET, gs__st.conf.agent, 1) !=
+	if (spank_setenv(sp, GS_ENV_SOCKET, gs__st.agent, 1) !=
 		    ESPANK_SUCCESS ||
 	    spank_setenv(sp, GS_ENV_ALLOC, id, 1) != ESPANK_SUCCESS ||
 	    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpu, 1) !=
@@ -147,14 +170,18 @@ int gs__remote_begin(spank_t sp)
 		return 0;	/* the extern step runs no job code */
 
 	if (gs__slurm_step_tres(gs__st.job, gs__st.step, &tres, &err) < 0) {
-		slurm_error("gshare: step %" PRIu32 ".%s: %s", gs__st.job, step,
-			    err.msg);
-		return -1;
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, err.msg);
+		clear_env(sp);
+		return 0;
 	}
 	found = gs_gres_count(tres, gs__st.conf.gres, &count, &err);
 	if (found < 0) {
-		slurm_error("gshare: step %" PRIu32 ".%s: gres '%s': %s",
-			    gs__st.job, step, tres, err.msg);
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: gres "
+			 "'%s': %s",
+			 gs__st.job, step, tres, err.msg);
+		clear_env(sp);
+		rv = 0;
 		goto out_free_tres;
 	}
 	if (found == 0 || count == 0) {
@@ -165,14 +192,25 @@ int gs__remote_begin(spank_t sp)
 		goto out_free_tres;
 	}
 	if (count > GS_SHARES_PER_GPU) {
-		slurm_error("gshare: step %" PRIu32 ".%s asks for %s:%" PRIu64
-			    " on one node; one allocation holds at most %u "
-			    "shares (one GPU)",
-			    gs__st.job, step, gs__st.conf.gres, count,
-			    GS_SHARES_PER_GPU);
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s:%"
+			 PRIu64 " on one node, but one allocation holds at "
+			 "most %u shares (one GPU)",
+			 gs__st.job, step, gs__st.conf.gres, count,
+			 GS_SHARES_PER_GPU);
+		clear_env(sp);
+		rv = 0;
 		goto out_free_tres;
 	}
 	node_name(sp, nodeid, gs__st.node, sizeof(gs__st.node));
+	if (gs_spank_expand_path(gs__st.conf.agent, gs__st.node, gs__st.agent,
+				 sizeof(gs__st.agent), &err) < 0) {
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: agent "
+			 "path: %s",
+			 gs__st.job, step, err.msg);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
 
 	memset(&req, 0, sizeof(req));
 	req.gpu = -1;
@@ -183,7 +221,7 @@ int gs__remote_begin(spank_t sp)
 	req.uid = (uint32_t)uid;
 	fill_labels(sp, uid, &req.labels);
 
-	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, &err) <
+	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) <
 	    0) {
 		rv = agent_down(sp, step, &err);
 		goto out_free_tres;
@@ -193,15 +231,18 @@ int gs__remote_begin(spank_t sp)
 			rv = agent_down(sp, step, &err);
 			goto out_close;
 		}
-		slurm_error("gshare: step %" PRIu32 ".%s: agent refused "
-			    "%s:%" PRIu64 ": %s",
-			    gs__st.job, step, gs__st.conf.gres, count, err.msg);
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: the "
+			 "agent refused %s:%" PRIu64 ": %s",
+			 gs__st.job, step, gs__st.conf.gres, count, err.msg);
+		clear_env(sp);
+		rv = 0;
 		goto out_close;
 	}
 	if (set_env(sp, &info) < 0) {
-		slurm_error("gshare: step %" PRIu32 ".%s: cannot set the job "
-			    "environment",
-			    gs__st.job, step);
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: "
+			 "cannot set the job environment",
+			 gs__st.job, step);
+		rv = 0;
 		if (gs_client_alloc_close(c, info.id, NULL, &cerr) < 0)
 			slurm_error("gshare: closing allocation %" PRIu64
 				    ": %s",
@@ -220,6 +261,28 @@ out_close:
 out_free_tres:
 	free(tres);
 	return rv;
+}
+
+/* In each task, as the user, just before exec: hand the user the line
+ * init_post_opt kept, and fail the task when the step must not run. */
+int gs__remote_task(spank_t sp)
+{
+	int taskid = 0;
+	size_t n;
+
+	if (gs__st.user_msg[0] == '\0')
+		return 0;
+	if (spank_get_item(sp, S_TASK_ID, &taskid) != ESPANK_SUCCESS)
+		taskid = 0;
+	if (gs__st.fail || taskid == 0) {
+		n = strlen(gs__st.user_msg);
+		gs__st.user_msg[n] = '\n';
+		/* best effort: the task's stderr may be closed */
+		if (write(STDERR_FILENO, gs__st.user_msg, n + 1) < 0)
+			gs__st.user_msg[n] = '\0';
+		gs__st.user_msg[n] = '\0';
+	}
+	return gs__st.fail ? -1 : 0;
 }
 
 /* Leave the allocation's final usage for the epilog:
@@ -284,7 +347,7 @@ int gs__remote_end(spank_t sp)
 	if (id == 0)
 		return 0;
 	gs__st.alloc_id = 0;
-	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, &err) <
+	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) <
 		    0 ||
 	    gs_client_alloc_close(c, id, &fin, &err) < 0) {
 		/* the job epilog closes it if the agent comes back */

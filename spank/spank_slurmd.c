@@ -163,7 +163,7 @@ static int sweep_agent(const char *job, const char *node,
 	uint32_t i;
 	int closed = 0;
 
-	if (gs_client_connect(gs__st.conf.agent, gs__timeout_ms(), &c, err) <
+	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, err) <
 	    0)
 		return -1;
 	if (gs_client_status(c, &st, err) < 0) {
@@ -345,7 +345,11 @@ int gs__slurmd_epilog(spank_t sp)
 	snprintf(node, sizeof(node), "%s", e);
 	memset(&t, 0, sizeof(t));
 
-	closed = sweep_agent(job, node, &t, &err);
+	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
+				 sizeof(gs__st.agent), &err) < 0)
+		closed = -1;
+	else
+		closed = sweep_agent(job, node, &t, &err);
 	if (closed < 0)
 		slurm_error("gshare: epilog of job %s: agent: %s", job,
 			    err.msg);

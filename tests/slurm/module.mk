@@ -9,3 +9,10 @@ DEB_PKGS += libslurm-dev slurm-wlm slurmdbd munge mariadb-server \
 
 $(SPANKOPT_TEST): $(B)/tests/slurm/test_spankopt.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+# An agent client with stable, greppable output for run.sh.
+GS_PROBE := $(B)/tests/slurm/gs_probe
+TEST_HELPERS += $(GS_PROBE)
+
+$(GS_PROBE): $(B)/tests/slurm/gs_probe.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^

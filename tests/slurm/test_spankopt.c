@@ -133,6 +133,8 @@ static void test_conf_bad(void **state)
 		{ "admin_comment=perhaps", "admin_comment" },
 		{ "state_dir=run", "not an absolute path" },
 		{ "gres=", "gres" },
+		{ "agent=/run/%x.sock", "unknown '%x'" },
+		{ "agent=/run/%", "unknown" },
 		{ "sacct=sacct", "sacct: 'sacct' is not an absolute path" },
 		{ "sacctmgr=bin/x", "sacctmgr: 'bin/x'" },
 	};
@@ -152,6 +154,39 @@ static void test_conf_bad(void **state)
 				 err.msg, cases[i].want);
 		assert_int_equal((unsigned char)c.agent[0], 0x5a);
 	}
+}
+
+static void test_expand(void **state)
+{
+	struct gs_error err;
+	char out[32];
+
+	(void)state;
+	assert_int_equal(gs_spank_expand_path("/run/%n/a.sock", "n1", out,
+					      sizeof(out), &err),
+			 0);
+	assert_string_equal(out, "/run/n1/a.sock");
+	assert_int_equal(gs_spank_expand_path("/x/%n.%n%%", "ab", out,
+					      sizeof(out), &err),
+			 0);
+	assert_string_equal(out, "/x/ab.ab%");
+	assert_int_equal(gs_spank_expand_path("/plain", "n1", out,
+					      sizeof(out), &err),
+			 0);
+	assert_string_equal(out, "/plain");
+	assert_int_equal(gs_spank_expand_path("/x/%q", "n1", out, sizeof(out),
+					      &err),
+			 -1);
+	assert_int_equal(gs_spank_expand_path("/x/%n", "a-very-very-long-node-name"
+					      "-indeed", out, sizeof(out),
+					      &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "too long"));
+	/* exactly fits: 31 chars + NUL */
+	assert_int_equal(gs_spank_expand_path("/%n", "abcdefghijklmnopqrstuvwxyz1234",
+					      out, sizeof(out), &err),
+			 0);
+	assert_int_equal(strlen(out), 31);
 }
 
 static void test_gres(void **state)
@@ -337,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_conf_defaults),
 		cmocka_unit_test(test_conf_args),
 		cmocka_unit_test(test_conf_bad),
+		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_gres),
 		cmocka_unit_test(test_step_names),
 		cmocka_unit_test(test_record),
