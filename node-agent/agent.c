@@ -1,0 +1,1420 @@
+/*
+ * agent.c — gshared's core: connections, requests, permissions,
+ * admission, the token protocol and control pages (see agent.h).
+ *
+ * Connections.  Each client is one non-blocking socket with a read buffer
+ * (grown up to one maximal frame) and a write buffer.  Peers are
+ * identified once, at accept, with SO_PEERCRED.  A frame that cannot be
+ * decoded (bad magic, foreign major, bad length, malformed payload) gets
+ * an ERROR and the connection is closed once the ERROR is written; an
+ * unknown type gets an ERROR and the connection goes on.  A client that
+ * lets more than OUT_MAX bytes of replies pile up is dropped.
+ *
+ * Permissions (DESIGN §2): root creates/closes/labels allocations,
+ * changes weights and priorities and drains GPUs; a job attaches only to
+ * an allocation of its own uid (root to any); STATUS shows non-root
+ * callers only their own allocations.
+ *
+ * Token protocol.  The attached connection of an allocation is its job
+ * process.  TOKEN_WANT → gs_sched_want; the scheduler's actions become
+ * page writes and TOKEN_GRANT events: GRANT writes grant_gen and
+ * slice_deadline_ns, clears suspend and sends the event; SUSPEND stores
+ * suspend_set_ns, then suspend = 1 (release order, so a job that sees the
+ * flag sees the time); ESCALATE holds the allocation back or SIGKILLs the
+ * attached pid.  When the job's connection closes its process is gone:
+ * the token is released (charged for the time held) and the allocation
+ * becomes idle with no process; the allocation itself stays until root
+ * closes it, and a new process of the owner may attach again and gets
+ * the same control page.
+ *
+ * Limits: STATUS_REPLY must fit one frame (64 KiB, ~200 allocations with
+ * short labels); beyond that the reply lists the first allocations that
+ * fit and the log says so.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gs_log.h"
+
+#define RBUF_INIT	4096u
+#define OUT_MAX		(4u << 20)
+#define READ_BUDGET	(256u * 1024u)
+#define MAX_ACTS	16
+#define WEIGHT_MAX	1000000u
+
+struct gs_conn {
+	struct gs_agent *ag;
+	int fd;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	struct gs_wbuf out;
+	int pass_fd;		/* fd to send with the byte at pass_off */
+	size_t pass_off;
+	int pollout;		/* EPOLLOUT registered */
+	int closing;		/* close once out is written */
+	struct gs_alloc *alloc;	/* attached allocation */
+	struct gs_conn *prev, *next;
+};
+
+struct gs_agent {
+	struct gs_agent_config cfg;
+	char *cfg_path;
+	struct gs_loop *loop;
+	int lfd;
+	int sfd;
+	int sock_made;		/* we created the socket file */
+	struct gs_gpu gpus[GS_MAX_GPUS];
+	uint32_t ngpus;
+	struct gs_alloc_table *allocs;
+	struct gs_conn *conns;
+	unsigned nconns;
+	int stopping;
+	uint64_t refused_logged;
+};
+
+static void conn_close(struct gs_conn *c);
+static void conn_flush(struct gs_conn *c);
+static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now);
+
+struct gs_loop *gs_agent_loop(struct gs_agent *ag)
+{
+	return ag->loop;
+}
+
+struct gs_alloc_table *gs_agent_allocs(struct gs_agent *ag)
+{
+	return ag->allocs;
+}
+
+const struct gs_agent_config *gs_agent_config(const struct gs_agent *ag)
+{
+	return &ag->cfg;
+}
+
+uint32_t gs_agent_ngpus(const struct gs_agent *ag)
+{
+	return ag->ngpus;
+}
+
+struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i)
+{
+	return i < ag->ngpus ? &ag->gpus[i] : NULL;
+}
+
+static uint64_t unix_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *policy_name(uint32_t p)
+{
+	switch (p) {
+	case GS_POLICY_PRIORITY: return "priority";
+	case GS_POLICY_DYNPRIO: return "dynamic-priority";
+	default: return "wfq";
+	}
+}
+
+static void sched_params_of(const struct gs_agent_config *c,
+			    struct gs_sched_params *p)
+{
+	gs_sched_params_default(p);
+	p->policy = c->policy;
+	p->slice_ns = c->slice_ns;
+	p->grace_ns = c->grace_ns;
+	p->escalation = c->escalation;
+	p->aging_ns = c->aging_ns ? c->aging_ns : c->slice_ns;
+}
+
+static struct gs_gpu *gpu_of(struct gs_agent *ag, const struct gs_alloc *a)
+{
+	uint32_t i;
+
+	for (i = 0; i < ag->ngpus; i++)
+		if (ag->gpus[i].d.index == a->gpu)
+			return &ag->gpus[i];
+	return NULL;
+}
+
+static struct gs_gpu *gpu_by_index(struct gs_agent *ag, int32_t index)
+{
+	uint32_t i;
+
+	for (i = 0; i < ag->ngpus; i++)
+		if (ag->gpus[i].d.index == index)
+			return &ag->gpus[i];
+	return NULL;
+}
+
+/* ---- output ---- */
+
+static int conn_queue(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_error err;
+
+	if (c->closing && c->fd < 0)
+		return -1;
+	if (gs_msg_encode(m, &c->out, &err) < 0) {
+		log_warnx("client pid %d: cannot encode %s: %s", (int)c->pid,
+			  gs_msg_type_name(m->type), err.msg);
+		return -1;
+	}
+	if (c->out.len > OUT_MAX) {
+		log_warnx("client pid %d: %zu bytes of replies unread, "
+			  "dropping it", (int)c->pid, c->out.len);
+		c->closing = 1;
+		c->out.len = 0;
+	}
+	return 0;
+}
+
+static void reply_err(struct gs_conn *c, uint32_t seq, int code,
+		      const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void reply_err(struct gs_conn *c, uint32_t seq, int code,
+		      const char *fmt, ...)
+{
+	struct gs_msg m;
+	va_list ap;
+
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_ERROR;
+	m.seq = seq;
+	m.u.error.code = code;
+	va_start(ap, fmt);
+	vsnprintf(m.u.error.msg, sizeof(m.u.error.msg), fmt, ap);
+	va_end(ap);
+	conn_queue(c, &m);
+}
+
+static void reply_ok(struct gs_conn *c, uint32_t seq)
+{
+	struct gs_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_OK;
+	m.seq = seq;
+	conn_queue(c, &m);
+}
+
+static void set_pollout(struct gs_conn *c, int on)
+{
+	struct gs_error err;
+
+	if (c->pollout == on)
+		return;
+	if (gs_loop_mod_fd(c->ag->loop, c->fd,
+			   EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u),
+			   &err) == 0)
+		c->pollout = on;
+}
+
+/* Write what we can; the fd for ATTACHED goes with its frame's first
+ * byte.  Marks the connection closing on a write error. */
+static void conn_flush(struct gs_conn *c)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct msghdr mh;
+	struct iovec iov;
+	ssize_t n;
+	size_t len;
+
+	while (c->out.len > 0) {
+		len = c->out.len;
+		if (c->pass_fd >= 0 && c->pass_off > 0 && c->pass_off < len)
+			len = c->pass_off;
+		memset(&mh, 0, sizeof(mh));
+		iov.iov_base = c->out.data;
+		iov.iov_len = len;
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		if (c->pass_fd >= 0 && c->pass_off == 0) {
+			struct cmsghdr *ch;
+
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.buf;
+			mh.msg_controllen = sizeof(cm.buf);
+			ch = CMSG_FIRSTHDR(&mh);
+			ch->cmsg_level = SOL_SOCKET;
+			ch->cmsg_type = SCM_RIGHTS;
+			ch->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(ch), &c->pass_fd, sizeof(int));
+		}
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				set_pollout(c, 1);
+				return;
+			}
+			c->closing = 1;
+			c->out.len = 0;
+			return;
+		}
+		if (c->pass_fd >= 0) {
+			if (c->pass_off == 0) {
+				close(c->pass_fd);
+				c->pass_fd = -1;
+			} else {
+				c->pass_off -= (size_t)n;
+			}
+		}
+		gs_wbuf_consume(&c->out, (size_t)n);
+	}
+	set_pollout(c, 0);
+}
+
+/* ---- scheduler plumbing ---- */
+
+static void update_wakeup(struct gs_agent *ag);
+
+static void on_wakeup(struct gs_loop *l, uint64_t now, void *arg)
+{
+	struct gs_agent *ag = arg;
+	uint32_t i;
+
+	(void)l;
+	for (i = 0; i < ag->ngpus; i++)
+		if (ag->gpus[i].next_ns <= now)
+			gpu_step(ag, &ag->gpus[i], now);
+	update_wakeup(ag);
+}
+
+static void update_wakeup(struct gs_agent *ag)
+{
+	uint64_t at = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < ag->ngpus; i++)
+		if (ag->gpus[i].next_ns < at)
+			at = ag->gpus[i].next_ns;
+	gs_loop_set_wakeup(ag->loop, at, on_wakeup, ag);
+}
+
+static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
+{
+	if (a->state == st)
+		return;
+	a->state = st;
+	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
+}
+
+static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
+		     struct gs_alloc *a, uint64_t slice_ns, uint64_t now)
+{
+	struct gs_msg m;
+
+	if (a->conn == NULL || a->page == NULL) {
+		/* no process to run it: give the token straight back */
+		gs_sched_release(g->sched, a->id, 0, 1, now);
+		return;
+	}
+	a->grant_gen++;
+	a->granted = 1;
+	a->grant_at = now;
+	__atomic_store_n(&a->page->slice_deadline_ns, now + slice_ns,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&a->page->grant_gen, a->grant_gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&a->page->suspend, GS_CTL_RUN, __ATOMIC_RELEASE);
+	set_state(ag, a, GS_ASTATE_RUNNING);
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_TOKEN_GRANT;
+	m.seq = 0;
+	m.u.grant.gen = a->grant_gen;
+	m.u.grant.slice_ns = slice_ns;
+	conn_queue(a->conn, &m);
+	conn_flush(a->conn);
+	log_debug("gpu %d: grant %llu to allocation %llu", g->d.index,
+		  (unsigned long long)a->grant_gen,
+		  (unsigned long long)a->id);
+}
+
+static void do_suspend(struct gs_agent *ag, struct gs_alloc *a, uint64_t now)
+{
+	if (a->page != NULL) {
+		__atomic_store_n(&a->page->suspend_set_ns, now,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
+				 __ATOMIC_RELEASE);
+	}
+	set_state(ag, a, GS_ASTATE_SUSPENDING);
+}
+
+static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
+{
+	a->escalations++;
+	set_state(ag, a, GS_ASTATE_HELD);
+	if (ag->cfg.escalation == GS_ESC_KILL && a->conn != NULL &&
+	    a->pid > 0) {
+		log_warnx("allocation %llu: pid %d ignored a suspend for "
+			  "longer than the grace period; killing it",
+			  (unsigned long long)a->id, (int)a->pid);
+		if (kill(a->pid, SIGKILL) < 0)
+			log_warn("kill %d", (int)a->pid);
+		return;
+	}
+	log_warnx("allocation %llu: pid %d ignored a suspend for longer "
+		  "than the grace period; holding it back",
+		  (unsigned long long)a->id, (int)a->pid);
+}
+
+static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
+{
+	struct gs_sched_action acts[MAX_ACTS];
+	struct gs_alloc *a;
+	uint64_t next = UINT64_MAX;
+	int n, i, rounds = 0;
+
+	do {
+		n = gs_sched_step(g->sched, now, acts, MAX_ACTS, &next);
+		for (i = 0; i < n; i++) {
+			a = gs_alloc_get(ag->allocs, acts[i].id);
+			if (a == NULL) {
+				log_warnx("gpu %d: scheduler names unknown "
+					  "allocation %llu", g->d.index,
+					  (unsigned long long)acts[i].id);
+				gs_sched_remove(g->sched, acts[i].id, now);
+				continue;
+			}
+			switch (acts[i].kind) {
+			case GS_ACT_GRANT:
+				do_grant(ag, g, a, acts[i].slice_ns, now);
+				break;
+			case GS_ACT_SUSPEND:
+				do_suspend(ag, a, now);
+				break;
+			case GS_ACT_ESCALATE:
+				do_escalate(ag, a);
+				break;
+			}
+		}
+	} while (n == MAX_ACTS && ++rounds < 8);
+	g->next_ns = next;
+}
+
+/* The job is gone or detached: give back the token it holds and make it
+ * inactive in the scheduler. */
+static void sched_detach(struct gs_agent *ag, struct gs_alloc *a,
+			 uint64_t now)
+{
+	struct gs_gpu *g = gpu_of(ag, a);
+	struct gs_sched_entry_info si;
+
+	if (g == NULL)
+		return;
+	if (a->granted) {
+		uint64_t held = now - a->grant_at;
+
+		gs_sched_release(g->sched, a->id, held, 1, now);
+		a->granted = 0;
+		a->held_ns += held;
+	}
+	if (gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
+		/* waiting, never granted: re-enter inactive */
+		gs_sched_remove(g->sched, a->id, now);
+		gs_sched_add(g->sched, a->id, a->weight, a->priority, now);
+	}
+	if (a->page != NULL)
+		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
+				 __ATOMIC_RELEASE);
+	if (ag->stopping)
+		return;
+	gpu_step(ag, g, now);
+	update_wakeup(ag);
+}
+
+/* ---- requests ---- */
+
+static int need_root(struct gs_conn *c, const struct gs_msg *m)
+{
+	if (c->uid == 0)
+		return 0;
+	reply_err(c, m->seq, GS_EPERM, "%s: only root may do this (you are "
+		  "uid %u)", gs_msg_type_name(m->type), (unsigned)c->uid);
+	return -1;
+}
+
+static struct gs_alloc *need_alloc(struct gs_conn *c, const struct gs_msg *m,
+				   uint64_t id)
+{
+	struct gs_alloc *a = gs_alloc_get(c->ag->allocs, id);
+
+	if (a == NULL)
+		reply_err(c, m->seq, GS_ENOENT, "no allocation %llu",
+			  (unsigned long long)id);
+	return a;
+}
+
+static void req_create(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc_req req = m->u.req;
+	struct gs_gpu *g = NULL, *best = NULL;
+	struct gs_alloc_info info;
+	struct gs_msg rep;
+	struct gs_alloc *a;
+	uint32_t i, freeb = 0;
+
+	if (need_root(c, m) < 0)
+		return;
+	if (req.shares < 1 || req.shares > ag->cfg.shares_per_gpu) {
+		reply_err(c, m->seq, GS_EINVAL, "shares must be 1..%u, not %u",
+			  ag->cfg.shares_per_gpu, req.shares);
+		return;
+	}
+	if (req.weight == 0)
+		req.weight = req.shares;
+	if (req.weight > WEIGHT_MAX) {
+		reply_err(c, m->seq, GS_EINVAL, "weight must be 1..%u, not %u",
+			  WEIGHT_MAX, req.weight);
+		return;
+	}
+	if (req.priority > GS_SCHED_PRIO_MAX) {
+		reply_err(c, m->seq, GS_EINVAL,
+			  "priority must be 0..%u, not %u", GS_SCHED_PRIO_MAX,
+			  req.priority);
+		return;
+	}
+	if (req.mode > GS_MODE_SPACE) {
+		reply_err(c, m->seq, GS_EINVAL, "unknown mode %u", req.mode);
+		return;
+	}
+	if (req.gpu >= 0) {
+		g = gpu_by_index(ag, req.gpu);
+		if (g == NULL) {
+			reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this "
+				  "node (%u GPUs)", req.gpu, ag->ngpus);
+			return;
+		}
+		if (g->drained) {
+			reply_err(c, m->seq, GS_EDRAINED,
+				  "GPU %d is drained", req.gpu);
+			return;
+		}
+		if (g->shares_total - g->shares_used < req.shares) {
+			reply_err(c, m->seq, GS_EBUSY,
+				  "GPU %d: %u shares requested, only %u of "
+				  "%u free", req.gpu, req.shares,
+				  g->shares_total - g->shares_used,
+				  g->shares_total);
+			return;
+		}
+	} else {
+		for (i = 0; i < ag->ngpus; i++) {
+			struct gs_gpu *x = &ag->gpus[i];
+			uint32_t f = x->shares_total - x->shares_used;
+
+			if (x->drained || !x->healthy)
+				continue;
+			if (best == NULL || f > freeb) {
+				best = x;
+				freeb = f;
+			}
+		}
+		if (best == NULL) {
+			reply_err(c, m->seq, GS_EDRAINED,
+				  "no GPU accepts allocations (all drained)");
+			return;
+		}
+		if (freeb < req.shares) {
+			reply_err(c, m->seq, GS_EBUSY,
+				  "no GPU has %u free shares (most free: GPU "
+				  "%d with %u of %u)", req.shares,
+				  best->d.index, freeb, best->shares_total);
+			return;
+		}
+		g = best;
+		req.gpu = g->d.index;
+	}
+	a = gs_alloc_add(ag->allocs, &req, unix_ns());
+	if (a == NULL) {
+		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
+		return;
+	}
+	if (gs_sched_add(g->sched, a->id, a->weight, a->priority,
+			 gs_now_ns()) < 0) {
+		gs_alloc_remove(ag->allocs, a->id);
+		reply_err(c, m->seq, GS_ENOMEM, "scheduler: out of memory");
+		return;
+	}
+	g->shares_used += a->shares;
+	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
+		 "%u, uid %u, job '%s' pod '%s'", (unsigned long long)a->id,
+		 a->gpu, a->shares, a->weight, a->priority, a->uid,
+		 a->labels.job, a->labels.pod);
+	gs_alloc_to_info(a, &info);
+	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_ALLOC_INFO;
+	rep.seq = m->seq;
+	rep.u.info = info;
+	conn_queue(c, &rep);
+}
+
+static void fill_info(struct gs_agent *ag, const struct gs_alloc *a,
+		      struct gs_alloc_info *info)
+{
+	struct gs_gpu *g = gpu_of(ag, a);
+	struct gs_sched_entry_info si;
+
+	gs_alloc_to_info(a, info);
+	if (g != NULL) {
+		snprintf(info->gpu_uuid, sizeof(info->gpu_uuid), "%s",
+			 g->d.uuid);
+		if (gs_sched_info(g->sched, a->id, &si) == 0)
+			info->vtime_ns = si.vtime_ns;
+	}
+}
+
+static void req_close(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	struct gs_conn *job;
+	struct gs_msg rep;
+	uint64_t now = gs_now_ns();
+
+	if (need_root(c, m) < 0)
+		return;
+	a = need_alloc(c, m, m->u.id);
+	if (a == NULL)
+		return;
+	g = gpu_of(ag, a);
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_ALLOC_INFO;
+	rep.seq = m->seq;
+	job = a->conn;
+	if (job != NULL) {
+		sched_detach(ag, a, now);
+		job->alloc = NULL;
+		a->conn = NULL;
+		/* the job's connection is useless now; the requester may
+		 * itself be the attached connection: keep that one open */
+		if (job != c)
+			conn_close(job);
+	}
+	if (g != NULL) {
+		gs_sched_remove(g->sched, a->id, now);
+		g->shares_used -= a->shares;
+		gpu_step(ag, g, now);
+		update_wakeup(ag);
+	}
+	fill_info(ag, a, &rep.u.info);
+	rep.u.info.state = GS_ASTATE_CLOSED;
+	rep.u.info.pid = 0;
+	log_info("allocation %llu closed: gpu time %.3f s, held %.3f s, %llu "
+		 "suspensions", (unsigned long long)a->id, (double)a->gpu_ns /
+		 1e9, (double)a->held_ns / 1e9,
+		 (unsigned long long)a->suspensions);
+	gs_alloc_remove(ag->allocs, a->id);
+	conn_queue(c, &rep);
+}
+
+static void req_label(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_alloc *a;
+	struct gs_msg rep;
+
+	if (need_root(c, m) < 0)
+		return;
+	a = need_alloc(c, m, m->u.label.id);
+	if (a == NULL)
+		return;
+	a->labels = m->u.label.labels;
+	gs_alloc_notify(c->ag->allocs, GS_AEV_STATE, a);
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_ALLOC_INFO;
+	rep.seq = m->seq;
+	fill_info(c->ag, a, &rep.u.info);
+	conn_queue(c, &rep);
+}
+
+static void req_attach(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	struct gs_error err;
+	struct gs_msg rep;
+	int fd;
+
+	if (c->alloc != NULL) {
+		reply_err(c, m->seq, GS_ESTATE, "this connection is already "
+			  "attached to allocation %llu",
+			  (unsigned long long)c->alloc->id);
+		return;
+	}
+	a = need_alloc(c, m, m->u.id);
+	if (a == NULL)
+		return;
+	if (c->uid != 0 && c->uid != a->uid) {
+		reply_err(c, m->seq, GS_EPERM, "allocation %llu belongs to "
+			  "uid %u, not %u", (unsigned long long)a->id, a->uid,
+			  (unsigned)c->uid);
+		return;
+	}
+	if (a->conn != NULL) {
+		reply_err(c, m->seq, GS_EBUSY, "allocation %llu is already "
+			  "attached by pid %d", (unsigned long long)a->id,
+			  (int)a->pid);
+		return;
+	}
+	g = gpu_of(ag, a);
+	if (a->page == NULL &&
+	    gs_alloc_make_page(a, g ? (uint32_t)g->d.index : 0, gs_now_ns(),
+			       &err) < 0) {
+		log_warnx("allocation %llu: %s", (unsigned long long)a->id,
+			  err.msg);
+		reply_err(c, m->seq, err.code, "control page: %s", err.msg);
+		return;
+	}
+	fd = fcntl(a->ctl_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		reply_err(c, m->seq, GS_EIO, "dup: %s", strerror(errno));
+		return;
+	}
+	a->conn = c;
+	a->pid = c->pid;
+	a->granted = 0;
+	c->alloc = a;
+	__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
+	set_state(ag, a, GS_ASTATE_IDLE);
+	log_info("allocation %llu: attached by pid %d uid %u",
+		 (unsigned long long)a->id, (int)c->pid, (unsigned)c->uid);
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_ATTACHED;
+	rep.seq = m->seq;
+	fill_info(ag, a, &rep.u.info);
+	if (c->pass_fd >= 0)
+		close(c->pass_fd);
+	c->pass_fd = fd;
+	c->pass_off = c->out.len;
+	if (conn_queue(c, &rep) < 0) {
+		close(c->pass_fd);
+		c->pass_fd = -1;
+	}
+}
+
+static void req_want(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a = c->alloc;
+	struct gs_gpu *g;
+	uint64_t now = gs_now_ns();
+
+	if (a == NULL) {
+		reply_err(c, m->seq, GS_ESTATE,
+			  "TOKEN_WANT: connection is not attached");
+		return;
+	}
+	g = gpu_of(ag, a);
+	if (g == NULL)
+		return;
+	if (gs_sched_want(g->sched, a->id, now) < 0) {
+		reply_err(c, m->seq, GS_ESTATE, "TOKEN_WANT refused");
+		return;
+	}
+	if (!a->granted)
+		set_state(ag, a, GS_ASTATE_WAITING);
+	gpu_step(ag, g, now);
+	update_wakeup(ag);
+}
+
+static void req_release(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a = c->alloc;
+	const struct gs_release *r = &m->u.release;
+	struct gs_gpu *g;
+	uint64_t now = gs_now_ns();
+	int idle;
+
+	if (a == NULL) {
+		reply_err(c, m->seq, GS_ESTATE,
+			  "TOKEN_RELEASE: connection is not attached");
+		return;
+	}
+	if (!a->granted || r->gen != a->grant_gen) {
+		reply_err(c, m->seq, GS_ESTATE, "TOKEN_RELEASE: generation "
+			  "%llu is not held (current %llu%s)",
+			  (unsigned long long)r->gen,
+			  (unsigned long long)a->grant_gen,
+			  a->granted ? "" : ", none held");
+		return;
+	}
+	g = gpu_of(ag, a);
+	if (g == NULL)
+		return;
+	idle = r->reason != GS_REL_SUSPENDED;
+	gs_sched_release(g->sched, a->id, r->gpu_ns, idle, now);
+	a->granted = 0;
+	a->gpu_ns += r->gpu_ns;
+	a->held_ns += now - a->grant_at;
+	if (r->reason == GS_REL_SUSPENDED) {
+		a->suspensions++;
+		a->last_evict_ns = r->evict_ns;
+	}
+	set_state(ag, a, idle ? GS_ASTATE_IDLE : GS_ASTATE_WAITING);
+	gpu_step(ag, g, now);
+	update_wakeup(ag);
+}
+
+static void req_status(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_msg rep;
+	struct gs_status *st = &rep.u.status;
+	struct gs_alloc *a;
+	struct gs_error err;
+	size_t start;
+	uint32_t i, n = 0;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_STATUS_REPLY;
+	rep.seq = m->seq;
+	snprintf(st->policy, sizeof(st->policy), "%s",
+		 policy_name(ag->cfg.policy));
+	st->slice_ns = ag->cfg.slice_ns;
+	st->gpus = calloc(ag->ngpus ? ag->ngpus : 1, sizeof(*st->gpus));
+	st->allocs = calloc(gs_alloc_count(ag->allocs) + 1,
+			    sizeof(*st->allocs));
+	if (st->gpus == NULL || st->allocs == NULL) {
+		free(st->gpus);
+		free(st->allocs);
+		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
+		return;
+	}
+	st->ngpus = ag->ngpus;
+	for (i = 0; i < ag->ngpus; i++) {
+		struct gs_gpu *g = &ag->gpus[i];
+		struct gs_gpu_info *gi = &st->gpus[i];
+
+		gi->index = g->d.index;
+		snprintf(gi->uuid, sizeof(gi->uuid), "%s", g->d.uuid);
+		snprintf(gi->name, sizeof(gi->name), "%s", g->d.name);
+		gi->shares_total = g->shares_total;
+		gi->shares_used = g->shares_used;
+		gi->healthy = (uint32_t)g->healthy;
+		gi->drained = (uint32_t)g->drained;
+		gi->simulated = (uint32_t)g->d.simulated;
+		gi->holder = gs_sched_holder(g->sched);
+	}
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (c->uid != 0 && a->uid != c->uid)
+			continue;
+		fill_info(ag, a, &st->allocs[n++]);
+	}
+	st->nallocs = n;
+	/* too many to fit one frame: list fewer */
+	for (;;) {
+		start = c->out.len;
+		if (gs_msg_encode(&rep, &c->out, &err) == 0)
+			break;
+		c->out.len = start;
+		if (err.code != GS_EPROTO || st->nallocs == 0) {
+			reply_err(c, m->seq, err.code, "%s", err.msg);
+			break;
+		}
+		st->nallocs = st->nallocs * 9 / 10;
+		log_warnx("STATUS: listing only %u of %u allocations",
+			  st->nallocs, n);
+	}
+	gs_msg_clear(&rep);
+}
+
+static void req_set(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	uint32_t v = m->u.set.value;
+
+	if (need_root(c, m) < 0)
+		return;
+	a = need_alloc(c, m, m->u.set.id);
+	if (a == NULL)
+		return;
+	g = gpu_of(ag, a);
+	if (m->type == GS_MSG_SET_WEIGHT) {
+		if (v < 1 || v > WEIGHT_MAX) {
+			reply_err(c, m->seq, GS_EINVAL,
+				  "weight must be 1..%u, not %u", WEIGHT_MAX,
+				  v);
+			return;
+		}
+		a->weight = v;
+		if (g != NULL)
+			gs_sched_set_weight(g->sched, a->id, v);
+	} else {
+		if (v > GS_SCHED_PRIO_MAX) {
+			reply_err(c, m->seq, GS_EINVAL,
+				  "priority must be 0..%u, not %u",
+				  GS_SCHED_PRIO_MAX, v);
+			return;
+		}
+		a->priority = v;
+		if (g != NULL)
+			gs_sched_set_priority(g->sched, a->id, v);
+	}
+	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
+	log_info("allocation %llu: %s %u", (unsigned long long)a->id,
+		 m->type == GS_MSG_SET_WEIGHT ? "weight" : "priority", v);
+	if (g != NULL) {
+		gpu_step(ag, g, gs_now_ns());
+		update_wakeup(ag);
+	}
+	reply_ok(c, m->seq);
+}
+
+static void req_drain(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_gpu *g;
+
+	if (need_root(c, m) < 0)
+		return;
+	g = gpu_by_index(c->ag, m->u.drain.gpu);
+	if (g == NULL) {
+		reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this node",
+			  m->u.drain.gpu);
+		return;
+	}
+	g->drained = m->u.drain.on ? 1 : 0;
+	log_info("gpu %d %s", g->d.index,
+		 g->drained ? "drained" : "accepts allocations again");
+	reply_ok(c, m->seq);
+}
+
+static void dispatch(struct gs_conn *c, const struct gs_msg *m)
+{
+	switch (m->type) {
+	case GS_MSG_PING:
+		reply_ok(c, m->seq);
+		break;
+	case GS_MSG_ALLOC_CREATE:
+		req_create(c, m);
+		break;
+	case GS_MSG_ALLOC_CLOSE:
+		req_close(c, m);
+		break;
+	case GS_MSG_ALLOC_LABEL:
+		req_label(c, m);
+		break;
+	case GS_MSG_ATTACH:
+		req_attach(c, m);
+		break;
+	case GS_MSG_TOKEN_WANT:
+		req_want(c, m);
+		break;
+	case GS_MSG_TOKEN_RELEASE:
+		req_release(c, m);
+		break;
+	case GS_MSG_STATUS:
+		req_status(c, m);
+		break;
+	case GS_MSG_SET_WEIGHT:
+	case GS_MSG_SET_PRIORITY:
+		req_set(c, m);
+		break;
+	case GS_MSG_DRAIN:
+		req_drain(c, m);
+		break;
+	default:
+		/* a known type that only the agent sends */
+		reply_err(c, m->seq, GS_EUNSUPP,
+			  "%s is not a request the agent accepts",
+			  gs_msg_type_name(m->type));
+		break;
+	}
+}
+
+/* ---- connections ---- */
+
+static void conn_close(struct gs_conn *c)
+{
+	struct gs_agent *ag = c->ag;
+
+	if (c->alloc != NULL) {
+		struct gs_alloc *a = c->alloc;
+
+		sched_detach(ag, a, gs_now_ns());
+		a->conn = NULL;
+		a->pid = 0;
+		c->alloc = NULL;
+		set_state(ag, a, GS_ASTATE_IDLE);
+		log_info("allocation %llu: job process %d detached",
+			 (unsigned long long)a->id, (int)c->pid);
+	}
+	gs_loop_del_fd(ag->loop, c->fd);
+	close(c->fd);
+	if (c->pass_fd >= 0)
+		close(c->pass_fd);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		ag->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	ag->nconns--;
+	gs_wbuf_free(&c->out);
+	free(c->rbuf);
+	free(c);
+}
+
+/* Handle every whole frame in rbuf.  Returns -1 when the connection must
+ * be closed after its output is written. */
+static int conn_process(struct gs_conn *c)
+{
+	struct gs_frame_hdr h;
+	struct gs_error err;
+	struct gs_msg m;
+	size_t off = 0, used;
+	int rv = 0, r;
+
+	while (c->rlen - off >= GS_FRAME_HDR_SIZE) {
+		if (gs_frame_hdr_decode(c->rbuf + off, c->rlen - off, &h,
+					&err) < 0) {
+			reply_err(c, 0, err.code, "%s", err.msg);
+			rv = -1;
+			break;
+		}
+		if (c->rlen - off - GS_FRAME_HDR_SIZE < h.length) {
+			size_t need = GS_FRAME_HDR_SIZE + h.length;
+
+			if (need > c->rcap) {
+				/* make room for the whole frame */
+				uint8_t *nb;
+
+				if (off > 0) {
+					memmove(c->rbuf, c->rbuf + off,
+						c->rlen - off);
+					c->rlen -= off;
+					off = 0;
+				}
+				nb = realloc(c->rbuf, need);
+				if (nb == NULL) {
+					reply_err(c, h.seq, GS_ENOMEM,
+						  "out of memory");
+					rv = -1;
+					break;
+				}
+				c->rbuf = nb;
+				c->rcap = need;
+			}
+			break;
+		}
+		r = gs_frame_parse(c->rbuf + off, c->rlen - off, &m, &used,
+				   &err);
+		if (r < 0) {
+			reply_err(c, h.seq, err.code, "%s", err.msg);
+			if (err.code != GS_EUNSUPP) {
+				rv = -1;
+				break;
+			}
+			off += GS_FRAME_HDR_SIZE + h.length;
+			continue;
+		}
+		off += used;
+		dispatch(c, &m);
+		gs_msg_clear(&m);
+		if (c->closing)
+			break;
+	}
+	if (off > 0) {
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+	return rv;
+}
+
+static void on_conn(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_conn *c = arg;
+	size_t budget = READ_BUDGET;
+	ssize_t n;
+
+	(void)l;
+	(void)fd;
+	if (events & EPOLLOUT)
+		conn_flush(c);
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+		while (!c->closing && budget > 0) {
+			if (c->rlen == c->rcap) {
+				/* conn_process grows rbuf for big frames;
+				 * a full buffer here holds whole frames */
+				if (conn_process(c) < 0)
+					c->closing = 1;
+				if (c->rlen == c->rcap)
+					break;
+				continue;
+			}
+			n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;
+			if (n <= 0) {
+				/* EOF or error: the peer is gone */
+				conn_close(c);
+				return;
+			}
+			c->rlen += (size_t)n;
+			budget -= (size_t)n < budget ? (size_t)n : budget;
+			if (conn_process(c) < 0)
+				c->closing = 1;
+		}
+	}
+	conn_flush(c);
+	/* a closing connection gets one chance to take its ERROR: waiting
+	 * longer would let a peer that never reads pin the connection */
+	if (c->closing)
+		conn_close(c);
+}
+
+static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_agent *ag = arg;
+	struct gs_error err;
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	struct gs_conn *c;
+	int cfd;
+
+	(void)l;
+	(void)events;
+	for (;;) {
+		cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_warn("accept");
+			return;
+		}
+		if (ag->nconns >= ag->cfg.max_clients) {
+			if (ag->refused_logged++ % 1000 == 0)
+				log_warnx("refusing client: %u connections "
+					  "(max_clients)", ag->nconns);
+			close(cfd);
+			continue;
+		}
+		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+			log_warn("SO_PEERCRED");
+			close(cfd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c != NULL)
+			c->rbuf = malloc(RBUF_INIT);
+		if (c == NULL || c->rbuf == NULL) {
+			log_warnx("out of memory accepting a client");
+			if (c != NULL)
+				free(c);
+			close(cfd);
+			continue;
+		}
+		c->ag = ag;
+		c->fd = cfd;
+		c->uid = cr.uid;
+		c->gid = cr.gid;
+		c->pid = cr.pid;
+		c->rcap = RBUF_INIT;
+		c->pass_fd = -1;
+		gs_wbuf_init(&c->out);
+		if (gs_loop_add_fd(ag->loop, cfd, EPOLLIN | EPOLLRDHUP,
+				   on_conn, c, &err) < 0) {
+			log_warnx("%s", err.msg);
+			free(c->rbuf);
+			free(c);
+			close(cfd);
+			continue;
+		}
+		c->next = ag->conns;
+		if (ag->conns != NULL)
+			ag->conns->prev = c;
+		ag->conns = c;
+		ag->nconns++;
+		log_debug("client pid %d uid %u connected", (int)cr.pid,
+			  (unsigned)cr.uid);
+	}
+}
+
+/* ---- config reload, signals ---- */
+
+static void apply_params(struct gs_agent *ag)
+{
+	struct gs_sched_params p;
+	uint32_t i;
+	uint64_t now = gs_now_ns();
+
+	sched_params_of(&ag->cfg, &p);
+	for (i = 0; i < ag->ngpus; i++) {
+		gs_sched_set_params(ag->gpus[i].sched, &p);
+		gpu_step(ag, &ag->gpus[i], now);
+	}
+	update_wakeup(ag);
+}
+
+static void reload(struct gs_agent *ag)
+{
+	struct gs_agent_config nc;
+	struct gs_error err;
+
+	if (ag->cfg_path == NULL) {
+		log_info("SIGHUP: no configuration file to reload");
+		return;
+	}
+	if (gs_agent_config_load(ag->cfg_path, &nc, &err) < 0) {
+		log_warnx("reload failed, keeping the running configuration: "
+			  "%s", err.msg);
+		return;
+	}
+	if (strcmp(nc.socket, ag->cfg.socket) != 0)
+		log_warnx("reload: socket change needs a restart; keeping %s",
+			  ag->cfg.socket);
+	if (nc.shares_per_gpu != ag->cfg.shares_per_gpu)
+		log_warnx("reload: shares_per_gpu change needs a restart; "
+			  "keeping %u", ag->cfg.shares_per_gpu);
+	if (nc.gpu_source != ag->cfg.gpu_source || nc.nsim != ag->cfg.nsim ||
+	    nc.ngpus != ag->cfg.ngpus)
+		log_warnx("reload: GPU changes need a restart");
+	snprintf(nc.socket, sizeof(nc.socket), "%s", ag->cfg.socket);
+	nc.shares_per_gpu = ag->cfg.shares_per_gpu;
+	nc.gpu_source = ag->cfg.gpu_source;
+	nc.nsim = ag->cfg.nsim;
+	nc.ngpus = ag->cfg.ngpus;
+	memcpy(nc.gpus, ag->cfg.gpus, sizeof(nc.gpus));
+	ag->cfg = nc;
+	log_setverbose(nc.verbose);
+	apply_params(ag);
+	log_info("configuration reloaded: policy %s, slice %.3f ms, grace "
+		 "%.3f ms, escalation %s", policy_name(nc.policy),
+		 (double)nc.slice_ns / 1e6, (double)nc.grace_ns / 1e6,
+		 nc.escalation == GS_ESC_KILL ? "kill" : "hold");
+}
+
+static void on_signal(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_agent *ag = arg;
+	struct signalfd_siginfo si;
+
+	(void)events;
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGHUP:
+			reload(ag);
+			break;
+		case SIGTERM:
+		case SIGINT:
+			log_info("signal %u: shutting down", si.ssi_signo);
+			ag->stopping = 1;
+			gs_loop_stop(l);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* ---- setup ---- */
+
+static int open_socket(struct gs_agent *ag, struct gs_error *err)
+{
+	struct sockaddr_un sa;
+	const char *path = ag->cfg.socket;
+	char dir[sizeof(sa.sun_path)];
+	char *slash;
+	int fd, probe;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return gs_error_set(err, GS_ECONFIG, "socket path too long: %s",
+				    path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash != NULL && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	/* a live agent answers on the socket; a stale file does not */
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0) {
+		if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			return gs_error_set(err, GS_EBUSY,
+					    "another gshared is listening on "
+					    "%s", path);
+		}
+		close(probe);
+	}
+	if (unlink(path) < 0 && errno != ENOENT)
+		return gs_error_errno(err, GS_EIO, "unlink %s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "socket");
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		gs_error_errno(err, GS_EIO, "bind %s", path);
+		goto out_close;
+	}
+	ag->sock_made = 1;
+	/* anyone may connect; SO_PEERCRED decides what they may do */
+	if (chmod(path, 0666) < 0) {
+		gs_error_errno(err, GS_EIO, "chmod %s", path);
+		goto out_close;
+	}
+	if (listen(fd, SOMAXCONN) < 0) {
+		gs_error_errno(err, GS_EIO, "listen %s", path);
+		goto out_close;
+	}
+	ag->lfd = fd;
+	return 0;
+
+out_close:
+	close(fd);
+	return -1;
+}
+
+static int open_signals(struct gs_agent *ag, struct gs_error *err)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return gs_error_errno(err, GS_EIO, "sigprocmask");
+	signal(SIGPIPE, SIG_IGN);
+	ag->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (ag->sfd < 0)
+		return gs_error_errno(err, GS_EIO, "signalfd");
+	return 0;
+}
+
+struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
+			      const char *cfg_path, struct gs_error *err)
+{
+	struct gs_gpu_desc descs[GS_MAX_GPUS];
+	struct gs_sched_params p;
+	struct gs_agent *ag;
+	const char *note = NULL;
+	uint32_t i, n = 0;
+
+	ag = calloc(1, sizeof(*ag));
+	if (ag == NULL) {
+		gs_error_set(err, GS_ENOMEM, "out of memory");
+		return NULL;
+	}
+	ag->cfg = *cfg;
+	ag->lfd = ag->sfd = -1;
+	if (cfg_path != NULL) {
+		ag->cfg_path = strdup(cfg_path);
+		if (ag->cfg_path == NULL) {
+			gs_error_set(err, GS_ENOMEM, "out of memory");
+			goto out_free;
+		}
+	}
+	if (gs_gpu_discover(cfg, descs, &n, &note, err) < 0)
+		goto out_free;
+	if (note != NULL)
+		log_warnx("%s (%s)", note, err->msg);
+	ag->allocs = gs_alloc_table_new();
+	ag->loop = gs_loop_new(err);
+	if (ag->allocs == NULL || ag->loop == NULL) {
+		if (ag->allocs == NULL)
+			gs_error_set(err, GS_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	sched_params_of(cfg, &p);
+	for (i = 0; i < n; i++) {
+		struct gs_gpu *g = &ag->gpus[i];
+
+		g->d = descs[i];
+		g->shares_total = cfg->shares_per_gpu;
+		g->healthy = 1;
+		g->next_ns = UINT64_MAX;
+		g->sched = gs_sched_new(&p);
+		if (g->sched == NULL) {
+			gs_error_set(err, GS_ENOMEM, "out of memory");
+			goto out_free;
+		}
+		ag->ngpus++;
+		log_info("gpu %d: %s %s%s", g->d.index, g->d.uuid, g->d.name,
+			 g->d.simulated ? " (simulated)" : "");
+	}
+	if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
+		log_warn("state_dir %s", cfg->state_dir);
+	if (open_signals(ag, err) < 0)
+		goto out_free;
+	if (open_socket(ag, err) < 0)
+		goto out_free;
+	if (gs_loop_add_fd(ag->loop, ag->lfd, EPOLLIN, on_listen, ag,
+			   err) < 0 ||
+	    gs_loop_add_fd(ag->loop, ag->sfd, EPOLLIN, on_signal, ag,
+			   err) < 0)
+		goto out_free;
+	log_info("listening on %s: %u GPUs, policy %s, slice %.3f ms",
+		 cfg->socket, ag->ngpus, policy_name(cfg->policy),
+		 (double)cfg->slice_ns / 1e6);
+	return ag;
+
+out_free:
+	gs_agent_free(ag);
+	return NULL;
+}
+
+int gs_agent_run(struct gs_agent *ag, struct gs_error *err)
+{
+	return gs_loop_run(ag->loop, err);
+}
+
+void gs_agent_free(struct gs_agent *ag)
+{
+	uint32_t i;
+
+	if (ag == NULL)
+		return;
+	ag->stopping = 1;
+	while (ag->conns != NULL)
+		conn_close(ag->conns);
+	if (ag->lfd >= 0)
+		close(ag->lfd);
+	if (ag->sock_made)
+		unlink(ag->cfg.socket);
+	if (ag->sfd >= 0)
+		close(ag->sfd);
+	for (i = 0; i < ag->ngpus; i++)
+		gs_sched_free(ag->gpus[i].sched);
+	gs_alloc_table_free(ag->allocs);
+	gs_loop_free(ag->loop);
+	free(ag->cfg_path);
+	free(ag);
+}

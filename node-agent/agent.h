@@ -1,0 +1,52 @@
+/*
+ * agent.h — the gshared node agent: listening socket, client connections,
+ * per-GPU schedulers, control pages, signals, all on one gs_loop.
+ *
+ * Other agent modules (accounting, metrics) integrate through:
+ *   gs_agent_loop()   register fds (gs_loop_add_fd) and periodic ticks
+ *                     (gs_loop_add_tick) on the agent's loop;
+ *   gs_agent_allocs() iterate allocations, observe create/state/close
+ *                     (gs_alloc_observe);
+ *   gs_agent_gpu()    per-GPU state, including the scheduler.
+ * Everything runs on the loop's thread.
+ */
+#ifndef GS_AGENT_H
+#define GS_AGENT_H
+
+#include <stdint.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "gpu.h"
+#include "gs_error.h"
+#include "loop.h"
+#include "sched.h"
+
+struct gs_gpu {
+	struct gs_gpu_desc d;
+	uint32_t shares_total;
+	uint32_t shares_used;	/* sum of guaranteed shares placed here */
+	int drained;		/* no new allocations */
+	int healthy;
+	struct gs_sched *sched;
+	uint64_t next_ns;	/* when the scheduler wants a step */
+};
+
+struct gs_agent;
+
+/* Set up everything (GPUs, schedulers, socket, signals) from cfg.
+ * cfg_path is re-read on SIGHUP (NULL: reload keeps the config). */
+struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
+			      const char *cfg_path, struct gs_error *err);
+/* Run until SIGTERM/SIGINT.  Returns 0 on a clean stop. */
+int gs_agent_run(struct gs_agent *ag, struct gs_error *err);
+/* Close clients, remove the socket, free. */
+void gs_agent_free(struct gs_agent *ag);
+
+struct gs_loop *gs_agent_loop(struct gs_agent *ag);
+struct gs_alloc_table *gs_agent_allocs(struct gs_agent *ag);
+const struct gs_agent_config *gs_agent_config(const struct gs_agent *ag);
+uint32_t gs_agent_ngpus(const struct gs_agent *ag);
+struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
+
+#endif /* GS_AGENT_H */

@@ -1,0 +1,235 @@
+/*
+ * alloc.c — allocation table (see alloc.h) and control pages.
+ *
+ * Records live in an array of pointers sorted by id; ids only grow, so
+ * adding appends and lookups are a binary search.  Pointers to records
+ * stay valid until the record is removed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "alloc.h"
+
+#define MAX_OBS 4
+
+struct gs_alloc_table {
+	struct gs_alloc **v;
+	unsigned n, cap;
+	uint64_t next_id;
+	struct {
+		gs_alloc_observer_fn fn;
+		void *ctx;
+	} obs[MAX_OBS];
+	unsigned nobs;
+};
+
+struct gs_alloc_table *gs_alloc_table_new(void)
+{
+	struct gs_alloc_table *t = calloc(1, sizeof(*t));
+
+	if (t != NULL)
+		t->next_id = 1;
+	return t;
+}
+
+static void alloc_free(struct gs_alloc *a)
+{
+	if (a->page != NULL)
+		munmap(a->page, GS_CTL_SIZE);
+	if (a->ctl_fd >= 0)
+		close(a->ctl_fd);
+	free(a);
+}
+
+void gs_alloc_table_free(struct gs_alloc_table *t)
+{
+	unsigned i;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->n; i++)
+		alloc_free(t->v[i]);
+	free(t->v);
+	free(t);
+}
+
+int gs_alloc_observe(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
+		     void *ctx)
+{
+	if (t->nobs == MAX_OBS)
+		return -1;
+	t->obs[t->nobs].fn = fn;
+	t->obs[t->nobs].ctx = ctx;
+	t->nobs++;
+	return 0;
+}
+
+void gs_alloc_notify(struct gs_alloc_table *t, int event,
+		     const struct gs_alloc *a)
+{
+	unsigned i;
+
+	for (i = 0; i < t->nobs; i++)
+		t->obs[i].fn(t->obs[i].ctx, event, a);
+}
+
+struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
+			      const struct gs_alloc_req *req,
+			      uint64_t now_unix_ns)
+{
+	struct gs_alloc *a;
+
+	if (t->n == t->cap) {
+		unsigned cap = t->cap ? t->cap * 2 : 16;
+		struct gs_alloc **v = realloc(t->v, cap * sizeof(*v));
+
+		if (v == NULL)
+			return NULL;
+		t->v = v;
+		t->cap = cap;
+	}
+	a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return NULL;
+	a->id = t->next_id++;
+	a->gpu = req->gpu;
+	a->shares = req->shares;
+	a->weight = req->weight;
+	a->priority = req->priority;
+	a->mode = req->mode;
+	a->uid = req->uid;
+	a->labels = req->labels;
+	a->created_unix_ns = now_unix_ns;
+	a->state = GS_ASTATE_CREATED;
+	a->ctl_fd = -1;
+	t->v[t->n++] = a;
+	gs_alloc_notify(t, GS_AEV_CREATED, a);
+	return a;
+}
+
+static int find_idx(const struct gs_alloc_table *t, uint64_t id)
+{
+	unsigned lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (t->v[mid]->id == id)
+			return (int)mid;
+		if (t->v[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+struct gs_alloc *gs_alloc_get(struct gs_alloc_table *t, uint64_t id)
+{
+	int i = find_idx(t, id);
+
+	return i < 0 ? NULL : t->v[i];
+}
+
+void gs_alloc_remove(struct gs_alloc_table *t, uint64_t id)
+{
+	int i = find_idx(t, id);
+	struct gs_alloc *a;
+
+	if (i < 0)
+		return;
+	a = t->v[i];
+	a->state = GS_ASTATE_CLOSED;
+	gs_alloc_notify(t, GS_AEV_CLOSED, a);
+	memmove(&t->v[i], &t->v[i + 1], (t->n - (unsigned)i - 1) *
+		sizeof(t->v[0]));
+	t->n--;
+	alloc_free(a);
+}
+
+struct gs_alloc *gs_alloc_first(struct gs_alloc_table *t)
+{
+	return t->n ? t->v[0] : NULL;
+}
+
+struct gs_alloc *gs_alloc_next(struct gs_alloc_table *t,
+			       const struct gs_alloc *a)
+{
+	int i = find_idx(t, a->id);
+
+	if (i < 0 || (unsigned)i + 1 >= t->n)
+		return NULL;
+	return t->v[i + 1];
+}
+
+unsigned gs_alloc_count(const struct gs_alloc_table *t)
+{
+	return t->n;
+}
+
+int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
+		       uint64_t now_ns, struct gs_error *err)
+{
+	struct gs_ctlpage *p;
+	int fd;
+
+	fd = memfd_create("gshare-ctl", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "memfd_create");
+	if (ftruncate(fd, GS_CTL_SIZE) < 0) {
+		gs_error_errno(err, GS_EIO, "ftruncate(control page)");
+		goto out_close;
+	}
+	p = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0);
+	if (p == MAP_FAILED) {
+		gs_error_errno(err, GS_EIO, "mmap(control page)");
+		goto out_close;
+	}
+	memset(p, 0, GS_CTL_SIZE);
+	p->alloc_id = a->id;
+	p->page_size = GS_CTL_SIZE;
+	p->gpu_index = gpu_index;
+	p->created_ns = now_ns;
+	p->version = GS_CTL_VERSION;
+	__atomic_store_n(&p->magic, GS_CTL_MAGIC, __ATOMIC_RELEASE);
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+		  F_SEAL_SEAL) < 0) {
+		gs_error_errno(err, GS_EIO, "F_ADD_SEALS(control page)");
+		munmap(p, GS_CTL_SIZE);
+		goto out_close;
+	}
+	a->ctl_fd = fd;
+	a->page = p;
+	return 0;
+
+out_close:
+	close(fd);
+	return -1;
+}
+
+void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = a->id;
+	out->gpu = a->gpu;
+	out->shares = a->shares;
+	out->weight = a->weight;
+	out->priority = a->priority;
+	out->mode = a->mode;
+	out->uid = a->uid;
+	out->state = a->state;
+	out->pid = (uint32_t)a->pid;
+	out->labels = a->labels;
+	out->created_unix_ns = a->created_unix_ns;
+	out->gpu_ns = a->gpu_ns;
+	out->held_ns = a->held_ns;
+	out->suspensions = a->suspensions;
+	if (a->page != NULL)
+		out->block_tasks = __atomic_load_n(&a->page->block_tasks,
+						    __ATOMIC_ACQUIRE);
+}

@@ -1,0 +1,95 @@
+/*
+ * alloc.h — gshared's allocation table.
+ *
+ * One record per allocation from ALLOC_CREATE to ALLOC_CLOSE, kept in id
+ * order (ids are never reused within one agent run).  The table only
+ * stores; the agent (agent.c) enforces admission and permissions and the
+ * scheduler keeps the policy state.  Observers are told about creation,
+ * state changes and closing (the accounting store hooks in here).
+ * Iterate with gs_alloc_first/gs_alloc_next; do not add or remove
+ * allocations while iterating.
+ */
+#ifndef GS_AGENT_ALLOC_H
+#define GS_AGENT_ALLOC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gs_ctlpage.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+
+struct gs_conn;
+
+struct gs_alloc {
+	uint64_t id;
+	int32_t gpu;		/* index into the agent's GPU table */
+	uint32_t shares, weight, priority, mode, uid;
+	struct gs_labels labels;
+	uint64_t created_unix_ns;
+	uint32_t state;		/* enum gs_alloc_state */
+
+	/* attachment: the job process's connection (NULL: none) */
+	struct gs_conn *conn;
+	pid_t pid;		/* from SO_PEERCRED at attach, 0: none */
+	int ctl_fd;		/* memfd of the control page, -1: none yet */
+	struct gs_ctlpage *page;	/* agent's own mapping */
+
+	/* token bookkeeping */
+	uint64_t grant_gen;	/* last generation granted */
+	int granted;		/* a grant is outstanding (no release yet) */
+	uint64_t grant_at;	/* CLOCK_MONOTONIC of the last grant */
+
+	/* usage, as the agent saw it */
+	uint64_t gpu_ns;	/* sum of RELEASE gpu_ns */
+	uint64_t held_ns;	/* grant → release */
+	uint64_t suspensions;	/* releases after a suspend */
+	uint64_t escalations;
+	uint64_t last_evict_ns;
+};
+
+enum gs_alloc_event {
+	GS_AEV_CREATED = 1,
+	GS_AEV_STATE = 2,	/* state, attachment or weights changed */
+	GS_AEV_CLOSED = 3,	/* called before the record is freed */
+};
+
+typedef void (*gs_alloc_observer_fn)(void *ctx, int event,
+				     const struct gs_alloc *a);
+
+struct gs_alloc_table;
+
+struct gs_alloc_table *gs_alloc_table_new(void);
+/* Frees every record (unmaps pages, closes fds); no observer calls. */
+void gs_alloc_table_free(struct gs_alloc_table *t);
+
+/* Up to 4 observers. */
+int gs_alloc_observe(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
+		     void *ctx);
+void gs_alloc_notify(struct gs_alloc_table *t, int event,
+		     const struct gs_alloc *a);
+
+/* New record with the next id, fields from req (weight already
+ * resolved by the caller); state CREATED.  NULL on out of memory. */
+struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
+			      const struct gs_alloc_req *req,
+			      uint64_t now_unix_ns);
+/* Borrowed, or NULL. */
+struct gs_alloc *gs_alloc_get(struct gs_alloc_table *t, uint64_t id);
+/* Notify CLOSED, unmap/close the page, free the record. */
+void gs_alloc_remove(struct gs_alloc_table *t, uint64_t id);
+
+struct gs_alloc *gs_alloc_first(struct gs_alloc_table *t);
+struct gs_alloc *gs_alloc_next(struct gs_alloc_table *t,
+			       const struct gs_alloc *a);
+unsigned gs_alloc_count(const struct gs_alloc_table *t);
+
+/* Create the control page for a (memfd, GS_CTL_SIZE, header written,
+ * sealed against resizing), map it in a->page. */
+int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
+		       uint64_t now_ns, struct gs_error *err);
+
+/* Fill the wire view of a. */
+void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out);
+
+#endif /* GS_AGENT_ALLOC_H */

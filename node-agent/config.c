@@ -1,0 +1,254 @@
+/*
+ * config.c — load and print gshared's YAML configuration.
+ *
+ * Scalars go through the key table; `gpus` through gpus_entry(); checks
+ * that span several keys run once at the end (validate()).  Nothing here
+ * touches the system: discovery happens later, in gpu.c.
+ */
+#include <string.h>
+
+#include "config.h"
+#include "gs_log.h"
+#include "sched.h"
+
+static const char *const policy_names[] = { "wfq", "priority",
+					    "dynamic-priority", NULL };
+static const char *const escalation_names[] = { "hold", "kill", NULL };
+static const char *const log_names[] = { "stderr", "syslog", "file", NULL };
+
+#define C struct gs_agent_config
+const struct gs_cfg_key gs_agent_keys[] = {
+	GS_CFG_KEY_STRING("socket", C, socket, 1, GS_DEFAULT_SOCKET,
+			  "Unix socket clients connect to"),
+	GS_CFG_KEY_STRING("state_dir", C, state_dir, 1, "/var/lib/gshare",
+			  "directory for the agent's durable state"),
+	GS_CFG_KEY_UINT("shares_per_gpu", C, shares_per_gpu, 1, 10000, "100",
+			"guaranteed shares one GPU is divided into"),
+	GS_CFG_KEY_ENUM("policy", C, policy, policy_names, "wfq",
+			"scheduling policy"),
+	GS_CFG_KEY_DURATION("slice", C, slice_ns, 100 * GS_NS_PER_US,
+			    10 * GS_NS_PER_S, "4ms",
+			    "token slice length"),
+	GS_CFG_KEY_DURATION("grace", C, grace_ns, GS_NS_PER_MS,
+			    60 * GS_NS_PER_S, "100ms",
+			    "time a holder has to release after a suspend"),
+	GS_CFG_KEY_ENUM("escalation", C, escalation, escalation_names, "hold",
+			"what happens to a holder that overruns the grace"),
+	GS_CFG_KEY_DURATION("aging", C, aging_ns, 0, 3600 * GS_NS_PER_S, "0",
+			    "dynamic-priority: wait per class boost "
+			    "(0: one slice)"),
+	GS_CFG_KEY_ENUM("log", C, log, log_names, "syslog",
+			"log target (-d logs to stderr)"),
+	GS_CFG_KEY_STRING("log_file", C, log_file, 0, NULL,
+			  "log file when log: file"),
+	GS_CFG_KEY_BOOL("verbose", C, verbose, "false", "debug logging"),
+	GS_CFG_KEY_UINT("max_clients", C, max_clients, 1, 100000, "4096",
+			"simultaneous client connections"),
+	GS_CFG_KEY_END,
+};
+
+struct gpu_item {
+	uint32_t index;
+	char uuid[GS_UUID_MAX];
+	char name[GS_LABEL_MAX];
+};
+
+static const struct gs_cfg_key gpu_keys[] = {
+	GS_CFG_KEY_UINT("index", struct gpu_item, index, 0, GS_MAX_GPUS - 1,
+			NULL, "GPU index"),
+	GS_CFG_KEY_STRING("uuid", struct gpu_item, uuid, 1, NULL, "GPU UUID"),
+	GS_CFG_KEY_STRING("name", struct gpu_item, name, 0, NULL,
+			  "GPU model name"),
+	GS_CFG_KEY_END,
+};
+
+struct sim_item {
+	uint32_t simulated;
+};
+
+static const struct gs_cfg_key sim_keys[] = {
+	GS_CFG_KEY_UINT("simulated", struct sim_item, simulated, 1,
+			GS_MAX_GPUS, "1", "number of simulated GPUs"),
+	GS_CFG_KEY_END,
+};
+#undef C
+
+static int gpus_list(struct gs_agent_config *c, const struct gs_ynode *seq,
+		     const char *file, struct gs_error *err)
+{
+	const struct gs_ynode *it;
+	struct gpu_item g;
+	uint32_t i;
+
+	c->gpu_source = GS_GPUS_LIST;
+	c->ngpus = 0;
+	for (it = seq->child; it != NULL; it = it->next) {
+		if (c->ngpus == GS_MAX_GPUS)
+			return gs_error_set(err, GS_ECONFIG,
+					    "%s:%d: gpus: more than %d GPUs",
+					    file, it->line, GS_MAX_GPUS);
+		memset(&g, 0, sizeof(g));
+		g.index = c->ngpus;
+		if (gs_cfg_apply_yaml(gpu_keys, &g, it, file, NULL, NULL,
+				      err) < 0)
+			return -1;
+		if (gs_ynode_get(it, "uuid") == NULL)
+			return gs_error_set(err, GS_ECONFIG,
+					    "%s:%d: gpus: uuid: missing",
+					    file, it->line);
+		for (i = 0; i < c->ngpus; i++) {
+			if (c->gpus[i].index == g.index)
+				return gs_error_set(err, GS_ECONFIG,
+						    "%s:%d: gpus: index %u "
+						    "listed twice", file,
+						    it->line, g.index);
+			if (strcmp(c->gpus[i].uuid, g.uuid) == 0)
+				return gs_error_set(err, GS_ECONFIG,
+						    "%s:%d: gpus: uuid %s "
+						    "listed twice", file,
+						    it->line, g.uuid);
+		}
+		c->gpus[c->ngpus].index = g.index;
+		memcpy(c->gpus[c->ngpus].uuid, g.uuid, sizeof(g.uuid));
+		memcpy(c->gpus[c->ngpus].name, g.name, sizeof(g.name));
+		c->ngpus++;
+	}
+	if (c->ngpus == 0)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s:%d: gpus: empty list", file,
+				    seq->line);
+	return 0;
+}
+
+/* The `gpus` key: scalar nvml/auto, {simulated: N}, or a list. */
+static int gpus_entry(void *ctx, const struct gs_ynode *e, const char *file,
+		      struct gs_error *err)
+{
+	struct gs_agent_config *c = ctx;
+	struct sim_item s;
+
+	if (strcmp(e->key, "gpus") != 0)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s:%d: %s: unknown key", file,
+				    e->key_line, e->key);
+	switch (e->kind) {
+	case GS_YNODE_SCALAR:
+		if (strcmp(e->value, "nvml") == 0) {
+			c->gpu_source = GS_GPUS_NVML;
+			return 0;
+		}
+		if (strcmp(e->value, "auto") == 0) {
+			c->gpu_source = GS_GPUS_AUTO;
+			return 0;
+		}
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s:%d: gpus: '%s' is not one of: nvml, "
+				    "auto, {simulated: N}, a list of GPUs",
+				    file, e->key_line, e->value);
+	case GS_YNODE_MAP:
+		s.simulated = 1;
+		if (gs_cfg_apply_yaml(sim_keys, &s, e, file, NULL, NULL,
+				      err) < 0)
+			return -1;
+		if (gs_ynode_get(e, "simulated") == NULL)
+			return gs_error_set(err, GS_ECONFIG,
+					    "%s:%d: gpus: expected "
+					    "simulated: N", file, e->line);
+		c->gpu_source = GS_GPUS_SIM;
+		c->nsim = s.simulated;
+		return 0;
+	default:
+		return gpus_list(c, e, file, err);
+	}
+}
+
+void gs_agent_config_defaults(struct gs_agent_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (gs_cfg_defaults(gs_agent_keys, c, NULL) < 0)
+		fatalx("built-in configuration defaults do not parse");
+	c->gpu_source = GS_GPUS_NVML;
+	c->nsim = 0;
+}
+
+static int validate(const struct gs_agent_config *c, const char *file,
+		    struct gs_error *err)
+{
+	if (c->log == 2 && c->log_file[0] == '\0')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: log_file: required with log: file",
+				    file);
+	if (c->log != 2 && c->log_file[0] != '\0')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: log_file: only valid with log: file",
+				    file);
+	if (c->socket[0] != '/')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: socket: must be an absolute path",
+				    file);
+	if (c->state_dir[0] != '/')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: state_dir: must be an absolute path",
+				    file);
+	if (c->grace_ns < c->slice_ns / 4)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: grace: must be at least a quarter "
+				    "of the slice", file);
+	return 0;
+}
+
+int gs_agent_config_load(const char *path, struct gs_agent_config *c,
+			 struct gs_error *err)
+{
+	struct gs_agent_config t;
+	struct gs_ynode *root = NULL;
+	int rv = -1;
+
+	gs_agent_config_defaults(&t);
+	if (gs_yaml_load_file(path, &root, err) < 0)
+		return -1;
+	if (gs_cfg_apply_yaml(gs_agent_keys, &t, root, path, gpus_entry, &t,
+			      err) < 0)
+		goto out_free;
+	if (validate(&t, path, err) < 0)
+		goto out_free;
+	*c = t;
+	rv = 0;
+out_free:
+	gs_ynode_free(root);
+	return rv;
+}
+
+int gs_agent_config_print(const struct gs_agent_config *c, FILE *f)
+{
+	struct gpu_item g;
+	uint32_t i;
+
+	if (gs_cfg_print(gs_agent_keys, c, GS_CFG_YAML, NULL, f) < 0)
+		return -1;
+	switch (c->gpu_source) {
+	case GS_GPUS_NVML:
+		fprintf(f, "gpus: nvml\n");
+		break;
+	case GS_GPUS_AUTO:
+		fprintf(f, "gpus: auto\n");
+		break;
+	case GS_GPUS_SIM:
+		fprintf(f, "gpus:\n  simulated: %u\n", c->nsim);
+		break;
+	default:
+		fprintf(f, "gpus:\n");
+		for (i = 0; i < c->ngpus; i++) {
+			memset(&g, 0, sizeof(g));
+			g.index = c->gpus[i].index;
+			memcpy(g.uuid, c->gpus[i].uuid, sizeof(g.uuid));
+			memcpy(g.name, c->gpus[i].name, sizeof(g.name));
+			fprintf(f, "  -\n");
+			if (gs_cfg_print(gpu_keys, &g, GS_CFG_YAML, "    ",
+					 f) < 0)
+				return -1;
+		}
+		break;
+	}
+	return ferror(f) ? -1 : 0;
+}

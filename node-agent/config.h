@@ -1,0 +1,64 @@
+/*
+ * config.h — gshared's configuration (/etc/gshare/gshare.yaml).
+ *
+ * Parsed with the shared table code (common/gs_config.h): every scalar key
+ * is one row of gs_agent_keys, defaults live only there, unknown keys and
+ * bad values are errors with file:line.  `gpus` is the one structured key:
+ *   gpus: nvml              discover with NVML (default)
+ *   gpus: auto              NVML when it loads, else one simulated GPU
+ *   gpus: {simulated: N}    N simulated GPUs (1..64)
+ *   gpus: [{index: 0, uuid: GPU-..., name: ...}, ...]   explicit list
+ * gs_agent_config_print writes a normalized file that loads back to the
+ * same struct.
+ */
+#ifndef GS_AGENT_CONFIG_H
+#define GS_AGENT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gs_config.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+
+#define GS_MAX_GPUS 64
+
+enum gs_gpu_source { GS_GPUS_NVML = 0, GS_GPUS_AUTO = 1, GS_GPUS_SIM = 2,
+		     GS_GPUS_LIST = 3 };
+
+struct gs_gpu_conf {
+	uint32_t index;
+	char uuid[GS_UUID_MAX];
+	char name[GS_LABEL_MAX];
+};
+
+struct gs_agent_config {
+	char socket[108];
+	char state_dir[256];
+	uint32_t shares_per_gpu;
+	uint32_t policy;	/* enum gs_policy */
+	uint64_t slice_ns;
+	uint64_t grace_ns;
+	uint32_t escalation;	/* enum gs_escalation */
+	uint64_t aging_ns;	/* 0: one slice */
+	uint32_t log;		/* enum gs_log_target */
+	char log_file[256];
+	int verbose;
+	uint32_t max_clients;
+
+	uint32_t gpu_source;	/* enum gs_gpu_source */
+	uint32_t nsim;		/* GS_GPUS_SIM */
+	uint32_t ngpus;		/* GS_GPUS_LIST */
+	struct gs_gpu_conf gpus[GS_MAX_GPUS];
+};
+
+extern const struct gs_cfg_key gs_agent_keys[];
+
+/* Defaults only (no file). */
+void gs_agent_config_defaults(struct gs_agent_config *c);
+/* Defaults, then the file.  GS_ECONFIG "file:line: key: message". */
+int gs_agent_config_load(const char *path, struct gs_agent_config *c,
+			 struct gs_error *err);
+int gs_agent_config_print(const struct gs_agent_config *c, FILE *f);
+
+#endif /* GS_AGENT_CONFIG_H */

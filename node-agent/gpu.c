@@ -1,0 +1,169 @@
+/*
+ * gpu.c — GPU discovery.  NVML is opened with dlopen("libnvidia-ml.so.1")
+ * so gshared has no link-time or header dependency on the driver: the few
+ * entry points used are declared here by hand (types as in the NVML API:
+ * nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer).
+ * Discovery runs once at start-up, before the event loop, so its blocking
+ * calls do not stall clients.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu.h"
+
+typedef int nvml_ret;
+typedef struct nvml_device *nvml_dev;
+
+#define NVML_SUCCESS 0
+#define NVML_BUF 96
+
+struct nvml {
+	void *h;
+	nvml_ret (*init)(void);
+	nvml_ret (*shutdown)(void);
+	const char *(*error_string)(nvml_ret);
+	nvml_ret (*count)(unsigned int *);
+	nvml_ret (*by_index)(unsigned int, nvml_dev *);
+	nvml_ret (*uuid)(nvml_dev, char *, unsigned int);
+	nvml_ret (*name)(nvml_dev, char *, unsigned int);
+};
+
+static const char *nv_err(const struct nvml *nv, nvml_ret r)
+{
+	return nv->error_string ? nv->error_string(r) : "unknown NVML error";
+}
+
+#define NVML_SYM(nv, field, sym)                                             \
+	do {                                                                 \
+		*(void **)(&(nv)->field) = dlsym((nv)->h, sym);              \
+		if ((nv)->field == NULL)                                     \
+			missing = sym;                                       \
+	} while (0)
+
+static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
+			 struct gs_error *err)
+{
+	struct nvml nv;
+	const char *missing = NULL;
+	unsigned int cnt = 0, i;
+	nvml_ret r;
+	int rv = -1;
+
+	memset(&nv, 0, sizeof(nv));
+	nv.h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (nv.h == NULL)
+		return gs_error_set(err, GS_EIO, "NVML not available: %s",
+				    dlerror());
+	NVML_SYM(&nv, init, "nvmlInit_v2");
+	NVML_SYM(&nv, shutdown, "nvmlShutdown");
+	NVML_SYM(&nv, error_string, "nvmlErrorString");
+	NVML_SYM(&nv, count, "nvmlDeviceGetCount_v2");
+	NVML_SYM(&nv, by_index, "nvmlDeviceGetHandleByIndex_v2");
+	NVML_SYM(&nv, uuid, "nvmlDeviceGetUUID");
+	NVML_SYM(&nv, name, "nvmlDeviceGetName");
+	if (missing != NULL) {
+		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
+		goto out_close;
+	}
+	r = nv.init();
+	if (r != NVML_SUCCESS) {
+		gs_error_set(err, GS_EIO, "nvmlInit: %s", nv_err(&nv, r));
+		goto out_close;
+	}
+	r = nv.count(&cnt);
+	if (r != NVML_SUCCESS) {
+		gs_error_set(err, GS_EIO, "nvmlDeviceGetCount: %s",
+			     nv_err(&nv, r));
+		goto out_shutdown;
+	}
+	if (cnt == 0) {
+		gs_error_set(err, GS_EIO, "NVML found no GPUs");
+		goto out_shutdown;
+	}
+	if (cnt > GS_MAX_GPUS)
+		cnt = GS_MAX_GPUS;
+	for (i = 0; i < cnt; i++) {
+		char buf[NVML_BUF];
+		nvml_dev d;
+
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].index = (int32_t)i;
+		r = nv.by_index(i, &d);
+		if (r != NVML_SUCCESS) {
+			gs_error_set(err, GS_EIO,
+				     "nvmlDeviceGetHandleByIndex(%u): %s", i,
+				     nv_err(&nv, r));
+			goto out_shutdown;
+		}
+		memset(buf, 0, sizeof(buf));
+		r = nv.uuid(d, buf, sizeof(buf));
+		if (r != NVML_SUCCESS) {
+			gs_error_set(err, GS_EIO, "nvmlDeviceGetUUID(%u): %s",
+				     i, nv_err(&nv, r));
+			goto out_shutdown;
+		}
+		snprintf(out[i].uuid, sizeof(out[i].uuid), "%.*s",
+			 (int)sizeof(out[i].uuid) - 1, buf);
+		memset(buf, 0, sizeof(buf));
+		if (nv.name(d, buf, sizeof(buf)) == NVML_SUCCESS)
+			snprintf(out[i].name, sizeof(out[i].name), "%.*s",
+				 (int)sizeof(out[i].name) - 1, buf);
+	}
+	*n = cnt;
+	rv = 0;
+out_shutdown:
+	nv.shutdown();
+out_close:
+	dlclose(nv.h);
+	return rv;
+}
+
+static void simulated(uint32_t count, struct gs_gpu_desc *out, uint32_t *n)
+{
+	uint32_t i;
+
+	for (i = 0; i < count && i < GS_MAX_GPUS; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].index = (int32_t)i;
+		snprintf(out[i].uuid, sizeof(out[i].uuid),
+			 "SIM-00000000-0000-0000-0000-%012u", i);
+		snprintf(out[i].name, sizeof(out[i].name), "simulated GPU");
+		out[i].simulated = 1;
+	}
+	*n = i;
+}
+
+int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
+		    uint32_t *n, const char **note, struct gs_error *err)
+{
+	uint32_t i;
+
+	if (note != NULL)
+		*note = NULL;
+	switch (c->gpu_source) {
+	case GS_GPUS_SIM:
+		simulated(c->nsim, out, n);
+		return 0;
+	case GS_GPUS_LIST:
+		for (i = 0; i < c->ngpus; i++) {
+			memset(&out[i], 0, sizeof(out[i]));
+			out[i].index = (int32_t)c->gpus[i].index;
+			memcpy(out[i].uuid, c->gpus[i].uuid,
+			       sizeof(out[i].uuid));
+			memcpy(out[i].name, c->gpus[i].name,
+			       sizeof(out[i].name));
+		}
+		*n = c->ngpus;
+		return 0;
+	case GS_GPUS_AUTO:
+		if (nvml_discover(out, n, err) == 0)
+			return 0;
+		if (note != NULL)
+			*note = "NVML found no GPU; using one simulated GPU";
+		simulated(1, out, n);
+		return 0;
+	default:
+		return nvml_discover(out, n, err);
+	}
+}

@@ -1,0 +1,371 @@
+/*
+ * gsharectl.c — command-line control of the node agent.
+ *
+ *   gsharectl [-s socket] [-t ms] status [--json]
+ *   gsharectl set-weight ALLOC N
+ *   gsharectl set-priority ALLOC N|low|normal|high
+ *   gsharectl drain GPU | undrain GPU
+ *   gsharectl create --shares N [--gpu G] [--weight W] [--priority P]
+ *                    [--mode time|space] [--uid U] [--job J] [--step S]
+ *   gsharectl close ALLOC
+ *   gsharectl ping
+ *
+ * The socket is -s, else $GSHARE_SOCKET, else the default.  Exit status:
+ * 0 success, 1 the agent refused or failed, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_config.h"
+
+static const char *prog = "gsharectl";
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: gsharectl [-s socket] [-t timeout_ms] command\n"
+		"  status [--json]            allocations per GPU\n"
+		"  set-weight ALLOC N         change an allocation's weight\n"
+		"  set-priority ALLOC P       0..31 or low|normal|high\n"
+		"  drain GPU | undrain GPU    stop / resume new allocations\n"
+		"  create --shares N [--gpu G] [--weight W] [--priority P]\n"
+		"         [--mode time|space] [--uid U] [--job J] [--step S]\n"
+		"  close ALLOC                close an allocation\n"
+		"  ping                       check that the agent answers\n");
+	exit(2);
+}
+
+static int die(const struct gs_error *err)
+{
+	fprintf(stderr, "%s: %s\n", prog, err->msg);
+	return 1;
+}
+
+static uint64_t num(const char *what, const char *s, uint64_t max)
+{
+	uint64_t v;
+
+	if (gs_cfg_parse_uint(s, &v) < 0 || v > max) {
+		fprintf(stderr, "%s: %s: '%s' is not a number in 0..%" PRIu64
+			"\n", prog, what, s, max);
+		exit(2);
+	}
+	return v;
+}
+
+static uint32_t prio_arg(const char *s)
+{
+	uint32_t p;
+
+	if (gs_priority_parse(s, &p) == 0)
+		return p;
+	return (uint32_t)num("priority", s, 1000000);
+}
+
+static void fmt_sec(char *buf, size_t len, uint64_t ns)
+{
+	snprintf(buf, len, "%.3f", (double)ns / 1e9);
+}
+
+static void json_str(const char *s)
+{
+	const unsigned char *p;
+
+	putchar('"');
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void json_labels(const struct gs_labels *l)
+{
+	static const char *const names[] = { "cluster", "job", "step",
+					     "node", "namespace", "pod",
+					     "container", "user", "account" };
+	const char *vals[] = { l->cluster, l->job, l->step, l->node, l->ns,
+			       l->pod, l->container, l->user, l->account };
+	size_t i;
+
+	printf("{");
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		printf("%s\"%s\": ", i ? ", " : "", names[i]);
+		json_str(vals[i]);
+	}
+	printf("}");
+}
+
+static void print_json(const struct gs_status *st)
+{
+	uint32_t i;
+
+	printf("{\"policy\": ");
+	json_str(st->policy);
+	printf(", \"slice_ns\": %" PRIu64 ", \"gpus\": [", st->slice_ns);
+	for (i = 0; i < st->ngpus; i++) {
+		const struct gs_gpu_info *g = &st->gpus[i];
+
+		printf("%s{\"index\": %d, \"uuid\": ", i ? ", " : "", g->index);
+		json_str(g->uuid);
+		printf(", \"name\": ");
+		json_str(g->name);
+		printf(", \"shares_total\": %u, \"shares_used\": %u, "
+		       "\"healthy\": %s, \"drained\": %s, \"simulated\": %s, "
+		       "\"holder\": %" PRIu64 "}", g->shares_total,
+		       g->shares_used, g->healthy ? "true" : "false",
+		       g->drained ? "true" : "false",
+		       g->simulated ? "true" : "false", g->holder);
+	}
+	printf("], \"allocations\": [");
+	for (i = 0; i < st->nallocs; i++) {
+		const struct gs_alloc_info *a = &st->allocs[i];
+
+		printf("%s{\"id\": %" PRIu64 ", \"gpu\": %d, \"gpu_uuid\": ",
+		       i ? ", " : "", a->id, a->gpu);
+		json_str(a->gpu_uuid);
+		printf(", \"shares\": %u, \"weight\": %u, \"priority\": %u, "
+		       "\"mode\": \"%s\", \"uid\": %u, \"state\": \"%s\", "
+		       "\"pid\": %u, \"created_unix_ns\": %" PRIu64
+		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
+		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
+		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"labels\": ",
+		       a->shares, a->weight, a->priority,
+		       gs_mode_name(a->mode), a->uid,
+		       gs_alloc_state_name(a->state), a->pid,
+		       a->created_unix_ns, a->gpu_ns, a->held_ns,
+		       a->suspensions, a->block_tasks, a->vtime_ns);
+		json_labels(&a->labels);
+		printf("}");
+	}
+	printf("]}\n");
+}
+
+static const char *owner_label(const struct gs_alloc_info *a, char *buf,
+			       size_t len)
+{
+	if (a->labels.job[0] != '\0')
+		snprintf(buf, len, "job %s%s%s", a->labels.job,
+			 a->labels.step[0] ? "." : "", a->labels.step);
+	else if (a->labels.pod[0] != '\0')
+		snprintf(buf, len, "pod %s/%s", a->labels.ns, a->labels.pod);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+static void print_table(const struct gs_status *st)
+{
+	char slice[32], g1[32], g2[32], own[256], prio[16];
+	uint32_t i, j, shown;
+
+	gs_cfg_format_duration(st->slice_ns, slice, sizeof(slice));
+	printf("policy %s, slice %s\n", st->policy, slice);
+	for (i = 0; i < st->ngpus; i++) {
+		const struct gs_gpu_info *g = &st->gpus[i];
+
+		printf("\nGPU %d  %s  %s%s  shares %u/%u%s%s  holder ",
+		       g->index, g->uuid, g->name,
+		       g->simulated ? "" : "", g->shares_used,
+		       g->shares_total, g->drained ? "  DRAINED" : "",
+		       g->healthy ? "" : "  UNHEALTHY");
+		if (g->holder)
+			printf("%" PRIu64 "\n", g->holder);
+		else
+			printf("-\n");
+		shown = 0;
+		for (j = 0; j < st->nallocs; j++) {
+			const struct gs_alloc_info *a = &st->allocs[j];
+
+			if (a->gpu != g->index)
+				continue;
+			if (shown++ == 0)
+				printf("  %6s %6s %6s %6s %6s %5s %-10s %12s "
+				       "%10s %10s %8s  %s\n", "ALLOC", "UID",
+				       "SHARES", "WEIGHT", "PRIO", "MODE",
+				       "STATE", "VTIME(ms)", "GPU(s)",
+				       "HELD(s)", "SUSP", "OWNER");
+			fmt_sec(g1, sizeof(g1), a->gpu_ns);
+			fmt_sec(g2, sizeof(g2), a->held_ns);
+			if (a->priority <= 2)
+				snprintf(prio, sizeof(prio), "%s",
+					 gs_priority_name(a->priority));
+			else
+				snprintf(prio, sizeof(prio), "%u",
+					 a->priority);
+			printf("  %6" PRIu64 " %6u %6u %6u %6s %5s %-10s "
+			       "%12.3f %10s %10s %8" PRIu64 "  %s\n", a->id,
+			       a->uid, a->shares, a->weight, prio,
+			       gs_mode_name(a->mode),
+			       gs_alloc_state_name(a->state),
+			       (double)a->vtime_ns / 1e6, g1, g2,
+			       a->suspensions,
+			       owner_label(a, own, sizeof(own)));
+		}
+		if (shown == 0)
+			printf("  (no allocations%s)\n",
+			       getuid() == 0 ? "" : " of yours");
+	}
+}
+
+static int cmd_create(struct gs_client *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "shares", required_argument, NULL, 'S' },
+		{ "gpu", required_argument, NULL, 'g' },
+		{ "weight", required_argument, NULL, 'w' },
+		{ "priority", required_argument, NULL, 'p' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "job", required_argument, NULL, 'j' },
+		{ "step", required_argument, NULL, 'x' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct gs_error err;
+	int ch;
+
+	memset(&req, 0, sizeof(req));
+	req.gpu = -1;
+	req.priority = GS_PRIO_NORMAL;
+	req.uid = (uint32_t)getuid();
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'S':
+			req.shares = (uint32_t)num("shares", optarg, 100000);
+			break;
+		case 'g':
+			req.gpu = (int32_t)num("gpu", optarg, 1023);
+			break;
+		case 'w':
+			req.weight = (uint32_t)num("weight", optarg,
+						   100000000);
+			break;
+		case 'p':
+			req.priority = prio_arg(optarg);
+			break;
+		case 'm':
+			if (gs_mode_parse(optarg, &req.mode) < 0) {
+				fprintf(stderr, "%s: mode: '%s' is not time "
+					"or space\n", prog, optarg);
+				return 2;
+			}
+			break;
+		case 'u':
+			req.uid = (uint32_t)num("uid", optarg, UINT32_MAX);
+			break;
+		case 'j':
+			snprintf(req.labels.job, sizeof(req.labels.job), "%s",
+				 optarg);
+			break;
+		case 'x':
+			snprintf(req.labels.step, sizeof(req.labels.step),
+				 "%s", optarg);
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || req.shares == 0)
+		usage();
+	if (gs_client_alloc_create(c, &req, &info, &err) < 0)
+		return die(&err);
+	printf("%" PRIu64 "\n", info.id);
+	return 0;
+}
+
+int main(int argc, char *argv[])
+{
+	struct gs_client *c = NULL;
+	struct gs_status *st = NULL;
+	struct gs_alloc_info info;
+	struct gs_error err;
+	const char *sock = getenv(GS_ENV_SOCKET);
+	const char *cmd;
+	int ch, timeout = 5000, rv = 0;
+
+	while ((ch = getopt(argc, argv, "+hs:t:")) != -1) {
+		switch (ch) {
+		case 's':
+			sock = optarg;
+			break;
+		case 't':
+			timeout = (int)num("timeout", optarg, 3600000);
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		usage();
+	cmd = argv[0];
+	if (gs_client_connect(sock, timeout, &c, &err) < 0)
+		return die(&err);
+	if (strcmp(cmd, "status") == 0) {
+		int json = argc == 2 && strcmp(argv[1], "--json") == 0;
+
+		if (argc > 2 || (argc == 2 && !json))
+			usage();
+		if (gs_client_status(c, &st, &err) < 0) {
+			rv = die(&err);
+		} else {
+			if (json)
+				print_json(st);
+			else
+				print_table(st);
+			gs_status_free(st);
+		}
+	} else if (strcmp(cmd, "set-weight") == 0 && argc == 3) {
+		if (gs_client_set_weight(c, num("allocation", argv[1],
+						UINT64_MAX),
+					 (uint32_t)num("weight", argv[2],
+						       UINT32_MAX), &err) < 0)
+			rv = die(&err);
+	} else if (strcmp(cmd, "set-priority") == 0 && argc == 3) {
+		if (gs_client_set_priority(c, num("allocation", argv[1],
+						  UINT64_MAX),
+					   prio_arg(argv[2]), &err) < 0)
+			rv = die(&err);
+	} else if ((strcmp(cmd, "drain") == 0 ||
+		    strcmp(cmd, "undrain") == 0) && argc == 2) {
+		if (gs_client_drain(c, (int32_t)num("gpu", argv[1], INT32_MAX),
+				    cmd[0] == 'd', &err) < 0)
+			rv = die(&err);
+	} else if (strcmp(cmd, "close") == 0 && argc == 2) {
+		if (gs_client_alloc_close(c, num("allocation", argv[1],
+						 UINT64_MAX), &info,
+					  &err) < 0)
+			rv = die(&err);
+		else
+			printf("allocation %" PRIu64 ": gpu time %.3f s, held "
+			       "%.3f s, %" PRIu64 " suspensions\n", info.id,
+			       (double)info.gpu_ns / 1e9,
+			       (double)info.held_ns / 1e9, info.suspensions);
+	} else if (strcmp(cmd, "create") == 0) {
+		rv = cmd_create(c, argc, argv);
+	} else if (strcmp(cmd, "ping") == 0 && argc == 1) {
+		if (gs_client_ping(c, &err) < 0)
+			rv = die(&err);
+		else
+			printf("ok\n");
+	} else {
+		gs_client_free(c);
+		usage();
+	}
+	gs_client_free(c);
+	return rv;
+}
