@@ -1,0 +1,687 @@
+/*
+ * acct.c — per-tick accounting from control-page counters.
+ *
+ * Each open allocation keeps the counters it saw at the previous tick
+ * (`base`); a tick reads the page again and the difference is the usage of
+ * that tick.  Counters only grow (gs_ctlpage.h), so no lock is needed and
+ * a torn read across fields only moves a few ns between two ticks.  When a
+ * job re-attaches it gets a fresh page whose counters start again at zero:
+ * the new page's values become the baseline, so nothing is counted twice.
+ *
+ * Overrun: the job writes gpu_ns itself, so a holder that ignores a
+ * suspend could under-report.  Once the agent escalates it, the hold is
+ * charged max(reported, wall time since the grant): the missing part is
+ * added as "extra" GPU time, provisionally at every tick while the hold
+ * lasts and settled when the token comes back.  Emitted totals never go
+ * down.
+ *
+ * Limits: the NVML estimate maps processes to allocations through
+ * GSHARE_ALLOC in /proc/PID/environ (set by the plugins), so it needs to
+ * run as root, and it inherits NVML's coarseness (one process per sample).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "acct.h"
+
+const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS] = {
+	5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6,
+	1e-3, 5e-3, 20e-3, 100e-3, 1.0,
+};
+
+#define PIDCACHE	256
+#define UTIL_MAX	512
+
+struct ent {
+	struct gs_acct_view v;
+	const volatile struct gs_ctlpage *page;
+	struct gs_ctl_counters base;	/* counters at the last read */
+	struct gs_usage pend;		/* read but not yet emitted */
+	uint64_t last_mono;		/* end of the last tick */
+	int holding, escalated;
+	uint64_t grant_mono, gpu_at_grant, prov_ns;
+	uint64_t extra_ns;		/* overrun charge to emit */
+	uint64_t est_ns;		/* NVML estimate to emit */
+	int closing, dirty;
+};
+
+struct pidmap {
+	uint32_t pid;
+	uint64_t id;		/* 0: not a gshare process */
+	uint64_t seen;		/* tick number when last used */
+};
+
+struct gpu_util {
+	int32_t gpu;
+	uint64_t last_us;
+};
+
+struct gs_acct {
+	struct gs_store *store;
+	uint64_t next_key;
+	uint64_t tick;
+	uint64_t last_mono;
+
+	struct ent *ents;
+	unsigned nents, cap;
+	struct gs_acct_view *views;	/* snapshot for gs_acct_allocs */
+
+	struct gs_acct_hist *hists;
+	unsigned nhists;
+
+	gs_acct_util_fn util_fn;
+	void *util_arg;
+	char proc_root[128];
+	struct pidmap pids[PIDCACHE];
+	struct gpu_util *gutil;
+	unsigned ngutil;
+};
+
+/* ---- pure helpers ---- */
+
+void
+gs_acct_read_page(const volatile struct gs_ctlpage *p,
+		  struct gs_ctl_counters *c)
+{
+	c->gpu_ns = __atomic_load_n(&p->gpu_ns, __ATOMIC_ACQUIRE);
+	c->held_ns = __atomic_load_n(&p->held_ns, __ATOMIC_ACQUIRE);
+	c->block_tasks = __atomic_load_n(&p->block_tasks, __ATOMIC_ACQUIRE);
+	c->suspensions = __atomic_load_n(&p->suspensions, __ATOMIC_ACQUIRE);
+	c->last_evict_ns = __atomic_load_n(&p->last_evict_ns,
+					   __ATOMIC_ACQUIRE);
+	c->evict_ns_sum = __atomic_load_n(&p->evict_ns_sum, __ATOMIC_ACQUIRE);
+	c->evict_ns_max = __atomic_load_n(&p->evict_ns_max, __ATOMIC_ACQUIRE);
+	c->heartbeat_ns = __atomic_load_n(&p->heartbeat_ns, __ATOMIC_ACQUIRE);
+	c->state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t
+sub0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+void
+gs_acct_delta(const struct gs_ctl_counters *prev,
+	      const struct gs_ctl_counters *cur, struct gs_usage *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->gpu_ns = sub0(cur->gpu_ns, prev->gpu_ns);
+	d->held_ns = sub0(cur->held_ns, prev->held_ns);
+	d->block_tasks = sub0(cur->block_tasks, prev->block_tasks);
+	d->suspensions = sub0(cur->suspensions, prev->suspensions);
+	d->evict_ns_sum = sub0(cur->evict_ns_sum, prev->evict_ns_sum);
+	d->evict_ns_max = d->suspensions ? cur->evict_ns_max : 0;
+}
+
+static unsigned
+bucket_of(uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	unsigned i;
+
+	for (i = 0; i < GS_ACCT_EVICT_BUCKETS; i++)
+		if (s <= gs_acct_evict_bounds[i])
+			break;
+	return i;
+}
+
+/*
+ * The page holds the exact latency of the latest eviction and the sum of
+ * all; when a tick saw several, the latest goes in its own bucket and the
+ * others at their mean.  Sum and count stay exact.
+ */
+void
+gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,
+		 uint64_t last)
+{
+	if (n == 0)
+		return;
+	if (last > sum)
+		last = sum;
+	h->count[bucket_of(last)]++;
+	if (n > 1)
+		h->count[bucket_of((sum - last) / (n - 1))] += n - 1;
+	h->n += n;
+	h->sum_ns += sum;
+}
+
+static void
+usage_add(struct gs_usage *t, const struct gs_usage *d)
+{
+	t->gpu_ns += d->gpu_ns;
+	t->held_ns += d->held_ns;
+	t->share_ns += d->share_ns;
+	t->wall_ns += d->wall_ns;
+	t->block_tasks += d->block_tasks;
+	t->suspensions += d->suspensions;
+	t->evict_ns_sum += d->evict_ns_sum;
+	if (d->evict_ns_max > t->evict_ns_max)
+		t->evict_ns_max = d->evict_ns_max;
+}
+
+/* ---- life cycle ---- */
+
+int
+gs_acct_new(struct gs_store *store, struct gs_acct **out,
+	    struct gs_error *err)
+{
+	struct gs_acct *a = calloc(1, sizeof(*a));
+
+	if (a == NULL)
+		return gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+	a->store = store;
+	a->next_key = 1;
+	snprintf(a->proc_root, sizeof(a->proc_root), "/proc");
+	if (store != NULL && (gs_store_next_key(store, &a->next_key, err) < 0 ||
+			      gs_store_last_tick(store, &a->tick, err) < 0)) {
+		free(a);
+		return -1;
+	}
+	*out = a;
+	return 0;
+}
+
+void
+gs_acct_free(struct gs_acct *a)
+{
+	if (a == NULL)
+		return;
+	free(a->ents);
+	free(a->views);
+	free(a->hists);
+	free(a->gutil);
+	free(a);
+}
+
+static struct ent *
+find(struct gs_acct *a, uint64_t id)
+{
+	for (unsigned i = 0; i < a->nents; i++)
+		if (a->ents[i].v.row.agent_id == id && !a->ents[i].closing)
+			return &a->ents[i];
+	return NULL;
+}
+
+static struct gs_acct_hist *
+hist_for(struct gs_acct *a, int32_t gpu)
+{
+	struct gs_acct_hist *nh;
+
+	for (unsigned i = 0; i < a->nhists; i++)
+		if (a->hists[i].gpu == gpu)
+			return &a->hists[i];
+	nh = realloc(a->hists, (a->nhists + 1) * sizeof(*nh));
+	if (nh == NULL)
+		return NULL;
+	a->hists = nh;
+	memset(&nh[a->nhists], 0, sizeof(*nh));
+	nh[a->nhists].gpu = gpu;
+	return &nh[a->nhists++];
+}
+
+int
+gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
+	     uint64_t mono, struct gs_error *err)
+{
+	struct ent *e, *ne;
+
+	if (find(a, m->agent_id) != NULL)
+		return gs_error_set(err, GS_EINVAL,
+				    "accounting: allocation %" PRIu64 " already open",
+				    m->agent_id);
+	if (hist_for(a, m->gpu) == NULL)
+		return gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+	if (a->nents == a->cap) {
+		unsigned nc = a->cap ? a->cap * 2 : 16;
+
+		ne = realloc(a->ents, nc * sizeof(*ne));
+		if (ne == NULL)
+			return gs_error_set(err, GS_ENOMEM,
+					    "accounting: out of memory");
+		a->ents = ne;
+		a->cap = nc;
+	}
+	e = &a->ents[a->nents];
+	memset(e, 0, sizeof(*e));
+	if (a->store == NULL ||
+	    !gs_store_adopt(a->store, &m->labels, m->uid, m->gpu, &e->v.row)) {
+		e->v.row.key = a->next_key++;
+		e->v.row.labels = m->labels;
+		e->v.row.start_ns = real;
+		e->v.row.state = GS_SST_RUNNING;
+	}
+	e->v.row.agent_id = m->agent_id;
+	e->v.row.uid = m->uid;
+	e->v.row.gpu = m->gpu;
+	snprintf(e->v.row.gpu_uuid, sizeof(e->v.row.gpu_uuid), "%s",
+		 m->gpu_uuid);
+	e->v.row.shares = m->shares;
+	e->v.row.weight = m->weight ? m->weight : m->shares;
+	e->v.row.priority = m->priority;
+	e->v.row.mode = m->mode;
+	e->last_mono = mono;
+	e->dirty = 1;
+	a->nents++;
+	return 0;
+}
+
+int
+gs_acct_attach(struct gs_acct *a, uint64_t id,
+	       const volatile struct gs_ctlpage *page, uint64_t mono)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL)
+		return -1;
+	if (e->page != NULL)
+		gs_acct_detach(a, id, mono);
+	e->page = page;
+	gs_acct_read_page(page, &e->base);
+	e->v.attached = 1;
+	/* an attached job reports its own usage: estimates stop */
+	return 0;
+}
+
+void
+gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
+{
+	struct ent *e = find(a, id);
+	struct gs_ctl_counters cur;
+	struct gs_usage d;
+
+	(void)mono;
+	if (e == NULL || e->page == NULL)
+		return;
+	gs_acct_read_page(e->page, &cur);
+	gs_acct_delta(&e->base, &cur, &d);
+	usage_add(&e->pend, &d);
+	if (d.suspensions) {
+		struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
+
+		if (h != NULL)
+			gs_acct_hist_add(h, d.suspensions, d.evict_ns_sum,
+					 cur.last_evict_ns);
+	}
+	e->page = NULL;
+	e->v.attached = 0;
+}
+
+int
+gs_acct_close(struct gs_acct *a, uint64_t id, uint32_t state, int64_t real,
+	      uint64_t mono)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL)
+		return -1;
+	if (e->holding)
+		gs_acct_unhold(a, id, mono, 0);
+	gs_acct_detach(a, id, mono);
+	e->closing = 1;
+	e->v.row.end_ns = real;
+	e->v.row.state = state;
+	return 0;
+}
+
+int
+gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
+		   uint32_t weight, uint32_t priority)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL)
+		return -1;
+	e->v.row.shares = shares;
+	e->v.row.weight = weight;
+	e->v.row.priority = priority;
+	e->dirty = 1;
+	return 0;
+}
+
+/* ---- token events ---- */
+
+static uint64_t
+page_gpu(const struct ent *e)
+{
+	return e->page ? __atomic_load_n(&e->page->gpu_ns, __ATOMIC_ACQUIRE) :
+		e->base.gpu_ns;
+}
+
+void
+gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL)
+		return;
+	e->holding = 1;
+	e->escalated = 0;
+	e->prov_ns = 0;
+	e->grant_mono = grant_mono;
+	e->gpu_at_grant = page_gpu(e);
+}
+
+/* Raise the overrun charge of the current hold to what `reported` GPU
+ * time leaves uncovered of the wall time since the grant. */
+static void
+charge_overrun(struct ent *e, uint64_t mono, uint64_t reported)
+{
+	uint64_t want = sub0(sub0(mono, e->grant_mono), reported);
+
+	if (want > e->prov_ns) {
+		e->extra_ns += want - e->prov_ns;
+		e->prov_ns = want;
+	}
+}
+
+void
+gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
+	       uint64_t reported_gpu_ns)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL || !e->holding)
+		return;
+	if (e->escalated)
+		charge_overrun(e, mono, reported_gpu_ns);
+	e->holding = 0;
+	e->escalated = 0;
+	e->prov_ns = 0;
+}
+
+void
+gs_acct_escalate(struct gs_acct *a, uint64_t id, uint64_t mono)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL || !e->holding)
+		return;
+	e->escalated = 1;
+	charge_overrun(e, mono, sub0(page_gpu(e), e->gpu_at_grant));
+}
+
+/* ---- NVML estimates ---- */
+
+void
+gs_acct_set_util_source(struct gs_acct *a, gs_acct_util_fn fn, void *arg,
+			const char *proc_root)
+{
+	a->util_fn = fn;
+	a->util_arg = arg;
+	snprintf(a->proc_root, sizeof(a->proc_root), "%s",
+		 proc_root ? proc_root : "/proc");
+}
+
+/* GSHARE_ALLOC of process pid, 0 when it has none or is gone. */
+static uint64_t
+environ_alloc(const char *root, uint32_t pid)
+{
+	static const char key[] = GS_ENV_ALLOC "=";
+	char path[192], buf[16384];
+	uint64_t id = 0;
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/environ", root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	while (off < (size_t)n) {
+		const char *v = buf + off;
+		size_t len = strlen(v);
+
+		if (strncmp(v, key, sizeof(key) - 1) == 0) {
+			id = strtoull(v + sizeof(key) - 1, NULL, 10);
+			break;
+		}
+		off += len + 1;
+	}
+	return id;
+}
+
+static uint64_t
+pid_alloc(struct gs_acct *a, uint32_t pid)
+{
+	struct pidmap *slot = &a->pids[0];
+
+	for (unsigned i = 0; i < PIDCACHE; i++) {
+		if (a->pids[i].pid == pid && a->pids[i].seen) {
+			a->pids[i].seen = a->tick + 1;
+			return a->pids[i].id;
+		}
+		if (a->pids[i].seen < slot->seen)
+			slot = &a->pids[i];
+	}
+	slot->pid = pid;
+	slot->id = environ_alloc(a->proc_root, pid);
+	slot->seen = a->tick + 1;
+	return slot->id;
+}
+
+static struct gpu_util *
+gutil_for(struct gs_acct *a, int32_t gpu)
+{
+	struct gpu_util *ng;
+
+	for (unsigned i = 0; i < a->ngutil; i++)
+		if (a->gutil[i].gpu == gpu)
+			return &a->gutil[i];
+	ng = realloc(a->gutil, (a->ngutil + 1) * sizeof(*ng));
+	if (ng == NULL)
+		return NULL;
+	a->gutil = ng;
+	ng[a->ngutil].gpu = gpu;
+	ng[a->ngutil].last_us = 0;
+	return &ng[a->ngutil++];
+}
+
+/*
+ * Charge sm_util% of each sample's period to the allocation owning the
+ * sampled process.  NVML samples one process at a time; a sample's period
+ * is the time since the previous sample on that GPU (capped at one tick).
+ */
+static void
+estimate_gpu(struct gs_acct *a, int32_t gpu, uint64_t tick_ns)
+{
+	struct gs_proc_util s[UTIL_MAX];
+	struct gs_error err;
+	struct gpu_util *g = gutil_for(a, gpu);
+	uint64_t prev, period, id;
+	int n;
+
+	if (g == NULL)
+		return;
+	n = a->util_fn(a->util_arg, gpu, g->last_us, s, UTIL_MAX, &err);
+	if (n <= 0)
+		return;
+	prev = g->last_us;
+	for (int i = 0; i < n; i++) {
+		if (s[i].ts_us <= g->last_us)
+			continue;
+		period = prev ? (s[i].ts_us - prev) * 1000u : tick_ns;
+		if (period > tick_ns)
+			period = tick_ns;
+		prev = s[i].ts_us;
+		id = pid_alloc(a, s[i].pid);
+		if (id == 0)
+			continue;
+		struct ent *e = find(a, id);
+
+		if (e == NULL || e->page != NULL || e->v.row.gpu != gpu)
+			continue;
+		e->est_ns += period * (s[i].sm_util > 100 ? 100 :
+				       s[i].sm_util) / 100;
+		e->v.row.estimate = 1;
+	}
+	if (prev > g->last_us)
+		g->last_us = prev;
+}
+
+static void
+estimate_all(struct gs_acct *a, uint64_t tick_ns)
+{
+	for (unsigned i = 0; i < a->nents; i++) {
+		const struct ent *e = &a->ents[i];
+		int seen = 0;
+
+		if (e->page != NULL || e->v.attached || e->closing)
+			continue;
+		for (unsigned j = 0; j < i; j++)
+			if (a->ents[j].page == NULL && !a->ents[j].closing &&
+			    a->ents[j].v.row.gpu == e->v.row.gpu)
+				seen = 1;
+		if (!seen)
+			estimate_gpu(a, e->v.row.gpu, tick_ns);
+	}
+}
+
+/* ---- the tick ---- */
+
+static int
+usage_zero(const struct gs_usage *u)
+{
+	return !(u->gpu_ns | u->held_ns | u->share_ns | u->wall_ns |
+		 u->block_tasks | u->suspensions | u->evict_ns_sum);
+}
+
+static int
+tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
+	 struct gs_store_batch *b, struct gs_error *err)
+{
+	struct gs_store_sample smp;
+	struct gs_ctl_counters cur;
+	struct gs_usage d;
+	uint64_t dt = sub0(mono, e->last_mono);
+	int busy = 0;
+
+	memset(&smp, 0, sizeof(smp));
+	if (e->page != NULL) {
+		gs_acct_read_page(e->page, &cur);
+		gs_acct_delta(&e->base, &cur, &d);
+		if (d.suspensions) {
+			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
+
+			if (h != NULL)
+				gs_acct_hist_add(h, d.suspensions,
+						 d.evict_ns_sum,
+						 cur.last_evict_ns);
+		}
+		e->base = cur;
+		usage_add(&e->pend, &d);
+		busy = cur.state == GS_CTL_WAITING ||
+			cur.state == GS_CTL_RUNNING;
+		if (e->holding && e->escalated)
+			charge_overrun(e, mono, sub0(cur.gpu_ns,
+						     e->gpu_at_grant));
+	}
+	d = e->pend;
+	memset(&e->pend, 0, sizeof(e->pend));
+	d.gpu_ns += e->extra_ns + e->est_ns;
+	if (e->est_ns)
+		smp.estimate = 1;
+	e->extra_ns = 0;
+	e->est_ns = 0;
+	busy = busy || e->holding || d.gpu_ns || d.held_ns;
+	if (busy) {
+		d.wall_ns = dt;
+		d.share_ns = dt * e->v.row.shares / GS_SHARES_PER_GPU;
+	}
+	e->v.active = (uint32_t)busy;
+	e->last_mono = mono;
+	if (!usage_zero(&d)) {
+		smp.key = e->v.row.key;
+		smp.t_ns = real;
+		smp.dt_ns = dt;
+		smp.d = d;
+		if (gs_store_batch_add_sample(b, &smp, err) < 0)
+			return -1;
+		usage_add(&e->v.row.tot, &d);
+		e->v.row.last_ns = real;
+		e->dirty = 1;
+	}
+	if (e->dirty || e->closing) {
+		if (gs_store_batch_add_alloc(b, &e->v.row, err) < 0)
+			return -1;
+		e->dirty = 0;
+	}
+	return 0;
+}
+
+int
+gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
+	     struct gs_store_batch **out, struct gs_error *err)
+{
+	struct gs_store_batch *b;
+	unsigned i, j;
+
+	*out = NULL;
+	b = gs_store_batch_new(a->tick + 1, real);
+	if (b == NULL)
+		return gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+	if (a->util_fn != NULL)
+		estimate_all(a, a->last_mono ? sub0(mono, a->last_mono) :
+			     1000000000u);
+	for (i = 0; i < a->nents; i++)
+		if (tick_one(a, &a->ents[i], mono, real, b, err) < 0) {
+			gs_store_batch_free(b);
+			return -1;
+		}
+	for (i = j = 0; i < a->nents; i++)
+		if (!a->ents[i].closing)
+			a->ents[j++] = a->ents[i];
+	a->nents = j;
+	a->tick++;
+	a->last_mono = mono;
+	*out = b;
+	return 0;
+}
+
+void
+gs_acct_mark_dirty(struct gs_acct *a)
+{
+	for (unsigned i = 0; i < a->nents; i++)
+		a->ents[i].dirty = 1;
+}
+
+unsigned
+gs_acct_allocs(const struct gs_acct *a, const struct gs_acct_view **out)
+{
+	struct gs_acct *m = (struct gs_acct *)a;
+	struct gs_acct_view *nv;
+
+	nv = realloc(m->views, (a->nents ? a->nents : 1) * sizeof(*nv));
+	if (nv == NULL) {
+		*out = NULL;
+		return 0;
+	}
+	m->views = nv;
+	for (unsigned i = 0; i < a->nents; i++)
+		nv[i] = a->ents[i].v;
+	*out = nv;
+	return a->nents;
+}
+
+unsigned
+gs_acct_hists(const struct gs_acct *a, const struct gs_acct_hist **out)
+{
+	*out = a->hists;
+	return a->nhists;
+}
+
+uint64_t
+gs_acct_ticks(const struct gs_acct *a)
+{
+	return a->tick;
+}

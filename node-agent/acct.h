@@ -1,0 +1,154 @@
+/*
+ * acct.h — the agent's accounting tick: control-page counters → usage.
+ *
+ * The agent tells this module about allocations (open, attach, token
+ * grants and releases, close); every tick (default 1 s) gs_acct_tick reads
+ * each attached allocation's counters from its mapped control page — plain
+ * loads, no syscall into the job, no disturbance of its GPU work — and
+ * turns them into per-tick deltas and running totals:
+ *   GPU time      the runtime's own kernel-span measurement (gpu_ns)
+ *   held time     token time held (held_ns)
+ *   share time    shares/100 x wall time, only while the allocation is busy
+ *                 (waiting or running): an idle allocation saves nothing up
+ *                 (LoGA §3.4)
+ *   block-tasks, suspensions, eviction latency (sum, max, histogram).
+ * A holder that overran its slice past the grace period (the agent calls
+ * gs_acct_escalate) is charged the whole time it held the token, not only
+ * what it reported.  Allocations that never attach can be charged from
+ * NVML per-process samples supplied by the agent's GPU module; such rows
+ * and samples carry the estimate flag.
+ * The result of a tick is one gs_store_batch for the store's writer
+ * thread, and the in-memory totals that the metrics page exposes.
+ * Threading: loop thread only.  No clocks are read here: callers pass
+ * CLOCK_MONOTONIC (`mono`) and CLOCK_REALTIME (`real`) nanoseconds.
+ */
+#ifndef GS_ACCT_H
+#define GS_ACCT_H
+
+#include <stdint.h>
+
+#include "gs_ctlpage.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+#include "store.h"
+
+/* Upper bounds (seconds) of the eviction latency histogram buckets. */
+#define GS_ACCT_EVICT_BUCKETS	12
+extern const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS];
+
+struct gs_acct_meta {
+	uint64_t agent_id;
+	struct gs_labels labels;
+	uint32_t uid;
+	int32_t gpu;
+	char gpu_uuid[GS_UUID_MAX];
+	uint32_t shares, weight, priority, mode;
+};
+
+/* One NVML per-process utilization sample (nvmlProcessUtilizationSample_t
+ * reduced to what accounting uses). */
+struct gs_proc_util {
+	uint32_t pid;
+	uint32_t sm_util;	/* percent */
+	uint64_t ts_us;		/* CPU timestamp of the sample, us */
+};
+
+/* Fetch the samples of GPU `gpu` newer than since_us into out (at most
+ * max); return their number or -1.  Provided by the GPU module. */
+typedef int (*gs_acct_util_fn)(void *arg, int32_t gpu, uint64_t since_us,
+			       struct gs_proc_util *out, unsigned max,
+			       struct gs_error *err);
+
+/* Per-GPU eviction latency histogram (cumulative buckets built at render
+ * time from per-bucket counts). */
+struct gs_acct_hist {
+	int32_t gpu;
+	uint64_t count[GS_ACCT_EVICT_BUCKETS + 1];	/* last: +Inf */
+	uint64_t n;
+	uint64_t sum_ns;
+};
+
+struct gs_acct;
+
+/* store may be NULL (no persistence: tests, `-n`).  Keys and tick numbers
+ * continue from what the store holds. */
+int gs_acct_new(struct gs_store *store, struct gs_acct **out,
+		struct gs_error *err);
+void gs_acct_free(struct gs_acct *a);
+
+/* A new allocation (ALLOC_CREATE).  When the store holds a row left open
+ * by a crash for the same job/step/pod, uid and GPU it is re-adopted: its
+ * totals continue. */
+int gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
+		 uint64_t mono, struct gs_error *err);
+/* The job attached: counters are read from page from now on (the current
+ * values are the baseline).  page stays mapped until gs_acct_detach or
+ * gs_acct_close. */
+int gs_acct_attach(struct gs_acct *a, uint64_t id,
+		   const volatile struct gs_ctlpage *page, uint64_t mono);
+/* Read the page a last time and stop reading it (job gone). */
+void gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono);
+/* The allocation is closed: final usage goes out with the next tick.
+ * state: enum gs_store_state. */
+int gs_acct_close(struct gs_acct *a, uint64_t id, uint32_t state,
+		  int64_t real, uint64_t mono);
+int gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
+		       uint32_t weight, uint32_t priority);
+
+/* Token events from the scheduler path. */
+void gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono);
+/* reported_gpu_ns: GPU time the RELEASE reported for this hold. */
+void gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
+		    uint64_t reported_gpu_ns);
+/* The holder ignored a suspend past the grace period: from now on it is
+ * charged the full wall time of this hold. */
+void gs_acct_escalate(struct gs_acct *a, uint64_t id, uint64_t mono);
+
+/* NVML estimates for allocations that never attach.  proc_root is where
+ * /proc lives (tests point it elsewhere); a process belongs to allocation
+ * N when its environment holds GSHARE_ALLOC=N. */
+void gs_acct_set_util_source(struct gs_acct *a, gs_acct_util_fn fn,
+			     void *arg, const char *proc_root);
+
+/* One tick: compute deltas since the last tick and return the batch to
+ * store (*out NULL when there is nothing to write).  The caller submits
+ * it to the store. */
+int gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
+		 struct gs_store_batch **out, struct gs_error *err);
+/* The store reported a batch lost (EBUSY / write error): rewrite every
+ * open allocation's row with the next tick so totals stay durable. */
+void gs_acct_mark_dirty(struct gs_acct *a);
+
+/* --- read side, for metrics and status --- */
+
+struct gs_acct_view {
+	struct gs_store_alloc row;	/* identity + totals */
+	uint32_t active;		/* busy during the last tick */
+	uint32_t attached;
+};
+
+/* Borrowed arrays, valid until the next call into a. */
+unsigned gs_acct_allocs(const struct gs_acct *a,
+			const struct gs_acct_view **out);
+unsigned gs_acct_hists(const struct gs_acct *a,
+		       const struct gs_acct_hist **out);
+uint64_t gs_acct_ticks(const struct gs_acct *a);
+
+/* Pure helpers, exposed for the unit tests. */
+struct gs_ctl_counters {
+	uint64_t gpu_ns, held_ns, block_tasks, suspensions, last_evict_ns,
+		evict_ns_sum, evict_ns_max, heartbeat_ns;
+	uint32_t state;
+};
+void gs_acct_read_page(const volatile struct gs_ctlpage *p,
+		       struct gs_ctl_counters *c);
+/* Deltas cur - prev, clamped at 0 (a counter that went backwards — a new
+ * page after a re-attach — contributes nothing). */
+void gs_acct_delta(const struct gs_ctl_counters *prev,
+		   const struct gs_ctl_counters *cur, struct gs_usage *d);
+/* Distribute n evictions with latency sum `sum` and latest `last` into a
+ * histogram. */
+void gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,
+		      uint64_t last);
+
+#endif /* GS_ACCT_H */

@@ -1,0 +1,551 @@
+/*
+ * gsacct — sacct for GPU shares: reports per-job GPU usage from the
+ * agent's usage store.
+ *
+ * Reads the SQLite store directly and read-only, so it works while the
+ * agent is down (and never blocks it: WAL readers do not lock writers).
+ * A non-root caller sees only rows of its own uid.  Slurm allocations are
+ * grouped by job: a job row sums its steps (shown as JobID.Step);
+ * Kubernetes allocations appear as namespace/pod/container.
+ * Errors are sacct-style ("gsacct: error: ...") with exit status 1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acctfmt.h"
+#include "plot.h"
+#include "store.h"
+
+#define DEFAULT_STORE	"/var/lib/gshare/usage.db"
+#define MAX_LIST	256
+#define PLOT_BINS	300
+
+struct opts {
+	const char *store;
+	const char *jobs[MAX_LIST];
+	unsigned njobs;
+	uint32_t uids[MAX_LIST];
+	unsigned nuids;
+	int user_given;
+	const char *accounts[MAX_LIST];
+	unsigned naccounts;
+	uint32_t states[MAX_LIST];
+	unsigned nstates;
+	time_t start, end;
+	int start_given, end_given;
+	struct gs_col cols[GS_MAX_COLS];
+	unsigned ncols;
+	int style, noheader, allocs_only, json, allusers;
+	const char *plot;
+};
+
+/* Group of allocations shown together: one Slurm job or one pod. */
+struct group {
+	struct gs_row job;		/* job (aggregate) row */
+	struct gs_store_alloc *members;
+	unsigned nmembers;
+	int slurm;
+};
+
+struct collect {
+	struct group *g;
+	unsigned ng, cap;
+	int64_t now_ns;
+	int oom;
+};
+
+static char *split_buf;
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("gsacct: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	free(split_buf);
+	exit(1);
+}
+
+static void
+usage(FILE *f)
+{
+	fputs("Usage: gsacct [OPTIONS]\n"
+	      "  -j, --jobs=LIST        job ids (42, 42.0) or namespace/pod[/container]\n"
+	      "  -u, --user=LIST        user names or uids\n"
+	      "  -a, --allusers         every user (root only; the default for root)\n"
+	      "  -A, --account=LIST     accounts\n"
+	      "  -S, --starttime=TIME   rows running at or after TIME (default: midnight)\n"
+	      "  -E, --endtime=TIME     rows started before TIME (default: now)\n"
+	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,NODE_FAIL\n"
+	      "  -o, --format=LIST      fields, each optionally Name%WIDTH\n"
+	      "  -l, --long             many fields\n"
+	      "  -X, --allocations      job rows only, no steps\n"
+	      "  -p, --parsable         '|' after every field\n"
+	      "  -P, --parsable2        '|' between fields\n"
+	      "  -n, --noheader         no header\n"
+	      "      --json             JSON, every field\n"
+	      "  -e, --helpformat       list the fields\n"
+	      "      --plot=FILE.svg    stacked timeline of each job's GPU share\n"
+	      "      --store=PATH       usage store (default $GSHARE_STORE or "
+	      DEFAULT_STORE ")\n"
+	      "TIME: HH:MM[:SS], MMDD[YY][-HH:MM[:SS]], MM/DD[/YY], YYYY-MM-DD[THH:MM[:SS]],\n"
+	      "      now[-+]N[seconds|minutes|hours|days|weeks], today, midnight, noon\n",
+	      f);
+}
+
+/* Split a comma list into `out` (pointers into a private copy). */
+static unsigned
+split(const char *list, const char **out, unsigned max, const char *what)
+{
+	char *save = NULL, *tok, *copy;
+	unsigned n = 0;
+
+	copy = strdup(list);
+	if (copy == NULL)
+		die("out of memory");
+	/* the copies live until exit; keep the last for die() to free */
+	split_buf = copy;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			die("too many %s (at most %u)", what, max);
+		out[n++] = tok;
+	}
+	if (n == 0)
+		die("empty %s list", what);
+	return n;
+}
+
+static void
+parse_users(struct opts *o, const char *list)
+{
+	const char *names[MAX_LIST];
+	unsigned n = split(list, names, MAX_LIST, "users");
+
+	o->user_given = 1;
+	for (unsigned i = 0; i < n; i++) {
+		struct passwd *pw = getpwnam(names[i]);
+		char *end;
+		unsigned long v;
+
+		if (pw != NULL) {
+			o->uids[o->nuids++] = pw->pw_uid;
+			continue;
+		}
+		errno = 0;
+		v = strtoul(names[i], &end, 10);
+		if (*names[i] == '\0' || *end != '\0' || errno ||
+		    v > UINT32_MAX)
+			die("Invalid user id: %s", names[i]);
+		o->uids[o->nuids++] = (uint32_t)v;
+	}
+}
+
+static void
+parse_states(struct opts *o, const char *list)
+{
+	const char *names[MAX_LIST];
+	unsigned n = split(list, names, MAX_LIST, "states");
+
+	for (unsigned i = 0; i < n; i++)
+		if (gs_store_state_parse(names[i], &o->states[o->nstates++]) < 0)
+			die("Invalid state: %s", names[i]);
+}
+
+static time_t
+parse_time_opt(const char *s, time_t now, const char *which)
+{
+	struct gs_error err;
+	time_t t;
+
+	if (gs_time_parse(s, now, &t, &err) < 0) {
+		fprintf(stderr, "gsacct: error: %s\n", err.msg);
+		die("Invalid %s: %s", which, s);
+	}
+	return t;
+}
+
+/* ---- collecting rows ---- */
+
+static int
+collect_cb(void *arg, const struct gs_store_alloc *a)
+{
+	struct collect *c = arg;
+	struct group *g = NULL;
+	int slurm = a->labels.job[0] != '\0';
+
+	if (slurm)
+		for (unsigned i = 0; i < c->ng; i++)
+			if (c->g[i].slurm &&
+			    strcmp(c->g[i].job.a.labels.job, a->labels.job) == 0 &&
+			    strcmp(c->g[i].job.a.labels.cluster,
+				   a->labels.cluster) == 0) {
+				g = &c->g[i];
+				break;
+			}
+	if (g == NULL) {
+		if (c->ng == c->cap) {
+			unsigned nc = c->cap ? c->cap * 2 : 64;
+			struct group *ng = realloc(c->g, nc * sizeof(*ng));
+
+			if (ng == NULL) {
+				c->oom = 1;
+				return -1;
+			}
+			c->g = ng;
+			c->cap = nc;
+		}
+		g = &c->g[c->ng++];
+		memset(g, 0, sizeof(*g));
+		g->slurm = slurm;
+		if (slurm)
+			gs_row_job_init(&g->job, a, c->now_ns);
+		else
+			gs_row_from_alloc(&g->job, a, c->now_ns);
+	} else {
+		gs_row_job_add(&g->job, a);
+	}
+	struct gs_store_alloc *nm = realloc(g->members, (g->nmembers + 1) *
+					    sizeof(*nm));
+	if (nm == NULL) {
+		c->oom = 1;
+		return -1;
+	}
+	g->members = nm;
+	g->members[g->nmembers++] = *a;
+	return 0;
+}
+
+/* Job row alone when the job is one step-less allocation. */
+static int
+single(const struct group *g)
+{
+	return !g->slurm || (g->nmembers == 1 && !g->members[0].labels.step[0]);
+}
+
+typedef void (*row_fn)(void *arg, const struct gs_row *r);
+
+static void
+each_row(const struct collect *c, int allocs_only, row_fn fn, void *arg)
+{
+	struct gs_row r;
+
+	for (unsigned i = 0; i < c->ng; i++) {
+		const struct group *g = &c->g[i];
+
+		if (single(g)) {
+			gs_row_from_alloc(&r, &g->members[0], c->now_ns);
+			fn(arg, &r);
+			continue;
+		}
+		fn(arg, &g->job);
+		if (allocs_only)
+			continue;
+		for (unsigned k = 0; k < g->nmembers; k++) {
+			gs_row_from_alloc(&r, &g->members[k], c->now_ns);
+			fn(arg, &r);
+		}
+	}
+}
+
+struct printer {
+	const struct opts *o;
+	int first;
+};
+
+static void
+print_table_row(void *arg, const struct gs_row *r)
+{
+	struct printer *p = arg;
+
+	gs_print_row(stdout, p->o->cols, p->o->ncols, p->o->style, r);
+}
+
+static void
+print_json_row(void *arg, const struct gs_row *r)
+{
+	struct printer *p = arg;
+
+	gs_print_json_row(stdout, r, p->first);
+	p->first = 0;
+}
+
+/* ---- plot ---- */
+
+struct bin_ctx {
+	double *v;
+	int64_t t0, t1;
+};
+
+static int
+bin_cb(void *arg, const struct gs_store_sample *s)
+{
+	struct bin_ctx *b = arg;
+
+	gs_plot_bin_add(b->v, PLOT_BINS, b->t0, b->t1,
+			s->t_ns - (int64_t)s->dt_ns, s->t_ns,
+			(double)s->d.gpu_ns);
+	return 0;
+}
+
+static void
+plot(struct gs_store *st, const struct collect *c, const struct opts *o,
+     int64_t now_ns)
+{
+	struct gs_plot_series *ser = NULL;
+	unsigned nser = 0;
+	int64_t t0 = INT64_MAX, t1 = 0;
+	struct gs_error err;
+	char title[256];
+	FILE *f;
+
+	for (unsigned i = 0; i < c->ng; i++)
+		for (unsigned k = 0; k < c->g[i].nmembers; k++) {
+			const struct gs_store_alloc *a = &c->g[i].members[k];
+			int64_t e = a->end_ns ? a->end_ns : now_ns;
+
+			if (a->start_ns < t0)
+				t0 = a->start_ns;
+			if (e > t1)
+				t1 = e;
+		}
+	if (o->start_given && (int64_t)o->start * 1000000000 > t0)
+		t0 = (int64_t)o->start * 1000000000;
+	if (o->end_given && (int64_t)o->end * 1000000000 < t1)
+		t1 = (int64_t)o->end * 1000000000;
+	if (c->ng == 0 || t1 <= t0)
+		die("--plot: no usage in the selected window");
+	for (unsigned i = 0; i < c->ng; i++) {
+		const struct group *g = &c->g[i];
+
+		for (unsigned k = 0; k < g->nmembers; k++) {
+			const struct gs_store_alloc *a = &g->members[k];
+			struct gs_plot_series *s = NULL;
+			struct bin_ctx b;
+
+			for (unsigned j = 0; j < nser; j++)
+				if (ser[j].gpu == a->gpu &&
+				    strcmp(ser[j].label, g->job.jobid) == 0)
+					s = &ser[j];
+			if (s == NULL) {
+				struct gs_plot_series *ns = realloc(ser,
+					(nser + 1) * sizeof(*ns));
+
+				if (ns == NULL)
+					die("out of memory");
+				ser = ns;
+				s = &ser[nser++];
+				memset(s, 0, sizeof(*s));
+				if (single(g)) {
+					struct gs_row r;
+
+					gs_row_from_alloc(&r, a, now_ns);
+					memcpy(s->label, r.jobid,
+					       sizeof(s->label));
+				} else {
+					memcpy(s->label, g->job.jobid,
+					       sizeof(s->label));
+				}
+				s->gpu = a->gpu;
+				s->v = calloc(PLOT_BINS, sizeof(double));
+				if (s->v == NULL)
+					die("out of memory");
+			}
+			b.v = s->v;
+			b.t0 = t0;
+			b.t1 = t1;
+			if (gs_store_samples(st, a->key, t0, 0, bin_cb, &b,
+					     &err) < 0)
+				die("%s", err.msg);
+		}
+	}
+	f = fopen(o->plot, "w");
+	if (f == NULL)
+		die("--plot: cannot write %s: %s", o->plot, strerror(errno));
+	snprintf(title, sizeof(title), "gshare: achieved GPU share per job");
+	if (gs_plot_svg(f, title, t0, t1, PLOT_BINS, ser, nser, &err) < 0 ||
+	    fclose(f) != 0)
+		die("--plot: cannot write %s", o->plot);
+	for (unsigned j = 0; j < nser; j++)
+		free(ser[j].v);
+	free(ser);
+}
+
+/* ---- main ---- */
+
+int
+main(int argc, char **argv)
+{
+	enum { OPT_JSON = 256, OPT_PLOT, OPT_STORE };
+	static const struct option lopts[] = {
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "allusers", no_argument, NULL, 'a' },
+		{ "account", required_argument, NULL, 'A' },
+		{ "accounts", required_argument, NULL, 'A' },
+		{ "starttime", required_argument, NULL, 'S' },
+		{ "endtime", required_argument, NULL, 'E' },
+		{ "state", required_argument, NULL, 's' },
+		{ "format", required_argument, NULL, 'o' },
+		{ "long", no_argument, NULL, 'l' },
+		{ "allocations", no_argument, NULL, 'X' },
+		{ "parsable", no_argument, NULL, 'p' },
+		{ "parsable2", no_argument, NULL, 'P' },
+		{ "noheader", no_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "helpformat", no_argument, NULL, 'e' },
+		{ "plot", required_argument, NULL, OPT_PLOT },
+		{ "store", required_argument, NULL, OPT_STORE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct opts o;
+	struct gs_store_filter f;
+	struct collect c = { 0 };
+	struct gs_store *st = NULL;
+	struct gs_error err;
+	const char *fmt = NULL, *tstart = NULL, *tend = NULL;
+	time_t now = time(NULL);
+	uint32_t me = getuid();
+	int ch, is_long = 0;
+
+	o.store = getenv("GSHARE_STORE");
+	if (o.store == NULL || *o.store == '\0')
+		o.store = DEFAULT_STORE;
+	while ((ch = getopt_long(argc, argv, "j:u:aA:S:E:s:o:lXpPneh", lopts,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			o.njobs += split(optarg, o.jobs + o.njobs,
+					 MAX_LIST - o.njobs, "jobs");
+			break;
+		case 'u':
+			parse_users(&o, optarg);
+			break;
+		case 'a':
+			o.allusers = 1;
+			break;
+		case 'A':
+			o.naccounts += split(optarg, o.accounts + o.naccounts,
+					     MAX_LIST - o.naccounts,
+					     "accounts");
+			break;
+		case 'S': tstart = optarg; break;
+		case 'E': tend = optarg; break;
+		case 's':
+			parse_states(&o, optarg);
+			break;
+		case 'o': fmt = optarg; break;
+		case 'l': is_long = 1; break;
+		case 'X': o.allocs_only = 1; break;
+		case 'p': o.style = GS_OUT_PARSABLE; break;
+		case 'P': o.style = GS_OUT_PARSABLE2; break;
+		case 'n': o.noheader = 1; break;
+		case OPT_JSON: o.json = 1; break;
+		case 'e':
+			gs_print_helpformat(stdout);
+			return 0;
+		case OPT_PLOT: o.plot = optarg; break;
+		case OPT_STORE: o.store = optarg; break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fputs("Try \"gsacct --help\" for more information\n",
+			      stderr);
+			return 1;
+		}
+	}
+	if (optind < argc)
+		die("Unknown argument: %s", argv[optind]);
+	if (tstart) {
+		o.start = parse_time_opt(tstart, now, "starttime");
+		o.start_given = 1;
+	}
+	if (tend) {
+		o.end = parse_time_opt(tend, now, "endtime");
+		o.end_given = 1;
+	}
+	if (o.start_given && o.end_given && o.end < o.start)
+		die("Start time (%s) requested is after end time (%s).",
+		    tstart, tend);
+	if (!o.start_given && o.njobs == 0) {	/* sacct: since midnight */
+		struct tm tm;
+
+		localtime_r(&now, &tm);
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		tm.tm_isdst = -1;
+		o.start = mktime(&tm);
+		o.start_given = 1;
+	}
+	if (gs_format_parse(fmt ? fmt : is_long ? gs_format_long :
+			    gs_format_default, o.cols, &o.ncols, &err) < 0)
+		die("%s", err.msg);
+
+	/* non-root: own rows only, whatever -u asked for */
+	if (me != 0) {
+		int asked_me = !o.user_given;
+
+		for (unsigned i = 0; i < o.nuids; i++)
+			if (o.uids[i] == me)
+				asked_me = 1;
+		o.uids[0] = asked_me ? me : UINT32_MAX;	/* UINT32_MAX: none */
+		o.nuids = 1;
+	}
+
+	if (gs_store_open(o.store, GS_STORE_RDONLY, &st, &err) < 0)
+		die("%s", err.msg);
+	memset(&f, 0, sizeof(f));
+	f.jobs = o.jobs;
+	f.njobs = o.njobs;
+	f.uids = o.uids;
+	f.nuids = o.nuids;
+	f.accounts = o.accounts;
+	f.naccounts = o.naccounts;
+	f.states = o.states;
+	f.nstates = o.nstates;
+	f.start_ns = o.start_given ? (int64_t)o.start * 1000000000 : 0;
+	f.end_ns = o.end_given ? (int64_t)o.end * 1000000000 : 0;
+	c.now_ns = (int64_t)now * 1000000000;
+	if (gs_store_query(st, &f, collect_cb, &c, &err) < 0)
+		die("%s", err.msg);
+	if (c.oom)
+		die("out of memory");
+
+	if (o.json) {
+		struct printer p = { &o, 1 };
+
+		printf("{\n  \"meta\": {\"tool\": \"gsacct\", \"schema\": %d},\n"
+		       "  \"jobs\": [\n", GS_STORE_SCHEMA_VERSION);
+		each_row(&c, o.allocs_only, print_json_row, &p);
+		printf("%s  ]\n}\n", p.first ? "" : "\n");
+	} else {
+		struct printer p = { &o, 1 };
+
+		if (!o.noheader)
+			gs_print_header(stdout, o.cols, o.ncols, o.style);
+		each_row(&c, o.allocs_only, print_table_row, &p);
+	}
+	if (o.plot)
+		plot(st, &c, &o, c.now_ns);
+	for (unsigned i = 0; i < c.ng; i++)
+		free(c.g[i].members);
+	free(c.g);
+	gs_store_close(st);
+	if (fflush(stdout) != 0)
+		return 1;
+	return 0;
+}

@@ -1,0 +1,618 @@
+/*
+ * metrics.c — Prometheus exposition and the HTTP/1.0 server serving it.
+ *
+ * The server keeps a fixed table of connections.  A connection reads
+ * until the end of the request header (or 4 KiB: 431), renders the page
+ * once, then writes as the socket accepts and closes.  Each socket is in
+ * our own epoll set (edge-free, level-triggered); the agent polls only
+ * that set's fd.  Limits: no keep-alive, no TLS, no authentication — bind
+ * it to loopback (the default) or a trusted network.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "metrics.h"
+
+#define REQ_MAX	4096
+
+/* ---- buffer ---- */
+
+void
+gs_mbuf_printf(struct gs_mbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t nc = b->cap ? b->cap * 2 : 4096;
+		while (nc - b->len <= (size_t)n)
+			nc *= 2;
+		char *np = realloc(b->p, nc);
+		if (np == NULL) {
+			b->oom = 1;
+			return;
+		}
+		b->p = np;
+		b->cap = nc;
+	}
+}
+
+void
+gs_mbuf_free(struct gs_mbuf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---- exposition ---- */
+
+/* Label value escaping per the text format: \\, \" and \n. */
+static void
+esc(char *dst, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 3 < n; s++) {
+		if (*s == '\\' || *s == '"') {
+			dst[o++] = '\\';
+			dst[o++] = *s;
+		} else if (*s == '\n') {
+			dst[o++] = '\\';
+			dst[o++] = 'n';
+		} else {
+			dst[o++] = *s;
+		}
+	}
+	dst[o] = '\0';
+}
+
+/* The job label: "42", "42.0" or "ns/pod/container". */
+static void
+job_label(const struct gs_labels *l, char *dst, size_t n)
+{
+	char raw[GS_LABEL_MAX * 5];
+
+	if (l->job[0] && l->step[0])
+		snprintf(raw, sizeof(raw), "%s.%s", l->job, l->step);
+	else if (l->job[0])
+		snprintf(raw, sizeof(raw), "%s", l->job);
+	else if (l->pod[0])
+		snprintf(raw, sizeof(raw), "%s/%s/%s", l->ns, l->pod,
+			 l->container);
+	else
+		raw[0] = '\0';
+	esc(dst, n, raw);
+}
+
+static void
+family(struct gs_mbuf *b, const char *name, const char *type,
+       const char *help)
+{
+	gs_mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+		       type);
+}
+
+static double
+sec(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+struct per_alloc {
+	const char *name, *type, *help;
+	int kind;	/* 0 gpu, 1 share, 2 held, 3 susp, 4 shares, 5 weight */
+};
+
+int
+gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
+		  struct gs_mbuf *b, struct gs_error *err)
+{
+	static const struct per_alloc pa[] = {
+		{ "gshare_gpu_seconds_total", "counter",
+		  "GPU time used by the allocation (runtime-measured, overruns charged in full).",
+		  0 },
+		{ "gshare_share_seconds_total", "counter",
+		  "Guaranteed share times busy wall time (GPU-seconds the allocation was entitled to).",
+		  1 },
+		{ "gshare_held_seconds_total", "counter",
+		  "Time the allocation held the GPU token.", 2 },
+		{ "gshare_suspensions_total", "counter",
+		  "Times the allocation was evicted by a suspend.", 3 },
+		{ "gshare_shares", "gauge",
+		  "Guaranteed shares of the allocation (of 100 per GPU).", 4 },
+		{ "gshare_weight", "gauge",
+		  "Scheduling weight of the allocation.", 5 },
+	};
+	const struct gs_acct_view *v = NULL;
+	const struct gs_acct_hist *h = NULL;
+	unsigned nv = 0, nh = 0;
+	char job[GS_LABEL_MAX * 10], user[GS_LABEL_MAX * 2 + 1];
+
+	if (acct != NULL) {
+		nv = gs_acct_allocs(acct, &v);
+		nh = gs_acct_hists(acct, &h);
+	}
+	for (size_t k = 0; k < sizeof(pa) / sizeof(pa[0]); k++) {
+		family(b, pa[k].name, pa[k].type, pa[k].help);
+		for (unsigned i = 0; i < nv; i++) {
+			const struct gs_store_alloc *r = &v[i].row;
+			double val = 0;
+
+			job_label(&r->labels, job, sizeof(job));
+			esc(user, sizeof(user), r->labels.user);
+			switch (pa[k].kind) {
+			case 0: val = sec(r->tot.gpu_ns); break;
+			case 1: val = sec(r->tot.share_ns); break;
+			case 2: val = sec(r->tot.held_ns); break;
+			case 3: val = (double)r->tot.suspensions; break;
+			case 4: val = r->shares; break;
+			default: val = r->weight; break;
+			}
+			gs_mbuf_printf(b,
+				       "%s{alloc=\"%" PRIu64 "\",job=\"%s\",user=\"%s\",gpu=\"%d\"} %.9g\n",
+				       pa[k].name, r->agent_id, job, user,
+				       r->gpu, val);
+		}
+	}
+	family(b, "gshare_active_allocations", "gauge",
+	       "Allocations busy (waiting or running) during the last tick, per GPU.");
+	family(b, "gshare_allocations", "gauge",
+	       "Open allocations per GPU.");
+	for (unsigned g = 0; g < nh; g++) {
+		unsigned act = 0, open = 0;
+
+		for (unsigned i = 0; i < nv; i++)
+			if (v[i].row.gpu == h[g].gpu) {
+				open++;
+				act += v[i].active;
+			}
+		gs_mbuf_printf(b, "gshare_active_allocations{gpu=\"%d\"} %u\n",
+			       h[g].gpu, act);
+		gs_mbuf_printf(b, "gshare_allocations{gpu=\"%d\"} %u\n",
+			       h[g].gpu, open);
+	}
+	family(b, "gshare_eviction_latency_seconds", "histogram",
+	       "Time from a suspend request to the job's kernels leaving the GPU.");
+	for (unsigned g = 0; g < nh; g++) {
+		uint64_t cum = 0;
+
+		for (unsigned i = 0; i < GS_ACCT_EVICT_BUCKETS; i++) {
+			cum += h[g].count[i];
+			gs_mbuf_printf(b,
+				       "gshare_eviction_latency_seconds_bucket{gpu=\"%d\",le=\"%g\"} %" PRIu64 "\n",
+				       h[g].gpu, gs_acct_evict_bounds[i], cum);
+		}
+		cum += h[g].count[GS_ACCT_EVICT_BUCKETS];
+		gs_mbuf_printf(b,
+			       "gshare_eviction_latency_seconds_bucket{gpu=\"%d\",le=\"+Inf\"} %" PRIu64 "\n"
+			       "gshare_eviction_latency_seconds_sum{gpu=\"%d\"} %.9g\n"
+			       "gshare_eviction_latency_seconds_count{gpu=\"%d\"} %" PRIu64 "\n",
+			       h[g].gpu, cum, h[g].gpu, sec(h[g].sum_ns),
+			       h[g].gpu, h[g].n);
+	}
+	if (st != NULL) {
+		family(b, "gshare_agent_loop_lag_seconds", "gauge",
+		       "How late the agent's last accounting tick ran.");
+		gs_mbuf_printf(b, "gshare_agent_loop_lag_seconds %.9g\n",
+			       sec(st->loop_lag_ns));
+		family(b, "gshare_agent_loop_lag_max_seconds", "gauge",
+		       "Worst accounting tick lateness since the agent started.");
+		gs_mbuf_printf(b, "gshare_agent_loop_lag_max_seconds %.9g\n",
+			       sec(st->loop_lag_max_ns));
+		family(b, "gshare_agent_clients", "gauge",
+		       "Clients connected to the agent socket.");
+		gs_mbuf_printf(b, "gshare_agent_clients %u\n", st->clients);
+		family(b, "gshare_store_writes_total", "counter",
+		       "Tick batches committed to the usage store.");
+		gs_mbuf_printf(b, "gshare_store_writes_total %" PRIu64 "\n",
+			       st->store_writes);
+		family(b, "gshare_store_errors_total", "counter",
+		       "Tick batches the usage store failed to write or dropped.");
+		gs_mbuf_printf(b, "gshare_store_errors_total %" PRIu64 "\n",
+			       st->store_errors);
+		family(b, "gshare_store_write_seconds_total", "counter",
+		       "Time spent in usage store transactions.");
+		gs_mbuf_printf(b, "gshare_store_write_seconds_total %.9g\n",
+			       sec(st->store_write_ns_sum));
+		family(b, "gshare_store_write_last_seconds", "gauge",
+		       "Duration of the last usage store transaction.");
+		gs_mbuf_printf(b, "gshare_store_write_last_seconds %.9g\n",
+			       sec(st->store_write_ns_last));
+		family(b, "gshare_store_purged_samples_total", "counter",
+		       "Samples removed by the retention purge.");
+		gs_mbuf_printf(b, "gshare_store_purged_samples_total %" PRIu64 "\n",
+			       st->store_purged);
+	}
+	if (b->oom)
+		return gs_error_set(err, GS_ENOMEM, "metrics: out of memory");
+	return 0;
+}
+
+/* ---- server ---- */
+
+struct conn {
+	int fd;			/* -1: free slot */
+	uint64_t since_ms;
+	char req[REQ_MAX];
+	size_t rlen;
+	struct gs_mbuf out;
+	size_t off;		/* bytes of out already sent */
+	int writing;
+};
+
+struct gs_metrics {
+	int ep, lfd;
+	uint16_t port;
+	const struct gs_acct *acct;
+	const struct gs_agent_stats *st;
+	struct conn conns[GS_METRICS_MAX_CONN];
+	uint64_t requests;
+};
+
+int
+gs_metrics_parse_addr(const char *addr, char *host, size_t hostlen,
+		      uint16_t *port, struct gs_error *err)
+{
+	const char *colon, *h = addr;
+	size_t hl;
+	char *end;
+	unsigned long p;
+
+	if (addr[0] == '[') {
+		const char *rb = strchr(addr, ']');
+
+		if (rb == NULL || rb[1] != ':')
+			return gs_error_set(err, GS_EINVAL,
+					    "metrics address '%s': expected [addr]:port",
+					    addr);
+		h = addr + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL)
+			return gs_error_set(err, GS_EINVAL,
+					    "metrics address '%s': expected host:port",
+					    addr);
+		hl = (size_t)(colon - addr);
+	}
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || errno || p > 65535)
+		return gs_error_set(err, GS_EINVAL,
+				    "metrics address '%s': bad port", addr);
+	if (hl == 0) {
+		h = "127.0.0.1";
+		hl = strlen(h);
+	}
+	if (hl >= hostlen)
+		return gs_error_set(err, GS_EINVAL,
+				    "metrics address '%s': host too long", addr);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int
+listen_on(const char *host, uint16_t port, uint16_t *bound,
+	  struct gs_error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, host,
+		      &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		sl = sizeof(*s4);
+	} else if (inet_pton(AF_INET6, host,
+			     &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		sl = sizeof(*s6);
+	} else {
+		return gs_error_set(err, GS_EINVAL,
+				    "metrics address: '%s' is not an IP address",
+				    host);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "metrics: socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: bind %s:%u", host, port);
+		goto out_close;
+	}
+	if (listen(fd, 64) < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: listen");
+		goto out_close;
+	}
+	sl = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: getsockname");
+		goto out_close;
+	}
+	*bound = ntohs(ss.ss_family == AF_INET ?
+		       ((struct sockaddr_in *)&ss)->sin_port :
+		       ((struct sockaddr_in6 *)&ss)->sin6_port);
+	return fd;
+out_close:
+	close(fd);
+	return -1;
+}
+
+int
+gs_metrics_new(const char *addr, const struct gs_acct *acct,
+	       const struct gs_agent_stats *st, struct gs_metrics **out,
+	       struct gs_error *err)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct gs_metrics *m;
+	char host[128];
+	uint16_t port;
+
+	if (gs_metrics_parse_addr(addr, host, sizeof(host), &port, err) < 0)
+		return -1;
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return gs_error_set(err, GS_ENOMEM, "metrics: out of memory");
+	m->acct = acct;
+	m->st = st;
+	m->lfd = -1;
+	for (int i = 0; i < GS_METRICS_MAX_CONN; i++)
+		m->conns[i].fd = -1;
+	m->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (m->ep < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: epoll_create1");
+		goto out_free;
+	}
+	m->lfd = listen_on(host, port, &m->port, err);
+	if (m->lfd < 0)
+		goto out_free;
+	ev.data.u64 = UINT64_MAX;
+	if (epoll_ctl(m->ep, EPOLL_CTL_ADD, m->lfd, &ev) < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: epoll_ctl");
+		goto out_free;
+	}
+	*out = m;
+	return 0;
+out_free:
+	gs_metrics_free(m);
+	return -1;
+}
+
+static void
+conn_close(struct gs_metrics *m, struct conn *c)
+{
+	if (c->fd < 0)
+		return;
+	epoll_ctl(m->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	gs_mbuf_free(&c->out);
+}
+
+void
+gs_metrics_free(struct gs_metrics *m)
+{
+	if (m == NULL)
+		return;
+	for (int i = 0; i < GS_METRICS_MAX_CONN; i++)
+		conn_close(m, &m->conns[i]);
+	if (m->lfd >= 0)
+		close(m->lfd);
+	if (m->ep >= 0)
+		close(m->ep);
+	free(m);
+}
+
+int
+gs_metrics_fd(const struct gs_metrics *m)
+{
+	return m->ep;
+}
+
+uint16_t
+gs_metrics_port(const struct gs_metrics *m)
+{
+	return m->port;
+}
+
+uint64_t
+gs_metrics_requests(const struct gs_metrics *m)
+{
+	return m->requests;
+}
+
+static void
+accept_all(struct gs_metrics *m, uint64_t now)
+{
+	for (;;) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		struct conn *c = NULL;
+		int fd;
+
+		fd = accept4(m->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		for (int i = 0; i < GS_METRICS_MAX_CONN; i++)
+			if (m->conns[i].fd < 0) {
+				c = &m->conns[i];
+				ev.data.u64 = (uint64_t)i;
+				break;
+			}
+		if (c == NULL) {	/* full: refuse rather than queue */
+			close(fd);
+			continue;
+		}
+		memset(c, 0, sizeof(*c));
+		c->fd = fd;
+		c->since_ms = now;
+		if (epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			c->fd = -1;
+		}
+	}
+}
+
+static void conn_write(struct gs_metrics *m, struct conn *c);
+
+static void
+respond(struct gs_metrics *m, struct conn *c, int code, const char *reason,
+	const char *ctype, const char *body, size_t blen)
+{
+	struct epoll_event ev = { .events = EPOLLOUT };
+
+	gs_mbuf_printf(&c->out,
+		       "HTTP/1.0 %d %s\r\nContent-Type: %s\r\n"
+		       "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+		       code, reason, ctype, blen);
+	if (!c->out.oom && blen)
+		gs_mbuf_printf(&c->out, "%.*s", (int)blen, body);
+	m->requests++;
+	c->writing = 1;
+	c->off = 0;
+	ev.data.u64 = (uint64_t)(c - m->conns);
+	epoll_ctl(m->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	conn_write(m, c);	/* usually all fits in the socket buffer */
+}
+
+static void
+handle_request(struct gs_metrics *m, struct conn *c)
+{
+	static const char text[] = "text/plain; charset=utf-8";
+	char method[16], path[256];
+	struct gs_mbuf body = { 0 };
+	struct gs_error err;
+
+	if (sscanf(c->req, "%15s %255s", method, path) != 2) {
+		respond(m, c, 400, "Bad Request", text, "bad request\n", 12);
+		return;
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		respond(m, c, 405, "Method Not Allowed", text,
+			"only GET\n", 9);
+		return;
+	}
+	if (strcmp(path, "/metrics") != 0 &&
+	    strncmp(path, "/metrics?", 9) != 0) {
+		respond(m, c, 404, "Not Found", text,
+			"try /metrics\n", 13);
+		return;
+	}
+	if (gs_metrics_render(m->acct, m->st, &body, &err) < 0) {
+		gs_mbuf_free(&body);
+		respond(m, c, 500, "Internal Server Error", text,
+			"out of memory\n", 14);
+		return;
+	}
+	respond(m, c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+		strcmp(method, "HEAD") ? body.p : NULL,
+		strcmp(method, "HEAD") ? body.len : 0);
+	gs_mbuf_free(&body);
+}
+
+static void
+conn_read(struct gs_metrics *m, struct conn *c)
+{
+	ssize_t n;
+
+	n = read(c->fd, c->req + c->rlen, sizeof(c->req) - 1 - c->rlen);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(m, c);
+		return;
+	}
+	c->rlen += (size_t)n;
+	c->req[c->rlen] = '\0';
+	if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
+		handle_request(m, c);
+	else if (c->rlen == sizeof(c->req) - 1)
+		respond(m, c, 431, "Request Header Fields Too Large",
+			"text/plain", "", 0);
+}
+
+static void
+conn_write(struct gs_metrics *m, struct conn *c)
+{
+	ssize_t n;
+
+	while (c->off < c->out.len) {
+		n = send(c->fd, c->out.p + c->off, c->out.len - c->off,
+			 MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0)
+			break;
+		c->off += (size_t)n;
+	}
+	conn_close(m, c);
+}
+
+void
+gs_metrics_expire(struct gs_metrics *m, uint64_t mono_ms)
+{
+	for (int i = 0; i < GS_METRICS_MAX_CONN; i++)
+		if (m->conns[i].fd >= 0 &&
+		    mono_ms - m->conns[i].since_ms > GS_METRICS_IDLE_MS)
+			conn_close(m, &m->conns[i]);
+}
+
+void
+gs_metrics_dispatch(struct gs_metrics *m, uint64_t mono_ms)
+{
+	struct epoll_event evs[16];
+	int n;
+
+	n = epoll_wait(m->ep, evs, 16, 0);
+	for (int i = 0; i < n; i++) {
+		struct conn *c;
+
+		if (evs[i].data.u64 == UINT64_MAX) {
+			accept_all(m, mono_ms);
+			continue;
+		}
+		c = &m->conns[evs[i].data.u64];
+		if (c->fd < 0)
+			continue;
+		if (c->writing)
+			conn_write(m, c);
+		else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			conn_read(m, c);
+	}
+	gs_metrics_expire(m, mono_ms);
+}

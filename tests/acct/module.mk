@@ -1,0 +1,22 @@
+# tests/acct — accounting: unit tests (gsacct formats, store, tick deltas,
+# metrics, SVG), golden files for gsacct, integration and benchmarks.
+
+ACCT_TEST_CFLAGS := -Inode-agent -Inode-agent/gsacct -Itests/acct
+$(B)/tests/acct/%.o: CFLAGS += $(ACCT_TEST_CFLAGS)
+
+ACCT_UNITS := test_acctfmt test_store test_acct test_metrics test_plot
+
+$(B)/tests/acct/test_acctfmt: $(B)/tests/acct/test_acctfmt.o \
+	$(GSACCT_LIB_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(ACCT_LDLIBS)
+
+$(B)/tests/acct/test_plot: $(B)/tests/acct/test_plot.o \
+	$(B)/node-agent/gsacct/plot.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+$(B)/tests/acct/test_store $(B)/tests/acct/test_acct \
+$(B)/tests/acct/test_metrics: $(B)/tests/acct/%: $(B)/tests/acct/%.o \
+	$(ACCT_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(ACCT_LDLIBS)
+
+UNIT_TESTS += $(ACCT_UNITS:%=$(B)/tests/acct/%)

@@ -1,0 +1,423 @@
+/*
+ * test_acct.c — the accounting tick: counter deltas, share time only while
+ * busy, overrun charging, re-attach baselines, close, eviction histogram,
+ * NVML estimates (fake sample source and a fake /proc), and the tick
+ * batches written to a real store.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "acct.h"
+
+#define S 1000000000ull
+
+static struct gs_ctlpage page, page2;
+
+static void
+meta(struct gs_acct_meta *m, uint64_t id, uint32_t shares)
+{
+	memset(m, 0, sizeof(*m));
+	m->agent_id = id;
+	snprintf(m->labels.job, sizeof(m->labels.job), "%llu",
+		 (unsigned long long)id);
+	snprintf(m->labels.user, sizeof(m->labels.user), "alice");
+	m->uid = 1000;
+	m->gpu = 0;
+	m->shares = shares;
+}
+
+/* Run one tick and return the sample of store key `key` (zeroed if
+ * none); keys are given out from 1 in open order. */
+static struct gs_store_sample
+tick(struct gs_acct *a, uint64_t mono, uint64_t key, unsigned *nallocs)
+{
+	struct gs_store_batch *b = NULL;
+	struct gs_store_sample none;
+	struct gs_error err;
+
+	memset(&none, 0, sizeof(none));
+	if (gs_acct_tick(a, mono, (int64_t)mono, &b, &err) != 0)
+		fail_msg("tick: %s", err.msg);
+	assert_non_null(b);
+	if (nallocs)
+		*nallocs = b->nallocs;
+	for (uint32_t i = 0; i < b->nsamples; i++)
+		if (b->samples[i].key == key)
+			none = b->samples[i];
+	gs_store_batch_free(b);
+	return none;
+}
+
+static void
+test_delta(void **state)
+{
+	struct gs_ctl_counters p = { 0 }, c = { 0 };
+	struct gs_usage d;
+
+	(void)state;
+	p.gpu_ns = 100;
+	p.suspensions = 2;
+	c.gpu_ns = 250;
+	c.held_ns = 300;
+	c.suspensions = 3;
+	c.evict_ns_sum = 40;
+	c.evict_ns_max = 30;
+	gs_acct_delta(&p, &c, &d);
+	assert_int_equal(d.gpu_ns, 150);
+	assert_int_equal(d.held_ns, 300);
+	assert_int_equal(d.suspensions, 1);
+	assert_int_equal(d.evict_ns_sum, 40);
+	assert_int_equal(d.evict_ns_max, 30);
+	/* backwards (new page): nothing, never a huge wrap */
+	gs_acct_delta(&c, &p, &d);
+	assert_int_equal(d.gpu_ns, 0);
+	assert_int_equal(d.suspensions, 0);
+	assert_int_equal(d.evict_ns_max, 0);
+}
+
+static void
+test_hist(void **state)
+{
+	struct gs_acct_hist h;
+
+	(void)state;
+	memset(&h, 0, sizeof(h));
+	gs_acct_hist_add(&h, 1, 8000, 8000);		/* 8 us: <= 10 us */
+	assert_int_equal(h.count[1], 1);
+	gs_acct_hist_add(&h, 3, 3000 + 3000 + 400000, 400000);
+	assert_int_equal(h.count[6], 1);		/* 400 us: <= 500 us */
+	assert_int_equal(h.count[0], 2);		/* 3 us each */
+	gs_acct_hist_add(&h, 1, 5 * S, 5 * S);		/* +Inf */
+	assert_int_equal(h.count[GS_ACCT_EVICT_BUCKETS], 1);
+	assert_int_equal(h.n, 5);
+	assert_int_equal(h.sum_ns, 8000 + 406000 + 5 * S);
+	gs_acct_hist_add(&h, 0, 10, 10);
+	assert_int_equal(h.n, 5);
+}
+
+static void
+test_tick_usage(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_sample x;
+	struct gs_error err;
+	const struct gs_acct_view *v;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	page.gpu_ns = 7 * S;	/* used before attach: not ours */
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 1, 30);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), -1);	/* dup */
+	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	assert_int_equal(gs_acct_attach(a, 99, &page, 0), -1);
+
+	/* busy second: 0.6 s GPU, share time = 0.3 x 1 s */
+	page.state = GS_CTL_RUNNING;
+	page.gpu_ns += 600000000;
+	page.held_ns += 650000000;
+	page.block_tasks += 1000;
+	page.suspensions = 2;
+	page.evict_ns_sum = 30000;
+	page.evict_ns_max = 20000;
+	page.last_evict_ns = 20000;
+	x = tick(a, S, 1, NULL);
+	assert_int_equal(x.key, 1);
+	assert_int_equal(x.d.gpu_ns, 600000000);
+	assert_int_equal(x.d.held_ns, 650000000);
+	assert_int_equal(x.d.share_ns, 300000000);
+	assert_int_equal(x.d.wall_ns, S);
+	assert_int_equal(x.d.block_tasks, 1000);
+	assert_int_equal(x.d.suspensions, 2);
+	assert_int_equal(x.d.evict_ns_sum, 30000);
+	assert_int_equal(x.dt_ns, S);
+
+	/* idle for 10 s: nothing used, nothing saved up */
+	page.state = GS_CTL_IDLE;
+	for (int i = 2; i <= 11; i++) {
+		x = tick(a, (uint64_t)i * S, 1, NULL);
+		assert_int_equal(x.key, 0);	/* no sample at all */
+	}
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_int_equal(v[0].row.tot.share_ns, 300000000);
+	assert_int_equal(v[0].active, 0);
+
+	/* waiting without GPU time still accrues share time */
+	page.state = GS_CTL_WAITING;
+	x = tick(a, 13 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 0);
+	assert_int_equal(x.d.share_ns, 600000000);	/* 2 s x 0.3 */
+	assert_int_equal(x.dt_ns, 2 * S);
+
+	/* re-attach with a fresh page: its counters start at 0, the old
+	 * page's last values were read at detach */
+	page.gpu_ns += 100;
+	memset(&page2, 0, sizeof(page2));
+	page2.gpu_ns = 0;
+	assert_int_equal(gs_acct_attach(a, 1, &page2, 13 * S), 0);
+	page2.gpu_ns = 50;
+	page2.state = GS_CTL_RUNNING;
+	x = tick(a, 14 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 150);
+
+	assert_int_equal(gs_acct_set_params(a, 1, 40, 80, 2), 0);
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_int_equal(v[0].row.weight, 80);
+	assert_int_equal(v[0].row.tot.gpu_ns, 600000000 + 150);
+	gs_acct_free(a);
+}
+
+static void
+test_overrun(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_sample x;
+	struct gs_error err;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 2, 50);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 2, &page, 0), 0);
+
+	/* a cooperative hold: charged what it reported */
+	gs_acct_hold(a, 2, 100);
+	page.gpu_ns = 4000000;
+	gs_acct_unhold(a, 2, 5000100, 4000000);
+	x = tick(a, S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 4000000);
+
+	/* granted at 1.0 s, ignores the suspend, escalated at 1.5 s,
+	 * reports only 0.1 s of GPU time so far */
+	gs_acct_hold(a, 2, S);
+	page.gpu_ns += 100000000;
+	gs_acct_escalate(a, 2, S + S / 2);
+	x = tick(a, 2 * S, 1, NULL);
+	/* charged the whole hold so far: 1 s (0.1 reported + 0.9 extra) */
+	assert_int_equal(x.d.gpu_ns, S);
+	/* still holding at 3 s: another full second */
+	x = tick(a, 3 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S);
+	/* releases at 3.5 s reporting 0.2 s in total for this hold */
+	page.gpu_ns += 100000000;
+	gs_acct_unhold(a, 2, 3 * S + S / 2, 200000000);
+	x = tick(a, 4 * S, 1, NULL);
+	/* the hold lasted 2.5 s: 2 s charged already, 0.5 s more */
+	assert_int_equal(x.d.gpu_ns, S / 2);
+	x = tick(a, 5 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 0);
+	gs_acct_escalate(a, 2, 6 * S);		/* not holding: no effect */
+	x = tick(a, 7 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 0);
+	gs_acct_free(a);
+}
+
+static void
+test_close(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_batch *b;
+	struct gs_error err;
+	const struct gs_acct_view *v;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 3, 20);
+	assert_int_equal(gs_acct_open(a, &m, 5, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 3, &page, 0), 0);
+	page.gpu_ns = 123;
+	/* closed between ticks: the last counters still count */
+	assert_int_equal(gs_acct_close(a, 3, GS_SST_COMPLETED, 77, S / 2), 0);
+	assert_int_equal(gs_acct_close(a, 3, GS_SST_COMPLETED, 77, S / 2), -1);
+	assert_int_equal(gs_acct_tick(a, S, (int64_t)S, &b, &err), 0);
+	assert_int_equal(b->nsamples, 1);
+	assert_int_equal(b->samples[0].d.gpu_ns, 123);
+	assert_int_equal(b->nallocs, 1);
+	assert_int_equal(b->allocs[0].end_ns, 77);
+	assert_int_equal(b->allocs[0].start_ns, 5);
+	assert_int_equal(b->allocs[0].state, GS_SST_COMPLETED);
+	assert_int_equal(b->allocs[0].tot.gpu_ns, 123);
+	assert_int_equal(b->tick, 1);
+	gs_store_batch_free(b);
+	assert_int_equal(gs_acct_allocs(a, &v), 0);
+	/* the same agent id may be reused afterwards */
+	assert_int_equal(gs_acct_open(a, &m, 6, S, &err), 0);
+	assert_int_equal(gs_acct_ticks(a), 1);
+	gs_acct_free(a);
+}
+
+/* ---- NVML estimate ---- */
+
+struct fake_src {
+	struct gs_proc_util s[8];
+	int n;
+	uint64_t asked_since;
+};
+
+static int
+fake_util(void *arg, int32_t gpu, uint64_t since_us,
+	  struct gs_proc_util *out, unsigned max, struct gs_error *err)
+{
+	struct fake_src *f = arg;
+	int n = 0;
+
+	(void)gpu;
+	(void)err;
+	f->asked_since = since_us;
+	for (int i = 0; i < f->n && (unsigned)n < max; i++)
+		if (f->s[i].ts_us > since_us)
+			out[n++] = f->s[i];
+	return n;
+}
+
+static void
+write_environ(const char *root, unsigned pid, const char *env, size_t len)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/environ", root, pid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fwrite(env, 1, len, f);
+	fclose(f);
+}
+
+static void
+test_estimate(void **state)
+{
+	static const char env1[] = "PATH=/bin\0GSHARE_ALLOC=4\0HOME=/x";
+	static const char env2[] = "PATH=/bin\0HOME=/y";
+	char root[] = "/tmp/gs-test-proc.XXXXXX";
+	struct fake_src src = { .n = 4 };
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_batch *b;
+	struct gs_error err;
+	char cmd[128];
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	write_environ(root, 111, env1, sizeof(env1));
+	write_environ(root, 222, env2, sizeof(env2));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	gs_acct_set_util_source(a, fake_util, &src, root);
+	meta(&m, 4, 50);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	/* samples every 200 ms: pid 111 at 50% and 100%, pid 222 (not a
+	 * gshare process), pid 333 (gone) */
+	src.s[0] = (struct gs_proc_util){ 111, 50, 1000000 };
+	src.s[1] = (struct gs_proc_util){ 222, 90, 1200000 };
+	src.s[2] = (struct gs_proc_util){ 111, 100, 1400000 };
+	src.s[3] = (struct gs_proc_util){ 333, 100, 1600000 };
+	assert_int_equal(gs_acct_tick(a, S, (int64_t)S, &b, &err), 0);
+	/* first sample's period is one tick (1 s) x 50%, then 200 ms x 100% */
+	assert_int_equal(b->nsamples, 1);
+	assert_int_equal(b->samples[0].estimate, 1);
+	assert_int_equal(b->samples[0].d.gpu_ns, S / 2 + S / 5);
+	assert_int_equal(b->allocs[0].estimate, 1);
+	gs_store_batch_free(b);
+	/* next tick asks only for newer samples and gets none */
+	assert_int_equal(gs_acct_tick(a, 2 * S, (int64_t)2 * S, &b, &err), 0);
+	assert_int_equal(src.asked_since, 1600000);
+	assert_int_equal(b->nsamples, 0);
+	gs_store_batch_free(b);
+	/* once attached the job reports itself: no more estimates */
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(gs_acct_attach(a, 4, &page, 2 * S), 0);
+	src.s[0] = (struct gs_proc_util){ 111, 100, 2000000 };
+	src.n = 1;
+	assert_int_equal(gs_acct_tick(a, 3 * S, (int64_t)3 * S, &b, &err), 0);
+	assert_int_equal(b->nsamples, 0);
+	gs_store_batch_free(b);
+	gs_acct_free(a);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ---- with a store: keys continue, re-adoption after a crash ---- */
+
+static void
+test_store_adopt(void **state)
+{
+	char dir[] = "/tmp/gs-test-acct.XXXXXX", path[128], cmd[128];
+	struct gs_store *st;
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_batch *b;
+	struct gs_error err;
+	const struct gs_acct_view *v;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/usage.db", dir);
+	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
+	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	memset(&page, 0, sizeof(page));
+	meta(&m, 1, 30);
+	assert_int_equal(gs_acct_open(a, &m, 10, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	page.gpu_ns = 5 * S;
+	page.state = GS_CTL_RUNNING;
+	assert_int_equal(gs_acct_tick(a, S, 1000, &b, &err), 0);
+	assert_int_equal(gs_store_write(st, b, &err), 0);
+	gs_acct_free(a);
+	gs_store_close(st);
+
+	/* restart: the open row is closed as NODE_FAIL, then adopted */
+	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
+	assert_int_equal(gs_store_recover(st, &err), 1);
+	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	assert_int_equal(gs_acct_ticks(a), 1);
+	meta(&m, 7, 30);			/* new agent id, same job */
+	strcpy(m.labels.job, "1");
+	assert_int_equal(gs_acct_open(a, &m, 2000, 0, &err), 0);
+	meta(&m, 8, 30);			/* a new job: a new key */
+	assert_int_equal(gs_acct_open(a, &m, 2000, 0, &err), 0);
+	assert_int_equal(gs_acct_allocs(a, &v), 2);
+	assert_int_equal(v[0].row.key, 1);
+	assert_int_equal(v[0].row.start_ns, 10);
+	assert_int_equal(v[0].row.tot.gpu_ns, 5 * S);
+	assert_int_equal(v[0].row.state, GS_SST_RUNNING);
+	assert_int_equal(v[1].row.key, 2);
+	assert_int_equal(gs_acct_tick(a, S, 3000, &b, &err), 0);
+	assert_int_equal(b->tick, 2);
+	assert_int_equal(gs_store_write(st, b, &err), 0);
+	gs_acct_free(a);
+	gs_store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_delta),
+		cmocka_unit_test(test_hist),
+		cmocka_unit_test(test_tick_usage),
+		cmocka_unit_test(test_overrun),
+		cmocka_unit_test(test_close),
+		cmocka_unit_test(test_estimate),
+		cmocka_unit_test(test_store_adopt),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

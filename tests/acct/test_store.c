@@ -1,0 +1,456 @@
+/*
+ * test_store.c — usage store: migrations, batch writes, queries, crash
+ * recovery and adoption, retention purge, the writer thread.
+ * Each test works in its own temporary directory.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "store.h"
+
+struct fx {
+	char dir[64];
+	char path[128];
+};
+
+static int
+setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	strcpy(f->dir, "/tmp/gs-test-store.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/usage.db", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	if (system(cmd) != 0)
+		return -1;
+	free(f);
+	return 0;
+}
+
+static struct gs_store *
+open_rw(struct fx *f)
+{
+	struct gs_store *s = NULL;
+	struct gs_error err;
+
+	if (gs_store_open(f->path, 0, &s, &err) != 0)
+		fail_msg("open: %s", err.msg);
+	return s;
+}
+
+static void
+mk_alloc(struct gs_store_alloc *a, uint64_t key, const char *job,
+	 const char *step, uint32_t uid, int64_t start)
+{
+	memset(a, 0, sizeof(*a));
+	a->key = key;
+	a->agent_id = key + 100;
+	snprintf(a->labels.job, sizeof(a->labels.job), "%s", job);
+	snprintf(a->labels.step, sizeof(a->labels.step), "%s", step);
+	snprintf(a->labels.user, sizeof(a->labels.user), "u%u", uid);
+	snprintf(a->labels.account, sizeof(a->labels.account), "acct%u",
+		 uid % 2);
+	a->uid = uid;
+	a->gpu = 0;
+	a->shares = 30;
+	a->weight = 30;
+	a->start_ns = start;
+	a->state = GS_SST_RUNNING;
+}
+
+static void
+write_tick(struct gs_store *s, uint64_t tick, int64_t t,
+	   struct gs_store_alloc *a, unsigned n, uint64_t gpu_each)
+{
+	struct gs_store_batch *b = gs_store_batch_new(tick, t);
+	struct gs_store_sample x;
+	struct gs_error err;
+
+	assert_non_null(b);
+	for (unsigned i = 0; i < n; i++) {
+		memset(&x, 0, sizeof(x));
+		x.key = a[i].key;
+		x.t_ns = t;
+		x.dt_ns = 1000000000;
+		x.d.gpu_ns = gpu_each;
+		x.d.wall_ns = 1000000000;
+		a[i].tot.gpu_ns += gpu_each;
+		a[i].last_ns = t;
+		assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+		assert_int_equal(gs_store_batch_add_alloc(b, &a[i], &err), 0);
+	}
+	if (gs_store_write(s, b, &err) != 0)
+		fail_msg("write: %s", err.msg);
+}
+
+static void
+test_migrations(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s;
+	struct gs_error err;
+	sqlite3 *db;
+	int v;
+
+	/* a fresh file is created at the latest version */
+	s = open_rw(f);
+	assert_int_equal(gs_store_version(s, &v, &err), 0);
+	assert_int_equal(v, GS_STORE_SCHEMA_VERSION);
+	gs_store_close(s);
+	unlink(f->path);
+
+	/* a version-1 file with data migrates to the latest, data kept */
+	assert_int_equal(gs_store_open(f->path, GS_STORE_NOMIGRATE, &s, &err),
+			 0);
+	assert_int_equal(gs_store_version(s, &v, &err), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(gs_store_migrate(s, 1, &err), 0);
+	assert_int_equal(gs_store_version(s, &v, &err), 0);
+	assert_int_equal(v, 1);
+	/* not open for writing until migrated */
+	assert_int_equal(gs_store_write(s, gs_store_batch_new(1, 1), &err), -1);
+	gs_store_close(s);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"INSERT INTO allocs (key, agent_id, job, uid, gpu, shares,"
+		" weight, priority, mode, start_ns, state, gpu_ns)"
+		" VALUES (5, 9, '77', 1000, 0, 20, 20, 1, 0, 1, 1, 42);",
+		NULL, NULL, NULL), SQLITE_OK);
+	/* version 1 has no tick log */
+	assert_int_not_equal(sqlite3_exec(db, "SELECT * FROM ticks", NULL,
+					  NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	/* read-only refuses an old schema with advice */
+	assert_int_equal(gs_store_open(f->path, GS_STORE_RDONLY, &s, &err), -1);
+	assert_int_equal(err.code, GS_EVERSION);
+	assert_non_null(strstr(err.msg, "start gshared once to migrate"));
+	s = open_rw(f);
+	assert_int_equal(gs_store_version(s, &v, &err), 0);
+	assert_int_equal(v, 2);
+	{
+		uint64_t k, t;
+
+		assert_int_equal(gs_store_next_key(s, &k, &err), 0);
+		assert_int_equal(k, 6);
+		assert_int_equal(gs_store_last_tick(s, &t, &err), 0);
+		assert_int_equal(t, 0);
+	}
+	assert_int_equal(gs_store_migrate(s, GS_STORE_SCHEMA_VERSION + 1,
+					  &err), -1);
+	gs_store_close(s);
+
+	/* a newer schema is refused, read-write and read-only */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL,
+				      NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(gs_store_open(f->path, 0, &s, &err), -1);
+	assert_int_equal(err.code, GS_EVERSION);
+	assert_non_null(strstr(err.msg, "newer"));
+	assert_int_equal(gs_store_open(f->path, GS_STORE_RDONLY, &s, &err), -1);
+	assert_int_equal(err.code, GS_EVERSION);
+}
+
+static void
+test_missing_ro(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s;
+	struct gs_error err;
+
+	assert_int_equal(gs_store_open(f->path, GS_STORE_RDONLY, &s, &err), -1);
+	assert_int_equal(err.code, GS_ENOENT);
+	assert_non_null(strstr(err.msg, f->path));
+}
+
+struct seen {
+	unsigned n;
+	uint64_t keys[64];
+	uint64_t gpu[64];
+};
+
+static int
+seen_cb(void *arg, const struct gs_store_alloc *a)
+{
+	struct seen *s = arg;
+
+	s->keys[s->n] = a->key;
+	s->gpu[s->n++] = a->tot.gpu_ns;
+	return 0;
+}
+
+static unsigned
+query(struct gs_store *s, const struct gs_store_filter *f, struct seen *out)
+{
+	struct gs_error err;
+
+	memset(out, 0, sizeof(*out));
+	if (gs_store_query(s, f, seen_cb, out, &err) != 0)
+		fail_msg("query: %s", err.msg);
+	return out->n;
+}
+
+static void
+test_write_query(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store_alloc a[4];
+	struct gs_store_filter flt;
+	struct gs_store *s = open_rw(f), *ro;
+	struct gs_error err;
+	struct seen sn;
+	uint64_t t;
+
+	mk_alloc(&a[0], 1, "42", "0", 1000, 1000);
+	mk_alloc(&a[1], 2, "42", "1", 1000, 2000);
+	mk_alloc(&a[2], 3, "43", "", 1001, 3000);
+	mk_alloc(&a[3], 4, "", "", 1002, 4000);
+	strcpy(a[3].labels.ns, "ns1");
+	strcpy(a[3].labels.pod, "pod1");
+	strcpy(a[3].labels.container, "c1");
+	for (uint64_t k = 1; k <= 3; k++)
+		write_tick(s, k, (int64_t)k * 1000000000, a, 4, 100);
+	a[2].end_ns = 5000000000;
+	a[2].state = GS_SST_COMPLETED;
+	write_tick(s, 4, 4000000000, &a[2], 1, 1);
+	assert_int_equal(gs_store_last_tick(s, &t, &err), 0);
+	assert_int_equal(t, 4);
+
+	/* readers see committed data while the writer is open */
+	assert_int_equal(gs_store_open(f->path, GS_STORE_RDONLY, &ro, &err), 0);
+	memset(&flt, 0, sizeof(flt));
+	assert_int_equal(query(ro, &flt, &sn), 4);
+	assert_int_equal(sn.keys[0], 1);
+	assert_int_equal(sn.gpu[0], 300);
+	assert_int_equal(sn.gpu[2], 301);
+
+	const char *j42[] = { "42" }, *j420[] = { "42.1" },
+		   *pod[] = { "ns1/pod1" }, *podc[] = { "ns1/pod1/c1" },
+		   *podx[] = { "ns1/pod1/c2" }, *two[] = { "43", "42.0" };
+	flt.jobs = j42;
+	flt.njobs = 1;
+	assert_int_equal(query(ro, &flt, &sn), 2);
+	flt.jobs = j420;
+	assert_int_equal(query(ro, &flt, &sn), 1);
+	assert_int_equal(sn.keys[0], 2);
+	flt.jobs = pod;
+	assert_int_equal(query(ro, &flt, &sn), 1);
+	assert_int_equal(sn.keys[0], 4);
+	flt.jobs = podc;
+	assert_int_equal(query(ro, &flt, &sn), 1);
+	flt.jobs = podx;
+	assert_int_equal(query(ro, &flt, &sn), 0);
+	flt.jobs = two;
+	flt.njobs = 2;
+	assert_int_equal(query(ro, &flt, &sn), 2);
+
+	memset(&flt, 0, sizeof(flt));
+	uint32_t uids[] = { 1001, 1002 };
+	flt.uids = uids;
+	flt.nuids = 2;
+	assert_int_equal(query(ro, &flt, &sn), 2);
+	memset(&flt, 0, sizeof(flt));
+	const char *acc[] = { "acct1" };
+	flt.accounts = acc;
+	flt.naccounts = 1;
+	assert_int_equal(query(ro, &flt, &sn), 1);	/* uid 1001 */
+	memset(&flt, 0, sizeof(flt));
+	uint32_t st[] = { GS_SST_COMPLETED };
+	flt.states = st;
+	flt.nstates = 1;
+	assert_int_equal(query(ro, &flt, &sn), 1);
+	assert_int_equal(sn.keys[0], 3);
+	/* window: 43 ended at 5 s */
+	memset(&flt, 0, sizeof(flt));
+	flt.start_ns = 6000000000;
+	assert_int_equal(query(ro, &flt, &sn), 3);
+	flt.start_ns = 0;
+	flt.end_ns = 2500;
+	assert_int_equal(query(ro, &flt, &sn), 2);
+
+	struct gs_usage u;
+	assert_int_equal(gs_store_sum(ro, 1, 2000000000, 0, &u, &err), 0);
+	assert_int_equal(u.gpu_ns, 200);
+	assert_int_equal(u.wall_ns, 2000000000);
+	assert_int_equal(gs_store_sum(ro, 99, 0, 0, &u, &err), 0);
+	assert_int_equal(u.gpu_ns, 0);
+
+	/* the read-only handle cannot write */
+	struct gs_store_batch *b = gs_store_batch_new(9, 1);
+	assert_int_equal(gs_store_write(ro, b, &err), -1);
+	gs_store_close(ro);
+	gs_store_close(s);
+}
+
+static void
+test_recover_adopt(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store_alloc a[2], row;
+	struct gs_store *s = open_rw(f);
+	struct gs_error err;
+	struct seen sn;
+	struct gs_store_filter flt;
+
+	mk_alloc(&a[0], 1, "50", "0", 1000, 1000);
+	mk_alloc(&a[1], 2, "51", "0", 1000, 1000);
+	write_tick(s, 1, 7000000000, a, 2, 10);
+	a[1].end_ns = 7000000000;
+	a[1].state = GS_SST_COMPLETED;
+	write_tick(s, 2, 8000000000, &a[1], 1, 0);
+	gs_store_close(s);	/* "crash": 50.0 left open */
+
+	s = open_rw(f);
+	assert_int_equal(gs_store_recover(s, &err), 1);
+	assert_int_equal(gs_store_orphans(s), 1);
+	memset(&flt, 0, sizeof(flt));
+	uint32_t nf[] = { GS_SST_NODE_FAIL };
+	flt.states = nf;
+	flt.nstates = 1;
+	assert_int_equal(query(s, &flt, &sn), 1);
+	assert_int_equal(sn.keys[0], 1);
+
+	/* a different uid or step does not match */
+	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1001, 0, &row), 0);
+	struct gs_labels l = a[0].labels;
+	strcpy(l.step, "1");
+	assert_int_equal(gs_store_adopt(s, &l, 1000, 0, &row), 0);
+	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1000, 1, &row), 0);
+	/* the same job re-attaches: its row comes back open */
+	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1000, 0, &row), 1);
+	assert_int_equal(row.key, 1);
+	assert_int_equal(row.state, GS_SST_RUNNING);
+	assert_int_equal(row.end_ns, 0);
+	assert_int_equal(row.tot.gpu_ns, 10);
+	assert_int_equal(gs_store_orphans(s), 0);
+	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1000, 0, &row), 0);
+	gs_store_close(s);
+
+	/* nothing open: recovery closes nothing */
+	s = open_rw(f);
+	assert_int_equal(gs_store_recover(s, &err), 0);
+	gs_store_close(s);
+}
+
+static void
+test_purge(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store_alloc a[2];
+	struct gs_store *s = open_rw(f);
+	struct gs_error err;
+	struct gs_store_filter flt;
+	struct seen sn;
+	unsigned del;
+
+	mk_alloc(&a[0], 1, "60", "", 1000, 1);
+	mk_alloc(&a[1], 2, "61", "", 1000, 1);
+	for (int t = 1; t <= 50; t++)
+		write_tick(s, (uint64_t)t, (int64_t)t, a, 2, 1);
+	a[0].end_ns = 50;
+	a[0].state = GS_SST_COMPLETED;
+	write_tick(s, 51, 51, a, 1, 1);
+	/* 30 samples of each older than 31: 60 rows, 25 per call */
+	assert_int_equal(gs_store_purge(s, 31, 25, &del, &err), 0);
+	assert_int_equal(del, 25);
+	assert_int_equal(gs_store_purge(s, 31, 25, &del, &err), 0);
+	assert_int_equal(del, 25);
+	assert_int_equal(gs_store_purge(s, 31, 25, &del, &err), 0);
+	assert_int_equal(del, 10);
+	assert_int_equal(gs_store_purge(s, 31, 25, &del, &err), 0);
+	assert_int_equal(del, 0);
+	memset(&flt, 0, sizeof(flt));
+	assert_int_equal(query(s, &flt, &sn), 2);	/* both still sampled */
+	/* everything old: the closed allocation goes, the open one stays */
+	while (gs_store_purge(s, 1000, 1000, &del, &err) == 0 && del)
+		;
+	assert_int_equal(query(s, &flt, &sn), 1);
+	assert_int_equal(sn.keys[0], 2);
+	gs_store_close(s);
+}
+
+static void
+test_writer_thread(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s = open_rw(f);
+	struct gs_store_done d[16];
+	struct gs_store_alloc a;
+	struct gs_error err;
+	unsigned got = 0;
+	uint64_t t;
+
+	/* submit before start is refused (and frees the batch) */
+	assert_int_equal(gs_store_submit(s, gs_store_batch_new(1, 1), &err), -1);
+	assert_int_equal(err.code, GS_ESTATE);
+	assert_int_equal(gs_store_start(s, 0, 0, &err), 0);
+	mk_alloc(&a, 1, "70", "", 1000, 1);
+	for (uint64_t k = 1; k <= 5; k++) {
+		struct gs_store_batch *b = gs_store_batch_new(k, (int64_t)k);
+		struct gs_store_sample x = { .key = 1, .t_ns = (int64_t)k,
+					     .dt_ns = 1 };
+
+		x.d.gpu_ns = 5;
+		a.tot.gpu_ns += 5;
+		assert_int_equal(gs_store_batch_add_alloc(b, &a, &err), 0);
+		assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+		if (gs_store_submit(s, b, &err) != 0)
+			fail_msg("submit: %s", err.msg);
+	}
+	while (got < 5) {
+		struct pollfd p = { .fd = gs_store_event_fd(s),
+				    .events = POLLIN };
+
+		assert_int_equal(poll(&p, 1, 10000), 1);
+		int n = gs_store_reap(s, d, 16);
+
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(d[i].ok, 1);
+			assert_int_equal(d[i].tick, got + 1);
+			got++;
+		}
+	}
+	gs_store_stop(s);
+	assert_int_equal(gs_store_last_tick(s, &t, &err), 0);
+	assert_int_equal(t, 5);
+	gs_store_close(s);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_migrations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_ro, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_query, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recover_adopt, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_purge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_thread, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
