@@ -262,12 +262,13 @@ gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 		struct gs_dp_alloc *a = &st->a[i];
 
 		if (match[i] == npcs) {
-			if (now_ms - a->seen_ms >= grace_ms) {
+			if (a->seen || now_ms - a->seen_ms >= grace_ms) {
 				acts[nacts].kind = GS_DP_ACT_CLOSE;
 				acts[nacts++].id = a->id;
 			}
 			continue;
 		}
+		a->seen = 1;
 		a->seen_ms = now_ms;
 		if (!same_labels(a, &pcs[match[i]]))
 			gs_dp_state_set_labels(a, pcs[match[i]].ns,

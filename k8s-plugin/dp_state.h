@@ -6,8 +6,9 @@
  * says which pod it is for; the kubelet's PodResources List later shows
  * which pod container holds its device IDs.  Reconciling labels the
  * allocation with namespace/pod/container and closes allocations whose
- * devices no pod holds any more (after a grace period, so a fresh
- * allocation is not closed before the kubelet records it).  After a
+ * pod is gone: at once when the allocation had been seen in a pod, after
+ * a grace period when it never was (a fresh allocation the kubelet has
+ * not recorded yet, or one adopted after a restart).  After a
  * restart of the plugin, allocations are adopted from the agent's status
  * without their device IDs; reconciling finds them again by labels, or
  * by GPU and share count.  Pure: no I/O, the caller carries out the
@@ -34,6 +35,7 @@ struct gs_dp_alloc {
 	char container[GS_LABEL_MAX];
 	int labeled;		/* ns/pod/container known */
 	int label_pending;	/* known here, not yet stored by the agent */
+	int seen;		/* has been seen in a pod */
 	uint64_t seen_ms;	/* created, adopted or last seen in a pod */
 };
 
@@ -80,8 +82,9 @@ size_t gs_dp_state_overlap(const struct gs_dp_state *st,
 
 /* Reconcile with the kubelet's list.  acts (caller array of st->n
  * entries) receives LABEL for allocations whose labels the agent should
- * store (clear label_pending once it did) and CLOSE for allocations no
- * container has held for grace_ms (remove them once closed).  Returns the
+ * store (clear label_pending once it did) and CLOSE for allocations
+ * whose pod went away, or that no pod has held within grace_ms of their
+ * creation (remove them once closed).  Returns the
  * number of actions, or -1. */
 int gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 		    size_t npcs, uint64_t now_ms, uint64_t grace_ms,

@@ -13,3 +13,9 @@ $(K8S_UNIT): $(B)/tests/k8s/test_dp_logic.o $(DP_PURE_OBJS) $(GSCOMMON)
 # NodeSource nodejs ships its own npm and conflicts with Debian's).
 DEB_PKGS += $(if $(shell command -v npm 2>/dev/null),,nodejs npm)
 INTEG_TESTS += tests/k8s/manifests.sh
+
+# Agent status in a fixed format, for the integration test.
+K8S_AGENTQ := $(B)/tests/k8s/dp_agentq
+TEST_HELPERS += $(K8S_AGENTQ)
+$(K8S_AGENTQ): $(B)/tests/k8s/dp_agentq.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^

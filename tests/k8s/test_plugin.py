@@ -1,0 +1,425 @@
+#!/usr/bin/python3
+"""Integration test of gshare-device-plugin against a real gshared
+(simulated GPUs) and the kubelet stand-in (kubelet_standin.py).
+
+    test_plugin.py [--valgrind] [--allocs N] [--bench FILE]
+
+Cases: registration; 100 devices per simulated GPU; preferred allocation
+packs; Allocate returns the environment and the mount and the agent shows
+the allocation, labelled from PodResources; bad requests get a gRPC error
+with a readable message and the plugin keeps serving; allocations of
+deleted pods are closed; health flips when the agent goes away and comes
+back; kubelet restart re-registers within a second; plugin restart
+rebuilds its state from the agent and PodResources; N Allocates (default
+1000) with flat RSS; clean SIGTERM.  --valgrind runs the plugin under
+valgrind for the whole run and fails on any definite leak or memory
+error.  --bench measures Allocate latency (kubelet-side round trip, agent
+included) and writes the figures to FILE.
+
+Every process and file it starts is cleaned up on exit, pass or fail.
+Waits poll with deadlines; no fixed sleeps decide an outcome.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import kubelet_standin as ks  # noqa: E402
+
+B = os.path.join(TOP, os.environ.get("B", "build"))
+PLUGIN = os.path.join(B, "k8s-plugin", "gshare-device-plugin")
+GSHARED = os.path.join(B, "node-agent", "gshared")
+AGENTQ = os.path.join(B, "tests", "k8s", "dp_agentq")
+NODE = "testnode"
+
+procs = []
+
+
+def log(*a):
+    print("k8s:", *a, flush=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    log("ok:", what)
+
+
+def wait(pred, timeout, what, step=0.02):
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError("timed out after %.1f s: %s" % (timeout,
+                                                                 what))
+        time.sleep(step)
+
+
+class Env:
+    def __init__(self, args):
+        self.args = args
+        self.tmp = tempfile.mkdtemp(prefix="gshare-k8s-")
+        self.run = os.path.join(self.tmp, "run")
+        self.dp = os.path.join(self.tmp, "device-plugins")
+        self.pr = os.path.join(self.tmp, "pod-resources")
+        for d in (self.run, self.dp, self.pr, os.path.join(self.tmp,
+                                                           "state")):
+            os.makedirs(d)
+        self.sock = os.path.join(self.run, "gshared.sock")
+        self.cfg = os.path.join(self.tmp, "gshare.yaml")
+        with open(self.cfg, "w") as f:
+            f.write("socket: %s\nstate_dir: %s/state\ngpus:\n"
+                    "  simulated: 2\nlog: stderr\n" % (self.sock, self.tmp))
+        self.agent = None
+        self.plugin = None
+        self.plugin_log = None
+        self.kubelet = ks.Kubelet(self.dp, os.path.join(self.pr,
+                                                        "kubelet.sock"),
+                                  log=log)
+
+    # ---- agent ----
+    def start_agent(self):
+        self.agent = subprocess.Popen(
+            [GSHARED, "-d", "-f", self.cfg],
+            stdout=open(os.path.join(self.tmp, "agent.log"), "a"),
+            stderr=subprocess.STDOUT)
+        procs.append(self.agent)
+        wait(lambda: self.agentq(quiet=True) is not None, 10,
+             "agent answers on %s" % self.sock)
+
+    def stop_agent(self):
+        self.agent.send_signal(signal.SIGTERM)
+        self.agent.wait(10)
+
+    def agentq(self, quiet=False):
+        r = subprocess.run([AGENTQ, self.sock], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            if not quiet:
+                raise AssertionError("agent status: " + r.stderr)
+            return None
+        gpus, allocs = [], {}
+        for line in r.stdout.splitlines():
+            f = line.split()
+            if f[0] == "gpu":
+                gpus.append((int(f[1]), f[2], int(f[3])))
+            elif f[0] == "alloc":
+                allocs[int(f[1])] = dict(
+                    gpu=int(f[2]), uuid=f[3], shares=int(f[4]),
+                    state=f[5], cluster=f[6], node=f[7], ns=f[8],
+                    pod=f[9], container=f[10])
+        return gpus, allocs
+
+    def open_allocs(self):
+        return {i: a for i, a in self.agentq()[1].items()
+                if a["state"] != "closed"}
+
+    # ---- plugin ----
+    def start_plugin(self, extra=()):
+        cmd = [PLUGIN, "-v", "plugin_dir=" + self.dp,
+               "podresources_socket=" + self.kubelet.podres_sock,
+               "agent_socket=" + self.sock, "node_name=" + NODE,
+               "tick=50ms", "agent_poll=100ms", "podresources_poll=200ms",
+               "pod_grace=1s"] + list(extra)
+        if self.args.valgrind:
+            self.vg_log = os.path.join(self.tmp, "valgrind.%d.log" %
+                                       len(procs))
+            cmd = ["valgrind", "--leak-check=full",
+                   "--errors-for-leak-kinds=definite",
+                   "--error-exitcode=99", "--log-file=" + self.vg_log] + cmd
+        self.plugin_log = os.path.join(self.tmp, "plugin.log")
+        self.plugin = subprocess.Popen(
+            cmd, stdout=open(self.plugin_log, "a"), stderr=subprocess.STDOUT)
+        procs.append(self.plugin)
+
+    def stop_plugin(self):
+        t0 = time.monotonic()
+        self.plugin.send_signal(signal.SIGTERM)
+        rc = self.plugin.wait(30)
+        took = time.monotonic() - t0
+        if self.args.valgrind:
+            text = open(self.vg_log).read()
+            m = re.search(r"definitely lost: ([\d,]+) bytes", text)
+            e = re.search(r"ERROR SUMMARY: (\d+) errors", text)
+            check(rc == 0 and (m is None or m.group(1) == "0") and
+                  e is not None and e.group(1) == "0",
+                  "valgrind: no definite leaks, no memory errors "
+                  "(rc %d, %s)" % (rc, (m.group(0) if m else
+                                         "no leaks reported")))
+        return rc, took
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.plugin.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def cleanup(self):
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        try:
+            self.kubelet.stop()
+        except Exception:
+            pass
+        if os.environ.get("KEEP_TMP"):
+            log("kept", self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def expect_error(k, fn, code, pattern, what):
+    try:
+        fn()
+    except ks.PluginError as e:
+        check(e.code == code and re.search(pattern, e.details or ""),
+              "%s -> %s %r" % (what, e.code.name, e.details))
+        return
+    raise AssertionError("%s was accepted" % what)
+
+
+def run(args):
+    env = Env(args)
+    k = env.kubelet
+    slow = 5 if args.valgrind else 1
+    try:
+        k.start()
+        env.start_agent()
+        gpus = env.agentq()[0]
+        check(len(gpus) == 2, "agent runs 2 simulated GPUs")
+        uuids = [g[1] for g in gpus]
+
+        # Registration: Register (validated), options, ListAndWatch.
+        env.start_plugin()
+        k.wait_for(lambda: k.registrations, 10 * slow, "registration")
+        check(k.registrations[0][2] == "gshare.io/gpu-share" and
+              not k.register_errors,
+              "plugin registered gshare.io/gpu-share, version v1beta1")
+        check(k.options.get_preferred_allocation_available,
+              "GetDevicePluginOptions: preferred allocation available")
+
+        # 100 devices per GPU, all healthy.
+        k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
+                   "200 healthy devices")
+        want = {"%s::%d" % (u, n) for u in uuids for n in range(100)}
+        check(set(k.devices) == want,
+              "ListAndWatch: 100 devices <GPU-UUID>::<n> per GPU")
+
+        # Packing: 30 then 80 then 60 then 20 on 2 GPUs of 100.
+        def gpu_of(ids):
+            s = {i.split("::")[0] for i in ids}
+            assert len(s) == 1, ids
+            return s.pop()
+        a = k.admit("default", "pod-a", [("main", 30)])["main"]
+        b = k.admit("default", "pod-b", [("main", 80)])["main"]
+        check(gpu_of(a[0]) != gpu_of(b[0]),
+              "80 shares go to the GPU that still has them")
+        c = k.admit("default", "pod-c", [("main", 60)])["main"]
+        check(gpu_of(c[0]) == gpu_of(a[0]),
+              "60 shares pack next to the 30")
+        d = k.admit("team", "pod-d", [("side", 20)])["side"]
+        check(gpu_of(d[0]) == gpu_of(b[0]),
+              "20 shares fill the GPU with exactly 20 free (best fit)")
+        avail = k.free_ids()
+        must = [i for i in avail if i.startswith(gpu_of(a[0]))][:2]
+        pref = k.preferred(avail, must, 5)
+        check(must[0] in pref and must[1] in pref and len(pref) == 5 and
+              len({i.split("::")[0] for i in pref}) == 1,
+              "GetPreferredAllocation honours must_include")
+
+        # Environment, mount, and the agent's view.
+        ids, envs, mounts = a
+        alloc_id = int(envs["GSHARE_ALLOC"])
+        check(envs["GSHARE_SOCKET"] == env.sock and
+              envs["CUDA_VISIBLE_DEVICES"] == gpu_of(ids) and
+              envs["NVIDIA_VISIBLE_DEVICES"] == gpu_of(ids),
+              "Allocate env: GSHARE_SOCKET, GSHARE_ALLOC=%d, "
+              "CUDA/NVIDIA_VISIBLE_DEVICES" % alloc_id)
+        check(mounts == [(env.run, env.run, True)],
+              "Allocate mounts the agent socket directory read-only")
+        al = env.open_allocs()
+        check(alloc_id in al and al[alloc_id]["shares"] == 30 and
+              al[alloc_id]["uuid"] == gpu_of(ids),
+              "agent shows allocation %d: 30 shares of %s" %
+              (alloc_id, gpu_of(ids)[:12]))
+        wait(lambda: env.open_allocs()[alloc_id]["pod"] == "pod-a", 5 * slow,
+             "label from PodResources")
+        al = env.open_allocs()[alloc_id]
+        check((al["ns"], al["pod"], al["container"], al["cluster"],
+               al["node"]) == ("default", "pod-a", "main", "kubernetes",
+                               NODE),
+              "allocation labelled default/pod-a/main from PodResources")
+
+        # Bad requests: gRPC errors with readable messages.
+        inv = ks.grpc.StatusCode.INVALID_ARGUMENT
+        free = k.free_ids()
+        g0 = [i for i in free if i.startswith(uuids[0])]
+        g1 = [i for i in free if i.startswith(uuids[1])]
+        expect_error(k, lambda: k.allocate(["GPU-deadbeef::3"]), inv,
+                     r"GPU-deadbeef.*does not have", "unknown GPU ID")
+        expect_error(k, lambda: k.allocate([uuids[0] + "::100"]), inv,
+                     "out of range", "share number 100")
+        expect_error(k, lambda: k.allocate(["garbage"]), inv,
+                     "not <GPU-UUID>::<n>", "malformed ID")
+        expect_error(k, lambda: k.allocate([]), inv,
+                     "names no device IDs", "empty container request")
+        expect_error(k, lambda: k.allocate_raw(ks.M["AllocateRequest"]()),
+                     inv, "no container requests", "no containers")
+        expect_error(k, lambda: k.allocate([g0[0], g1[0]]), inv,
+                     "spans 2 GPUs", "IDs on two GPUs")
+        expect_error(k, lambda: k.allocate([g0[0], g0[0]]), inv,
+                     "named twice", "duplicate ID")
+        expect_error(k, lambda: k.preferred(free, [], 0), inv,
+                     "allocation_size", "preferred size 0")
+        expect_error(k, lambda: k._call("Nope", ks.M["Empty"](),
+                                        ks.M["Empty"]),
+                     ks.grpc.StatusCode.UNIMPLEMENTED, "not implemented",
+                     "unknown method")
+        e = k.admit("default", "pod-e", [("main", 1)])["main"]
+        check(int(e[1]["GSHARE_ALLOC"]) in env.open_allocs(),
+              "plugin still serving after bad requests")
+
+        # Deleted pods: their allocations are closed (after the grace).
+        k.delete("default", "pod-e")
+        eid = int(e[1]["GSHARE_ALLOC"])
+        wait(lambda: eid not in env.open_allocs(), 10 * slow,
+             "allocation of deleted pod closed")
+        check(True, "allocation %d of deleted pod-e closed" % eid)
+
+        # Health: agent away -> Unhealthy; back -> Healthy.
+        t0 = time.monotonic()
+        env.stop_agent()
+        k.wait_for(lambda: k.health_counts() == (0, 200), 5 * slow,
+                   "all devices Unhealthy")
+        check(True, "agent stopped: 200 devices Unhealthy after %.2f s" %
+              (time.monotonic() - t0))
+        expect_error(k, lambda: k.allocate(g0[:1]),
+                     ks.grpc.StatusCode.UNAVAILABLE, "not reachable",
+                     "Allocate while the agent is down")
+        t0 = time.monotonic()
+        env.start_agent()
+        k.wait_for(lambda: k.health_counts() == (200, 0), 5 * slow,
+                   "all devices Healthy again")
+        check(True, "agent back: 200 devices Healthy after %.2f s" %
+              (time.monotonic() - t0))
+        f = k.admit("default", "pod-f", [("main", 2)])["main"]
+        check(int(f[1]["GSHARE_ALLOC"]) in env.open_allocs(),
+              "Allocate works after the agent restart")
+
+        # Kubelet restart: re-registration within a second.
+        n = len(k.registrations)
+        t0 = time.monotonic()
+        k.restart()
+        k.wait_for(lambda: len(k.registrations) > n, 5 * slow,
+                   "re-registration")
+        dt = k.registrations[-1][0] - t0
+        check(dt <= 1.0 * slow, "kubelet restart: registered again after "
+              "%.3f s (limit %.0f s)" % (dt, slow))
+        k.wait_for(lambda: k.health_counts()[0] == 200, 5 * slow,
+                   "devices after re-registration")
+
+        # Plugin restart: state rebuilt from the agent and PodResources.
+        rc, took = env.stop_plugin()
+        check(rc == 0 and not [x for x in os.listdir(env.dp)
+                              if x.startswith("gshare")],
+              "SIGTERM: exit 0 after %.2f s, socket removed" % took)
+        before = env.open_allocs()
+        n = len(k.registrations)
+        env.start_plugin()
+        k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
+                   "registration after plugin restart")
+        fid = int(f[1]["GSHARE_ALLOC"])
+        wait(lambda: env.open_allocs().get(fid, {}).get("pod") == "pod-f",
+             5 * slow, "pod-f labelled after restart")
+        k.delete("default", "pod-f")
+        wait(lambda: fid not in env.open_allocs(), 10 * slow,
+             "pod-f's allocation closed by the restarted plugin")
+        check(set(before) - {fid} <= set(env.open_allocs()),
+              "plugin restart kept the other allocations and closed "
+              "pod-f's when it went")
+
+        # Many Allocates: RSS stays flat, allocations do not pile up.
+        for pod in ("pod-a", "pod-b", "pod-c"):
+            k.delete("default", pod)
+        k.delete("team", "pod-d")
+        lat = []
+        rss = []
+        for i in range(args.allocs):
+            n = 1 + i % 5
+            avail = k.free_ids()
+            ids = k.preferred(avail, [], n)
+            t0 = time.perf_counter()
+            envs, _ = k.allocate(ids)
+            lat.append(time.perf_counter() - t0)
+            with k.lock:
+                for x in ids:
+                    k.allocated[x] = ("bulk", "p%d" % i, "c")
+                k.pods[("bulk", "p%d" % i)] = {"c": ids}
+            if i >= 3:
+                k.delete("bulk", "p%d" % (i - 3))
+            if i in (args.allocs // 5, args.allocs - 1):
+                rss.append(env.rss_kb())
+        lat.sort()
+        p50 = lat[len(lat) // 2] * 1000
+        p99 = lat[int(len(lat) * 0.99) - 1] * 1000
+        log("Allocate latency over %d calls: p50 %.3f ms, p99 %.3f ms" %
+            (len(lat), p50, p99))
+        if not args.valgrind:
+            check(rss[1] - rss[0] < 2048,
+                  "%d Allocates: RSS %d kB -> %d kB (flat, < 2 MB growth)" %
+                  (args.allocs, rss[0], rss[1]))
+        for i in range(max(0, args.allocs - 3), args.allocs):
+            k.delete("bulk", "p%d" % i)
+        wait(lambda: len(env.open_allocs()) == 0, 10 * slow,
+             "every allocation closed once every pod is gone")
+        check(True, "all %d allocations closed once their pods were gone" %
+              args.allocs)
+        if args.bench:
+            with open(args.bench, "w") as f:
+                f.write("allocs %d p50_ms %.3f p99_ms %.3f max_ms %.3f\n" %
+                        (len(lat), p50, p99, lat[-1] * 1000))
+
+        rc, took = env.stop_plugin()
+        check(rc == 0, "SIGTERM: plugin exits 0 after %.2f s" % took)
+        env.stop_agent()
+        log("PASS")
+        return 0
+    except Exception:
+        for name in ("plugin.log", "agent.log"):
+            p = os.path.join(env.tmp, name)
+            if os.path.exists(p):
+                log("---- last lines of", name)
+                sys.stdout.write("".join(open(p).readlines()[-40:]))
+        raise
+    finally:
+        env.cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--valgrind", action="store_true")
+    ap.add_argument("--allocs", type=int, default=1000)
+    ap.add_argument("--bench")
+    args = ap.parse_args()
+    for p in (PLUGIN, GSHARED, AGENTQ):
+        if not os.access(p, os.X_OK):
+            log("FAIL: %s not built" % p)
+            return 1
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
