@@ -199,11 +199,16 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 	p->gpus = gpus;
 	p->ngpus = st->ngpus;
 
-	/* Allocations the agent no longer has. */
+	/* Allocations the agent no longer has.  A restarted agent numbers
+	 * its allocations afresh, so the same id must also be ours, on the
+	 * same GPU, with the same shares. */
 	for (i = 0; i < p->st.n;) {
 		for (j = 0; j < st->nallocs; j++)
 			if (st->allocs[j].id == p->st.a[i].id &&
-			    st->allocs[j].state != GS_ASTATE_CLOSED)
+			    ours(p, &st->allocs[j]) &&
+			    st->allocs[j].shares == p->st.a[i].shares &&
+			    strcmp(st->allocs[j].gpu_uuid,
+			    p->st.a[i].uuid) == 0)
 				break;
 		if (j < st->nallocs) {
 			i++;

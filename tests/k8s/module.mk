@@ -19,3 +19,8 @@ K8S_AGENTQ := $(B)/tests/k8s/dp_agentq
 TEST_HELPERS += $(K8S_AGENTQ)
 $(K8S_AGENTQ): $(B)/tests/k8s/dp_agentq.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^
+
+# Integration: the plugin against gshared (simulated GPUs) and the kubelet
+# stand-in; then the same run with the plugin under valgrind.
+INTEG_TESTS += tests/k8s/test_plugin.py tests/k8s/plugin_valgrind.sh
+BENCHES += tests/k8s/bench_allocate.sh

@@ -230,9 +230,12 @@ def run(args):
         c = k.admit("default", "pod-c", [("main", 60)])["main"]
         check(gpu_of(c[0]) == gpu_of(a[0]),
               "60 shares pack next to the 30")
-        d = k.admit("team", "pod-d", [("side", 20)])["side"]
+        d = k.admit("team", "pod-d", [("side", 15)])["side"]
         check(gpu_of(d[0]) == gpu_of(b[0]),
-              "20 shares fill the GPU with exactly 20 free (best fit)")
+              "15 shares go where 20 are free, not 10")
+        pref = k.preferred(k.free_ids(), [], 5)
+        check(gpu_of(pref) == gpu_of(b[0]),
+              "5 shares prefer the GPU with 5 free over 10 (best fit)")
         avail = k.free_ids()
         must = [i for i in avail if i.startswith(gpu_of(a[0]))][:2]
         pref = k.preferred(avail, must, 5)
