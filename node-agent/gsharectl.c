@@ -286,6 +286,26 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 	return 0;
 }
 
+/* Check the command line before talking to the agent. */
+static int known(const char *cmd, int argc)
+{
+	static const struct {
+		const char *name;
+		int min, max;
+	} cmds[] = {
+		{ "status", 1, 2 },	  { "set-weight", 3, 3 },
+		{ "set-priority", 3, 3 }, { "drain", 2, 2 },
+		{ "undrain", 2, 2 },	  { "close", 2, 2 },
+		{ "create", 1, 64 },	  { "ping", 1, 1 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(cmd, cmds[i].name) == 0)
+			return argc >= cmds[i].min && argc <= cmds[i].max;
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	struct gs_client *c = NULL;
@@ -313,6 +333,8 @@ int main(int argc, char *argv[])
 	if (argc < 1)
 		usage();
 	cmd = argv[0];
+	if (!known(cmd, argc))
+		usage();
 	if (gs_client_connect(sock, timeout, &c, &err) < 0)
 		return die(&err);
 	if (strcmp(cmd, "status") == 0) {

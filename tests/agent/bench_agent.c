@@ -1,0 +1,266 @@
+/*
+ * bench_agent.c — control-plane throughput of gshared.
+ *
+ * Starts build/node-agent/gshared -d on a temporary socket (one simulated
+ * GPU, 8 allocations so STATUS carries data), then runs N client threads
+ * (default 64), each on its own connection doing blocking request/reply
+ * round trips through the client library for a fixed time: first PING,
+ * then STATUS.  Prints requests per second, per-request latency
+ * percentiles and the agent's CPU time per request (from /proc).  The
+ * agent is stopped with SIGTERM at the end (and killed on any exit).
+ *
+ * Usage: bench_agent [seconds-per-phase (3)] [clients (64)] [gshared]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+
+#define MAX_CLIENTS 1024
+#define LAT_SAMPLES 4096
+
+static char dir[64], sock[100], cfgpath[128];
+static const char *gshared = "build/node-agent/gshared";
+static pid_t agent_pid = -1;
+static volatile int go, stop_flag;
+static int phase_status;
+
+struct worker {
+	pthread_t th;
+	struct gs_client *c;
+	uint64_t n, errors;
+	uint32_t lat_us[LAT_SAMPLES];
+	uint32_t nlat;
+	unsigned seed;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void cleanup(void)
+{
+	char cmd[128];
+
+	if (agent_pid > 0) {
+		kill(agent_pid, SIGKILL);
+		waitpid(agent_pid, NULL, 0);
+	}
+	if (dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd) < 0)
+			perror("system");
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct gs_status *st;
+	struct gs_error err;
+	uint64_t t0;
+	int rv;
+
+	while (!go)
+		sched_yield();
+	while (!stop_flag) {
+		t0 = now_ns();
+		if (phase_status) {
+			rv = gs_client_status(w->c, &st, &err);
+			if (rv == 0)
+				gs_status_free(st);
+		} else {
+			rv = gs_client_ping(w->c, &err);
+		}
+		if (rv < 0) {
+			w->errors++;
+			continue;
+		}
+		w->n++;
+		/* reservoir sample of latencies */
+		{
+			uint32_t us = (uint32_t)((now_ns() - t0) / 1000);
+
+			if (w->nlat < LAT_SAMPLES) {
+				w->lat_us[w->nlat++] = us;
+			} else {
+				uint64_t j = (uint64_t)rand_r(&w->seed) %
+					     w->n;
+
+				if (j < LAT_SAMPLES)
+					w->lat_us[j] = us;
+			}
+		}
+	}
+	return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double agent_cpu_s(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, stime = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)agent_pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	p = strrchr(buf, ')');
+	if (p == NULL ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu "
+		   "%lu", &ut, &stime) != 2)
+		return 0;
+	return (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void run_phase(const char *name, struct worker *w, int n,
+		      double secs)
+{
+	static uint32_t all[MAX_CLIENTS * 64];
+	uint64_t total = 0, errors = 0, t0, t1;
+	double cpu0, cpu1, el;
+	size_t nall = 0;
+	int i;
+	uint32_t k;
+
+	for (i = 0; i < n; i++) {
+		w[i].n = w[i].errors = 0;
+		w[i].nlat = 0;
+		w[i].seed = (unsigned)i + 1;
+	}
+	stop_flag = 0;
+	go = 0;
+	for (i = 0; i < n; i++)
+		pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+	cpu0 = agent_cpu_s();
+	t0 = now_ns();
+	go = 1;
+	while (now_ns() - t0 < (uint64_t)(secs * 1e9)) {
+		struct timespec ts = { 0, 50000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	stop_flag = 1;
+	for (i = 0; i < n; i++)
+		pthread_join(w[i].th, NULL);
+	t1 = now_ns();
+	cpu1 = agent_cpu_s();
+	el = (double)(t1 - t0) / 1e9;
+	for (i = 0; i < n; i++) {
+		total += w[i].n;
+		errors += w[i].errors;
+		/* 64 samples per client into the pooled distribution */
+		for (k = 0; k < w[i].nlat && k < 64; k++)
+			all[nall++] = w[i].lat_us[k];
+	}
+	qsort(all, nall, sizeof(all[0]), cmp_u32);
+	printf("%-7s %3d clients  %9.0f req/s  p50 %5u us  p99 %6u us  "
+	       "agent cpu %.2f us/req  errors %llu\n", name, n,
+	       (double)total / el, nall ? all[nall / 2] : 0,
+	       nall ? all[nall * 99 / 100] : 0,
+	       total ? (cpu1 - cpu0) * 1e6 / (double)total : 0.0,
+	       (unsigned long long)errors);
+}
+
+int main(int argc, char *argv[])
+{
+	static struct worker w[MAX_CLIENTS];
+	struct gs_client *root = NULL;
+	struct gs_alloc_req req;
+	struct gs_error err;
+	double secs = argc > 1 ? atof(argv[1]) : 3.0;
+	int n = argc > 2 ? atoi(argv[2]) : 64, i, fd;
+	uint64_t t0;
+	FILE *f;
+
+	if (argc > 3)
+		gshared = argv[3];
+	if (n < 1 || n > MAX_CLIENTS || secs <= 0) {
+		fprintf(stderr, "usage: bench_agent [seconds] [clients] "
+			"[gshared]\n");
+		return 2;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/gsbench.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	atexit(cleanup);
+	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+	snprintf(cfgpath, sizeof(cfgpath), "%s/c.yaml", dir);
+	f = fopen(cfgpath, "w");
+	if (f == NULL)
+		return 1;
+	fprintf(f, "socket: %s\nstate_dir: %s/state\ngpus:\n  simulated: 1\n",
+		sock, dir);
+	fclose(f);
+	agent_pid = fork();
+	if (agent_pid == 0) {
+		fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 2);
+		execl(gshared, "gshared", "-d", "-f", cfgpath, (char *)NULL);
+		_exit(127);
+	}
+	t0 = now_ns();
+	while (gs_client_connect(sock, 1000, &root, &err) < 0) {
+		if (now_ns() - t0 > 15000000000ull) {
+			fprintf(stderr, "gshared did not start: %s\n",
+				err.msg);
+			return 1;
+		}
+		usleep(20000);
+	}
+	memset(&req, 0, sizeof(req));
+	req.gpu = -1;
+	req.shares = 10;
+	for (i = 0; i < 8; i++) {
+		snprintf(req.labels.job, sizeof(req.labels.job), "%d",
+			 1000 + i);
+		if (gs_client_alloc_create(root, &req, NULL, &err) < 0) {
+			fprintf(stderr, "create: %s\n", err.msg);
+			return 1;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (gs_client_connect(sock, 10000, &w[i].c, &err) < 0) {
+			fprintf(stderr, "client %d: %s\n", i, err.msg);
+			return 1;
+		}
+	}
+	printf("gshared control plane, %d concurrent clients, %.1f s per "
+	       "phase, %ld CPUs online\n", n, secs,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	phase_status = 0;
+	run_phase("PING", w, n, secs);
+	phase_status = 1;
+	run_phase("STATUS", w, n, secs);
+	for (i = 0; i < n; i++)
+		gs_client_free(w[i].c);
+	gs_client_free(root);
+	kill(agent_pid, SIGTERM);
+	waitpid(agent_pid, NULL, 0);
+	agent_pid = -1;
+	return 0;
+}

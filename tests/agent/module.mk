@@ -1,0 +1,13 @@
+# tests/agent — integration tests and benchmark of a live gshared.
+
+AGENT_TEST := $(B)/tests/agent/test_agent
+AGENT_BENCH := $(B)/tests/agent/bench_agent
+TEST_HELPERS += $(AGENT_TEST) $(AGENT_BENCH)
+INTEG_TESTS += $(AGENT_TEST) tests/agent/test_cli.sh
+BENCHES += $(AGENT_BENCH)
+
+$(AGENT_TEST): $(B)/tests/agent/test_agent.o $(GSCOMMON) | $(GSHARED)
+	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON)
+
+$(AGENT_BENCH): $(B)/tests/agent/bench_agent.o $(GSCOMMON) | $(GSHARED)
+	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON) -lpthread

@@ -1,0 +1,907 @@
+/*
+ * test_agent.c — integration test of a live gshared.
+ *
+ * Starts build/node-agent/gshared -d on a temporary socket with one
+ * simulated GPU and drives it with the real client library and raw
+ * sockets: admission and placement, permissions for a non-root peer
+ * (the checks run in a child that switched to uid/gid 65534, `nobody`),
+ * control pages (magic, version, seals), the token protocol (grant,
+ * suspend at slice end, release, hand-over when a job's connection
+ * closes, escalation hold and kill), a battery of malformed frames while
+ * another client keeps being served, SIGHUP reload keeping allocations
+ * and a clean SIGTERM.  Every wait polls against a deadline.  The agent
+ * and every child are killed and the directory removed on any exit.
+ *
+ * Usage: test_agent [path/to/gshared]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_ctlpage.h"
+
+#define NOBODY 65534
+
+static char dir[64], sock[100], cfgpath[128], logpath[128];
+static const char *gshared = "build/node-agent/gshared";
+static pid_t agent_pid = -1;
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		checks++;                                                    \
+		if (!(cond)) {                                               \
+			failures++;                                          \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__,        \
+				__LINE__, #cond);                            \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+		}                                                            \
+	} while (0)
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void cleanup(void)
+{
+	char cmd[256];
+
+	if (agent_pid > 0) {
+		kill(agent_pid, SIGKILL);
+		waitpid(agent_pid, NULL, 0);
+		agent_pid = -1;
+	}
+	if (dir[0] != '\0') {
+		if (failures) {
+			snprintf(cmd, sizeof(cmd), "cat %s >&2", logpath);
+			if (system(cmd) < 0)
+				perror("system");
+		}
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd) < 0)
+			perror("system");
+	}
+}
+
+static void on_fatal_signal(int sig)
+{
+	(void)sig;
+	cleanup();
+	_exit(1);
+}
+
+static void write_config(const char *slice, const char *extra)
+{
+	FILE *f = fopen(cfgpath, "w");
+
+	if (f == NULL) {
+		perror(cfgpath);
+		exit(1);
+	}
+	fprintf(f, "socket: %s\nstate_dir: %s/state\nslice: %s\n"
+		"grace: 60ms\ngpus:\n  simulated: 1\n%s", sock, dir, slice,
+		extra);
+	fclose(f);
+}
+
+static void start_agent(void)
+{
+	struct gs_client *c;
+	struct gs_error err;
+	int64_t deadline = now_ms() + 15000;
+	int fd;
+
+	agent_pid = fork();
+	if (agent_pid < 0) {
+		perror("fork");
+		exit(1);
+	}
+	if (agent_pid == 0) {
+		fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+		}
+		execl(gshared, "gshared", "-d", "-v", "-f", cfgpath,
+		      (char *)NULL);
+		perror("exec gshared");
+		_exit(127);
+	}
+	while (now_ms() < deadline) {
+		if (gs_client_connect(sock, 1000, &c, &err) == 0) {
+			gs_client_free(c);
+			return;
+		}
+		if (waitpid(agent_pid, NULL, WNOHANG) == agent_pid) {
+			agent_pid = -1;
+			fprintf(stderr, "gshared exited during start-up\n");
+			failures++;
+			exit(1);
+		}
+		nap_ms(20);
+	}
+	fprintf(stderr, "gshared did not come up within 15 s\n");
+	failures++;
+	exit(1);
+}
+
+static struct gs_client *conn(void)
+{
+	struct gs_client *c = NULL;
+	struct gs_error err;
+
+	if (gs_client_connect(sock, 5000, &c, &err) < 0) {
+		fprintf(stderr, "connect: %s\n", err.msg);
+		failures++;
+		exit(1);
+	}
+	return c;
+}
+
+static uint64_t create(struct gs_client *c, int32_t gpu, uint32_t shares,
+		       uint32_t weight, uint32_t uid)
+{
+	struct gs_alloc_req r;
+	struct gs_alloc_info info;
+	struct gs_error err;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu = gpu;
+	r.shares = shares;
+	r.weight = weight;
+	r.priority = GS_PRIO_NORMAL;
+	r.uid = uid;
+	snprintf(r.labels.job, sizeof(r.labels.job), "t%u", shares);
+	if (gs_client_alloc_create(c, &r, &info, &err) < 0) {
+		CHECK(0, "create %u shares: %s", shares, err.msg);
+		return 0;
+	}
+	return info.id;
+}
+
+static int create_err(struct gs_client *c, int32_t gpu, uint32_t shares,
+		      struct gs_error *err)
+{
+	struct gs_alloc_req r;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu = gpu;
+	r.shares = shares;
+	return gs_client_alloc_create(c, &r, NULL, err);
+}
+
+static struct gs_alloc_info *find_alloc(struct gs_status *st, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < st->nallocs; i++)
+		if (st->allocs[i].id == id)
+			return &st->allocs[i];
+	return NULL;
+}
+
+/* State of allocation id per STATUS, -1 if absent. */
+static int alloc_state(struct gs_client *c, uint64_t id)
+{
+	struct gs_status *st = NULL;
+	struct gs_alloc_info *a;
+	struct gs_error err;
+	int s = -1;
+
+	if (gs_client_status(c, &st, &err) < 0)
+		return -2;
+	a = find_alloc(st, id);
+	if (a != NULL)
+		s = (int)a->state;
+	gs_status_free(st);
+	return s;
+}
+
+static int wait_state(struct gs_client *c, uint64_t id, int state, int ms)
+{
+	int64_t deadline = now_ms() + ms;
+
+	while (now_ms() < deadline) {
+		if (alloc_state(c, id) == state)
+			return 1;
+		nap_ms(5);
+	}
+	return 0;
+}
+
+/* ---- admission, placement, drain ---- */
+
+static void test_admission(struct gs_client *c)
+{
+	struct gs_error err;
+	uint64_t a, b;
+
+	CHECK(create_err(c, -1, 0, &err) < 0 && err.code == GS_EINVAL,
+	      "0 shares: %s", err.msg);
+	CHECK(create_err(c, -1, 101, &err) < 0 && err.code == GS_EINVAL,
+	      "101 shares: %s", err.msg);
+	CHECK(create_err(c, 3, 10, &err) < 0 && err.code == GS_ENOENT,
+	      "GPU 3: %s", err.msg);
+	a = create(c, -1, 60, 0, 0);
+	b = create(c, 0, 40, 0, 0);
+	CHECK(a && b && a != b, "two allocations");
+	CHECK(create_err(c, -1, 1, &err) < 0 && err.code == GS_EBUSY &&
+	      strstr(err.msg, "0 of 100") != NULL,
+	      "over 100 shares refused: %s", err.msg);
+	CHECK(create_err(c, 0, 1, &err) < 0 && err.code == GS_EBUSY,
+	      "named GPU full: %s", err.msg);
+	CHECK(gs_client_alloc_close(c, b, NULL, &err) == 0, "%s", err.msg);
+	CHECK(gs_client_alloc_close(c, b, NULL, &err) < 0 &&
+	      err.code == GS_ENOENT, "double close: %s", err.msg);
+	CHECK(gs_client_drain(c, 0, 1, &err) == 0, "drain: %s", err.msg);
+	CHECK(create_err(c, -1, 10, &err) < 0 && err.code == GS_EDRAINED,
+	      "drained: %s", err.msg);
+	CHECK(gs_client_drain(c, 7, 1, &err) < 0 && err.code == GS_ENOENT,
+	      "drain GPU 7: %s", err.msg);
+	CHECK(gs_client_drain(c, 0, 0, &err) == 0, "undrain: %s", err.msg);
+	b = create(c, -1, 40, 0, 0);
+	CHECK(b != 0, "after undrain");
+	CHECK(gs_client_set_weight(c, a, 0, &err) < 0 &&
+	      err.code == GS_EINVAL, "weight 0: %s", err.msg);
+	CHECK(gs_client_set_weight(c, 999, 5, &err) < 0 &&
+	      err.code == GS_ENOENT, "weight of 999: %s", err.msg);
+	CHECK(gs_client_set_priority(c, a, 99, &err) < 0 &&
+	      err.code == GS_EINVAL, "priority 99: %s", err.msg);
+	gs_client_alloc_close(c, a, NULL, &err);
+	gs_client_alloc_close(c, b, NULL, &err);
+}
+
+/* ---- permissions (child runs as nobody) ---- */
+
+static int run_as_nobody(void (*fn)(void *), void *arg)
+{
+	pid_t p = fork();
+	int st;
+
+	if (p == 0) {
+		failures = 0;
+		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
+		    setuid(NOBODY) < 0) {
+			perror("drop privileges");
+			_exit(2);
+		}
+		fn(arg);
+		_exit(failures ? 1 : 0);
+	}
+	if (p < 0 || waitpid(p, &st, 0) != p)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct perm_ids {
+	uint64_t root_alloc, own_alloc;
+};
+
+static void nobody_checks(void *arg)
+{
+	struct perm_ids *ids = arg;
+	struct gs_client *c = conn(), *c2;
+	struct gs_status *st = NULL;
+	struct gs_labels lab;
+	struct gs_error err;
+	struct gs_ctlpage *page;
+	struct stat sb;
+	int fd = -1;
+
+	CHECK(gs_client_ping(c, &err) == 0, "ping: %s", err.msg);
+	CHECK(create_err(c, -1, 10, &err) < 0 && err.code == GS_EPERM,
+	      "nobody creates: %s", err.msg);
+	CHECK(gs_client_set_weight(c, ids->own_alloc, 5, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody reweights own: %s", err.msg);
+	CHECK(gs_client_set_weight(c, ids->root_alloc, 5, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody reweights root's: %s", err.msg);
+	CHECK(gs_client_set_priority(c, ids->root_alloc, 2, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody set-priority: %s", err.msg);
+	CHECK(gs_client_drain(c, 0, 1, &err) < 0 && err.code == GS_EPERM,
+	      "nobody drains: %s", err.msg);
+	CHECK(gs_client_alloc_close(c, ids->own_alloc, NULL, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody closes: %s", err.msg);
+	memset(&lab, 0, sizeof(lab));
+	CHECK(gs_client_alloc_label(c, ids->own_alloc, &lab, NULL, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody labels: %s", err.msg);
+	CHECK(gs_client_attach(c, ids->root_alloc, &fd, NULL, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody attaches root's: %s", err.msg);
+	/* status: only its own allocation */
+	CHECK(gs_client_status(c, &st, &err) == 0, "status: %s", err.msg);
+	if (st != NULL) {
+		CHECK(st->nallocs == 1 && st->allocs[0].id == ids->own_alloc,
+		      "nobody sees %u allocations", st->nallocs);
+		gs_status_free(st);
+	}
+	/* attach its own: a sealed, initialized page */
+	CHECK(gs_client_attach(c, ids->own_alloc, &fd, NULL, &err) == 0,
+	      "attach own: %s", err.msg);
+	if (fd >= 0) {
+		CHECK(fstat(fd, &sb) == 0 && sb.st_size == GS_CTL_SIZE,
+		      "page size %lld", (long long)sb.st_size);
+		CHECK(ftruncate(fd, 2 * GS_CTL_SIZE) < 0 && errno == EPERM,
+		      "page can grow");
+		CHECK(ftruncate(fd, 0) < 0 && errno == EPERM,
+		      "page can shrink");
+		CHECK((fcntl(fd, F_GET_SEALS) & F_SEAL_SEAL) != 0,
+		      "seals not sealed");
+		page = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, fd, 0);
+		CHECK(page != MAP_FAILED, "mmap page");
+		if (page != MAP_FAILED) {
+			CHECK(page->magic == GS_CTL_MAGIC, "magic %x",
+			      page->magic);
+			CHECK(page->version == GS_CTL_VERSION, "version");
+			CHECK(page->alloc_id == ids->own_alloc, "alloc id");
+			CHECK(page->page_size == GS_CTL_SIZE, "page_size");
+			CHECK(page->suspend == GS_CTL_SUSPEND,
+			      "no token yet, suspend must be set");
+			munmap(page, GS_CTL_SIZE);
+		}
+		close(fd);
+	}
+	/* a second process cannot attach the same allocation */
+	c2 = conn();
+	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY, "second attach: %s", err.msg);
+	gs_client_free(c2);
+	gs_client_free(c);
+}
+
+static void test_permissions(struct gs_client *root)
+{
+	struct perm_ids ids;
+	struct gs_error err;
+	int rc;
+
+	ids.root_alloc = create(root, -1, 20, 0, 0);
+	ids.own_alloc = create(root, -1, 20, 0, NOBODY);
+	rc = run_as_nobody(nobody_checks, &ids);
+	CHECK(rc == 0, "checks as nobody failed (rc %d)", rc);
+	/* nobody's connection is gone: the allocation stays, idle */
+	CHECK(wait_state(root, ids.own_alloc, GS_ASTATE_IDLE, 5000),
+	      "own allocation idle after its job left");
+	gs_client_alloc_close(root, ids.root_alloc, NULL, &err);
+	gs_client_alloc_close(root, ids.own_alloc, NULL, &err);
+}
+
+/* ---- token protocol ---- */
+
+struct job {
+	struct gs_client *c;
+	uint64_t id;
+	int fd;
+	volatile struct gs_ctlpage *page;
+};
+
+static void job_attach(struct job *j, uint64_t id)
+{
+	struct gs_error err;
+
+	j->c = conn();
+	j->id = id;
+	j->fd = -1;
+	j->page = NULL;
+	if (gs_client_attach(j->c, id, &j->fd, NULL, &err) < 0) {
+		CHECK(0, "attach %llu: %s", (unsigned long long)id, err.msg);
+		return;
+	}
+	j->page = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       j->fd, 0);
+	if (j->page == MAP_FAILED) {
+		CHECK(0, "mmap: %s", strerror(errno));
+		j->page = NULL;
+	}
+}
+
+static void job_free(struct job *j)
+{
+	if (j->page != NULL)
+		munmap((void *)j->page, GS_CTL_SIZE);
+	if (j->fd >= 0)
+		close(j->fd);
+	gs_client_free(j->c);
+	j->c = NULL;
+}
+
+static int wait_suspend(struct job *j, int ms)
+{
+	int64_t deadline = now_ms() + ms;
+
+	while (now_ms() < deadline) {
+		if (__atomic_load_n(&j->page->suspend, __ATOMIC_ACQUIRE) ==
+		    GS_CTL_SUSPEND)
+			return 1;
+		nap_ms(1);
+	}
+	return 0;
+}
+
+static void test_tokens(struct gs_client *root)
+{
+	struct job a, b;
+	struct gs_error err;
+	uint64_t gen = 0, slice = 0, gen_b = 0, t_grant, used = 0;
+	int r;
+
+	job_attach(&a, create(root, -1, 30, 0, 0));
+	job_attach(&b, create(root, -1, 30, 0, 0));
+	if (a.page == NULL || b.page == NULL)
+		goto out;
+	/* a lone job gets the token and keeps it (work-conserving) */
+	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);
+	t_grant = now_ns();
+	CHECK(r == 1, "grant to a (%d): %s", r, err.msg);
+	CHECK(slice == 4000000, "slice %llu", (unsigned long long)slice);
+	CHECK(a.page->grant_gen == gen, "page grant_gen");
+	CHECK(a.page->suspend == GS_CTL_RUN, "suspend cleared on grant");
+	CHECK(a.page->slice_deadline_ns != 0, "slice deadline");
+	CHECK(!wait_suspend(&a, 30), "lone holder was suspended");
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_RUNNING, "a running");
+	/* a competitor: a is asked to suspend at slice end */
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_state(root, b.id, GS_ASTATE_WAITING, 2000), "b waiting");
+	CHECK(wait_suspend(&a, 2000), "a not suspended");
+	CHECK(a.page->suspend_set_ns != 0, "suspend_set_ns");
+	/* stale generation: refused, reported on a's connection */
+	CHECK(gs_client_token_release(a.c, gen + 5, 1000, 0, GS_REL_SUSPENDED,
+				      &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a.c, 2000, &gen_b, &slice, &err);
+	CHECK(r == -1 && err.code == GS_ESTATE, "stale release (%d): %s", r,
+	      err.msg);
+	/* proper release: b gets the token */
+	used = now_ns() - t_grant; /* report what it held, as a job does */
+	CHECK(gs_client_token_release(a.c, gen, used, 15000,
+				      GS_REL_SUSPENDED, &err) == 0, "%s",
+	      err.msg);
+	r = gs_client_wait_grant(b.c, 5000, &gen_b, &slice, &err);
+	CHECK(r == 1, "grant to b (%d): %s", r, err.msg);
+	CHECK(b.page->suspend == GS_CTL_RUN, "b runs");
+	/* b's process goes away while holding: a (still wanting) gets it */
+	job_free(&b);
+	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1 && gen == 2, "grant back to a after b left (%d, gen "
+	      "%llu): %s", r, (unsigned long long)gen, err.msg);
+	CHECK(wait_state(root, b.id, GS_ASTATE_IDLE, 2000), "b idle");
+	{
+		struct gs_status *st = NULL;
+		struct gs_alloc_info *ai;
+
+		if (gs_client_status(root, &st, &err) == 0) {
+			ai = find_alloc(st, a.id);
+			CHECK(ai && ai->suspensions == 1 &&
+			      ai->gpu_ns == used,
+			      "a usage: susp %llu gpu %llu",
+			      ai ? (unsigned long long)ai->suspensions : 0,
+			      ai ? (unsigned long long)ai->gpu_ns : 0);
+			ai = find_alloc(st, b.id);
+			CHECK(ai && ai->pid == 0, "b has no process");
+			CHECK(st->gpus[0].holder == a.id, "holder %llu",
+			      (unsigned long long)st->gpus[0].holder);
+			gs_status_free(st);
+		}
+	}
+	/* idle release: nobody holds the token */
+	CHECK(gs_client_token_release(a.c, gen, 100, 0, GS_REL_IDLE, &err) ==
+	      0, "%s", err.msg);
+	CHECK(wait_state(root, a.id, GS_ASTATE_IDLE, 2000), "a idle");
+	/* closing an attached allocation drops its job's connection */
+	gs_client_alloc_close(root, a.id, NULL, &err);
+	r = gs_client_wait_grant(a.c, 3000, &gen, &slice, &err);
+	CHECK(r == -1 && err.code == GS_ECLOSED, "closed job conn (%d): %s",
+	      r, err.msg);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+out:
+	if (a.c != NULL)
+		job_free(&a);
+	if (b.c != NULL)
+		job_free(&b);
+}
+
+/* A holder that ignores SUSPEND: held back (hold) — the other job gets
+ * the GPU after the grace period. */
+static void test_escalation_hold(struct gs_client *root)
+{
+	struct job a, b;
+	struct gs_error err;
+	uint64_t gen, slice;
+	int r;
+
+	job_attach(&a, create(root, -1, 30, 0, 0));
+	job_attach(&b, create(root, -1, 30, 0, 0));
+	if (a.page == NULL || b.page == NULL)
+		goto out;
+	gs_client_token_want(a.c, &err);
+	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1, "grant a: %s", err.msg);
+	gs_client_token_want(b.c, &err);
+	CHECK(wait_suspend(&a, 2000), "a suspended");
+	/* a ignores it; after the 60 ms grace b gets the token */
+	r = gs_client_wait_grant(b.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1, "b granted after a overran (%d): %s", r, err.msg);
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_HELD, "a held");
+out:
+	gs_client_alloc_close(root, a.id, NULL, &err);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+	job_free(&a);
+	job_free(&b);
+}
+
+/* With escalation: kill, the overrunning process is SIGKILLed. */
+static void test_escalation_kill(struct gs_client *root)
+{
+	struct job b;
+	struct gs_error err;
+	uint64_t id_a, gen, slice;
+	int pfd[2], st = 0, r;
+	pid_t p;
+	char ch;
+
+	id_a = create(root, -1, 30, 0, 0);
+	job_attach(&b, create(root, -1, 30, 0, 0));
+	if (pipe(pfd) < 0 || b.page == NULL)
+		goto out;
+	p = fork();
+	if (p == 0) {
+		struct job a;
+
+		close(pfd[0]);
+		job_attach(&a, id_a);
+		gs_client_token_want(a.c, &err);
+		if (gs_client_wait_grant(a.c, 5000, &gen, &slice, &err) == 1)
+			r = (int)write(pfd[1], "g", 1);
+		for (;;) /* hold the GPU, never release */
+			pause();
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &ch, 1) == 1, "child got the token");
+	close(pfd[0]);
+	gs_client_token_want(b.c, &err);
+	r = gs_client_wait_grant(b.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1, "b granted after the kill (%d): %s", r, err.msg);
+	{
+		int64_t deadline = now_ms() + 5000;
+		pid_t w = 0;
+
+		while (now_ms() < deadline &&
+		       (w = waitpid(p, &st, WNOHANG)) == 0)
+			nap_ms(5);
+		if (w == 0) {
+			kill(p, SIGKILL);
+			waitpid(p, &st, 0);
+			CHECK(0, "overrunning process was not killed");
+		} else {
+			CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "child status %#x", st);
+		}
+	}
+out:
+	gs_client_alloc_close(root, id_a, NULL, &err);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+	job_free(&b);
+}
+
+/* ---- malformed frames ---- */
+
+static int raw_connect(void)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		CHECK(0, "raw connect: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read until EOF or 3 s; return the code of the first ERROR frame seen
+ * (0: none), *eof whether the agent closed. */
+static int read_reply(int fd, int *eof, int wait_eof)
+{
+	uint8_t buf[70000];
+	size_t have = 0;
+	int64_t deadline = now_ms() + 3000;
+	struct gs_msg m;
+	struct gs_error err;
+	size_t used;
+	int code = 0;
+	ssize_t n;
+
+	*eof = 0;
+	while (now_ms() < deadline) {
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = read(fd, buf + have, sizeof(buf) - have);
+		if (n <= 0) {
+			*eof = 1;
+			break;
+		}
+		have += (size_t)n;
+		if (code == 0 &&
+		    gs_frame_parse(buf, have, &m, &used, &err) == 1) {
+			if (m.type == GS_MSG_ERROR)
+				code = m.u.error.code;
+			else
+				code = -(int)m.type;
+			gs_msg_clear(&m);
+			if (!wait_eof)
+				break;
+		}
+	}
+	return code;
+}
+
+static void hdr(uint8_t *b, uint32_t magic, uint8_t major, uint16_t type,
+		uint32_t len)
+{
+	struct gs_frame_hdr h = { magic, major, 0, type, len, 7 };
+
+	gs_frame_hdr_encode(&h, b);
+}
+
+static void test_malformed(struct gs_client *bystander)
+{
+	uint8_t b[4096];
+	struct gs_error err;
+	int fd, eof, code, i;
+	unsigned seed = 12345;
+
+	/* wrong magic */
+	fd = raw_connect();
+	hdr(b, 0xdeadbeef, GS_PROTO_MAJOR, GS_MSG_PING, 0);
+	CHECK(write(fd, b, 16) == 16, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK(code == GS_EPROTO && eof, "bad magic: code %d eof %d", code,
+	      eof);
+	close(fd);
+	/* foreign major */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR + 1, GS_MSG_PING, 0);
+	CHECK(write(fd, b, 16) == 16, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK(code == GS_EVERSION && eof, "major: code %d eof %d", code, eof);
+	close(fd);
+	/* oversized length */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_PING, 0x7fffffff);
+	CHECK(write(fd, b, 16) == 16, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK(code == GS_EPROTO && eof, "oversized: code %d eof %d", code,
+	      eof);
+	close(fd);
+	/* unknown type: ERROR, and the connection keeps working */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, 777, 4);
+	memset(b + 16, 0, 4);
+	CHECK(write(fd, b, 20) == 20, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP && !eof, "unknown type: code %d", code);
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_PING, 0);
+	CHECK(write(fd, b, 16) == 16, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == -GS_MSG_OK, "ping after unknown type: %d", code);
+	close(fd);
+	/* a reply type sent as a request */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_TOKEN_GRANT, 16);
+	memset(b + 16, 0, 16);
+	CHECK(write(fd, b, 32) == 32, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP, "agent-only type: %d", code);
+	close(fd);
+	/* truncated payload inside a complete frame */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_ATTACH, 3);
+	CHECK(write(fd, b, 19) == 19, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK(code == GS_EPROTO && eof, "short ATTACH: %d eof %d", code, eof);
+	close(fd);
+	/* string length beyond the payload */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_ALLOC_LABEL, 12);
+	memset(b + 16, 0, 12);
+	b[16 + 8] = 0xff;
+	b[16 + 9] = 0xff;
+	CHECK(write(fd, b, 28) == 28, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK((code == GS_EPROTO || code == GS_EPERM) && eof,
+	      "bad string: %d eof %d", code, eof);
+	close(fd);
+	/* truncated frame, then the client goes away */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_STATUS, 100);
+	CHECK(write(fd, b, 10) == 10, "write");
+	close(fd);
+	fd = raw_connect();
+	CHECK(write(fd, b, 16 + 50) == 66, "write");
+	close(fd);
+	/* garbage */
+	for (i = 0; i < 20; i++) {
+		size_t k;
+
+		for (k = 0; k < sizeof(b); k++)
+			b[k] = (uint8_t)(rand_r(&seed) >> 7);
+		fd = raw_connect();
+		CHECK(write(fd, b, sizeof(b)) >= 0 || errno == EPIPE ||
+		      errno == ECONNRESET, "write garbage");
+		code = read_reply(fd, &eof, 1);
+		CHECK(eof && code != 0, "garbage %d: code %d eof %d", i, code,
+		      eof);
+		close(fd);
+	}
+	/* half a frame and silence: the agent must still serve others */
+	fd = raw_connect();
+	CHECK(write(fd, b, 7) == 7, "write");
+	CHECK(gs_client_ping(bystander, &err) == 0,
+	      "bystander served during the battery: %s", err.msg);
+	close(fd);
+	CHECK(gs_client_ping(bystander, &err) == 0, "bystander: %s", err.msg);
+}
+
+/* ---- reload and stop ---- */
+
+static void test_reload(struct gs_client *root)
+{
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	int64_t deadline;
+	uint64_t a, b;
+	int ok = 0;
+
+	a = create(root, -1, 25, 0, 0);
+	b = create(root, -1, 25, 0, NOBODY);
+	write_config("8ms", "policy: priority\n");
+	kill(agent_pid, SIGHUP);
+	deadline = now_ms() + 5000;
+	while (!ok && now_ms() < deadline) {
+		if (gs_client_status(root, &st, &err) == 0) {
+			ok = strcmp(st->policy, "priority") == 0 &&
+			     st->slice_ns == 8000000;
+			if (ok)
+				CHECK(find_alloc(st, a) && find_alloc(st, b),
+				      "allocations survive SIGHUP");
+			gs_status_free(st);
+		}
+		if (!ok)
+			nap_ms(10);
+	}
+	CHECK(ok, "SIGHUP did not apply policy/slice");
+	/* a bad config is refused and the running one kept */
+	write_config("8ms", "policy: fastest\n");
+	kill(agent_pid, SIGHUP);
+	nap_ms(200);
+	CHECK(gs_client_status(root, &st, &err) == 0, "%s", err.msg);
+	if (st != NULL) {
+		CHECK(strcmp(st->policy, "priority") == 0,
+		      "bad reload changed policy to %s", st->policy);
+		gs_status_free(st);
+	}
+	gs_client_alloc_close(root, a, NULL, &err);
+	gs_client_alloc_close(root, b, NULL, &err);
+}
+
+static int wait_slice(struct gs_client *c, uint64_t slice_ns)
+{
+	int64_t deadline = now_ms() + 5000;
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	int ok = 0;
+
+	while (!ok && now_ms() < deadline) {
+		if (gs_client_status(c, &st, &err) == 0) {
+			ok = st->slice_ns == slice_ns;
+			gs_status_free(st);
+		}
+		if (!ok)
+			nap_ms(10);
+	}
+	return ok;
+}
+
+static void test_sigterm(void)
+{
+	int64_t deadline = now_ms() + 10000;
+	pid_t w = 0;
+	int st = 0;
+
+	kill(agent_pid, SIGTERM);
+	while (now_ms() < deadline &&
+	       (w = waitpid(agent_pid, &st, WNOHANG)) == 0)
+		nap_ms(10);
+	CHECK(w == agent_pid, "gshared did not stop on SIGTERM");
+	if (w == agent_pid) {
+		agent_pid = -1;
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "exit status %#x", st);
+		CHECK(access(sock, F_OK) < 0, "socket left behind");
+	}
+}
+
+int main(int argc, char *argv[])
+{
+	struct gs_client *root, *bystander;
+
+	if (argc > 1)
+		gshared = argv[1];
+	if (getuid() != 0) {
+		fprintf(stderr, "test_agent: needs root (runs clients as "
+			"nobody)\n");
+		return 1;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/gsagent.XXXXXX");
+	if (mkdtemp(dir) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	chmod(dir, 0755); /* nobody must reach the socket */
+	snprintf(sock, sizeof(sock), "%s/gshared.sock", dir);
+	snprintf(cfgpath, sizeof(cfgpath), "%s/gshare.yaml", dir);
+	snprintf(logpath, sizeof(logpath), "%s/gshared.log", dir);
+	atexit(cleanup);
+	signal(SIGINT, on_fatal_signal);
+	signal(SIGTERM, on_fatal_signal);
+	signal(SIGPIPE, SIG_IGN);
+	write_config("4ms", "escalation: hold\n");
+	start_agent();
+	root = conn();
+	bystander = conn();
+
+	test_admission(root);
+	test_permissions(root);
+	test_tokens(root);
+	test_escalation_hold(root);
+	test_malformed(bystander);
+	test_reload(root);
+	write_config("5ms", "escalation: kill\n");
+	kill(agent_pid, SIGHUP);
+	CHECK(wait_slice(root, 5000000), "reload to escalation: kill");
+	test_escalation_kill(root);
+
+	gs_client_free(bystander);
+	gs_client_free(root);
+	test_sigterm();
+	printf("test_agent: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,101 @@
+#!/bin/sh
+# Integration test of gsharectl against a live gshared (simulated GPU):
+# every subcommand, JSON output, what a non-root user sees, usage errors
+# and the message when the agent is not running.  Cleans up on any exit.
+set -u
+B=${B:-build}
+GSHARED=$B/node-agent/gshared
+CTL=$B/node-agent/gsharectl
+dir=$(mktemp -d /tmp/gscli.XXXXXX)
+chmod 755 "$dir"
+sock=$dir/gshared.sock
+pid=""
+fail=0
+
+cleanup() {
+	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	[ $fail = 0 ] || cat "$dir/log" >&2
+	rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1" >&2; fail=1; }
+# expect RC DESCRIPTION PATTERN COMMAND...: exit status and output match
+expect() {
+	want=$1 desc=$2 pat=$3; shift 3
+	out=$("$@" 2>&1); rc=$?
+	if [ "$rc" != "$want" ]; then
+		bad "$desc: exit $rc, wanted $want: $out"
+	elif ! printf '%s\n' "$out" | grep -q -- "$pat"; then
+		bad "$desc: output does not match '$pat': $out"
+	else
+		ok "$desc"
+	fi
+}
+nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+
+expect 1 "agent not running" "cannot connect to gshared at $sock (is the agent running?)" \
+	$CTL -s "$sock" status
+expect 2 "usage" "usage: gsharectl" $CTL -s "$sock" frobnicate
+
+cat > "$dir/gshare.yaml" <<CONF
+socket: $sock
+state_dir: $dir/state
+gpus:
+  simulated: 2
+CONF
+$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
+pid=$!
+i=0
+until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -gt 300 ] && { bad "gshared did not start"; exit 1; }
+	kill -0 $pid 2>/dev/null || { bad "gshared exited"; exit 1; }
+	sleep 0.05
+done
+ok "gshared up"
+
+export GSHARE_SOCKET=$sock
+expect 0 "create" "^1$" $CTL create --shares 30 --job 4242 --step 0
+expect 0 "create for nobody" "^2$" $CTL create --shares 20 --uid 65534 --gpu 1
+expect 1 "admission" "GPU 1: 90 shares requested, only 80 of 100 free" \
+	$CTL create --shares 90 --gpu 1
+expect 0 "status table" "job 4242.0" $CTL status
+expect 0 "set-weight" "" $CTL set-weight 1 55
+expect 0 "set-priority" "" $CTL set-priority 1 high
+json=$($CTL status --json)
+w=$(printf '%s' "$json" | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+a = [x for x in d["allocations"] if x["id"] == 1][0]
+print(a["weight"], a["priority"], a["gpu"], len(d["gpus"]), d["policy"])')
+[ "$w" = "55 2 0 2 wfq" ] && ok "status --json" || bad "status --json: $w"
+expect 1 "set-weight unknown" "no allocation 9" $CTL set-weight 9 5
+expect 2 "set-weight not a number" "is not a number" $CTL set-weight x 5
+expect 0 "drain" "" $CTL drain 0
+expect 0 "drained in status" "DRAINED" $CTL status
+expect 1 "create on drained GPU" "GPU 0 is drained" $CTL create --shares 5 --gpu 0
+expect 0 "undrain" "" $CTL undrain 0
+expect 1 "nobody set-weight" "only root may do this" nobody $CTL set-weight 2 5
+expect 1 "nobody create" "only root may do this" nobody $CTL create --shares 5
+n=$(nobody $CTL status --json | /usr/bin/python3 -c '
+import json, sys
+print([a["id"] for a in json.load(sys.stdin)["allocations"]])')
+[ "$n" = "[2]" ] && ok "nobody sees only its own" || bad "nobody sees $n"
+expect 0 "close" "allocation 1: gpu time" $CTL close 1
+expect 1 "close again" "no allocation 1" $CTL close 1
+expect 0 "ping" "ok" $CTL ping
+
+kill -TERM $pid
+i=0
+while kill -0 $pid 2>/dev/null; do
+	i=$((i + 1))
+	[ $i -gt 200 ] && { bad "no exit on SIGTERM"; break; }
+	sleep 0.05
+done
+wait $pid; rc=$?
+pid=""
+[ $rc = 0 ] && ok "SIGTERM: exit 0" || bad "SIGTERM: exit $rc"
+[ -e "$sock" ] && bad "socket left behind" || ok "socket removed"
+exit $fail
