@@ -309,6 +309,45 @@ prepare_writes(struct gs_store *s, struct gs_error *err)
 	return 0;
 }
 
+/*
+ * A reader without write access to the directory cannot create the WAL
+ * index (-shm) of a database that no writer holds open.  When no -wal file
+ * exists the database is fully checkpointed and nobody is writing it, so
+ * it is opened as immutable instead.  (A writer starting between the check
+ * and the read is not seen; the reader gets the state at the check.)
+ */
+static int
+reopen_immutable(struct gs_store *s, const char *path, struct gs_error *err)
+{
+	char wal[4096], uri[4096 * 3 + 64];
+	size_t o = 0;
+
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (access(wal, F_OK) == 0)
+		return -1;
+	o += (size_t)snprintf(uri, sizeof(uri), "file:");
+	for (const char *p = path; *p && o + 4 < sizeof(uri) - 32; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f)
+			o += (size_t)snprintf(uri + o, sizeof(uri) - o, "%%%02X",
+					      c);
+		else
+			uri[o++] = (char)c;
+	}
+	snprintf(uri + o, sizeof(uri) - o, "?mode=ro&immutable=1");
+	sqlite3_close(s->db);
+	s->db = NULL;
+	if (sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY |
+			    SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK)
+		return gs_error_set(err, GS_EIO, "usage store %s: %s", path,
+				    s->db ? sqlite3_errmsg(s->db) :
+				    "cannot open");
+	sqlite3_busy_timeout(s->db, 5000);
+	return 0;
+}
+
 int
 gs_store_open(const char *path, int flags, struct gs_store **out,
 	      struct gs_error *err)
@@ -334,6 +373,9 @@ gs_store_open(const char *path, int flags, struct gs_store **out,
 	}
 	sqlite3_busy_timeout(s->db, 5000);
 	if (s->rdonly) {
+		if (gs_store_version(s, &v, err) < 0 &&
+		    reopen_immutable(s, path, err) < 0)
+			goto out_close;
 		if (gs_store_version(s, &v, err) < 0)
 			goto out_close;
 		if (v != GS_STORE_SCHEMA_VERSION) {

@@ -422,6 +422,13 @@ main(int argc, char **argv)
 	uint32_t me = getuid();
 	int ch, is_long = 0;
 
+	/* reproducible reports (and tests): a fixed "now" */
+	if (getenv("GSACCT_NOW") != NULL && *getenv("GSACCT_NOW") != '\0') {
+		struct gs_error terr;
+
+		if (gs_time_parse(getenv("GSACCT_NOW"), now, &now, &terr) < 0)
+			die("GSACCT_NOW: %s", terr.msg);
+	}
 	o.store = getenv("GSHARE_STORE");
 	if (o.store == NULL || *o.store == '\0')
 		o.store = DEFAULT_STORE;

@@ -20,3 +20,11 @@ $(B)/tests/acct/test_metrics: $(B)/tests/acct/%: $(B)/tests/acct/%.o \
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(ACCT_LDLIBS)
 
 UNIT_TESTS += $(ACCT_UNITS:%=$(B)/tests/acct/%)
+
+$(B)/tests/acct/acct_fill: $(B)/tests/acct/acct_fill.o \
+	$(B)/node-agent/store.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ACCT_LDLIBS)
+
+TEST_HELPERS += $(B)/tests/acct/acct_fill $(GSACCT)
+
+INTEG_TESTS += tests/acct/golden.sh

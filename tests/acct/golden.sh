@@ -1,0 +1,88 @@
+#!/bin/sh
+# gsacct golden files: build a usage store from golden.spec with acct_fill,
+# run every case of golden.cases and compare stdout, stderr and the exit
+# status with tests/acct/NAME.ok.  Also: a non-root caller sees only its
+# own rows, and --plot writes a well-formed SVG with one polygon per job.
+# UPDATE=1 rewrites the .ok files.
+set -u
+B=${B:-build}
+here=tests/acct
+gsacct=$B/node-agent/gsacct/gsacct
+fill=$B/tests/acct/acct_fill
+tmp=$(mktemp -d /tmp/gs-golden.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+chmod 755 "$tmp"
+fail=0
+
+"$fill" "$tmp/usage.db" < $here/golden.spec || { echo "acct_fill failed"; exit 1; }
+export TZ=UTC GSACCT_NOW=2026-11-21T12:30:00
+unset GSHARE_STORE
+
+grep -v '^#' $here/golden.cases | while IFS='|' read -r name args; do
+	name=$(echo "$name" | tr -d ' ')
+	[ -n "$name" ] || continue
+	out="$tmp/$name.out"
+	# shellcheck disable=SC2086
+	{ echo "\$ gsacct$args"; \
+	  "$gsacct" --store "$tmp/usage.db" $args 2>"$tmp/err"; \
+	  echo "exit=$?"; sed 's/^/stderr: /' "$tmp/err"; } > "$out" 2>&1
+	sed -i "s|$tmp|TMP|g" "$out"
+	if [ "${UPDATE:-0}" = 1 ]; then
+		cp "$out" "$here/$name.ok"
+	elif ! diff -u "$here/$name.ok" "$out"; then
+		echo "golden: $name differs"
+		echo x >> "$tmp/failed"
+	fi
+done
+[ -f "$tmp/failed" ] && fail=1
+
+# non-root: nobody (uid 65534) owns job 4244 only, whatever it asks for
+if id nobody >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+	for args in "-S 2026-11-21 -X -P -n -o JobID,User" \
+		    "-S 2026-11-21 -X -P -n -o JobID,User -u root,nobody" \
+		    "-S 2026-11-21 -X -P -n -o JobID,User -u root"; do
+		# shellcheck disable=SC2086
+		got=$(runuser -u nobody -- "$gsacct" --store "$tmp/usage.db" $args 2>&1)
+		case "$args" in
+		*"-u root") want="" ;;
+		*) want="4244|nobody" ;;
+		esac
+		if [ "$got" != "$want" ]; then
+			echo "non-root ($args): got '$got', want '$want'"
+			fail=1
+		fi
+	done
+fi
+
+# --plot: well-formed SVG, one polygon per job and GPU, legend labels
+"$gsacct" --store "$tmp/usage.db" -S 2026-11-21T10:00 -E 2026-11-21T12:30 \
+	-X -n --plot "$tmp/plot.svg" > /dev/null || { echo "plot failed"; fail=1; }
+/usr/bin/python3 - "$tmp/plot.svg" <<'PY' || fail=1
+import sys, xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()
+polys = root.findall(".//s:polygon", ns)
+titles = sorted(p.find("s:title", ns).text for p in polys)
+want = sorted(["4242", "4243", "team-a/train-7/main", "4244", "4245"])
+if titles != want:
+    sys.exit("plot: series %s, want %s" % (titles, want))
+panels = root.findall(".//s:g[@class='gpu']", ns)
+if len(panels) != 2:
+    sys.exit("plot: %d GPU panels, want 2" % len(panels))
+# job 4243 used 70% of GPU 0 from 10:00 to 10:15: its polygon reaches
+# 0.7 of the panel height above the bottom somewhere
+for p in polys:
+    if p.find("s:title", ns).text == "4243":
+        ys = [float(xy.split(",")[1]) for xy in p.get("points").split()]
+        top = 40.0 + 220.0 - 220.0 * 0.70
+        if not any(abs(y - top) < 0.2 for y in ys):
+            sys.exit("plot: 4243 never at 70%% (ys %s)" % sorted(set(ys))[:5])
+print("plot: ok, %d series" % len(polys))
+PY
+"$gsacct" --store "$tmp/usage.db" -j 999 --plot "$tmp/none.svg" 2>"$tmp/err" >/dev/null
+if [ $? != 1 ] || ! grep -q "no usage in the selected window" "$tmp/err"; then
+	echo "plot of nothing: want an error"; fail=1
+fi
+
+[ $fail = 0 ] && echo "golden: all cases match"
+exit $fail
