@@ -344,6 +344,18 @@ gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
 	return 0;
 }
 
+int
+gs_acct_set_labels(struct gs_acct *a, uint64_t id, const struct gs_labels *l)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL)
+		return -1;
+	e->v.row.labels = *l;
+	e->dirty = 1;
+	return 0;
+}
+
 /* ---- token events ---- */
 
 static uint64_t

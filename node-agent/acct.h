@@ -94,6 +94,9 @@ int gs_acct_close(struct gs_acct *a, uint64_t id, uint32_t state,
 		  int64_t real, uint64_t mono);
 int gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
 		       uint32_t weight, uint32_t priority);
+/* The allocation's labels changed (ALLOC_LABEL). */
+int gs_acct_set_labels(struct gs_acct *a, uint64_t id,
+		       const struct gs_labels *l);
 
 /* Token events from the scheduler path. */
 void gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono);

@@ -112,6 +112,11 @@ uint32_t gs_agent_ngpus(const struct gs_agent *ag)
 	return ag->ngpus;
 }
 
+unsigned gs_agent_nclients(const struct gs_agent *ag)
+{
+	return ag->nconns;
+}
+
 struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i)
 {
 	return i < ag->ngpus ? &ag->gpus[i] : NULL;

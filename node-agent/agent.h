@@ -47,6 +47,8 @@ struct gs_loop *gs_agent_loop(struct gs_agent *ag);
 struct gs_alloc_table *gs_agent_allocs(struct gs_agent *ag);
 const struct gs_agent_config *gs_agent_config(const struct gs_agent *ag);
 uint32_t gs_agent_ngpus(const struct gs_agent *ag);
+/* Connected clients (metrics). */
+unsigned gs_agent_nclients(const struct gs_agent *ag);
 struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
 
 #endif /* GS_AGENT_H */

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "gs_log.h"
+#include "metrics.h"
 #include "sched.h"
 
 static const char *const policy_names[] = { "wfq", "priority",
@@ -44,6 +45,16 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("verbose", C, verbose, "false", "debug logging"),
 	GS_CFG_KEY_UINT("max_clients", C, max_clients, 1, 100000, "4096",
 			"simultaneous client connections"),
+	GS_CFG_KEY_DURATION("accounting_tick", C, acct_tick_ns,
+			    10 * GS_NS_PER_MS, 3600 * GS_NS_PER_S, "1s",
+			    "period of the accounting tick"),
+	GS_CFG_KEY_STRING("usage_db", C, usage_db, 0, NULL,
+			  "usage store (empty: <state_dir>/usage.db)"),
+	GS_CFG_KEY_UINT("usage_retention_days", C, retention_days, 0, 36500,
+			"90", "days of per-tick samples kept (0: forever)"),
+	GS_CFG_KEY_STRING("metrics_listen", C, metrics_listen, 0,
+			  "127.0.0.1:9464",
+			  "Prometheus endpoint host:port (empty: off)"),
 	GS_CFG_KEY_END,
 };
 
@@ -194,6 +205,17 @@ static int validate(const struct gs_agent_config *c, const char *file,
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: grace: must be at least a quarter "
 				    "of the slice", file);
+	if (c->metrics_listen[0] != '\0') {
+		char host[64];
+		uint16_t port;
+		struct gs_error e;
+
+		if (gs_metrics_parse_addr(c->metrics_listen, host,
+					  sizeof(host), &port, &e) < 0)
+			return gs_error_set(err, GS_ECONFIG,
+					    "%s: metrics_listen: %s", file,
+					    e.msg);
+	}
 	return 0;
 }
 

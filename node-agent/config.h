@@ -46,6 +46,12 @@ struct gs_agent_config {
 	int verbose;
 	uint32_t max_clients;
 
+	/* accounting (node-agent/acct_agent.c) */
+	uint64_t acct_tick_ns;	/* accounting tick */
+	char usage_db[256];	/* "": <state_dir>/usage.db */
+	uint32_t retention_days;	/* 0: keep usage forever */
+	char metrics_listen[64];	/* "": no metrics endpoint */
+
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */
 	uint32_t ngpus;		/* GS_GPUS_LIST */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acct_agent.h"
 #include "agent.h"
 #include "gs_log.h"
 
@@ -33,6 +34,7 @@ int main(int argc, char *argv[])
 {
 	struct gs_agent_config cfg;
 	struct gs_agent *ag;
+	struct gs_accounting *acct;
 	struct gs_error err;
 	const char *path = NULL;
 	int ch, fg = 0, check = 0, verbose = 0, rv;
@@ -93,9 +95,12 @@ int main(int argc, char *argv[])
 	ag = gs_agent_new(&cfg, path, &err);
 	if (ag == NULL)
 		fatalx("%s", err.msg);
+	if (gs_accounting_new(ag, &acct, &err) < 0)
+		fatalx("%s", err.msg);
 	rv = gs_agent_run(ag, &err);
 	if (rv < 0)
 		log_warnx("%s", err.msg);
+	gs_accounting_free(acct);
 	gs_agent_free(ag);
 	log_info("stopped");
 	log_close();

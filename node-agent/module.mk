@@ -4,9 +4,11 @@
 # agent modules (accounting, metrics) can link it.
 
 AGENT_SRCS := node-agent/agent.c node-agent/alloc.c node-agent/config.c \
-	      node-agent/gpu.c node-agent/loop.c node-agent/sched.c
+	      node-agent/gpu.c node-agent/loop.c node-agent/sched.c \
+	      node-agent/acct.c node-agent/acct_agent.c node-agent/store.c \
+	      node-agent/metrics.c
 AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
-AGENT_LDLIBS := $(GSCOMMON) $(GSCOMMON_LDLIBS) -ldl
+AGENT_LDLIBS := $(GSCOMMON) $(GSCOMMON_LDLIBS) -ldl -lsqlite3 -lpthread
 
 GSHARED   := $(B)/node-agent/gshared
 GSHARECTL := $(B)/node-agent/gsharectl

@@ -28,3 +28,9 @@ $(B)/tests/acct/acct_fill: $(B)/tests/acct/acct_fill.o \
 TEST_HELPERS += $(B)/tests/acct/acct_fill $(GSACCT)
 
 INTEG_TESTS += tests/acct/golden.sh
+
+$(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+TEST_HELPERS += $(B)/tests/acct/acct_job
+INTEG_TESTS += tests/acct/integ_accuracy.sh

@@ -1,0 +1,366 @@
+/*
+ * acct_agent.c — glue between gshared and the accounting modules.
+ *
+ * The allocation observer turns what the agent does into accounting
+ * events.  It keeps a small shadow per allocation (attached?, granted?,
+ * escalations seen, GPU time reported at the grant) because observers
+ * only see the record after a change: a grant is the `granted` flag going
+ * 0 → 1, a release 1 → 0 (the difference of a->gpu_ns is what the RELEASE
+ * reported), an escalation a->escalations growing.
+ *
+ * The tick never touches the disk: it builds a batch and queues it for the
+ * store's writer thread; completions come back on the store's eventfd.
+ * Limits: the accounting keys are read at start-up (a SIGHUP reload does
+ * not change them); a clean stop leaves open allocations open in the
+ * store, so the next start closes them as NODE_FAIL unless their jobs
+ * come back.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "acct.h"
+#include "acct_agent.h"
+#include "gs_log.h"
+#include "metrics.h"
+#include "store.h"
+
+#define PURGE_BATCH	2000
+
+struct shadow {
+	uint64_t id;
+	int attached, granted;
+	uint64_t gpu_at_grant;
+	uint64_t escalations;
+	uint32_t shares, weight, priority;
+	struct gs_labels labels;
+};
+
+struct gs_accounting {
+	struct gs_agent *ag;
+	struct gs_store *store;
+	struct gs_acct *acct;
+	struct gs_metrics *metrics;
+	struct gs_agent_stats st;
+	uint64_t period, due;
+	uint64_t warned_busy;
+	struct shadow *sh;
+	unsigned nsh, cap;
+};
+
+static int64_t
+real_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct shadow *
+shadow_find(struct gs_accounting *ac, uint64_t id)
+{
+	for (unsigned i = 0; i < ac->nsh; i++)
+		if (ac->sh[i].id == id)
+			return &ac->sh[i];
+	return NULL;
+}
+
+static void
+on_created(struct gs_accounting *ac, const struct gs_alloc *a)
+{
+	struct gs_acct_meta m;
+	struct gs_error err;
+	struct gs_gpu *g = NULL;
+	struct shadow *s;
+
+	if (a->gpu >= 0 && (uint32_t)a->gpu < gs_agent_ngpus(ac->ag))
+		g = gs_agent_gpu(ac->ag, (uint32_t)a->gpu);
+	memset(&m, 0, sizeof(m));
+	m.agent_id = a->id;
+	m.labels = a->labels;
+	m.uid = a->uid;
+	m.gpu = g ? g->d.index : a->gpu;
+	if (g != NULL)
+		snprintf(m.gpu_uuid, sizeof(m.gpu_uuid), "%s", g->d.uuid);
+	m.shares = a->shares;
+	m.weight = a->weight;
+	m.priority = a->priority;
+	m.mode = a->mode;
+	if (gs_acct_open(ac->acct, &m, (int64_t)a->created_unix_ns,
+			 gs_now_ns(), &err) < 0) {
+		log_warnx("accounting: allocation %" PRIu64 ": %s", a->id,
+			  err.msg);
+		return;
+	}
+	if (ac->nsh == ac->cap) {
+		unsigned nc = ac->cap ? ac->cap * 2 : 16;
+		struct shadow *ns = realloc(ac->sh, nc * sizeof(*ns));
+
+		if (ns == NULL) {
+			log_warnx("accounting: out of memory");
+			return;
+		}
+		ac->sh = ns;
+		ac->cap = nc;
+	}
+	s = &ac->sh[ac->nsh++];
+	memset(s, 0, sizeof(*s));
+	s->id = a->id;
+	s->shares = a->shares;
+	s->weight = a->weight;
+	s->priority = a->priority;
+	s->labels = a->labels;
+}
+
+static void
+on_state(struct gs_accounting *ac, const struct gs_alloc *a)
+{
+	struct shadow *s = shadow_find(ac, a->id);
+	uint64_t now = gs_now_ns();
+
+	if (s == NULL)
+		return;
+	if (!s->attached && a->page != NULL) {
+		gs_acct_attach(ac->acct, a->id, a->page, now);
+		s->attached = 1;
+	}
+	if (memcmp(&s->labels, &a->labels, sizeof(s->labels)) != 0) {
+		s->labels = a->labels;
+		gs_acct_set_labels(ac->acct, a->id, &a->labels);
+	}
+	if (s->shares != a->shares || s->weight != a->weight ||
+	    s->priority != a->priority) {
+		s->shares = a->shares;
+		s->weight = a->weight;
+		s->priority = a->priority;
+		gs_acct_set_params(ac->acct, a->id, a->shares, a->weight,
+				   a->priority);
+	}
+	if (a->granted && !s->granted) {
+		gs_acct_hold(ac->acct, a->id, a->grant_at);
+		s->gpu_at_grant = a->gpu_ns;
+	} else if (!a->granted && s->granted) {
+		gs_acct_unhold(ac->acct, a->id, now,
+			       a->gpu_ns - s->gpu_at_grant);
+	}
+	s->granted = a->granted;
+	if (a->escalations > s->escalations) {
+		s->escalations = a->escalations;
+		gs_acct_escalate(ac->acct, a->id, now);
+	}
+}
+
+static void
+on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
+{
+	struct shadow *s;
+	uint32_t st = GS_SST_COMPLETED;
+
+	on_state(ac, a);	/* pick up a last grant/release/escalation */
+	s = shadow_find(ac, a->id);
+	if (s == NULL)
+		return;
+	if (a->escalations > 0 &&
+	    gs_agent_config(ac->ag)->escalation == GS_ESC_KILL)
+		st = GS_SST_CANCELLED;
+	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
+	*s = ac->sh[--ac->nsh];
+}
+
+static void
+observer(void *ctx, int event, const struct gs_alloc *a)
+{
+	struct gs_accounting *ac = ctx;
+
+	switch (event) {
+	case GS_AEV_CREATED: on_created(ac, a); break;
+	case GS_AEV_STATE: on_state(ac, a); break;
+	case GS_AEV_CLOSED: on_closed(ac, a); break;
+	}
+}
+
+static void
+do_tick(struct gs_accounting *ac, uint64_t now)
+{
+	struct gs_store_batch *b = NULL;
+	struct gs_error err;
+
+	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
+		log_warnx("accounting: %s", err.msg);
+		return;
+	}
+	if (gs_store_submit(ac->store, b, &err) < 0) {
+		ac->st.store_errors++;
+		gs_acct_mark_dirty(ac->acct);
+		if (ac->warned_busy++ % 60 == 0)
+			log_warnx("accounting: tick %" PRIu64 " not stored: %s",
+				  gs_acct_ticks(ac->acct), err.msg);
+	}
+}
+
+static void
+on_tick(struct gs_loop *l, uint64_t now, void *arg)
+{
+	struct gs_accounting *ac = arg;
+
+	(void)l;
+	now = gs_now_ns();	/* the loop passes the scheduled time */
+	if (ac->due == 0 || now > ac->due + 10 * ac->period)
+		ac->due = now;	/* first tick, or resync after a stall */
+	ac->st.loop_lag_ns = now > ac->due ? now - ac->due : 0;
+	if (ac->st.loop_lag_ns > ac->st.loop_lag_max_ns)
+		ac->st.loop_lag_max_ns = ac->st.loop_lag_ns;
+	ac->due += ac->period;
+	ac->st.clients = gs_agent_nclients(ac->ag);
+	do_tick(ac, now);
+	if (ac->metrics != NULL)
+		gs_metrics_expire(ac->metrics, now / 1000000);
+}
+
+static void
+reap(struct gs_accounting *ac)
+{
+	struct gs_store_done d[16];
+	int n;
+
+	while ((n = gs_store_reap(ac->store, d, 16)) > 0)
+		for (int i = 0; i < n; i++) {
+			if (!d[i].ok) {
+				ac->st.store_errors++;
+				gs_acct_mark_dirty(ac->acct);
+				log_warnx("usage store: tick %" PRIu64 ": %s",
+					  d[i].tick, d[i].msg);
+				continue;
+			}
+			ac->st.store_writes++;
+			ac->st.store_write_ns_sum += d[i].write_ns;
+			ac->st.store_write_ns_last = d[i].write_ns;
+			ac->st.store_purged += d[i].purged;
+			if (d[i].msg[0])	/* purge failed, write ok */
+				log_warnx("usage store: %s", d[i].msg);
+			log_debug("usage store: tick %" PRIu64 " committed "
+				  "in %.3f ms", d[i].tick,
+				  (double)d[i].write_ns / 1e6);
+		}
+}
+
+static void
+on_store(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	(void)l;
+	(void)fd;
+	(void)events;
+	reap(arg);
+}
+
+static void
+on_metrics(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_accounting *ac = arg;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	gs_metrics_dispatch(ac->metrics, gs_now_ns() / 1000000);
+}
+
+int
+gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
+		  struct gs_error *err)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(ag);
+	struct gs_loop *l = gs_agent_loop(ag);
+	struct gs_accounting *ac;
+	char path[512];
+	int n;
+
+	ac = calloc(1, sizeof(*ac));
+	if (ac == NULL)
+		return gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+	ac->ag = ag;
+	ac->period = cfg->acct_tick_ns;
+	if (cfg->usage_db[0])
+		snprintf(path, sizeof(path), "%s", cfg->usage_db);
+	else
+		snprintf(path, sizeof(path), "%s/usage.db", cfg->state_dir);
+	if (gs_store_open(path, 0, &ac->store, err) < 0)
+		goto out_free;
+	n = gs_store_recover(ac->store, err);
+	if (n < 0)
+		goto out_free;
+	if (n > 0)
+		log_warnx("usage store %s: %d allocation(s) left open by the "
+			  "previous run closed as NODE_FAIL (re-adopted if "
+			  "their jobs come back)", path, n);
+	if (gs_acct_new(ac->store, &ac->acct, err) < 0)
+		goto out_free;
+	if (gs_store_start(ac->store, cfg->retention_days ?
+			   (int64_t)cfg->retention_days * 86400 * 1000000000LL :
+			   0, PURGE_BATCH, err) < 0)
+		goto out_free;
+	if (gs_loop_add_fd(l, gs_store_event_fd(ac->store), EPOLLIN, on_store,
+			   ac, err) < 0)
+		goto out_free;
+	if (cfg->metrics_listen[0]) {
+		struct gs_error merr;
+
+		/* without metrics the agent still schedules and accounts */
+		if (gs_metrics_new(cfg->metrics_listen, ac->acct, &ac->st,
+				   &ac->metrics, &merr) < 0) {
+			log_warnx("%s; running without metrics", merr.msg);
+		} else if (gs_loop_add_fd(l, gs_metrics_fd(ac->metrics),
+					  EPOLLIN, on_metrics, ac, &merr) < 0) {
+			log_warnx("metrics: %s", merr.msg);
+			gs_metrics_free(ac->metrics);
+			ac->metrics = NULL;
+		} else {
+			log_info("metrics: http://%s/metrics",
+				 cfg->metrics_listen);
+		}
+	}
+	if (gs_alloc_observe(gs_agent_allocs(ag), observer, ac) < 0) {
+		gs_error_set(err, GS_ENOMEM, "accounting: too many observers");
+		goto out_free;
+	}
+	if (gs_loop_add_tick(l, ac->period, on_tick, ac, err) < 0)
+		goto out_free;
+	log_info("accounting: usage store %s, tick %.3f s", path,
+		 (double)ac->period / 1e9);
+	*out = ac;
+	return 0;
+out_free:
+	gs_accounting_free(ac);
+	return -1;
+}
+
+void
+gs_accounting_free(struct gs_accounting *ac)
+{
+	struct gs_loop *l;
+
+	if (ac == NULL)
+		return;
+	l = gs_agent_loop(ac->ag);
+	if (ac->acct != NULL && ac->store != NULL)
+		do_tick(ac, gs_now_ns());	/* last usage */
+	if (ac->store != NULL) {
+		gs_store_stop(ac->store);	/* writes what is queued */
+		if (gs_store_event_fd(ac->store) >= 0) {
+			reap(ac);
+			gs_loop_del_fd(l, gs_store_event_fd(ac->store));
+		}
+	}
+	if (ac->metrics != NULL) {
+		gs_loop_del_fd(l, gs_metrics_fd(ac->metrics));
+		gs_metrics_free(ac->metrics);
+	}
+	gs_acct_free(ac->acct);
+	gs_store_close(ac->store);
+	free(ac->sh);
+	free(ac);
+}

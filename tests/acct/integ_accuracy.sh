@@ -1,0 +1,72 @@
+#!/bin/sh
+# Accounting accuracy against the real agent: four simulated jobs of known
+# length share one simulated GPU (shares 10/20/30/40); each measures its own
+# GPU time.  gsacct's GPUSec must be within 1% of each job's measurement,
+# suspensions must match exactly, and HeldSec >= GPUSec.  Meanwhile the
+# metrics endpoint is scraped and checked with `promtool check metrics`.
+# Finally gsacct reads the store with the agent stopped and after kill -9.
+set -u
+. tests/acct/lib.sh
+
+port=$(free_port)
+write_conf 200ms 1 "127.0.0.1:$port"
+start_agent
+n=0
+for spec in "10 0.6" "20 0.9" "30 1.2" "40 1.5"; do
+	set -- $spec
+	n=$((n + 1))
+	"$JOB" --socket "$T/sock" --shares "$1" --job "70$n" --step 0 \
+		--work "$2" --task-us 500 --close > "$T/job$n.out" 2>&1 &
+	PIDS="$PIDS $!"
+done
+# scrape while they run
+wait_for 10 sh -c "curl -sf http://127.0.0.1:$port/metrics | grep -q 'job=\"704.0\"'" ||
+	fail "metrics never showed job 704.0"
+curl -sf "http://127.0.0.1:$port/metrics" > "$T/scrape.txt" || fail "scrape"
+promtool check metrics < "$T/scrape.txt" || fail "promtool check metrics"
+grep -c '^gshare_gpu_seconds_total{' "$T/scrape.txt" | grep -qx 4 ||
+	fail "want 4 gpu_seconds series: $(grep gshare_gpu_seconds_total "$T/scrape.txt")"
+for p in $PIDS; do wait "$p" || fail "a job failed: $(cat "$T"/job*.out)"; done
+PIDS=""
+# the closes are stored with the next tick
+wait_for 10 sh -c "[ \$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE end_ns > 0\") = 4 ]" ||
+	fail "closed allocations not stored"
+
+check() {
+	TZ=UTC "$GSACCT" --store "$T/state/usage.db" -j 701,702,703,704 -P -n \
+		-o JobID,GPUSec,HeldSec,Suspends,State > "$T/acct.txt" ||
+		fail "gsacct failed"
+	for n in 1 2 3 4; do
+		read -r id own held tasks susp att < "$T/job$n.out"
+		own=${own#gpu_ns=}; susp=${susp#suspensions=}
+		line=$(grep "^$id|" "$T/acct.txt") || fail "no row for $id"
+		/usr/bin/python3 - "$line" "$own" "$susp" <<'PY' || fail "$1: $line vs job $own ns"
+import sys
+jid, gpusec, heldsec, susp, state = sys.argv[1].split("|")
+own = int(sys.argv[2]) / 1e9
+err = abs(float(gpusec) - own) / own
+print("%s: gsacct %.2f s, job measured %.4f s, error %.3f%%, %s suspensions"
+      % (jid, float(gpusec), own, err * 100, susp))
+assert err <= 0.01, "more than 1% off"
+assert int(susp) == int(sys.argv[3]), "suspensions differ"
+assert float(heldsec) >= float(gpusec), "held < gpu"
+assert state == "COMPLETED", state
+PY
+	done
+}
+check
+# the job rows (sum of the step) are there too, and the store is readable
+# with the agent stopped
+kill "$AGENT"; wait "$AGENT"; AGENT=""
+check
+"$GSACCT" --store "$T/state/usage.db" -j 701 -X -P -n -o JobID | grep -qx 701 ||
+	fail "job row for 701"
+# and after a kill -9 (WAL and index left behind), also as non-root
+start_agent
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+check
+chmod 755 "$T" "$T/state"
+runuser -u nobody -- "$GSACCT" --store "$T/state/usage.db" -j 701 -n -P -o JobID > "$T/nobody.txt" 2>&1 ||
+	fail "gsacct as nobody: $(cat "$T/nobody.txt")"
+[ -s "$T/nobody.txt" ] && fail "nobody sees root's rows: $(cat "$T/nobody.txt")"
+echo "accuracy: ok"
