@@ -44,6 +44,9 @@ $(DP_BIN): $(DP_OBJS) $(GSCOMMON)
 INSTALL_RULES += install-k8s-plugin
 .PHONY: install-k8s-plugin
 install-k8s-plugin: $(DP_BIN)
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/gshare/crds
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/gshare/crds \
+	    $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 755 $(DP_BIN) $(DESTDIR)$(PREFIX)/sbin/
 	install -m 644 crds/*.yaml $(DESTDIR)$(PREFIX)/share/gshare/crds/
+	install -m 644 docs/man/gshare-device-plugin.8 \
+	    $(DESTDIR)$(PREFIX)/share/man/man8/

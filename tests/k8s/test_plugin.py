@@ -341,7 +341,7 @@ def run(args):
               "SIGTERM: exit 0 after %.2f s, socket removed" % took)
         before = env.open_allocs()
         n = len(k.registrations)
-        env.start_plugin()
+        env.start_plugin(["allow_span=true"])
         k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
                    "registration after plugin restart")
         fid = int(f[1]["GSHARE_ALLOC"])
@@ -353,6 +353,22 @@ def run(args):
         check(set(before) - {fid} <= set(env.open_allocs()),
               "plugin restart kept the other allocations and closed "
               "pod-f's when it went")
+
+        # allow_span: one allocation per GPU, all of them in the env.
+        free = k.free_ids()
+        span = [[i for i in free if i.startswith(u)][0] for u in uuids]
+        envs, _ = k.allocate(span)
+        sids = [int(x) for x in envs["GSHARE_ALLOCS"].split(",")]
+        al = env.open_allocs()
+        check(len(sids) == 2 and envs["GSHARE_ALLOC"] == str(sids[0]) and
+              envs["CUDA_VISIBLE_DEVICES"].count(",") == 1 and
+              all(al[x]["shares"] == 1 for x in sids),
+              "allow_span: a request over 2 GPUs gets one allocation on each")
+        with k.lock:
+            k.pods[("default", "pod-s")] = {"main": span}
+            for x in span:
+                k.allocated[x] = ("default", "pod-s", "main")
+        k.delete("default", "pod-s")
 
         # Many Allocates: RSS stays flat, allocations do not pile up.
         for pod in ("pod-a", "pod-b", "pod-c"):
