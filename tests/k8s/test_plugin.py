@@ -344,6 +344,8 @@ def run(args):
         env.start_plugin(["allow_span=true"])
         k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
                    "registration after plugin restart")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
+                   "200 healthy devices from the restarted plugin")
         fid = int(f[1]["GSHARE_ALLOC"])
         wait(lambda: env.open_allocs().get(fid, {}).get("pod") == "pod-f",
              5 * slow, "pod-f labelled after restart")
