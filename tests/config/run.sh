@@ -38,5 +38,14 @@ exit $rc"
 	fi
 	echo "ok   $in"
 done
+# the shipped example config documents exactly the defaults
+if "$GSHARED" -n -f node-agent/gshare.yaml 2>&1 |
+    diff -u tests/config/empty.ok - >"$tmp/diff"; then
+	echo "ok   node-agent/gshare.yaml is the defaults"
+else
+	echo "FAIL node-agent/gshare.yaml differs from the defaults"
+	cat "$tmp/diff"
+	fail=1
+fi
 [ $n -gt 0 ] || { echo "no golden files"; exit 1; }
 exit $fail
