@@ -213,7 +213,8 @@ int main(int argc, char *argv[])
 	f = fopen(cfgpath, "w");
 	if (f == NULL)
 		return 1;
-	fprintf(f, "socket: %s\nstate_dir: %s/state\ngpus:\n  simulated: 1\n",
+	fprintf(f, "socket: %s\nstate_dir: %s/state\nmetrics_listen: \"\"\n"
+		"gpus:\n  simulated: 1\n",
 		sock, dir);
 	fclose(f);
 	agent_pid = fork();

@@ -113,8 +113,8 @@ static void write_config(const char *slice, const char *extra)
 		exit(1);
 	}
 	fprintf(f, "socket: %s\nstate_dir: %s/state\nslice: %s\n"
-		"grace: 60ms\ngpus:\n  simulated: 1\n%s", sock, dir, slice,
-		extra);
+		"grace: 60ms\nmetrics_listen: \"\"\n"
+		"gpus:\n  simulated: 1\n%s", sock, dir, slice, extra);
 	fclose(f);
 }
 

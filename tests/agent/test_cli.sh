@@ -42,6 +42,7 @@ expect 2 "usage" "usage: gsharectl" $CTL -s "$sock" frobnicate
 cat > "$dir/gshare.yaml" <<CONF
 socket: $sock
 state_dir: $dir/state
+metrics_listen: ""
 gpus:
   simulated: 2
 CONF
