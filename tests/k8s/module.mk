@@ -3,11 +3,17 @@
 # and a real gshared; manifests validated offline with kubernetes-models.
 
 K8S_UNIT := $(B)/tests/k8s/test_dp_logic
-UNIT_TESTS += $(K8S_UNIT)
+K8S_OOM  := $(B)/tests/k8s/test_dp_oom
+UNIT_TESTS += $(K8S_UNIT) $(K8S_OOM)
 
-$(B)/tests/k8s/test_dp_logic.o: CFLAGS += -Ik8s-plugin
+$(B)/tests/k8s/test_dp_logic.o $(B)/tests/k8s/test_dp_oom.o: \
+	CFLAGS += -Ik8s-plugin
 $(K8S_UNIT): $(B)/tests/k8s/test_dp_logic.o $(DP_PURE_OBJS) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+# Allocation failures injected by wrapping the allocator.
+$(K8S_OOM): $(B)/tests/k8s/test_dp_oom.o $(DP_PURE_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc \
+	    -o $@ $^ -lcmocka
 
 # Manifests: node and npm from Debian when the machine has none (a
 # NodeSource nodejs ships its own npm and conflicts with Debian's).

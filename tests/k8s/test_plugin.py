@@ -202,6 +202,29 @@ def run(args):
         check(len(gpus) == 2, "agent runs 2 simulated GPUs")
         uuids = [g[1] for g in gpus]
 
+        # The stand-in refuses what a kubelet refuses; the plugin refuses
+        # to start with a resource name the kubelet would refuse.
+        reg = ks.grpc.insecure_channel("unix:" + k.sock).unary_unary(
+            "/v1beta1.Registration/Register",
+            request_serializer=ks._ser,
+            response_deserializer=ks.M["Empty"].FromString)
+        for bad in (dict(version="v1alpha", resource_name="a.io/b"),
+                    dict(version="v1beta1", resource_name="NoDomain")):
+            try:
+                reg(ks.M["RegisterRequest"](endpoint="x.sock", **bad),
+                    timeout=5)
+                raise AssertionError("stand-in accepted %r" % bad)
+            except ks.grpc.RpcError as e:
+                check(e.code() == ks.grpc.StatusCode.INVALID_ARGUMENT,
+                      "stand-in refuses Register %r: %s" % (bad, e.details()))
+        with k.lock:
+            k.register_errors.clear()
+        r = subprocess.run([PLUGIN, "resource=Gshare.io/gpu"],
+                           capture_output=True, text=True)
+        check(r.returncode == 2 and "lowercase DNS" in r.stderr,
+              "plugin refuses resource name Gshare.io/gpu: " +
+              r.stderr.strip())
+
         # Registration: Register (validated), options, ListAndWatch.
         env.start_plugin()
         k.wait_for(lambda: k.registrations, 10 * slow, "registration")
@@ -291,6 +314,9 @@ def run(args):
                                         ks.M["Empty"]),
                      ks.grpc.StatusCode.UNIMPLEMENTED, "not implemented",
                      "unknown method")
+        k._call("PreStartContainer", ks.M["PreStartContainerRequest"](
+            devices_ids=a[0]), ks.M["Empty"])
+        check(True, "PreStartContainer answered")
         e = k.admit("default", "pod-e", [("main", 1)])["main"]
         check(int(e[1]["GSHARE_ALLOC"]) in env.open_allocs(),
               "plugin still serving after bad requests")
