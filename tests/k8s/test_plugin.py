@@ -314,6 +314,17 @@ def run(args):
                                         ks.M["Empty"]),
                      ks.grpc.StatusCode.UNIMPLEMENTED, "not implemented",
                      "unknown method")
+        def garbage():
+            try:
+                k.channel.unary_unary(
+                    "/v1beta1.DevicePlugin/Allocate",
+                    request_serializer=lambda b: b,
+                    response_deserializer=lambda b: b)(
+                        b"\x0a\xff\xff\xff\x0f", timeout=5)
+            except ks.grpc.RpcError as e:
+                raise ks.PluginError(e.code(), e.details())
+        expect_error(k, garbage, inv, "cannot decode",
+                     "undecodable Allocate request")
         k._call("PreStartContainer", ks.M["PreStartContainerRequest"](
             devices_ids=a[0]), ks.M["Empty"])
         check(True, "PreStartContainer answered")
