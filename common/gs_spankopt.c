@@ -375,6 +375,21 @@ int gs_spank_record_parse(const char *text, struct gs_spank_record *r,
 	return 0;
 }
 
+int gs_spank_job_dir(const char *state_dir, uint32_t job, const char *node,
+		     char *buf, size_t len, struct gs_error *err)
+{
+	int n;
+
+	if (node == NULL || *node == '\0' || strchr(node, '/') != NULL ||
+	    strcmp(node, ".") == 0 || strcmp(node, "..") == 0)
+		return gs_error_set(err, GS_EINVAL, "bad node name '%s'",
+				    node ? node : "");
+	n = snprintf(buf, len, "%s/%" PRIu32 ".%s", state_dir, job, node);
+	if (n < 0 || (size_t)n >= len)
+		return gs_error_set(err, GS_EINVAL, "state path too long");
+	return 0;
+}
+
 void gs_spank_totals_add(struct gs_spank_totals *t,
 			 const struct gs_spank_record *r)
 {

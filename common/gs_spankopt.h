@@ -111,6 +111,12 @@ int gs_spank_record_format(const struct gs_spank_record *r, char *buf,
 int gs_spank_record_parse(const char *text, struct gs_spank_record *r,
 			  struct gs_error *err);
 
+/* "<state_dir>/<job>.<node>": where a job's steps on one node leave their
+ * records.  The step that creates the job's first allocation on the node
+ * creates it, so the epilog has work only where it exists. */
+int gs_spank_job_dir(const char *state_dir, uint32_t job, const char *node,
+		     char *buf, size_t len, struct gs_error *err);
+
 /* Job totals on one node, summed over its allocations. */
 struct gs_spank_totals {
 	uint32_t allocs;

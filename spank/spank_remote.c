@@ -144,6 +144,21 @@ static int set_env(spank_t sp, const struct gs_alloc_info *info)
 	return 0;
 }
 
+/* Create "<state_dir>/<job>.<node>" (the epilog's sign that this job
+ * had allocations here) and put its path in dir. */
+static int job_dir(char *dir, size_t len, struct gs_error *err)
+{
+	if (gs_spank_job_dir(gs__st.conf.state_dir, gs__st.job, gs__st.node,
+			     dir, len, err) < 0)
+		return -1;
+	if (mkdir(gs__st.conf.state_dir, 0700) < 0 && errno != EEXIST)
+		return gs_error_errno(err, GS_EIO, "mkdir %s",
+				      gs__st.conf.state_dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
+	return 0;
+}
+
 int gs__remote_begin(spank_t sp)
 {
 	struct gs_alloc_req req;
@@ -251,6 +266,14 @@ int gs__remote_begin(spank_t sp)
 	}
 	gs__st.alloc_id = info.id;
 	gs__st.shares = info.shares;
+	{
+		char dir[GS_SPANK_PATH_MAX + 96];
+
+		/* without it the epilog would not look for leftovers */
+		if (job_dir(dir, sizeof(dir), &cerr) < 0)
+			slurm_error("gshare: job %" PRIu32 ": %s", gs__st.job,
+				    cerr.msg);
+	}
 	slurm_verbose("gshare: step %" PRIu32 ".%s on %s: allocation %" PRIu64
 		      " (%u shares, gpu %d)",
 		      gs__st.job, step, gs__st.node, info.id, info.shares,
@@ -286,7 +309,7 @@ int gs__remote_task(spank_t sp)
 }
 
 /* Leave the allocation's final usage for the epilog:
- * <state_dir>/<job>.<node>/<step>.<alloc id>, written atomically. */
+ * <job dir>/<step>.<alloc id>, written atomically. */
 static int save_record(const struct gs_alloc_info *fin, struct gs_error *err)
 {
 	struct gs_spank_record r;
@@ -301,16 +324,11 @@ static int save_record(const struct gs_alloc_info *fin, struct gs_error *err)
 	n = gs_spank_record_format(&r, line, sizeof(line), err);
 	if (n < 0)
 		return -1;
+	if (job_dir(dir, sizeof(dir), err) < 0)
+		return -1;
 	gs_spank_step_name(gs__st.step, step, sizeof(step));
-	snprintf(dir, sizeof(dir), "%s/%" PRIu32 ".%s", gs__st.conf.state_dir,
-		 gs__st.job, gs__st.node);
 	snprintf(path, sizeof(path), "%s/%s.%" PRIu64, dir, step, fin->id);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (mkdir(gs__st.conf.state_dir, 0700) < 0 && errno != EEXIST)
-		return gs_error_errno(err, GS_EIO, "mkdir %s",
-				      gs__st.conf.state_dir);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return gs_error_errno(err, GS_EIO, "open %s", tmp);

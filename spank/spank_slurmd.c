@@ -2,6 +2,8 @@
  * spank_slurmd.c — job epilog (job_script context, as root on each node
  * of the job, after every step of the job has ended there).
  *
+ * Only jobs that had an allocation on this node have work here: the
+ * step that created one also created the job's state directory.
  * 1. Close what the job still holds in the agent on this node: a step
  *    whose slurmstepd died (or whose exit hook could not reach the agent)
  *    leaves its allocation open; the agent's status lists it with the
@@ -344,6 +346,13 @@ int gs__slurmd_epilog(spank_t sp)
 	}
 	snprintf(node, sizeof(node), "%s", e);
 	memset(&t, 0, sizeof(t));
+	if (gs_spank_job_dir(gs__st.conf.state_dir, jobid, node, dir,
+			     sizeof(dir), &err) < 0) {
+		slurm_error("gshare: epilog of job %s: %s", job, err.msg);
+		return 0;
+	}
+	if (access(dir, F_OK) < 0)
+		return 0;	/* no step of this job had a share here */
 
 	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
 				 sizeof(gs__st.agent), &err) < 0)
@@ -353,8 +362,6 @@ int gs__slurmd_epilog(spank_t sp)
 	if (closed < 0)
 		slurm_error("gshare: epilog of job %s: agent: %s", job,
 			    err.msg);
-	snprintf(dir, sizeof(dir), "%s/%s.%s", gs__st.conf.state_dir, job,
-		 node);
 	collect_records(dir, &t);
 	if (t.allocs == 0 || !gs__st.conf.admin_comment)
 		return 0;

@@ -18,7 +18,10 @@
 # Knobs (set before gs_cluster_up):
 #   GS_NODES       number of slurmd (default 1)
 #   GS_GRES_COUNT  gshare count per node (default 100)
-#   GS_PLUGSTACK   plugstack.conf contents (default: empty file)
+#   GS_PLUGSTACK   plugstack.conf contents (default: empty file); @T@
+#                  stands for the temp dir.  slurmd reads it at start (it
+#                  runs the job epilog only if a plugin has one), so set
+#                  it here rather than after gs_cluster_up.
 #   GS_DBD         1: start MariaDB + slurmdbd and enable accounting
 #                  (default 1)
 #   GS_KEEP        1: keep $GS_T after teardown (for debugging)
@@ -85,7 +88,8 @@ gs_write_configs() {
 	mkdir -p "$t/munge" "$t/state" "$t/log" "$t/spool" "$t/db"
 	chmod 755 "$t" "$t/munge"
 	: >"$t/plugstack.conf"
-	[ -n "$GS_PLUGSTACK" ] && printf '%s\n' "$GS_PLUGSTACK" >"$t/plugstack.conf"
+	[ -n "$GS_PLUGSTACK" ] &&
+		printf '%s\n' "${GS_PLUGSTACK//@T@/$t}" >"$t/plugstack.conf"
 
 	GS_CTLD_PORT=$(gs_free_port)
 	GS_DBD_PORT=$(gs_free_port)

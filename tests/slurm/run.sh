@@ -17,9 +17,9 @@ B=${B:-build}
 
 PLUGIN=$ROOT/$B/spank/spank_gshare.so
 PROBE=$ROOT/$B/tests/slurm/gs_probe
-GSHARED=$ROOT/$B/node-agent/gshared
-SIMJOB=$ROOT/$B/runtime/sim/gshare-simjob
-GSACCT=$ROOT/$B/node-agent/gsacct
+GSHARED=${GSHARED:-$ROOT/$B/node-agent/gshared}
+SIMJOB=${SIMJOB:-$ROOT/$B/runtime/sim/gshare-simjob}
+GSACCT=${GSACCT:-$ROOT/$B/acct/gsacct}
 
 PASS=0
 FAIL=0
@@ -62,7 +62,7 @@ if [ "$(id -u)" != 0 ]; then
 	echo "run.sh: must run as root (starts Slurm daemons)" >&2
 	exit 1
 fi
-for f in "$PLUGIN" "$PROBE"; do
+for f in "$PLUGIN" "$PROBE" "$GSHARED"; do
 	[ -x "$f" ] || [ -f "$f" ] || { echo "run.sh: $f missing (make first)" >&2; exit 1; }
 done
 
@@ -77,12 +77,60 @@ trap 'exit 1' INT TERM
 
 GS_NODES=2
 
-stop_agents() { :; }
+# ------------------------------------------------------------ agents
+# One gshared per Slurm node, simulated GPU, socket $GS_T/agent/<node>.sock
+# (the plugin's agent=$GS_T/agent/%n.sock).
+declare -A AGENT_PID=()
 
+start_agent() {
+	local n=$1 d=$GS_T/agent
+	mkdir -p "$d/$n.state"
+	chmod 755 "$d"
+	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
+		"gpus:" "  simulated: 1" "log: file" \
+		"log_file: $GS_T/log/gshared.$n.log" >"$d/$n.yaml"
+	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
+	AGENT_PID[$n]=$!
+	gs_wait 10 "gshared on $n" "$PROBE" status "$d/$n.sock" ||
+		gs_die "gshared for $n did not come up (see $GS_T/log/gshared.$n.*)"
+}
+
+stop_agent() {
+	local n=$1 pid=${AGENT_PID[$1]:-} end
+	[ -n "$pid" ] || return 0
+	unset "AGENT_PID[$n]"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	end=$(($(date +%s%N) + 5000000000))
+	while gs_pid_alive "$pid"; do
+		if [ "$(date +%s%N)" -gt "$end" ]; then
+			kill -KILL "$pid" 2>/dev/null
+			break
+		fi
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null
+	rm -f "$GS_T/agent/$n.sock"
+}
+
+stop_agents() {
+	local n
+	for n in "${!AGENT_PID[@]}"; do
+		stop_agent "$n"
+	done
+}
+
+# allocs NODE: the agent's allocation lines for that node.
+allocs() { "$PROBE" status "$GS_T/agent/$1.sock"; }
+no_alloc() { ! allocs "$1" | grep -q "^alloc $2 "; }
+no_job_allocs() { ! allocs "$1" | grep -q " job=$2 "; }
+
+PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank timeout=1s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
+GS_PLUGSTACK=$PLUGSTACK_BASE
 gs_cluster_up
-PLUGSTACK_BASE="required $PLUGIN agent=$GS_T/agent/%n.sock state_dir=$GS_T/spank timeout=1s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
-set_plugstack() { printf '%s %s\n' "$PLUGSTACK_BASE" "$*" >"$GS_T/plugstack.conf"; }
-set_plugstack
+# srun and slurmstepd read plugstack.conf afresh each time
+set_plugstack() {
+	printf '%s %s\n' "${PLUGSTACK_BASE//@T@/$GS_T}" "$*" >"$GS_T/plugstack.conf"
+}
 
 # ---------------------------------------------------------------- options
 begin bad-options
@@ -104,6 +152,7 @@ out=$(timeout 20 srun -w n1 --gshare-weight=5 --gshare-priority=high --gshare-mo
 end
 
 # ------------------------------------------------------ agent unreachable
+# (n1's agent is not started yet)
 begin agent-down-required
 out=$(timeout 30 srun -w n1 --gres=gshare:10 bash -c 'echo RAN' 2>&1); rc=$?
 [ $rc != 0 ] && ok "step failed (rc $rc)" || bad "step ran without its agent"
@@ -140,6 +189,148 @@ gs_wait 30 "job $j in accounting" bash -c "sacct -n -j $j -o JobID,State -P | gr
 out=$(sacct -n -P -j "$j" -o JobID,AllocTRES)
 expect "job AllocTRES" "$out" "^$j\|.*gres/gshare=30"
 expect "batch step AllocTRES" "$out" "^$j\.batch\|.*gres/gshare=30"
+end
+
+# ------------------------------------------------------------ with agents
+start_agent n1
+start_agent n2
+
+begin env-and-lifetime
+out=$(CUDA_VISIBLE_DEVICES=7 timeout 30 srun -w n1 --gres=gshare:30 \
+	--gshare-weight=7 --gshare-priority=high --gshare-mode=space \
+	bash -c 'echo ENV job=$SLURM_JOB_ID sock=$GSHARE_SOCKET alloc=$GSHARE_ALLOC cuda=$CUDA_VISIBLE_DEVICES
+		"$0" status "$GSHARE_SOCKET"' "$PROBE" 2>&1)
+expect "environment" "$out" "^ENV job=[0-9]+ sock=$GS_T/agent/n1.sock alloc=[0-9]+ cuda=0\$"
+j=$(printf '%s\n' "$out" | sed -n 's/^ENV job=\([0-9]*\) .*/\1/p')
+a=$(printf '%s\n' "$out" | sed -n 's/^ENV .*alloc=\([0-9]*\) .*/\1/p')
+expect "agent shows it while it runs" "$out" \
+	"^alloc $a job=$j step=0 node=n1 user=root shares=30 weight=7 priority=high mode=space uid=0 "
+if [ -n "$a" ] && gs_wait 10 "allocation $a to close" no_alloc n1 "$a"; then
+	ok "allocation $a gone after the step"
+else
+	bad "allocation ${a:-?} still there after the step: $(allocs n1)"
+fi
+end
+
+begin sbatch-steps
+S=$ROOT/tests/slurm/show_step.sh
+cat >"$GS_T/steps.sbatch" <<EOF
+#!/bin/bash
+#SBATCH -w n1 -n2 --gres=gshare:30
+export GS_PROBE=$PROBE GS_MARKS=$GS_T/marks
+$S batch
+srun -n1 $S inherit
+srun -n1 --gres=gshare:10 $S ten
+srun -n1 --gres=none $S none
+srun -n1 --exact --gres=gshare:10 $S par1 wait2 &
+srun -n1 --exact --gres=gshare:10 $S par2 wait2 &
+wait
+EOF
+mkdir -p "$GS_T/marks"
+j=$(timeout 20 sbatch --parsable -o "$GS_T/steps.out" "$GS_T/steps.sbatch")
+job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
+gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
+out=$(cat "$GS_T/steps.out" 2>&1)
+expect "batch step: the job's count" "$out" "^STEP batch alloc=[0-9]+ alloc [0-9]+ job=$j step=batch node=n1 .*shares=30 "
+expect "srun without --gres inherits" "$out" "^STEP inherit alloc=[0-9]+ alloc [0-9]+ job=$j step=0 node=n1 .*shares=30 "
+expect "srun --gres=gshare:10" "$out" "^STEP ten alloc=[0-9]+ alloc [0-9]+ job=$j step=1 node=n1 .*shares=10 "
+expect "srun --gres=none: no allocation" "$out" "^STEP none alloc=none \$"
+expect "parallel step 1" "$out" "^STEP par1 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "
+expect "parallel step 2" "$out" "^STEP par2 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "
+expect "parallel steps overlapped (1)" "$out" "^STEP par1 overlapped"
+expect "parallel steps overlapped (2)" "$out" "^STEP par2 overlapped"
+ids=$(printf '%s\n' "$out" | sed -n 's/^STEP [a-z0-9]* alloc=\([0-9][0-9]*\) .*/\1/p' | sort -u | wc -l)
+[ "$ids" = 5 ] && ok "five distinct allocations" || bad "$ids distinct allocations, want 5"
+gs_wait 10 "job $j allocations to close" no_job_allocs n1 "$j" &&
+	ok "all closed after the job" || bad "left open: $(allocs n1)"
+end
+
+begin two-nodes
+out=$(timeout 30 srun -N2 --ntasks-per-node=1 --gres=gshare:30 bash -c \
+	'echo NODE $SLURMD_NODENAME alloc=$GSHARE_ALLOC sock=$GSHARE_SOCKET
+	 "$0" status "$GSHARE_SOCKET" | grep "^alloc $GSHARE_ALLOC "' "$PROBE" 2>&1)
+expect "n1 has its own agent" "$out" "^NODE n1 alloc=[0-9]+ sock=$GS_T/agent/n1.sock\$"
+expect "n2 has its own agent" "$out" "^NODE n2 alloc=[0-9]+ sock=$GS_T/agent/n2.sock\$"
+expect "n1 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n1 .*shares=30 "
+expect "n2 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n2 .*shares=30 "
+[ "$(printf '%s\n' "$out" | grep -c '^alloc ')" = 2 ] && ok "one allocation per node" ||
+	bad "want exactly two allocations"
+j=$(printf '%s\n' "$out" | sed -n 's/^alloc [0-9]* job=\([0-9]*\) .*/\1/p' | head -1)
+# both nodes' epilogs write their own segment of the AdminComment
+both_segments() {
+	local c
+	c=$(sacct -n -X -P -j "$j" -o AdminComment)
+	case "$c" in *"gshare[n1]:"*"gshare[n2]:"* | *"gshare[n2]:"*"gshare[n1]:"*) return 0 ;; esac
+	return 1
+}
+gs_wait 60 "both nodes in the AdminComment of job $j" both_segments &&
+	ok "AdminComment has both nodes: $(sacct -n -X -P -j "$j" -o AdminComment)" ||
+	bad "AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
+end
+
+begin four-jobs-three-run
+jobs=()
+for i in 1 2 3 4; do
+	jobs+=("$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null --wrap 'sleep 300')")
+done
+three_running() { [ "$(squeue -h -w n1 -t R -o %i | wc -l)" = 3 ]; }
+gs_wait 30 "three jobs running" three_running || bad "not three running: $(squeue)"
+expect "the fourth pends on Resources" "$(squeue -h -t PD -o '%i %r')" "^${jobs[3]} Resources\$"
+three_allocs() { [ "$(allocs n1 | grep -c ' step=batch .*shares=30 ')" = 3 ]; }
+gs_wait 10 "three allocations" three_allocs &&
+	ok "agent holds three 30-share allocations" || bad "agent: $(allocs n1)"
+# killing the jobs mid-step releases their allocations
+scancel "${jobs[@]}"
+for j in "${jobs[@]}"; do
+	gs_wait 20 "job $j allocations released" no_job_allocs n1 "$j" ||
+		bad "job $j still holds: $(allocs n1)"
+done
+gs_wait 20 "queue empty" gs_no_jobs || bad "jobs left: $(squeue)"
+end
+
+begin killed-mid-step
+timeout 60 srun -w n1 --gres=gshare:20 sleep 300 >/dev/null 2>&1 &
+srun_pid=$!
+has_step() { allocs n1 | grep -q ' step=0 .*shares=20 '; }
+gs_wait 20 "the step's allocation" has_step || bad "no allocation: $(allocs n1)"
+j=$(allocs n1 | sed -n 's/.* job=\([0-9]*\) step=0 .*shares=20 .*/\1/p' | head -1)
+if [ -n "$j" ]; then
+	scancel "$j"
+	gs_wait 20 "allocation of killed job $j released" no_job_allocs n1 "$j" &&
+		ok "released after scancel" || bad "still there: $(allocs n1)"
+fi
+wait "$srun_pid" 2>/dev/null
+end
+
+begin uid-nobody
+# a root-owned allocation of another job, to try to take over
+other=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'sleep 300')
+other_alloc() { allocs n1 | grep -q " job=$other "; }
+gs_wait 20 "job $other allocation" other_alloc || bad "job $other has no allocation"
+oid=$(allocs n1 | sed -n "s/^alloc \([0-9]*\) job=$other .*/\1/p")
+out=$(timeout 30 srun -w n1 --uid=nobody --chdir=/tmp --gres=gshare:10 bash -c \
+	'echo WHO $(id -u) alloc=$GSHARE_ALLOC
+	 "$0" attach
+	 "$0" attach "$GSHARE_SOCKET" "$1"
+	 "$0" status "$GSHARE_SOCKET"' "$PROBE" "$oid" 2>&1)
+expect "runs as nobody" "$out" "^WHO $(id -u nobody) alloc=[0-9]+\$"
+expect "attaches to its own allocation" "$out" "^attached [0-9]+ uid=$(id -u nobody) shares=10\$"
+expect "cannot attach to root's" "$out" "^error EPERM"
+reject "sees only its own allocation" "$out" "^alloc $oid "
+expect "sees its own allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n1 user=nobody shares=10 .* uid=$(id -u nobody) "
+scancel "$other"
+gs_wait 20 "job $other to end" no_job_allocs n1 "$other" || bad "job $other still holds"
+end
+
+begin admin-comment
+j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
+	--wrap "srun true; srun --gres=gshare:10 true")
+has_comment() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:'; }
+gs_wait 60 "AdminComment of job $j" has_comment ||
+	bad "no AdminComment: $(sacct -j "$j" -o JobID,State,AdminComment%80)"
+out=$(sacct -n -X -P -j "$j" -o AdminComment)
+expect "totals in AdminComment" "$out" \
+	'^gshare\[n1\]:gpu_s=[0-9]+\.[0-9]{3},held_s=[0-9]+\.[0-9]{3},share=30,allocs=3$'
 end
 
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"

@@ -307,6 +307,30 @@ static void test_record(void **state)
 	assert_int_equal(gs_spank_record_parse(NULL, &back, &err), -1);
 }
 
+static void test_job_dir(void **state)
+{
+	struct gs_error err;
+	char buf[32];
+
+	(void)state;
+	assert_int_equal(gs_spank_job_dir("/run/gs", 42, "n1", buf,
+					  sizeof(buf), &err),
+			 0);
+	assert_string_equal(buf, "/run/gs/42.n1");
+	assert_int_equal(gs_spank_job_dir("/run/gs", 42, "../x", buf,
+					  sizeof(buf), &err),
+			 -1);
+	assert_int_equal(gs_spank_job_dir("/run/gs", 42, "", buf, sizeof(buf),
+					  &err),
+			 -1);
+	assert_int_equal(gs_spank_job_dir("/run/gs", 42, "..", buf,
+					  sizeof(buf), &err),
+			 -1);
+	assert_int_equal(gs_spank_job_dir("/a/very/long/state/directory", 42,
+					  "n1", buf, sizeof(buf), &err),
+			 -1);
+}
+
 static void test_comment(void **state)
 {
 	struct gs_spank_totals t = { 0, 0, 0, 0 };
@@ -376,6 +400,7 @@ int main(void)
 		cmocka_unit_test(test_gres),
 		cmocka_unit_test(test_step_names),
 		cmocka_unit_test(test_record),
+		cmocka_unit_test(test_job_dir),
 		cmocka_unit_test(test_comment),
 	};
 
