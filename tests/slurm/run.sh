@@ -19,7 +19,7 @@ PLUGIN=$ROOT/$B/spank/spank_gshare.so
 PROBE=$ROOT/$B/tests/slurm/gs_probe
 GSHARED=${GSHARED:-$ROOT/$B/node-agent/gshared}
 SIMJOB=${SIMJOB:-$ROOT/$B/runtime/sim/gshare-simjob}
-GSACCT=${GSACCT:-$ROOT/$B/acct/gsacct}
+GSACCT=${GSACCT:-$ROOT/$B/node-agent/gsacct/gsacct}
 
 PASS=0
 FAIL=0
@@ -88,7 +88,8 @@ start_agent() {
 	chmod 755 "$d"
 	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
 		"gpus:" "  simulated: 1" "log: file" \
-		"log_file: $GS_T/log/gshared.$n.log" >"$d/$n.yaml"
+		"log_file: $GS_T/log/gshared.$n.log" "metrics_listen: ''" \
+		"accounting_tick: 100ms" >"$d/$n.yaml"
 	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
 	AGENT_PID[$n]=$!
 	gs_wait 10 "gshared on $n" "$PROBE" status "$d/$n.sock" ||
@@ -322,6 +323,18 @@ scancel "$other"
 gs_wait 20 "job $other to end" no_job_allocs n1 "$other" || bad "job $other still holds"
 end
 
+begin agent-refuses
+GSHARECTL=$ROOT/$B/node-agent/gsharectl
+"$GSHARECTL" -s "$GS_T/agent/n1.sock" drain 0 >/dev/null || bad "drain failed"
+out=$(timeout 30 srun -w n1 --gres=gshare:10 bash -c 'echo RAN' 2>&1); rc=$?
+[ $rc != 0 ] && ok "step failed (rc $rc)" || bad "step ran on a drained GPU"
+reject "task did not run" "$out" '^RAN$'
+expect "the agent's reason" "$out" '^gshare: step [0-9]+\.0 not started: the agent refused gshare:10: .*drain'
+"$GSHARECTL" -s "$GS_T/agent/n1.sock" undrain 0 >/dev/null || bad "undrain failed"
+out=$(timeout 30 srun -w n1 --gres=gshare:10 bash -c 'echo RAN' 2>&1)
+expect "runs again after undrain" "$out" '^RAN$'
+end
+
 begin admin-comment
 j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
 	--wrap "srun true; srun --gres=gshare:10 true")
@@ -331,6 +344,20 @@ gs_wait 60 "AdminComment of job $j" has_comment ||
 out=$(sacct -n -X -P -j "$j" -o AdminComment)
 expect "totals in AdminComment" "$out" \
 	'^gshare\[n1\]:gpu_s=[0-9]+\.[0-9]{3},held_s=[0-9]+\.[0-9]{3},share=30,allocs=3$'
+# the agent's own usage store knows the same job and steps
+if [ -x "$GSACCT" ]; then
+	store=$GS_T/agent/n1.state/usage.db
+	acct() { "$GSACCT" --store="$store" -j "$j" -n -P -o JobID,NodeList,Share,State 2>&1; }
+	three_rows() { [ "$(acct | grep -c "^$j")" -ge 3 ]; }
+	gs_wait 20 "gsacct rows of job $j" three_rows || bad "gsacct: $(acct)"
+	out=$(acct)
+	gs_log "gsacct: $(printf "%s " $out)"
+	expect "gsacct: batch step" "$out" "^$j\.batch\|n1\|30\|"
+	expect "gsacct: step 0" "$out" "^$j\.0\|n1\|30\|"
+	expect "gsacct: step 1" "$out" "^$j\.1\|n1\|10\|"
+else
+	bad "gsacct not built ($GSACCT)"
+fi
 end
 
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"
