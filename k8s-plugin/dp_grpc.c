@@ -490,8 +490,10 @@ do_allocate(struct scall *c)
 	Gsk8s__ContainerAllocateResponse **rp = NULL;
 	struct alloc_out *o = NULL;
 	struct gs_error err;
+	struct timespec t0, t1;
 	size_t i;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rq = (Gsk8s__AllocateRequest *)unpack(
 	    &gsk8s__allocate_request__descriptor, c->recv);
 	if (rq == NULL) {
@@ -523,7 +525,12 @@ do_allocate(struct scall *c)
 	}
 	rs.n_container_responses = rq->n_container_requests;
 	rs.container_responses = rp;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	reply(c, &rs.base, GRPC_STATUS_OK, NULL);
+	log_debug("Allocate: %zu container(s) answered in %lld us",
+	    rq->n_container_requests,
+	    (long long)((t1.tv_sec - t0.tv_sec) * 1000000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000));
 	goto out;
 
 fail:
