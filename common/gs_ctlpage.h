@@ -72,7 +72,12 @@ struct gs_ctlpage {
 	uint64_t heartbeat_ns;		/* last counter update */
 	uint32_t state;			/* enum gs_ctl_state */
 	uint32_t pid;			/* job process that attached */
-	uint8_t _rsv2[48];
+	uint32_t resumed;		/* 1: the counters continue the job's
+					 * totals from an earlier page (it
+					 * re-attached after an agent restart);
+					 * set before any counter is written */
+	uint32_t _pad2;
+	uint8_t _rsv2[40];
 
 	uint8_t _rsv3[GS_CTL_SIZE - 256];
 };

@@ -48,6 +48,8 @@ struct ent {
 	uint64_t extra_ns;		/* overrun charge to emit */
 	uint64_t est_ns;		/* NVML estimate to emit */
 	int closing, dirty;
+	int adopted;			/* row continued from a crash */
+	int base_pending;		/* baseline not settled yet */
 };
 
 struct pidmap {
@@ -98,6 +100,7 @@ gs_acct_read_page(const volatile struct gs_ctlpage *p,
 	c->evict_ns_max = __atomic_load_n(&p->evict_ns_max, __ATOMIC_ACQUIRE);
 	c->heartbeat_ns = __atomic_load_n(&p->heartbeat_ns, __ATOMIC_ACQUIRE);
 	c->state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+	c->resumed = __atomic_load_n(&p->resumed, __ATOMIC_ACQUIRE);
 }
 
 static uint64_t
@@ -164,6 +167,8 @@ usage_add(struct gs_usage *t, const struct gs_usage *d)
 	if (d->evict_ns_max > t->evict_ns_max)
 		t->evict_ns_max = d->evict_ns_max;
 }
+
+static void settle_base(struct ent *e, const struct gs_ctl_counters *cur);
 
 /* ---- life cycle ---- */
 
@@ -255,6 +260,8 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 		e->v.row.labels = m->labels;
 		e->v.row.start_ns = real;
 		e->v.row.state = GS_SST_RUNNING;
+	} else {
+		e->adopted = 1;
 	}
 	e->v.row.agent_id = m->agent_id;
 	e->v.row.uid = m->uid;
@@ -284,6 +291,7 @@ gs_acct_attach(struct gs_acct *a, uint64_t id,
 	e->page = page;
 	gs_acct_read_page(page, &e->base);
 	e->v.attached = 1;
+	e->base_pending = e->adopted;
 	/* an attached job reports its own usage: estimates stop */
 	return 0;
 }
@@ -299,6 +307,7 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	if (e == NULL || e->page == NULL)
 		return;
 	gs_acct_read_page(e->page, &cur);
+	settle_base(e, &cur);
 	gs_acct_delta(&e->base, &cur, &d);
 	usage_add(&e->pend, &d);
 	if (d.suspensions) {
@@ -568,6 +577,32 @@ usage_zero(const struct gs_usage *u)
 		 u->block_tasks | u->suspensions | u->evict_ns_sum);
 }
 
+/*
+ * A re-adopted allocation's job says on its page whether its counters
+ * start again at zero or continue its earlier totals (`resumed`).  The job
+ * sets the flag before writing any counter, so the decision waits until
+ * either is visible.  Resumed: the baseline is what the store holds.
+ */
+static void
+settle_base(struct ent *e, const struct gs_ctl_counters *cur)
+{
+	const struct gs_usage *t = &e->v.row.tot;
+
+	if (!e->base_pending)
+		return;
+	if (cur->resumed) {
+		e->base.gpu_ns = t->gpu_ns;
+		e->base.held_ns = t->held_ns;
+		e->base.block_tasks = t->block_tasks;
+		e->base.suspensions = t->suspensions;
+		e->base.evict_ns_sum = t->evict_ns_sum;
+		e->base_pending = 0;
+	} else if (cur->gpu_ns | cur->held_ns | cur->block_tasks |
+		   cur->suspensions) {
+		e->base_pending = 0;
+	}
+}
+
 static int
 tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	 struct gs_store_batch *b, struct gs_error *err)
@@ -581,6 +616,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	memset(&smp, 0, sizeof(smp));
 	if (e->page != NULL) {
 		gs_acct_read_page(e->page, &cur);
+		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);

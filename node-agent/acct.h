@@ -12,6 +12,10 @@
  *                 (waiting or running): an idle allocation saves nothing up
  *                 (LoGA §3.4)
  *   block-tasks, suspensions, eviction latency (sum, max, histogram).
+ * A job that re-attaches to a re-adopted allocation after an agent crash
+ * and marks its page `resumed` continues its old counters: the baseline is
+ * then what the store already holds, so usage it had while the agent was
+ * down is charged once, not lost and not doubled.
  * A holder that overran its slice past the grace period (the agent calls
  * gs_acct_escalate) is charged the whole time it held the token, not only
  * what it reported.  Allocations that never attach can be charged from
@@ -141,7 +145,7 @@ uint64_t gs_acct_ticks(const struct gs_acct *a);
 struct gs_ctl_counters {
 	uint64_t gpu_ns, held_ns, block_tasks, suspensions, last_evict_ns,
 		evict_ns_sum, evict_ns_max, heartbeat_ns;
-	uint32_t state;
+	uint32_t state, resumed;
 };
 void gs_acct_read_page(const volatile struct gs_ctlpage *p,
 		       struct gs_ctl_counters *c);

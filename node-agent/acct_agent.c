@@ -30,6 +30,9 @@
 #include "store.h"
 
 #define PURGE_BATCH	2000
+/* a job whose allocation was cut by an agent crash may come back this
+ * long after its last sample and continue its old row */
+#define ADOPT_WINDOW_NS	(3600LL * 1000000000)
 
 struct shadow {
 	uint64_t id;
@@ -51,6 +54,8 @@ struct gs_accounting {
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
+
+static void do_tick(struct gs_accounting *ac, uint64_t now);
 
 static int64_t
 real_now(void)
@@ -170,6 +175,11 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 		st = GS_SST_CANCELLED;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
+	/* make the final usage durable now rather than at the next tick,
+	 * unless the writer is busy (a burst of closes: the tick takes the
+	 * rest) */
+	if (gs_store_queued(ac->store) == 0)
+		do_tick(ac, gs_now_ns());
 }
 
 static void
@@ -290,7 +300,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		snprintf(path, sizeof(path), "%s/usage.db", cfg->state_dir);
 	if (gs_store_open(path, 0, &ac->store, err) < 0)
 		goto out_free;
-	n = gs_store_recover(ac->store, err);
+	n = gs_store_recover(ac->store, real_now() - ADOPT_WINDOW_NS, err);
 	if (n < 0)
 		goto out_free;
 	if (n > 0)

@@ -644,13 +644,14 @@ gs_store_write(struct gs_store *s, struct gs_store_batch *b,
 /* ---- recovery ---- */
 
 int
-gs_store_recover(struct gs_store *s, struct gs_error *err)
+gs_store_recover(struct gs_store *s, int64_t since_ns, struct gs_error *err)
 {
 	static const char sel[] =
-		"SELECT " ALLOC_COLS " FROM allocs WHERE end_ns = 0";
+		"SELECT " ALLOC_COLS " FROM allocs WHERE end_ns = 0"
+		" OR (state = ?1 AND end_ns >= ?2)";
 	sqlite3_stmt *st = NULL, *up = NULL;
 	struct gs_store_alloc a, *na;
-	int rc, rv = -1;
+	int rc, rv = -1, nclosed = 0;
 
 	if (s->rdonly)
 		return gs_error_set(err, GS_EINVAL, "usage store: read-only");
@@ -663,18 +664,24 @@ gs_store_recover(struct gs_store *s, struct gs_error *err)
 		sqlerr(s, err, "recover");
 		goto out_rollback;
 	}
+	bind_u64(st, 1, GS_SST_NODE_FAIL);
+	sqlite3_bind_int64(st, 2, since_ns);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		read_alloc(st, &a);
-		a.end_ns = a.last_ns > a.start_ns ? a.last_ns : a.start_ns;
-		a.state = GS_SST_NODE_FAIL;
-		sqlite3_bind_int64(up, 1, a.end_ns);
-		bind_u64(up, 2, a.state);
-		bind_u64(up, 3, a.key);
-		if (sqlite3_step(up) != SQLITE_DONE) {
-			sqlerr(s, err, "recover");
-			goto out_rollback;
+		if (a.end_ns == 0) {
+			a.end_ns = a.last_ns > a.start_ns ? a.last_ns :
+				a.start_ns;
+			a.state = GS_SST_NODE_FAIL;
+			sqlite3_bind_int64(up, 1, a.end_ns);
+			bind_u64(up, 2, a.state);
+			bind_u64(up, 3, a.key);
+			if (sqlite3_step(up) != SQLITE_DONE) {
+				sqlerr(s, err, "recover");
+				goto out_rollback;
+			}
+			sqlite3_reset(up);
+			nclosed++;
 		}
-		sqlite3_reset(up);
 		na = realloc(s->orph, (s->norph + 1) * sizeof(*na));
 		if (na == NULL) {
 			gs_error_set(err, GS_ENOMEM, "usage store: out of memory");
@@ -689,7 +696,7 @@ gs_store_recover(struct gs_store *s, struct gs_error *err)
 	}
 	if (exec(s, "COMMIT", err) < 0)
 		goto out_rollback;
-	rv = (int)s->norph;
+	rv = nclosed;
 	goto out_finalize;
 out_rollback:
 	exec(s, "ROLLBACK", NULL);
@@ -934,6 +941,17 @@ gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return 0;
+}
+
+unsigned
+gs_store_queued(struct gs_store *s)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&s->mu);
+	n = s->qlen;
+	pthread_mutex_unlock(&s->mu);
+	return n;
 }
 
 int

@@ -122,9 +122,12 @@ int gs_store_last_tick(struct gs_store *s, uint64_t *out,
 		       struct gs_error *err);
 
 /* Close rows left open (end_ns = 0) as NODE_FAIL, end = their last
- * sample (or start), and keep them as adoption candidates.  Returns the
- * number closed, or -1. */
-int gs_store_recover(struct gs_store *s, struct gs_error *err);
+ * sample (or start), and keep them as adoption candidates, together with
+ * rows an earlier recovery closed as NODE_FAIL that were active after
+ * since_ns (a job that came back only after a second crash).  Returns the
+ * number of rows closed now, or -1. */
+int gs_store_recover(struct gs_store *s, int64_t since_ns,
+		     struct gs_error *err);
 /* A new allocation with these identity fields appeared: when it matches a
  * recovered row (same cluster, job, step, namespace, pod, container, uid
  * and GPU), fill *row with that row (state RUNNING, end 0, totals kept),
@@ -166,6 +169,8 @@ int gs_store_event_fd(const struct gs_store *s);
  * disk cannot keep up: the caller keeps its deltas for the next tick). */
 int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		    struct gs_error *err);
+/* Batches queued and not yet written. */
+unsigned gs_store_queued(struct gs_store *s);
 /* Collect up to max completions; returns how many. */
 int gs_store_reap(struct gs_store *s, struct gs_store_done *out, int max);
 /* Write what is queued, then stop the thread (SIGTERM path). */

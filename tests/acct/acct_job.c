@@ -13,8 +13,10 @@
  * measurement:  "JOB gpu_ns=N held_ns=N tasks=N suspensions=N attaches=N".
  *
  * --reconnect: when the agent goes away, wait for it to come back (up to
- * 30 s), create the allocation again with the same labels, attach and go
- * on — what a re-registering plugin and a reconnecting runtime do.
+ * 30 s), create the allocation again with the same labels and GPU, attach
+ * and go on — what a re-registering plugin and a reconnecting runtime do.
+ * The new page's counters continue the old ones and the page says so
+ * (`resumed`); --fresh-counters starts them again at zero instead.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -33,7 +35,7 @@ struct job {
 	const char *sock;
 	struct gs_alloc_req req;
 	uint64_t work_ns, task_ns;
-	int reconnect, close_at_end;
+	int reconnect, close_at_end, fresh;
 	struct gs_client *c;
 	volatile struct gs_ctlpage *page;
 	uint64_t id;
@@ -92,6 +94,7 @@ setup(struct job *j, int wait_ms, struct gs_error *err)
 		sleep_ns(20000000);
 	}
 	j->id = info.id;
+	j->req.gpu = info.gpu;	/* a re-registration names the same GPU */
 	if (gs_client_attach(j->c, j->id, &fd, NULL, err) < 0)
 		return -1;
 	p = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -99,8 +102,13 @@ setup(struct job *j, int wait_ms, struct gs_error *err)
 	if (p == MAP_FAILED)
 		return gs_error_errno(err, GS_EIO, "mmap");
 	j->page = p;
-	memset(&j->pc, 0, sizeof(j->pc));
 	__atomic_store_n(&j->page->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+	/* after an agent restart the counters continue (the page contract's
+	 * `resumed`), unless --fresh-counters asks for the other behaviour */
+	if (j->attaches > 0 && !j->fresh)
+		__atomic_store_n(&j->page->resumed, 1, __ATOMIC_RELEASE);
+	if (j->fresh)
+		memset(&j->pc, 0, sizeof(j->pc));
 	j->attaches++;
 	return 0;
 }
@@ -185,6 +193,7 @@ main(int argc, char **argv)
 		{ "task-us", required_argument, NULL, 't' },
 		{ "reconnect", no_argument, NULL, 'r' },
 		{ "close", no_argument, NULL, 'c' },
+		{ "fresh-counters", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct job j;
@@ -220,6 +229,7 @@ main(int argc, char **argv)
 		case 't': j.task_ns = strtoull(optarg, NULL, 10) * 1000; break;
 		case 'r': j.reconnect = 1; break;
 		case 'c': j.close_at_end = 1; break;
+		case 'f': j.fresh = 1; break;
 		default:
 			fprintf(stderr, "acct_job: bad option\n");
 			return 2;

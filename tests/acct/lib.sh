@@ -41,6 +41,7 @@ state_dir: $T/state
 gpus: {simulated: $2}
 accounting_tick: $1
 metrics_listen: "$3"
+grace: ${GRACE:-100ms}
 log: stderr
 EOC
 }
@@ -55,5 +56,6 @@ start_agent() {
 
 # ticks committed so far (read-only, like gsacct)
 ticks() {
-	sqlite3 -readonly "$T/state/usage.db" "SELECT COUNT(*) FROM ticks" 2>/dev/null
+	sqlite3 -readonly -cmd ".timeout 5000" "$T/state/usage.db" \
+		"SELECT COUNT(*) FROM ticks" 2>/dev/null
 }

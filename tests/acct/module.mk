@@ -34,3 +34,4 @@ $(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
 
 TEST_HELPERS += $(B)/tests/acct/acct_job
 INTEG_TESTS += tests/acct/integ_accuracy.sh
+INTEG_TESTS += tests/acct/integ_crash.sh

@@ -383,7 +383,7 @@ test_store_adopt(void **state)
 
 	/* restart: the open row is closed as NODE_FAIL, then adopted */
 	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
-	assert_int_equal(gs_store_recover(st, &err), 1);
+	assert_int_equal(gs_store_recover(st, 0, &err), 1);
 	assert_int_equal(gs_acct_new(st, &a, &err), 0);
 	assert_int_equal(gs_acct_ticks(a), 1);
 	meta(&m, 7, 30);			/* new agent id, same job */
@@ -400,6 +400,45 @@ test_store_adopt(void **state)
 	assert_int_equal(gs_acct_tick(a, S, 3000, &b, &err), 0);
 	assert_int_equal(b->tick, 2);
 	assert_int_equal(gs_store_write(st, b, &err), 0);
+
+	/* the adopted job re-attaches with a fresh page that continues its
+	 * counters (resumed): it ran 2 s more while the agent was down */
+	static struct gs_ctlpage p2;
+	memset(&p2, 0, sizeof(p2));
+	assert_int_equal(gs_acct_attach(a, 7, &p2, 2 * S), 0);
+	struct gs_store_sample x = tick(a, 2 * S, 1, NULL);
+	assert_int_equal(x.key, 0);		/* nothing written yet */
+	p2.resumed = 1;
+	p2.gpu_ns = 7 * S;
+	p2.state = GS_CTL_RUNNING;
+	x = tick(a, 3 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 2 * S);	/* not 7 s, not 0 */
+	p2.gpu_ns += S;
+	x = tick(a, 4 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S);
+	/* the new job (not adopted) with counters from zero: all counted */
+	static struct gs_ctlpage p3;
+	memset(&p3, 0, sizeof(p3));
+	assert_int_equal(gs_acct_attach(a, 8, &p3, 4 * S), 0);
+	p3.resumed = 1;		/* ignored: nothing to continue */
+	p3.gpu_ns = S / 2;
+	x = tick(a, 5 * S, 2, NULL);
+	assert_int_equal(x.d.gpu_ns, S / 2);
+	gs_acct_free(a);
+	gs_store_close(st);
+
+	/* an adopted job that starts its counters again at zero */
+	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
+	assert_int_equal(gs_store_recover(st, 0, &err), 2);
+	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	meta(&m, 9, 30);
+	strcpy(m.labels.job, "1");
+	assert_int_equal(gs_acct_open(a, &m, 4000, 0, &err), 0);
+	memset(&p2, 0, sizeof(p2));
+	assert_int_equal(gs_acct_attach(a, 9, &p2, 0), 0);
+	p2.gpu_ns = S / 4;
+	x = tick(a, S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S / 4);
 	gs_acct_free(a);
 	gs_store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
