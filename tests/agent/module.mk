@@ -11,3 +11,10 @@ $(AGENT_TEST): $(B)/tests/agent/test_agent.o $(GSCOMMON) | $(GSHARED)
 
 $(AGENT_BENCH): $(B)/tests/agent/bench_agent.o $(GSCOMMON) | $(GSHARED)
 	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON) -lpthread
+
+# unit tests of agent modules that need no daemon
+UNIT_TESTS += $(B)/tests/agent/test_loop_alloc
+$(B)/tests/agent/test_loop_alloc.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_loop_alloc: $(B)/tests/agent/test_loop_alloc.o \
+	    $(B)/node-agent/loop.o $(B)/node-agent/alloc.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
