@@ -611,7 +611,8 @@ feed_streams(struct gs_dp_grpc *g)
 		memset(&op, 0, sizeof(op));
 		op.op = GRPC_OP_SEND_MESSAGE;
 		op.data.send_message.send_message = c->send;
-		if (start_batch(c->call, &op, 1, &c->t_send, &c->pending) == 0) {
+		if (start_batch(c->call, &op, 1, &c->t_send,
+		    &c->pending) == 0) {
 			c->send_busy = 1;
 			c->sent_gen = g->dev_gen;
 		}

@@ -25,7 +25,7 @@
 #include "gs_error.h"
 
 struct gs_dp_grpc_opts {
-	const char *plugin_dir;		/* /var/lib/kubelet/device-plugins */
+	const char *plugin_dir;		/* kubelet device-plugin dir */
 	const char *kubelet_socket;	/* path of kubelet.sock */
 	const char *podres_socket;	/* PodResources socket, "" none */
 	const char *resource;		/* gshare.io/gpu-share */

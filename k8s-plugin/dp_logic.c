@@ -168,7 +168,8 @@ gs_dp_devices_build(const struct gs_dp_gpu *gpus, size_t ngpus, int agent_up,
 	}
 	d = calloc(ngpus * GS_SHARES_PER_GPU, sizeof(*d));
 	if (d == NULL)
-		return gs_error_set(err, GS_ENOMEM, "device list: out of memory");
+		return gs_error_set(err, GS_ENOMEM,
+		    "device list: out of memory");
 	for (i = 0; i < ngpus; i++) {
 		for (s = 0; s < GS_SHARES_PER_GPU; s++, k++) {
 			if (gs_dp_device_id(d[k].id, sizeof(d[k].id),

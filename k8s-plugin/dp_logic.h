@@ -22,7 +22,7 @@
 
 #define GS_DP_API_VERSION	"v1beta1"
 #define GS_DP_RESOURCE		"gshare.io/gpu-share"
-#define GS_DP_ID_MAX		64	/* kubelet: device IDs <= 63 chars */
+#define GS_DP_ID_MAX		64	/* kubelet: IDs <= 63 chars */
 #define GS_DP_HEALTHY		"Healthy"
 #define GS_DP_UNHEALTHY		"Unhealthy"
 #define GS_DP_PATH_MAX		256

@@ -3,7 +3,8 @@
  * format for the device plugin tests (tests/k8s/test_plugin.py).
  *
  *   gpu <index> <uuid> <healthy>
- *   alloc <id> <gpu> <uuid> <shares> <state> <cluster> <node> <ns> <pod> <container>
+ *   alloc <id> <gpu> <uuid> <shares> <state> <cluster> <node> <ns> <pod>
+ *         <container>          (one line)
  *
  * Empty labels print as "-".  Exit 1 (message on stderr) when the agent
  * cannot be asked.

@@ -38,8 +38,8 @@ test_resource_names(void **state)
 		"gshare..io/gpu", "-gshare.io/gpu", "gshare.io/gpu/x",
 		"gshare.io/-gpu", "gshare.io/gpu-", "kubernetes.io/gpu",
 		"node.kubernetes.io/gpu", "gshare.io/g pu",
-		"gshare.io/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		"aaaaaaaaa",
+		"gshare.io/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaa",
 	};
 	size_t i;
 
