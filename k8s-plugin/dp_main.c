@@ -4,8 +4,9 @@
  *
  * One thread.  Each tick the plugin polls the agent (STATUS: GPUs, their
  * health, and the allocations it made), turns that into the device list
- * (100 devices per GPU; all Unhealthy while the agent is unreachable or
- * the GPU is lost) and, every podresources_poll, asks the kubelet's
+ * (100 devices per GPU; all Unhealthy while the agent is unreachable, a
+ * GPU's Unhealthy while it is lost or drained) and, every
+ * podresources_poll, asks the kubelet's
  * PodResources which pod holds which devices, to label allocations and
  * close those of pods that are gone.  Agent calls block the loop for at
  * most agent_timeout; they are local round trips of well under a
@@ -193,7 +194,10 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 		gpus[i].index = st->gpus[i].index;
 		snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "%s",
 		    st->gpus[i].uuid);
-		gpus[i].healthy = st->gpus[i].healthy != 0;
+		/* A drained GPU takes no new allocations: the kubelet
+		 * should not offer its devices either. */
+		gpus[i].healthy = st->gpus[i].healthy != 0 &&
+		    st->gpus[i].drained == 0;
 	}
 	free(p->gpus);
 	p->gpus = gpus;

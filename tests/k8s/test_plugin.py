@@ -39,6 +39,7 @@ B = os.path.join(TOP, os.environ.get("B", "build"))
 PLUGIN = os.path.join(B, "k8s-plugin", "gshare-device-plugin")
 GSHARED = os.path.join(B, "node-agent", "gshared")
 AGENTQ = os.path.join(B, "tests", "k8s", "dp_agentq")
+GSHARECTL = os.path.join(B, "node-agent", "gsharectl")
 NODE = "testnode"
 
 procs = []
@@ -120,6 +121,13 @@ class Env:
                     state=f[5], cluster=f[6], node=f[7], ns=f[8],
                     pod=f[9], container=f[10])
         return gpus, allocs
+
+    def ctl(self, *args):
+        r = subprocess.run([GSHARECTL, "-s", self.sock] + list(args),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError("gsharectl %s: %s" % (args, r.stderr))
+        return r.stdout.strip()
 
     def open_allocs(self):
         return {i: a for i, a in self.agentq()[1].items()
@@ -328,6 +336,35 @@ def run(args):
         k._call("PreStartContainer", ks.M["PreStartContainerRequest"](
             devices_ids=a[0]), ks.M["Empty"])
         check(True, "PreStartContainer answered")
+        # The agent refuses what does not fit (shares held outside
+        # Kubernetes): RESOURCE_EXHAUSTED with the agent's reason.
+        g0 = [i for i in k.free_ids() if i.startswith(uuids[0])]
+        other = int(env.ctl("create", "--shares", str(len(g0) - 2),
+                            "--gpu", "0", "--job", "4242"))
+        expect_error(k, lambda: k.allocate(g0[:5]),
+                     ks.grpc.StatusCode.RESOURCE_EXHAUSTED,
+                     "agent refused 5 shares",
+                     "Allocate beyond the agent's free shares")
+        env.ctl("close", str(other))
+        check(env.open_allocs().get(other) is None and
+              not [a for a in env.open_allocs().values()
+                   if a["shares"] == 5],
+              "refused Allocate left no allocation behind")
+
+        # A drained GPU's devices turn Unhealthy, the other GPU's stay.
+        env.ctl("drain", "1")
+        k.wait_for(lambda: sum(1 for i, h in k.devices.items()
+                               if h == "Unhealthy") == 100, 5 * slow,
+                   "GPU 1 drained")
+        with k.lock:
+            bad = {i.split("::")[0] for i, h in k.devices.items()
+                   if h == "Unhealthy"}
+        check(bad == {uuids[1]}, "drain GPU 1: its 100 devices Unhealthy")
+        env.ctl("undrain", "1")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 5 * slow,
+                   "GPU 1 undrained")
+        check(True, "undrain GPU 1: Healthy again")
+
         e = k.admit("default", "pod-e", [("main", 1)])["main"]
         check(int(e[1]["GSHARE_ALLOC"]) in env.open_allocs(),
               "plugin still serving after bad requests")
@@ -482,7 +519,7 @@ def main():
     ap.add_argument("--allocs", type=int, default=1000)
     ap.add_argument("--bench")
     args = ap.parse_args()
-    for p in (PLUGIN, GSHARED, AGENTQ):
+    for p in (PLUGIN, GSHARED, AGENTQ, GSHARECTL):
         if not os.access(p, os.X_OK):
             log("FAIL: %s not built" % p)
             return 1
