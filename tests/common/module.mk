@@ -6,3 +6,6 @@ UNIT_TESTS += $(COMMON_TEST_BINS)
 
 $(B)/tests/common/%: $(B)/tests/common/%.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(GSCOMMON_LDLIBS)
+
+# the codec test injects allocation failures
+$(B)/tests/common/test_proto: LDFLAGS += -Wl,--wrap=calloc,--wrap=realloc
