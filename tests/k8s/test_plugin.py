@@ -40,6 +40,7 @@ PLUGIN = os.path.join(B, "k8s-plugin", "gshare-device-plugin")
 GSHARED = os.path.join(B, "node-agent", "gshared")
 AGENTQ = os.path.join(B, "tests", "k8s", "dp_agentq")
 GSHARECTL = os.path.join(B, "node-agent", "gsharectl")
+GSACCT = os.path.join(B, "node-agent", "gsacct", "gsacct")
 NODE = "testnode"
 
 procs = []
@@ -500,6 +501,16 @@ def run(args):
         rc, took = env.stop_plugin()
         check(rc == 0, "SIGTERM: plugin exits 0 after %.2f s" % took)
         env.stop_agent()
+        # Usage reports name pods as namespace/pod/container.
+        r = subprocess.run([GSACCT, "--store", os.path.join(
+            env.tmp, "state", "usage.db"), "-P", "-n", "-S", "now-1hours",
+            "-o", "JobID,GPU,Share,State"], capture_output=True, text=True)
+        rows = r.stdout.split()
+        check(r.returncode == 0 and any(x.startswith("default/pod-a/main|")
+                                        for x in rows) and
+              any(x.startswith("team/pod-d/side|") for x in rows),
+              "gsacct reports the pods: %s" % ", ".join(
+                  x for x in rows if "pod-" in x)[:200])
         log("PASS")
         return 0
     except Exception:
@@ -519,7 +530,7 @@ def main():
     ap.add_argument("--allocs", type=int, default=1000)
     ap.add_argument("--bench")
     args = ap.parse_args()
-    for p in (PLUGIN, GSHARED, AGENTQ, GSHARECTL):
+    for p in (PLUGIN, GSHARED, AGENTQ, GSHARECTL, GSACCT):
         if not os.access(p, os.X_OK):
             log("FAIL: %s not built" % p)
             return 1
