@@ -37,6 +37,11 @@ struct gs_executor {
 	 * scheduling point once page->suspend == GS_CTL_SUSPEND. */
 	int (*run)(void *ctx, volatile struct gs_ctlpage *page,
 		   struct gs_run_result *res, struct gs_error *err);
+	/* Optional (may be NULL): called by gs_session_run after a run that
+	 * left with reason GS_REL_IOWAIT, once the token is given back, to
+	 * block until the executor has work again; then the loop asks for
+	 * the token anew.  Returns 0, or -1 to end the loop with err. */
+	int (*wait)(void *ctx, struct gs_error *err);
 };
 
 /* Connect to `sock`, attach to allocation `alloc_id`, map the page. */
@@ -52,14 +57,40 @@ void gs_session_close(struct gs_session *s);
 volatile struct gs_ctlpage *gs_session_page(struct gs_session *s);
 uint64_t gs_session_alloc_id(const struct gs_session *s);
 
-/* Low-level steps, for executors that need them. */
+/* Low-level steps, for executors that need them.
+ * acquire: sends TOKEN_WANT unless one is outstanding (after a SUSPENDED
+ *   release the agent keeps the allocation waiting, so none is sent),
+ *   sets the page state WAITING and blocks until TOKEN_GRANT (no timeout:
+ *   a busy GPU may make a job wait long); GS_ESTATE if already holding;
+ *   GS_ECLOSED / GS_EIO when the agent goes away.  On return the page's
+ *   state is RUNNING.
+ * release: sends TOKEN_RELEASE for the held generation with r->gpu_ns,
+ *   the eviction latency (r->exit_ns - page->suspend_set_ns when the
+ *   suspend belongs to this grant and r->reason is GS_REL_SUSPENDED, else
+ *   0) and the reason (r->done: GS_REL_IDLE), then updates the page's
+ *   counters (gpu_ns, held_ns, block_tasks, suspensions, eviction
+ *   latencies, releases, heartbeat, state).  GS_ESTATE if not holding.
+ *   The counters are updated even when sending fails (the work was done).
+ */
 int gs_session_acquire(struct gs_session *s, struct gs_error *err);
 int gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		       struct gs_error *err);
 int gs_session_holding(const struct gs_session *s);
+/* Optional, while holding: publish the current run's progress so far
+ * (cumulative for this grant: GPU time, block-tasks) to the page's
+ * counters, so the agent's accounting sees a long run before it ends.
+ * release then adds only what was not published yet.  Cheap (a few
+ * atomic stores); GS_ESTATE if not holding. */
+int gs_session_progress(struct gs_session *s, uint64_t gpu_ns,
+			uint64_t block_tasks, struct gs_error *err);
+/* Grant generation and slice length of the current (or last) grant. */
+uint64_t gs_session_grant_gen(const struct gs_session *s);
+uint64_t gs_session_slice_ns(const struct gs_session *s);
 
 /* The whole loop: returns 0 when the executor reports done (token given
- * back as idle), -1 on error. */
+ * back as idle), -1 on error.  When ex->run fails, the token is given
+ * back (reason GS_REL_EXIT, with the time it reported) and run's error
+ * is returned. */
 int gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 		   void *ctx, struct gs_error *err);
 

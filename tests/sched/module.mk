@@ -2,7 +2,8 @@
 
 SCHED_OBJ := $(B)/node-agent/sched.o
 
-$(B)/tests/sched/%.o: CFLAGS += -Inode-agent
+# -iquote: node-agent/sched.h must not shadow the system <sched.h>
+$(B)/tests/sched/%.o: CFLAGS += -iquote node-agent
 
 $(B)/tests/sched/test_sched: $(B)/tests/sched/test_sched.o $(SCHED_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
@@ -10,6 +11,13 @@ $(B)/tests/sched/test_sched: $(B)/tests/sched/test_sched.o $(SCHED_OBJ)
 $(B)/tests/sched/bench_sched: $(B)/tests/sched/bench_sched.o $(SCHED_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^
 
-UNIT_TESTS += $(B)/tests/sched/test_sched
+$(B)/tests/sched/test_session: $(B)/tests/sched/test_session.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka -lpthread
+
+UNIT_TESTS += $(B)/tests/sched/test_sched $(B)/tests/sched/test_session \
+	      tests/sched/session_noprint.sh
 TEST_HELPERS += $(B)/tests/sched/bench_sched
 BENCHES += $(B)/tests/sched/bench_sched
+
+# End to end: gshared + three gshare-simjob, weights 1:2:3 (about 20 s).
+INTEG_TESTS += tests/sched/integ_shares.sh

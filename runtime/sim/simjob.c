@@ -1,0 +1,624 @@
+/*
+ * simjob.c — gshare-simjob: a job that attaches like a real GPU job and
+ * runs block-tasks on a simulated GPU.
+ *
+ * The host loop is common/gs_session.c, the very code the GPU runtime
+ * uses; only the executor differs.  The simulated executor runs
+ * "block-tasks" of a fixed length: it sleeps to the end of each task with
+ * clock_nanosleep(TIMER_ABSTIME) and counts the task length as device
+ * time, checks the control page's suspend word at every task boundary
+ * (the scheduling point) and leaves as soon as it is set, reporting the
+ * device time used.  Device time is therefore exact even when the host
+ * is loaded; a late wakeup only delays the next task, as a slow host
+ * delays the next kernel launch.
+ *
+ * The job measures its own share: device time / wall time over its run
+ * (from --at, a CLOCK_MONOTONIC instant shared by several jobs, so they
+ * measure the same window), and prints one key=value (or JSON) line at
+ * the end, plus one per --interval while running (from a reporter thread
+ * that only reads atomics).
+ *
+ * For tests and the demo, --create SHARES[:WEIGHT] makes the job create
+ * its own allocation (root only) and close it when it ends.  Without
+ * --socket/--alloc it reads GSHARE_SOCKET/GSHARE_ALLOC; with neither it
+ * runs standalone (the whole simulated GPU is its own).
+ *
+ * Limits: one simulated GPU per job; block-tasks shorter than ~50 us
+ * measure the host's timer slack more than the scheduler.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_proto.h"
+#include "gs_session.h"
+
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+#define PROGRESS_NS (50 * NS_PER_MS)
+
+struct sim {
+	/* options */
+	const char *name;
+	uint64_t task_ns;
+	uint64_t work_ns;	/* 0: no work bound */
+	uint64_t end_ns;	/* absolute; UINT64_MAX: none */
+	uint64_t busy_ns;	/* duty cycle: GPU time per busy period */
+	uint64_t idle_ns;	/* ... then idle this long (0: no cycle) */
+	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
+	int json;
+	/* state */
+	struct gs_session *sess;
+	uint64_t start_ns;
+	uint64_t gpu_ns;	/* atomic: device time so far */
+	uint64_t tasks;		/* atomic */
+	uint64_t grants;	/* atomic */
+	uint64_t busy_left;
+	int stop;		/* atomic: reporter shutdown */
+};
+
+static volatile sig_atomic_t g_stop;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleep until abs (CLOCK_MONOTONIC ns); returns early only on a stop
+ * signal. */
+static void
+sleep_until(uint64_t abs)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t)(abs / NS_PER_S);
+	ts.tv_nsec = (long)(abs % NS_PER_S);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		if (g_stop)
+			return;
+}
+
+/* Tasks needed to cover ns (ceiling). */
+static uint64_t
+tasks_for(const struct sim *m, uint64_t ns)
+{
+	return (ns + m->task_ns - 1) / m->task_ns;
+}
+
+/* The simulated executor.  The device runs block-tasks back to back from
+ * the grant (t0): task k ends at t0 + k * task_ns, whatever the host
+ * does.  The device stops at the first boundary at or after the suspend
+ * (suspend_set_ns, plus --overrun-ms), the end of the busy period, the
+ * work or the duration; the host thread sleeps from boundary to boundary
+ * and works out where the device stopped, so a late wakeup on a loaded
+ * machine neither loses nor invents device time. */
+static int
+sim_run(void *ctx, volatile struct gs_ctlpage *page,
+	struct gs_run_result *res, struct gs_error *err)
+{
+	struct sim *m = ctx;
+	uint64_t t0 = mono_ns(), now, kmax = UINT64_MAX, k = 0, kn, ks;
+	uint64_t last_pub = t0, done_gpu;
+	uint32_t why = GS_REL_IDLE;	/* reason if kmax is reached */
+	int done_at_kmax = 1;
+
+	(void)err;
+	__atomic_add_fetch(&m->grants, 1, __ATOMIC_RELAXED);
+	done_gpu = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED);
+	if (m->end_ns != UINT64_MAX)
+		kmax = m->end_ns > t0 ? tasks_for(m, m->end_ns - t0) : 0;
+	if (m->work_ns != 0) {
+		kn = m->work_ns > done_gpu ? tasks_for(m, m->work_ns -
+						       done_gpu) : 0;
+		if (kn < kmax)
+			kmax = kn;
+	}
+	if (m->idle_ns != 0 && tasks_for(m, m->busy_left) < kmax) {
+		kmax = tasks_for(m, m->busy_left);
+		why = GS_REL_IOWAIT;
+		done_at_kmax = 0;
+	}
+	for (;;) {
+		now = mono_ns();
+		/* boundaries passed while the host slept */
+		kn = (now - t0) / m->task_ns;
+		if (kn > kmax)
+			kn = kmax;
+		if (page != NULL && __atomic_load_n(&page->suspend,
+						    __ATOMIC_ACQUIRE) ==
+				    GS_CTL_SUSPEND) {
+			uint64_t at = __atomic_load_n(&page->suspend_set_ns,
+						      __ATOMIC_ACQUIRE) +
+				      m->overrun_ns;
+
+			/* it was clear at the last look, so at > t0 + k */
+			ks = at > t0 ? tasks_for(m, at - t0) : 0;
+			if (ks < k)
+				ks = k;
+			if (ks <= kmax) {
+				if (ks > kn)	/* task in flight finishes */
+					sleep_until(t0 + ks * m->task_ns);
+				k = ks;
+				res->reason = GS_REL_SUSPENDED;
+				break;
+			}
+		}
+		if (g_stop) {
+			k = kn;
+			res->done = 1;
+			break;
+		}
+		if (kn > k) {
+			__atomic_add_fetch(&m->gpu_ns, (kn - k) * m->task_ns,
+					   __ATOMIC_RELAXED);
+			__atomic_add_fetch(&m->tasks, kn - k,
+					   __ATOMIC_RELAXED);
+			k = kn;
+		}
+		if (k == kmax) {
+			res->done = done_at_kmax;
+			res->reason = why;
+			break;
+		}
+		if (m->sess != NULL && now - last_pub >= PROGRESS_NS) {
+			(void)gs_session_progress(m->sess, k * m->task_ns, k,
+						  NULL);
+			last_pub = now;
+		}
+		sleep_until(t0 + (k + 1) * m->task_ns);
+	}
+	/* count what the loop above has not counted yet */
+	kn = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED) - done_gpu;
+	if (k * m->task_ns > kn) {
+		__atomic_add_fetch(&m->gpu_ns, k * m->task_ns - kn,
+				   __ATOMIC_RELAXED);
+		__atomic_add_fetch(&m->tasks, k - kn / m->task_ns,
+				   __ATOMIC_RELAXED);
+	}
+	if (m->idle_ns != 0)
+		m->busy_left = m->busy_left > k * m->task_ns
+				       ? m->busy_left - k * m->task_ns : 0;
+	res->gpu_ns = k * m->task_ns;
+	res->block_tasks = k;
+	res->exit_ns = t0 + k * m->task_ns;
+	return 0;
+}
+
+/* Idle gap of the duty cycle: nothing to run for idle_ns. */
+static int
+sim_wait(void *ctx, struct gs_error *err)
+{
+	struct sim *m = ctx;
+	uint64_t until = mono_ns() + m->idle_ns;
+
+	(void)err;
+	if (until > m->end_ns)
+		until = m->end_ns;
+	sleep_until(until);
+	m->busy_left = m->busy_ns;
+	return 0;
+}
+
+static void
+report(struct sim *m, const char *kind, uint64_t now, double ishare)
+{
+	volatile struct gs_ctlpage *pg =
+		m->sess ? gs_session_page(m->sess) : NULL;
+	uint64_t susp = 0, esum = 0, emax = 0, alloc = 0, tasks, grants;
+	double wall, gpu, share, eavg;
+
+	if (now > m->end_ns)
+		now = m->end_ns;	/* the window it was asked to measure */
+	wall = (double)(now - m->start_ns) / 1e9;
+	gpu = (double)__atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED) / 1e9;
+	share = wall > 0 ? gpu / wall : 0;
+	if (pg != NULL) {
+		susp = __atomic_load_n(&pg->suspensions, __ATOMIC_RELAXED);
+		esum = __atomic_load_n(&pg->evict_ns_sum, __ATOMIC_RELAXED);
+		emax = __atomic_load_n(&pg->evict_ns_max, __ATOMIC_RELAXED);
+		alloc = gs_session_alloc_id(m->sess);
+	}
+	tasks = __atomic_load_n(&m->tasks, __ATOMIC_RELAXED);
+	grants = __atomic_load_n(&m->grants, __ATOMIC_RELAXED);
+	eavg = susp ? (double)esum / (double)susp / 1e3 : 0;
+
+	if (m->json)
+		printf("{\"event\":\"%s\",\"job\":\"%s\",\"alloc\":%" PRIu64
+		       ",\"wall_s\":%.3f,\"gpu_s\":%.4f,\"share\":%.4f,"
+		       "\"interval_share\":%.4f,\"tasks\":%" PRIu64
+		       ",\"grants\":%" PRIu64 ",\"suspensions\":%" PRIu64
+		       ",\"evict_avg_us\":%.1f,\"evict_max_us\":%.1f}\n",
+		       kind, m->name, alloc, wall, gpu, share, ishare, tasks,
+		       grants, susp, eavg, (double)emax / 1e3);
+	else
+		printf("event=%s job=%s alloc=%" PRIu64 " wall_s=%.3f "
+		       "gpu_s=%.4f share=%.4f interval_share=%.4f tasks=%"
+		       PRIu64 " grants=%" PRIu64 " suspensions=%" PRIu64
+		       " evict_avg_us=%.1f evict_max_us=%.1f\n", kind,
+		       m->name, alloc, wall, gpu, share, ishare, tasks,
+		       grants, susp, eavg, (double)emax / 1e3);
+	fflush(stdout);
+}
+
+struct reporter {
+	struct sim *m;
+	uint64_t interval_ns;
+};
+
+static void *
+reporter_main(void *arg)
+{
+	struct reporter *r = arg;
+	struct sim *m = r->m;
+	uint64_t next = m->start_ns + r->interval_ns, g0 = 0, g, t0;
+
+	t0 = m->start_ns;
+	while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t now = mono_ns();
+
+		if (now < next) {
+			uint64_t d = next - now;
+			struct timespec ts;
+
+			if (d > 20 * NS_PER_MS)
+				d = 20 * NS_PER_MS;
+			ts.tv_sec = 0;
+			ts.tv_nsec = (long)d;
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		g = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED);
+		report(m, "progress", now,
+		       (double)(g - g0) / (double)(now - t0));
+		g0 = g;
+		t0 = now;
+		next += r->interval_ns;
+	}
+	return NULL;
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+"usage: gshare-simjob [options]\n"
+"  -s, --socket PATH     agent socket (default: $GSHARE_SOCKET)\n"
+"  -a, --alloc ID        allocation to attach (default: $GSHARE_ALLOC)\n"
+"  -c, --create S[:W]    create an allocation of S shares (weight W) and\n"
+"                        close it at exit (root; for tests and demos)\n"
+"  -g, --gpu N           GPU for --create (default: agent's choice)\n"
+"  -n, --name NAME       name in the output (default: simjob)\n"
+"  -t, --task-us N       block-task length in us (default 500)\n"
+"  -d, --duration SEC    run this long (default 10; 0: until --work)\n"
+"  -w, --work SEC        stop after this much simulated GPU time\n"
+"      --at NS           start at this CLOCK_MONOTONIC time (shared window)\n"
+"      --busy-ms N       duty cycle: N ms of GPU work, then\n"
+"      --idle-ms N       N ms idle (released as IOWAIT)\n"
+"      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
+"  -i, --interval-ms N   print a progress line every N ms\n"
+"  -j, --json            JSON lines instead of key=value\n"
+"      --now             print CLOCK_MONOTONIC ns and exit\n"
+"Prints one line per interval and a final line: event=done job= alloc=\n"
+"wall_s= gpu_s= share= interval_share= tasks= grants= suspensions=\n"
+"evict_avg_us= evict_max_us=.  Exit 0 ok, 1 error, 2 usage.\n");
+}
+
+static int
+parse_u64(const char *opt, const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	if (v[0] < '0' || v[0] > '9')
+		goto bad;
+	x = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0')
+		goto bad;
+	*out = x;
+	return 0;
+bad:
+	fprintf(stderr, "gshare-simjob: %s: '%s' is not a number\n", opt, v);
+	return -1;
+}
+
+static int
+parse_sec(const char *opt, const char *v, uint64_t *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || end == v || !(x >= 0) ||
+	    x > 1e7) {
+		fprintf(stderr, "gshare-simjob: %s: '%s' is not a number of "
+			"seconds\n", opt, v);
+		return -1;
+	}
+	*out = (uint64_t)(x * 1e9);
+	return 0;
+}
+
+/* SHARES[:WEIGHT], shares 1..100, weight >= 1 (0: as shares). */
+static int
+parse_create(const char *v, uint32_t *shares, uint32_t *weight)
+{
+	char *end;
+	unsigned long s1, w1 = 0;
+
+	errno = 0;
+	if (v[0] < '0' || v[0] > '9')
+		goto bad;
+	s1 = strtoul(v, &end, 10);
+	if (errno != 0 || s1 < 1 || s1 > GS_SHARES_PER_GPU)
+		goto bad;
+	if (*end == ':') {
+		v = end + 1;
+		if (v[0] < '0' || v[0] > '9')
+			goto bad;
+		w1 = strtoul(v, &end, 10);
+		if (errno != 0 || w1 < 1 || w1 > 1000000)
+			goto bad;
+	}
+	if (*end != '\0')
+		goto bad;
+	*shares = (uint32_t)s1;
+	*weight = (uint32_t)w1;
+	return 0;
+bad:
+	fprintf(stderr, "gshare-simjob: --create: want SHARES[:WEIGHT] with "
+		"shares 1..%d and weight 1..1000000, got '%s'\n",
+		GS_SHARES_PER_GPU, v);
+	return -1;
+}
+
+enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW };
+
+int
+main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "alloc", required_argument, NULL, 'a' },
+		{ "create", required_argument, NULL, 'c' },
+		{ "gpu", required_argument, NULL, 'g' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "task-us", required_argument, NULL, 't' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "work", required_argument, NULL, 'w' },
+		{ "at", required_argument, NULL, OPT_AT },
+		{ "busy-ms", required_argument, NULL, OPT_BUSY },
+		{ "idle-ms", required_argument, NULL, OPT_IDLE },
+		{ "overrun-ms", required_argument, NULL, OPT_OVERRUN },
+		{ "interval-ms", required_argument, NULL, 'i' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "now", no_argument, NULL, OPT_NOW },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sim m;
+	struct gs_executor ex = { .run = sim_run, .wait = sim_wait };
+	struct gs_error err;
+	struct gs_client *ctl = NULL;
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct sigaction sa;
+	struct reporter rep;
+	pthread_t thr;
+	const char *sock = NULL;
+	uint64_t alloc = 0, dur = 10 * NS_PER_S, at = 0, v, interval = 0;
+	uint64_t created = 0, gpu = UINT64_MAX;
+	uint32_t shares = 0, weight = 0;
+	int c, rc = 1, have_thr = 0;
+
+	memset(&m, 0, sizeof(m));
+	m.name = "simjob";
+	m.task_ns = 500000;
+	while ((c = getopt_long(argc, argv, "s:a:c:g:n:t:d:w:i:jh", lopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 's':
+			sock = optarg;
+			break;
+		case 'a':
+			if (parse_u64("--alloc", optarg, &alloc) < 0 ||
+			    alloc == 0) {
+				fprintf(stderr, "gshare-simjob: --alloc: bad "
+					"allocation id\n");
+				return 2;
+			}
+			break;
+		case 'c':
+			if (parse_create(optarg, &shares, &weight) < 0)
+				return 2;
+			break;
+		case 'g':
+			if (parse_u64("--gpu", optarg, &gpu) < 0 ||
+			    gpu > 1024)
+				return 2;
+			break;
+		case 'n':
+			m.name = optarg;
+			break;
+		case 't':
+			if (parse_u64("--task-us", optarg, &v) < 0)
+				return 2;
+			if (v < 1 || v > 10000000) {
+				fprintf(stderr, "gshare-simjob: --task-us: "
+					"1..10000000\n");
+				return 2;
+			}
+			m.task_ns = v * 1000;
+			break;
+		case 'd':
+			if (parse_sec("--duration", optarg, &dur) < 0)
+				return 2;
+			break;
+		case 'w':
+			if (parse_sec("--work", optarg, &m.work_ns) < 0)
+				return 2;
+			break;
+		case OPT_AT:
+			if (parse_u64("--at", optarg, &at) < 0)
+				return 2;
+			break;
+		case OPT_BUSY:
+			if (parse_u64("--busy-ms", optarg, &v) < 0)
+				return 2;
+			m.busy_ns = v * NS_PER_MS;
+			break;
+		case OPT_IDLE:
+			if (parse_u64("--idle-ms", optarg, &v) < 0)
+				return 2;
+			m.idle_ns = v * NS_PER_MS;
+			break;
+		case OPT_OVERRUN:
+			if (parse_u64("--overrun-ms", optarg, &v) < 0)
+				return 2;
+			m.overrun_ns = v * NS_PER_MS;
+			break;
+		case 'i':
+			if (parse_u64("--interval-ms", optarg, &v) < 0 ||
+			    v == 0)
+				return 2;
+			interval = v * NS_PER_MS;
+			break;
+		case 'j':
+			m.json = 1;
+			break;
+		case OPT_NOW:
+			printf("%" PRIu64 "\n", mono_ns());
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "gshare-simjob: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	if (dur == 0 && m.work_ns == 0) {
+		fprintf(stderr, "gshare-simjob: --duration 0 needs --work\n");
+		return 2;
+	}
+	if ((m.busy_ns == 0) != (m.idle_ns == 0)) {
+		fprintf(stderr, "gshare-simjob: --busy-ms and --idle-ms go "
+			"together\n");
+		return 2;
+	}
+	if (shares != 0 && alloc != 0) {
+		fprintf(stderr, "gshare-simjob: --create and --alloc exclude "
+			"each other\n");
+		return 2;
+	}
+	m.busy_left = m.busy_ns;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	if (shares != 0) {
+		if (sock == NULL)
+			sock = getenv(GS_ENV_SOCKET);
+		if (gs_client_connect(sock, 5000, &ctl, &err) < 0)
+			goto out_err;
+		memset(&req, 0, sizeof(req));
+		req.gpu = gpu == UINT64_MAX ? -1 : (int32_t)gpu;
+		req.shares = shares;
+		req.weight = weight;
+		req.priority = GS_PRIO_NORMAL;
+		req.mode = GS_MODE_TIME;
+		req.uid = (uint32_t)getuid();
+		snprintf(req.labels.job, sizeof(req.labels.job), "%s",
+			 m.name);
+		if (gs_client_alloc_create(ctl, &req, &info, &err) < 0)
+			goto out_err;
+		created = alloc = info.id;
+	}
+	if (alloc != 0) {
+		if (gs_session_open(sock, alloc, 5000, &m.sess, &err) < 0)
+			goto out_err;
+	} else if (sock != NULL) {
+		fprintf(stderr, "gshare-simjob: --socket needs --alloc or "
+			"--create\n");
+		rc = 2;
+		goto out;
+	} else if (gs_session_open_env(5000, &m.sess, &err) < 0) {
+		goto out_err;
+	}
+
+	if (at != 0)
+		sleep_until(at);
+	m.start_ns = at != 0 && mono_ns() < at + NS_PER_S ? at : mono_ns();
+	m.end_ns = dur ? m.start_ns + dur : UINT64_MAX;
+	if (interval != 0) {
+		rep.m = &m;
+		rep.interval_ns = interval;
+		if (pthread_create(&thr, NULL, reporter_main, &rep) == 0)
+			have_thr = 1;
+	}
+	if (m.sess != NULL) {
+		if (gs_session_run(m.sess, &ex, &m, &err) < 0)
+			goto out_err;
+	} else {
+		/* standalone: the whole simulated GPU, no agent */
+		struct gs_run_result res;
+
+		do {
+			memset(&res, 0, sizeof(res));
+			sim_run(&m, NULL, &res, &err);
+			if (!res.done && res.reason == GS_REL_IOWAIT)
+				sim_wait(&m, &err);
+		} while (!res.done);
+	}
+	rc = 0;
+	goto out;
+out_err:
+	fprintf(stderr, "gshare-simjob: %s: %s\n", gs_errcode_name(err.code),
+		err.msg);
+	rc = 1;
+out:
+	if (have_thr) {
+		__atomic_store_n(&m.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(thr, NULL);
+	}
+	if (rc == 0)
+		report(&m, "done", mono_ns(), 0);
+	gs_session_close(m.sess);
+	if (created != 0 && ctl != NULL &&
+	    gs_client_alloc_close(ctl, created, NULL, &err) < 0) {
+		fprintf(stderr, "gshare-simjob: closing allocation %" PRIu64
+			": %s\n", created, err.msg);
+		rc = 1;
+	}
+	gs_client_free(ctl);
+	return rc;
+}

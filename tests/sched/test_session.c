@@ -1,0 +1,558 @@
+/*
+ * test_session.c — cmocka tests of the job-side host loop
+ * (common/gs_session.c) against a scripted stand-in for the agent.
+ *
+ * The stand-in is a thread serving one connection on a temporary Unix
+ * socket with the real frame codec (gs_proto.c): it answers ATTACH with
+ * a memfd control page passed by SCM_RIGHTS (a good one, or one with a
+ * bad magic / version / allocation / size), grants the token, sets
+ * SUSPEND in the page, and records every TOKEN_WANT and TOKEN_RELEASE so
+ * the tests can check what the session sent and what it wrote into the
+ * page.  Also: environment handling.  (That the library never prints or
+ * exits is checked on its object file by session_noprint.sh.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gs_proto.h"
+#include "gs_session.h"
+
+#define ALLOC_ID 42u
+#define SLICE_NS 4000000ull
+
+enum page_kind { PG_GOOD, PG_MAGIC, PG_VERSION, PG_ALLOC, PG_SMALL };
+
+struct fake {
+	char dir[64], path[108];
+	int lfd;
+	pthread_t thr;
+	enum page_kind kind;
+	int suspend_first;	/* set SUSPEND 20 ms into the first grant */
+	int close_on_want;	/* drop the connection at the first WANT */
+	/* recorded */
+	int wants, releases;
+	struct gs_release rel[8];
+	uint64_t suspend_set;
+	volatile struct gs_ctlpage *page;
+	int pfd;
+	uint64_t gen;
+};
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+send_msg(int fd, const struct gs_msg *m, int pass_fd)
+{
+	struct gs_wbuf b;
+	struct gs_error err;
+	struct msghdr mh;
+	struct iovec iov;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	ssize_t n;
+
+	gs_wbuf_init(&b);
+	if (gs_msg_encode(m, &b, &err) < 0)
+		return -1;
+	memset(&mh, 0, sizeof(mh));
+	iov.iov_base = b.data;
+	iov.iov_len = b.len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	gs_wbuf_free(&b);
+	return n == (ssize_t)iov.iov_len ? 0 : -1;
+}
+
+static int
+make_page(struct fake *f)
+{
+	volatile struct gs_ctlpage *p;
+	int fd = memfd_create("gsctl-test", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, f->kind == PG_SMALL ? 100 : GS_CTL_SIZE) < 0)
+		return -1;
+	if (f->kind == PG_SMALL) {
+		f->pfd = fd;
+		return 0;
+	}
+	p = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0);
+	if (p == MAP_FAILED)
+		return -1;
+	p->magic = f->kind == PG_MAGIC ? 0xdeadbeefu : GS_CTL_MAGIC;
+	p->version = f->kind == PG_VERSION ? 99u : GS_CTL_VERSION;
+	p->alloc_id = f->kind == PG_ALLOC ? 7u : ALLOC_ID;
+	p->page_size = GS_CTL_SIZE;
+	p->suspend = GS_CTL_SUSPEND;
+	f->page = p;
+	f->pfd = fd;
+	return 0;
+}
+
+static void
+grant(struct fake *f, int cfd)
+{
+	struct gs_msg m;
+
+	f->gen++;
+	__atomic_store_n(&f->page->slice_deadline_ns, mono_ns() + SLICE_NS,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&f->page->grant_gen, f->gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->page->suspend, GS_CTL_RUN, __ATOMIC_RELEASE);
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_TOKEN_GRANT;
+	m.u.grant.gen = f->gen;
+	m.u.grant.slice_ns = SLICE_NS;
+	send_msg(cfd, &m, -1);
+	if (f->gen == 1 && f->suspend_first) {
+		sleep_ms(20);
+		f->suspend_set = mono_ns();
+		__atomic_store_n(&f->page->suspend_set_ns, f->suspend_set,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&f->page->suspend, GS_CTL_SUSPEND,
+				 __ATOMIC_RELEASE);
+	}
+}
+
+static void *
+fake_main(void *arg)
+{
+	struct fake *f = arg;
+	uint8_t buf[70000];
+	size_t len = 0, used;
+	struct gs_msg m, rep;
+	struct gs_error err;
+	int cfd, r;
+	ssize_t n;
+
+	cfd = accept(f->lfd, NULL, NULL);
+	if (cfd < 0)
+		return NULL;
+	for (;;) {
+		n = read(cfd, buf + len, sizeof(buf) - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		while ((r = gs_frame_parse(buf, len, &m, &used, &err)) == 1) {
+			memmove(buf, buf + used, len - used);
+			len -= used;
+			memset(&rep, 0, sizeof(rep));
+			switch (m.type) {
+			case GS_MSG_ATTACH:
+				if (make_page(f) < 0)
+					goto out;
+				rep.type = GS_MSG_ATTACHED;
+				rep.seq = m.seq;
+				rep.u.info.id = m.u.id;
+				send_msg(cfd, &rep, f->pfd);
+				break;
+			case GS_MSG_TOKEN_WANT:
+				f->wants++;
+				if (f->close_on_want)
+					goto out;
+				grant(f, cfd);
+				break;
+			case GS_MSG_TOKEN_RELEASE:
+				if (f->releases < 8)
+					f->rel[f->releases] = m.u.release;
+				f->releases++;
+				/* the agent keeps a suspended job waiting */
+				if (m.u.release.reason == GS_REL_SUSPENDED)
+					grant(f, cfd);
+				break;
+			default:
+				break;
+			}
+			gs_msg_clear(&m);
+		}
+		if (r < 0)
+			break;
+	}
+out:
+	close(cfd);
+	return NULL;
+}
+
+static void
+fake_start(struct fake *f, enum page_kind kind)
+{
+	struct sockaddr_un sa;
+
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->pfd = -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/gssess.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(f->lfd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->path);
+	assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f->lfd, 4), 0);
+}
+
+static void
+fake_go(struct fake *f)
+{
+	assert_int_equal(pthread_create(&f->thr, NULL, fake_main, f), 0);
+}
+
+static void
+fake_stop(struct fake *f)
+{
+	pthread_join(f->thr, NULL);
+	close(f->lfd);
+	if (f->pfd >= 0)
+		close(f->pfd);
+	if (f->page != NULL)
+		munmap((void *)f->page, GS_CTL_SIZE);
+	unlink(f->path);
+	rmdir(f->dir);
+}
+
+/* ---- executor used by the loop tests ---- */
+
+struct exec {
+	int runs;
+	int fail_on;		/* run number that fails (0: none) */
+	uint64_t task_ns;
+	int tasks_last;		/* tasks in the run that finishes */
+};
+
+static int
+ex_run(void *ctx, volatile struct gs_ctlpage *page, struct gs_run_result *res,
+       struct gs_error *err)
+{
+	struct exec *e = ctx;
+	uint64_t t0 = mono_ns();
+	int i;
+
+	e->runs++;
+	if (e->runs == e->fail_on) {
+		res->gpu_ns = 1000;
+		return gs_error_set(err, GS_ECUDA, "simulated launch failure");
+	}
+	for (i = 0;; i++) {
+		if (__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+		    GS_CTL_SUSPEND) {
+			res->reason = GS_REL_SUSPENDED;
+			break;
+		}
+		if (e->runs > 1 && i == e->tasks_last) {
+			res->done = 1;
+			break;
+		}
+		sleep_ms(1);
+		res->gpu_ns += e->task_ns;
+		res->block_tasks++;
+		if (i > 5000)
+			break;	/* never: the fake suspends after 20 ms */
+	}
+	res->exit_ns = mono_ns();
+	(void)t0;
+	return 0;
+}
+
+/* ---- tests ---- */
+
+static void
+test_env(void **state)
+{
+	struct gs_session *s = (void *)1;
+	struct gs_error err;
+
+	(void)state;
+	unsetenv(GS_ENV_SOCKET);
+	unsetenv(GS_ENV_ALLOC);
+	assert_int_equal(gs_session_open_env(100, &s, &err), 0);
+	assert_null(s);	/* standalone */
+	setenv(GS_ENV_SOCKET, "/tmp/x.sock", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_non_null(strstr(err.msg, "GSHARE_ALLOC"));
+	setenv(GS_ENV_ALLOC, "abc", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_non_null(strstr(err.msg, "abc"));
+	setenv(GS_ENV_ALLOC, "0", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	setenv(GS_ENV_ALLOC, "12x", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	setenv(GS_ENV_ALLOC, "-3", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	setenv(GS_ENV_ALLOC, "99999999999999999999999", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	setenv(GS_ENV_ALLOC, "12", 1);
+	setenv(GS_ENV_SOCKET, "/tmp/gshare-test-no-such.sock", 1);
+	assert_int_equal(gs_session_open_env(100, &s, &err), -1);
+	assert_int_equal(err.code, GS_ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "gshare-test-no-such"));
+	assert_int_equal(gs_session_open(NULL, 0, 100, &s, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	unsetenv(GS_ENV_SOCKET);
+	unsetenv(GS_ENV_ALLOC);
+	gs_session_close(NULL);
+}
+
+static void
+check_bad_page(enum page_kind kind, int code)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+
+	fake_start(&f, kind);
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 -1);
+	assert_null(s);
+	assert_int_equal(err.code, code);
+	fake_stop(&f);
+}
+
+static void
+test_bad_pages(void **state)
+{
+	(void)state;
+	check_bad_page(PG_MAGIC, GS_EPROTO);
+	check_bad_page(PG_VERSION, GS_EVERSION);
+	check_bad_page(PG_ALLOC, GS_EPROTO);
+	check_bad_page(PG_SMALL, GS_EPROTO);
+}
+
+/* The whole loop: grant, suspend, release with eviction latency, grant
+ * again without a new WANT, finish, release idle; page counters. */
+static void
+test_run_loop(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+	struct exec e = { .task_ns = 1000000, .tasks_last = 5 };
+	struct gs_executor ex = { .run = ex_run };
+	volatile struct gs_ctlpage *pg;
+	uint64_t ev;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.suspend_first = 1;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	assert_int_equal(gs_session_alloc_id(s), ALLOC_ID);
+	pg = gs_session_page(s);
+	assert_int_equal(pg->pid, (uint32_t)getpid());
+	assert_int_equal(pg->state, GS_CTL_IDLE);
+	assert_false(gs_session_holding(s));
+	assert_int_equal(gs_session_run(s, &ex, &e, &err), 0);
+	assert_false(gs_session_holding(s));
+	assert_int_equal(gs_session_grant_gen(s), 2);
+	assert_int_equal(gs_session_slice_ns(s), SLICE_NS);
+	gs_session_close(s);	/* the fake sees EOF and ends */
+	fake_stop(&f);
+
+	assert_int_equal(e.runs, 2);
+	assert_int_equal(f.wants, 1);	/* no WANT after a SUSPENDED release */
+	assert_int_equal(f.releases, 2);
+	assert_int_equal(f.rel[0].gen, 1);
+	assert_int_equal(f.rel[0].reason, GS_REL_SUSPENDED);
+	ev = f.rel[0].evict_ns;
+	assert_true(ev > 0 && ev < 500000000ull);
+	assert_int_equal(f.rel[1].gen, 2);
+	assert_int_equal(f.rel[1].reason, GS_REL_IDLE);
+	assert_int_equal(f.rel[1].evict_ns, 0);
+	assert_int_equal(f.rel[1].gpu_ns, 5 * 1000000ull);
+}
+
+/* Counters written to the page: check them on the fake's side. */
+static void
+test_page_counters(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+	struct gs_run_result r;
+	volatile struct gs_ctlpage *pg;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.suspend_first = 1;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gs_session_release(s, &r, &err), -1);
+	assert_int_equal(err.code, GS_ESTATE);
+	assert_int_equal(gs_session_progress(s, 1, 1, &err), -1);
+	assert_int_equal(err.code, GS_ESTATE);
+	assert_int_equal(gs_session_acquire(s, &err), 0);
+	assert_true(gs_session_holding(s));
+	pg = gs_session_page(s);
+	assert_int_equal(pg->state, GS_CTL_RUNNING);
+	assert_int_equal(gs_session_acquire(s, &err), -1);
+	assert_int_equal(err.code, GS_ESTATE);
+	/* progress is published at once, and not counted twice */
+	assert_int_equal(gs_session_progress(s, 3000, 3, &err), 0);
+	assert_int_equal(pg->gpu_ns, 3000);
+	assert_int_equal(pg->block_tasks, 3);
+	/* wait for the fake's SUSPEND, leave 1 ms later */
+	while (__atomic_load_n(&pg->suspend, __ATOMIC_ACQUIRE) !=
+	       GS_CTL_SUSPEND)
+		sleep_ms(1);
+	sleep_ms(1);
+	r.reason = GS_REL_SUSPENDED;
+	r.gpu_ns = 5000;
+	r.block_tasks = 5;
+	r.exit_ns = mono_ns();
+	assert_int_equal(gs_session_release(s, &r, &err), 0);
+	assert_int_equal(pg->gpu_ns, 5000);
+	assert_int_equal(pg->block_tasks, 5);
+	assert_int_equal(pg->suspensions, 1);
+	assert_int_equal(pg->releases, 1);
+	assert_int_equal(pg->last_evict_ns, r.exit_ns - pg->suspend_set_ns);
+	assert_int_equal(pg->evict_ns_sum, pg->last_evict_ns);
+	assert_int_equal(pg->evict_ns_max, pg->last_evict_ns);
+	assert_true(pg->held_ns >= 20000000ull);
+	assert_int_equal(pg->state, GS_CTL_WAITING);
+	/* second grant (sent by the fake after the suspended release) */
+	assert_int_equal(gs_session_acquire(s, &err), 0);
+	memset(&r, 0, sizeof(r));
+	r.done = 1;
+	r.gpu_ns = 700;
+	r.block_tasks = 1;
+	r.exit_ns = mono_ns();
+	assert_int_equal(gs_session_release(s, &r, &err), 0);
+	assert_int_equal(pg->gpu_ns, 5700);
+	assert_int_equal(pg->block_tasks, 6);
+	assert_int_equal(pg->suspensions, 1);
+	assert_int_equal(pg->releases, 2);
+	assert_int_equal(pg->state, GS_CTL_IDLE);
+	assert_true(pg->heartbeat_ns > 0);
+	/* a bad reason is refused before anything is sent */
+	assert_int_equal(gs_session_acquire(s, &err), 0);
+	memset(&r, 0, sizeof(r));
+	r.reason = 77;
+	assert_int_equal(gs_session_release(s, &r, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	gs_session_close(s);
+	fake_stop(&f);
+	assert_int_equal(f.wants, 2);
+	assert_int_equal(f.releases, 2);
+	assert_true(f.rel[0].evict_ns >= 1000000ull);
+	assert_int_equal(f.rel[0].gpu_ns, 5000);
+}
+
+/* An executor error gives the token back (EXIT) and is returned. */
+static void
+test_executor_error(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+	struct exec e = { .task_ns = 1000000, .fail_on = 1 };
+	struct gs_executor ex = { .run = ex_run };
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	assert_int_equal(gs_session_run(s, &ex, &e, &err), -1);
+	assert_int_equal(err.code, GS_ECUDA);
+	assert_string_equal(err.msg, "simulated launch failure");
+	assert_false(gs_session_holding(s));
+	assert_int_equal(gs_session_run(s, NULL, &e, &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	gs_session_close(s);
+	fake_stop(&f);
+	assert_int_equal(f.releases, 1);
+	assert_int_equal(f.rel[0].reason, GS_REL_EXIT);
+	assert_int_equal(f.rel[0].gpu_ns, 1000);
+}
+
+/* The agent goes away while the job waits for the token. */
+static void
+test_agent_gone(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.close_on_want = 1;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	assert_int_equal(gs_session_acquire(s, &err), -1);
+	assert_true(err.code == GS_ECLOSED || err.code == GS_EIO);
+	assert_false(gs_session_holding(s));
+	gs_session_close(s);
+	fake_stop(&f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_bad_pages),
+		cmocka_unit_test(test_run_loop),
+		cmocka_unit_test(test_page_counters),
+		cmocka_unit_test(test_executor_error),
+		cmocka_unit_test(test_agent_gone),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
