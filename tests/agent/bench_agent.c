@@ -6,8 +6,12 @@
  * (default 64), each on its own connection doing blocking request/reply
  * round trips through the client library for a fixed time: first PING,
  * then STATUS.  Prints requests per second, per-request latency
- * percentiles and the agent's CPU time per request (from /proc).  The
- * agent is stopped with SIGTERM at the end (and killed on any exit).
+ * percentiles and the agent's CPU time per request (from /proc).
+ * A last phase attaches 8 busy jobs (weights 1..8) that spin on their
+ * control page while holding the token and release on SUSPEND, and
+ * prints the agent's CPU use (% of one core), token hand-overs per
+ * second and each job's share of the holding time against its weight.
+ * The agent is stopped with SIGTERM at the end (and killed on any exit).
  *
  * Usage: bench_agent [seconds-per-phase (3)] [clients (64)] [gshared]
  */
@@ -22,7 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include "gs_client.h"
+#include "gs_ctlpage.h"
 
 #define MAX_CLIENTS 1024
 #define LAT_SAMPLES 4096
@@ -105,6 +112,135 @@ static void *worker_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+#define NJOBS 8
+
+static double agent_cpu_s(void);
+
+struct job {
+	pthread_t th;
+	struct gs_client *c;
+	volatile struct gs_ctlpage *page;
+	uint64_t held_ns, grants, errors;
+};
+
+/* A job that always has work: hold the token until SUSPEND, release,
+ * wait for the next grant. */
+static void *job_main(void *arg)
+{
+	struct job *j = arg;
+	struct gs_error err;
+	uint64_t gen, slice, t0, t1;
+	int r;
+
+	while (!go)
+		sched_yield();
+	if (gs_client_token_want(j->c, &err) < 0) {
+		j->errors++;
+		return NULL;
+	}
+	while (!stop_flag) {
+		r = gs_client_wait_grant(j->c, 100, &gen, &slice, &err);
+		if (r == 0)
+			continue;
+		if (r < 0) {
+			j->errors++;
+			break;
+		}
+		t0 = now_ns();
+		while (!stop_flag &&
+		       __atomic_load_n(&j->page->suspend, __ATOMIC_ACQUIRE) !=
+			       GS_CTL_SUSPEND)
+			__builtin_ia32_pause();
+		t1 = now_ns();
+		j->held_ns += t1 - t0;
+		j->grants++;
+		if (gs_client_token_release(j->c, gen, t1 - t0, 0,
+					    stop_flag ? GS_REL_EXIT :
+							GS_REL_SUSPENDED,
+					    &err) < 0) {
+			j->errors++;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int run_jobs(struct gs_client *root, double secs)
+{
+	static struct job jobs[NJOBS];
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct gs_error err;
+	uint64_t t0, t1, total = 0, grants = 0, errors = 0;
+	double cpu0, cpu1, el, worst = 0;
+	int i, fd;
+
+	memset(&req, 0, sizeof(req));
+	req.gpu = 0;
+	req.shares = 5;
+	for (i = 0; i < NJOBS; i++) {
+		req.weight = (uint32_t)i + 1;
+		if (gs_client_alloc_create(root, &req, &info, &err) < 0 ||
+		    gs_client_connect(sock, 5000, &jobs[i].c, &err) < 0 ||
+		    gs_client_attach(jobs[i].c, info.id, &fd, NULL,
+				     &err) < 0) {
+			fprintf(stderr, "job %d: %s\n", i, err.msg);
+			return -1;
+		}
+		jobs[i].page = mmap(NULL, GS_CTL_SIZE, PROT_READ,
+				    MAP_SHARED, fd, 0);
+		close(fd);
+		if (jobs[i].page == MAP_FAILED) {
+			perror("mmap");
+			return -1;
+		}
+	}
+	stop_flag = 0;
+	go = 0;
+	for (i = 0; i < NJOBS; i++)
+		pthread_create(&jobs[i].th, NULL, job_main, &jobs[i]);
+	cpu0 = agent_cpu_s();
+	t0 = now_ns();
+	go = 1;
+	while (now_ns() - t0 < (uint64_t)(secs * 1e9)) {
+		struct timespec ts = { 0, 50000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	stop_flag = 1;
+	cpu1 = agent_cpu_s();
+	t1 = now_ns();
+	for (i = 0; i < NJOBS; i++)
+		pthread_join(jobs[i].th, NULL);
+	el = (double)(t1 - t0) / 1e9;
+	for (i = 0; i < NJOBS; i++) {
+		total += jobs[i].held_ns;
+		grants += jobs[i].grants;
+		errors += jobs[i].errors;
+	}
+	printf("JOBS    %d busy jobs, weights 1..%d, slice 4ms, %.1f s: agent "
+	       "cpu %.2f%% of a core, %.0f grants/s, errors %llu\n", NJOBS,
+	       NJOBS, el, (cpu1 - cpu0) * 100.0 / el, (double)grants / el,
+	       (unsigned long long)errors);
+	printf("        share of holding time vs weight/%d:", NJOBS *
+	       (NJOBS + 1) / 2);
+	for (i = 0; i < NJOBS; i++) {
+		double got = total ? 100.0 * (double)jobs[i].held_ns /
+					     (double)total : 0;
+		double want = 100.0 * (i + 1) / (NJOBS * (NJOBS + 1) / 2);
+
+		printf(" %.1f/%.1f", got, want);
+		if (got - want > worst || want - got > worst)
+			worst = got > want ? got - want : want - got;
+	}
+	printf("  (max error %.2f points)\n", worst);
+	for (i = 0; i < NJOBS; i++) {
+		munmap((void *)jobs[i].page, GS_CTL_SIZE);
+		gs_client_free(jobs[i].c);
+	}
+	return 0;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -235,7 +371,7 @@ int main(int argc, char *argv[])
 	}
 	memset(&req, 0, sizeof(req));
 	req.gpu = -1;
-	req.shares = 10;
+	req.shares = 5;
 	for (i = 0; i < 8; i++) {
 		snprintf(req.labels.job, sizeof(req.labels.job), "%d",
 			 1000 + i);
@@ -259,6 +395,8 @@ int main(int argc, char *argv[])
 	run_phase("STATUS", w, n, secs);
 	for (i = 0; i < n; i++)
 		gs_client_free(w[i].c);
+	if (run_jobs(root, secs < 5 ? 5 : secs) < 0)
+		return 1;
 	gs_client_free(root);
 	kill(agent_pid, SIGTERM);
 	waitpid(agent_pid, NULL, 0);
