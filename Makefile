@@ -85,7 +85,9 @@ sanitize: deps
 
 install: all $(INSTALL_RULES)
 
-demo: all
+# Like test: installs missing packages first, so it works on a fresh machine.
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@tests/demo.sh
 
 clean:
