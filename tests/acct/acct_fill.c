@@ -182,7 +182,7 @@ main(int argc, char **argv)
 			uint64_t total = strtoull(w[1], NULL, 10), done = 0;
 			unsigned na = (unsigned)atoi(w[2]);
 			double t0 = now_s(), dt;
-			int64_t t = 2000000000LL * 1000000000;
+			int64_t t = 1700000000LL * 1000000000;
 
 			gs_store_batch_free(b);
 			b = NULL;
