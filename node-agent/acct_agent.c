@@ -51,6 +51,7 @@ struct gs_accounting {
 	struct gs_agent_stats st;
 	uint64_t period, due;
 	uint64_t warned_busy;
+	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
@@ -268,6 +269,45 @@ on_store(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	reap(arg);
 }
 
+/* gs_acct_util_fn over the GPU module's NVML samples. */
+static int
+util_source(void *arg, int32_t gpu, uint64_t since_us, struct gs_proc_util *out,
+	    unsigned max, struct gs_error *err)
+{
+	struct gs_accounting *ac = arg;
+	struct gs_gpu_proc_sample s[256];
+	int n;
+
+	if (max > 256)
+		max = 256;
+	n = gs_gpu_proc_util(ac->util, gpu, since_us, s, max, err);
+	for (int i = 0; i < n; i++) {
+		out[i].pid = s[i].pid;
+		out[i].sm_util = s[i].sm_util;
+		out[i].ts_us = s[i].ts_us;
+	}
+	return n;
+}
+
+static void
+open_estimates(struct gs_accounting *ac)
+{
+	struct gs_gpu_desc d[GS_MAX_GPUS];
+	uint32_t n = gs_agent_ngpus(ac->ag);
+	struct gs_error err;
+
+	for (uint32_t i = 0; i < n && i < GS_MAX_GPUS; i++)
+		d[i] = gs_agent_gpu(ac->ag, i)->d;
+	if (gs_gpu_util_open(d, n, &ac->util, &err) < 0) {
+		log_debug("accounting: no NVML estimates: %s", err.msg);
+		ac->util = NULL;
+		return;
+	}
+	gs_acct_set_util_source(ac->acct, util_source, ac, "/proc");
+	log_info("accounting: NVML per-process estimates for allocations "
+		 "that never attach");
+}
+
 static void
 on_metrics(struct gs_loop *l, int fd, uint32_t events, void *arg)
 {
@@ -309,6 +349,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 			  "their jobs come back)", path, n);
 	if (gs_acct_new(ac->store, &ac->acct, err) < 0)
 		goto out_free;
+	open_estimates(ac);
 	if (gs_store_start(ac->store, cfg->retention_days ?
 			   (int64_t)cfg->retention_days * 86400 * 1000000000LL :
 			   0, PURGE_BATCH, err) < 0)
@@ -370,6 +411,7 @@ gs_accounting_free(struct gs_accounting *ac)
 		gs_metrics_free(ac->metrics);
 	}
 	gs_acct_free(ac->acct);
+	gs_gpu_util_close(ac->util);
 	gs_store_close(ac->store);
 	free(ac->sh);
 	free(ac);

@@ -8,6 +8,7 @@
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu.h"
@@ -166,4 +167,131 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 	default:
 		return nvml_discover(out, n, err);
 	}
+}
+
+/*
+ * Per-process utilization for accounting estimates (jobs that never
+ * attach).  NVML stays open while the agent runs; devices are found by
+ * UUID so explicitly listed GPUs work too.  Simulated GPUs have none.
+ */
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+
+struct nvml_proc_util {		/* nvmlProcessUtilizationSample_t */
+	unsigned int pid;
+	unsigned long long ts;
+	unsigned int sm, mem, enc, dec;
+};
+
+struct gs_gpu_util {
+	void *h;
+	nvml_ret (*init)(void);
+	nvml_ret (*shutdown)(void);
+	const char *(*error_string)(nvml_ret);
+	nvml_ret (*by_uuid)(const char *, nvml_dev *);
+	nvml_ret (*proc_util)(nvml_dev, struct nvml_proc_util *,
+			      unsigned int *, unsigned long long);
+	int32_t index[GS_MAX_GPUS];
+	nvml_dev dev[GS_MAX_GPUS];
+	uint32_t n;
+};
+
+int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
+		     struct gs_gpu_util **out, struct gs_error *err)
+{
+	struct gs_gpu_util *u;
+	const char *missing = NULL;
+	nvml_ret r;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (gpus[i].simulated)
+			return gs_error_set(err, GS_EUNSUPP,
+					    "simulated GPUs have no NVML");
+	u = calloc(1, sizeof(*u));
+	if (u == NULL)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	u->h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (u->h == NULL) {
+		gs_error_set(err, GS_EIO, "NVML not available: %s", dlerror());
+		goto out_free;
+	}
+	NVML_SYM(u, init, "nvmlInit_v2");
+	NVML_SYM(u, shutdown, "nvmlShutdown");
+	NVML_SYM(u, error_string, "nvmlErrorString");
+	NVML_SYM(u, by_uuid, "nvmlDeviceGetHandleByUUID");
+	NVML_SYM(u, proc_util, "nvmlDeviceGetProcessUtilization");
+	if (missing != NULL) {
+		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
+		goto out_close;
+	}
+	r = u->init();
+	if (r != NVML_SUCCESS) {
+		gs_error_set(err, GS_EIO, "nvmlInit: %s",
+			     u->error_string(r));
+		goto out_close;
+	}
+	for (i = 0; i < n && i < GS_MAX_GPUS; i++) {
+		r = u->by_uuid(gpus[i].uuid, &u->dev[i]);
+		if (r != NVML_SUCCESS) {
+			gs_error_set(err, GS_EIO,
+				     "nvmlDeviceGetHandleByUUID(%s): %s",
+				     gpus[i].uuid, u->error_string(r));
+			goto out_shutdown;
+		}
+		u->index[i] = gpus[i].index;
+	}
+	u->n = i;
+	*out = u;
+	return 0;
+out_shutdown:
+	u->shutdown();
+out_close:
+	dlclose(u->h);
+out_free:
+	free(u);
+	return -1;
+}
+
+void gs_gpu_util_close(struct gs_gpu_util *u)
+{
+	if (u == NULL)
+		return;
+	u->shutdown();
+	dlclose(u->h);
+	free(u);
+}
+
+int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
+		     struct gs_gpu_proc_sample *out, unsigned max,
+		     struct gs_error *err)
+{
+	struct nvml_proc_util s[256];
+	unsigned int cnt = sizeof(s) / sizeof(s[0]), i, n = 0;
+	nvml_ret r;
+	uint32_t g;
+
+	for (g = 0; g < u->n; g++)
+		if (u->index[g] == index)
+			break;
+	if (g == u->n)
+		return gs_error_set(err, GS_ENOENT, "no GPU %d", index);
+	r = u->proc_util(u->dev[g], s, &cnt, since_us);
+	if (r == NVML_ERROR_NOT_FOUND)
+		return 0;	/* no samples since since_us */
+	if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+		return gs_error_set(err, GS_EIO,
+				    "nvmlDeviceGetProcessUtilization: %s",
+				    u->error_string(r));
+	if (cnt > sizeof(s) / sizeof(s[0]))
+		cnt = sizeof(s) / sizeof(s[0]);
+	for (i = 0; i < cnt && n < max; i++) {
+		if (s[i].ts <= since_us)
+			continue;
+		out[n].pid = s[i].pid;
+		out[n].sm_util = s[i].sm;
+		out[n].ts_us = s[i].ts;
+		n++;
+	}
+	return (int)n;
 }

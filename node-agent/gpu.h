@@ -26,4 +26,22 @@ struct gs_gpu_desc {
 int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 		    uint32_t *n, const char **note, struct gs_error *err);
 
+/* Per-process SM utilization from NVML, for the accounting estimates of
+ * allocations whose jobs never attach.  open fails (GS_EUNSUPP) on
+ * simulated GPUs and when NVML is missing. */
+struct gs_gpu_util;
+struct gs_gpu_proc_sample {
+	uint32_t pid;
+	uint32_t sm_util;	/* percent over the sample's period */
+	uint64_t ts_us;		/* CPU timestamp, us */
+};
+int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
+		     struct gs_gpu_util **out, struct gs_error *err);
+void gs_gpu_util_close(struct gs_gpu_util *u);
+/* Samples of GPU `index` newer than since_us (at most max); returns how
+ * many, or -1. */
+int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
+		     struct gs_gpu_proc_sample *out, unsigned max,
+		     struct gs_error *err);
+
 #endif /* GS_AGENT_GPU_H */
