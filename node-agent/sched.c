@@ -452,6 +452,35 @@ umin(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* A hold-back that has run out: the entry competes again, starting no
+ * lower than the others of its class (as after an idle period), so the
+ * time they got while it was held back is not owed back to it. */
+static void
+end_penalties(struct gs_sched *s, uint64_t now)
+{
+	unsigned i, k;
+
+	for (i = 0; i < s->n; i++) {
+		struct ent *e = &s->e[i];
+		uint64_t m = UINT64_MAX;
+
+		if (!e->held_back || e->revoked || now < e->hold_until)
+			continue;
+		e->held_back = 0;
+		for (k = 0; k < s->n; k++) {
+			const struct ent *o = &s->e[k];
+
+			if (k == i || !o->active || o->revoked ||
+			    o->held_back || cls(s, o) != cls(s, e))
+				continue;
+			if (proj_vt(o, now) < m)
+				m = proj_vt(o, now);
+		}
+		if (m != UINT64_MAX && e->vtime < m)
+			e->vtime = m;
+	}
+}
+
 int
 gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	      int max, uint64_t *next_ns)
@@ -459,6 +488,8 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	uint64_t next = UINT64_MAX, pen_end = UINT64_MAX;
 	struct ent *h;
 	int na = 0, w;
+
+	end_penalties(s, now);
 
 	/* 1. A suspending holder past its grace: charge, revoke, escalate. */
 	if (s->hidx >= 0 && s->e[s->hidx].suspending) {

@@ -47,8 +47,11 @@
  *    job's kernels draining).  Its late RELEASE charges the rest of the
  *    held time (the reported gpu_ns is ignored); it is then held back —
  *    not granted while any other allocation is eligible — for as long as
- *    it overran (suspend request to release).  A hold-back never idles
- *    the GPU: with nobody else eligible it may run.
+ *    it overran (suspend request to release); when the hold-back ends
+ *    its vtime is raised to the least vtime of the others in its class
+ *    (as after an idle period), so the time they got meanwhile is not
+ *    owed back to it.  A hold-back never idles the GPU: with nobody else
+ *    eligible it may run.
  *  - Call gs_sched_step after every event and whenever *next_ns passes.
  *    All calls are O(n) in the number of entries and allocate nothing
  *    except gs_sched_new and gs_sched_add (array growth).

@@ -21,3 +21,5 @@ BENCHES += $(B)/tests/sched/bench_sched
 
 # End to end: gshared + three gshare-simjob, weights 1:2:3 (about 20 s).
 INTEG_TESTS += tests/sched/integ_shares.sh
+# Non-cooperating holder: escalation hold, then kill after SIGHUP (14 s).
+INTEG_TESTS += tests/sched/integ_noncoop.sh
