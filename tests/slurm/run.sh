@@ -89,7 +89,7 @@ start_agent() {
 	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
 		"gpus:" "  simulated: 1" "log: file" \
 		"log_file: $GS_T/log/gshared.$n.log" "metrics_listen: ''" \
-		"accounting_tick: 100ms" >"$d/$n.yaml"
+		"accounting_tick: 100ms" "slice: 20ms" >"$d/$n.yaml"
 	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
 	AGENT_PID[$n]=$!
 	gs_wait 10 "gshared on $n" "$PROBE" status "$d/$n.sock" ||
@@ -185,8 +185,11 @@ end
 # ------------------------------------------------------------- accounting
 begin sacct-alloctres
 j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null --wrap true)
-gs_wait 30 "job $j in accounting" bash -c "sacct -n -j $j -o JobID,State -P | grep -q '^$j.batch|'" ||
-	bad "job $j never reached sacct"
+tres_recorded() {
+	[ "$(sacct -n -P -j "$j" -o JobID,AllocTRES | grep -c 'gres/gshare=')" -ge 2 ]
+}
+gs_wait 30 "job $j AllocTRES in accounting" tres_recorded ||
+	bad "job $j: $(sacct -n -P -j "$j" -o JobID,State,AllocTRES)"
 out=$(sacct -n -P -j "$j" -o JobID,AllocTRES)
 expect "job AllocTRES" "$out" "^$j\|.*gres/gshare=30"
 expect "batch step AllocTRES" "$out" "^$j\.batch\|.*gres/gshare=30"
@@ -303,6 +306,33 @@ fi
 wait "$srun_pid" 2>/dev/null
 end
 
+begin stepd-killed
+# a slurmstepd that dies without its exit hook leaves the allocation
+# open; the job epilog closes it and counts it in the totals
+j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
+	--wrap 'srun --gres=gshare:20 sleep 300')
+step_alloc() { allocs n1 | grep -q " job=$j step=0 .*shares=20 "; }
+gs_wait 20 "step $j.0 allocation" step_alloc || bad "no allocation: $(allocs n1)"
+stepd=$(ps -eo pid=,args= | awk -v t="slurmstepd: [$j.0]" 'substr($0, index($0, $2)) == t { print $1 }')
+if [ -n "$stepd" ]; then
+	kill -KILL "$stepd"
+	gs_wait 10 "slurmstepd $stepd to die" bash -c "! kill -0 $stepd 2>/dev/null"
+	step_alloc && ok "allocation outlives the killed slurmstepd $stepd" ||
+		bad "allocation closed without the epilog"
+	scancel "$j"
+	gs_wait 20 "epilog to close job $j allocations" no_job_allocs n1 "$j" &&
+		ok "epilog closed the leftover" || bad "left open: $(allocs n1)"
+	grep -q "gshare: job $j: closed leftover allocation" "$GS_T/log/slurmd.n1.log" &&
+		ok "epilog logged it" || bad "no leftover line in slurmd log"
+	two_allocs() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=2$'; }
+	gs_wait 30 "AdminComment of job $j" two_allocs &&
+		ok "counted in the totals" || bad "AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
+else
+	bad "no slurmstepd for $j.0"
+	scancel "$j"
+fi
+end
+
 begin uid-nobody
 # a root-owned allocation of another job, to try to take over
 other=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'sleep 300')
@@ -321,6 +351,62 @@ reject "sees only its own allocation" "$out" "^alloc $oid "
 expect "sees its own allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n1 user=nobody shares=10 .* uid=$(id -u nobody) "
 scancel "$other"
 gs_wait 20 "job $other to end" no_job_allocs n1 "$other" || bad "job $other still holds"
+end
+
+begin simjob-shares
+# Three simulated GPU jobs under Slurm, 20/30/50 shares of n1's GPU, all
+# busy over the same 4 s window.  Each job's part of the GPU time used
+# must be its share within 2 points, the GPU must be busy >= 85% of the
+# window (what is lost is hand-over latency on a loaded host, not the
+# split), and each job's AdminComment must carry the GPU time it reports
+# itself.
+if [ -x "$SIMJOB" ]; then
+	at=$(($("$SIMJOB" --now) + 4000000000))
+	pids=()
+	for s in 20 30 50; do
+		timeout 60 srun -w n1 --gres=gshare:$s bash -c \
+			'echo JOB $SLURM_JOB_ID; exec "$0" "$@"' "$SIMJOB" \
+			-n "s$s" --at "$at" -d 4 -t 200 >"$GS_T/sim.$s.out" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || bad "a simjob failed: $(cat "$GS_T"/sim.*.out)"
+	done
+	declare -A gpu=() job=()
+	total=0
+	for s in 20 30 50; do
+		out=$(cat "$GS_T/sim.$s.out")
+		line=$(printf '%s\n' "$out" | grep '^event=done' | tail -1)
+		gpu[$s]=$(printf '%s\n' "$line" | sed -n 's/.* gpu_s=\([0-9.]*\) .*/\1/p')
+		job[$s]=$(printf '%s\n' "$out" | sed -n 's/^JOB \([0-9]*\)$/\1/p')
+		gs_log "gshare:$s job ${job[$s]}: $line"
+		[ -n "${gpu[$s]}" ] && [ -n "${job[$s]}" ] || { bad "gshare:$s: no result: $out"; gpu[$s]=0; }
+		total=$(awk -v a="$total" -v b="${gpu[$s]}" 'BEGIN { print a + b }')
+	done
+	awk -v t="$total" 'BEGIN { exit !(t >= 0.85 * 4) }' &&
+		ok "GPU busy $(awk -v t="$total" 'BEGIN { printf "%.1f", t / 4 * 100 }')% of the window" ||
+		bad "GPU busy only ${total}s of 4s"
+	for s in 20 30 50; do
+		part=$(awk -v g="${gpu[$s]}" -v t="$total" 'BEGIN { if (t > 0) printf "%.2f", g / t * 100; else print 0 }')
+		awk -v p="$part" -v w="$s" 'BEGIN { d = p - w; exit !(d <= 2 && d >= -2) }' &&
+			ok "gshare:$s got $part points of the GPU time" ||
+			bad "gshare:$s got $part points of the GPU time"
+		j=${job[$s]}
+		[ -n "$j" ] || continue
+		comment() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:'; }
+		if gs_wait 30 "AdminComment of job $j" comment; then
+			c=$(sacct -n -X -P -j "$j" -o AdminComment)
+			cg=$(printf '%s\n' "$c" | sed -n 's/.*gpu_s=\([0-9.]*\),.*/\1/p')
+			awk -v a="$cg" -v b="${gpu[$s]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b + 0.01) }' &&
+				ok "job $j AdminComment gpu_s=$cg matches the job's own ${gpu[$s]}" ||
+				bad "job $j: AdminComment '$c' vs simjob gpu_s=${gpu[$s]}"
+		else
+			bad "job $j has no AdminComment"
+		fi
+	done
+else
+	bad "gshare-simjob not built ($SIMJOB)"
+fi
 end
 
 begin agent-refuses
