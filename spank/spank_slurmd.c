@@ -16,8 +16,8 @@
  *    finished, so the comment goes to the accounting database with
  *    `sacctmgr modify job`.  Each node owns one segment
  *    (gs_spank_comment_merge); nodes of one job write concurrently, so a
- *    node reads the comment back and merges again until its segment is
- *    there (bounded attempts).
+ *    node of a multi-node job reads the comment back and merges again
+ *    until its segment is there (bounded attempts).
  * Every external step is bounded: agent calls by `timeout`, each sacct or
  * sacctmgr run by a deadline after which it is killed.  Failures are
  * logged to slurmd's log and never fail the epilog (that would drain the
@@ -288,8 +288,11 @@ static int write_comment(const char *job, const char *text,
 	return 0;
 }
 
-/* Merge this node's segment into the AdminComment until it sticks. */
-static int update_comment(const char *job, const char *node,
+/* Merge this node's segment into the AdminComment; with other nodes
+ * writing too, until it sticks.  A one-node job has no concurrent writer
+ * and skips the read-back (each sacct run costs ~0.2 s of epilog time,
+ * during which slurmctld starts no new job on the node). */
+static int update_comment(const char *job, const char *node, int one_node,
 			  const struct gs_spank_totals *t,
 			  struct gs_error *err)
 {
@@ -299,6 +302,14 @@ static int update_comment(const char *job, const char *node,
 
 	if (gs_spank_comment_segment(node, t, seg, sizeof(seg), err) < 0)
 		return -1;
+	if (one_node) {
+		if (read_comment(job, cur, sizeof(cur), err) < 0 ||
+		    gs_spank_comment_merge(cur, node, seg, &merged, err) < 0)
+			return -1;
+		i = write_comment(job, merged, err);
+		free(merged);
+		return i;
+	}
 	for (i = 0; i < COMMENT_ATTEMPTS; i++) {
 		if (i > 0)	/* let a concurrent writer finish */
 			usleep((useconds_t)(100000 * i + (getpid() % 7) *
@@ -365,7 +376,9 @@ int gs__slurmd_epilog(spank_t sp)
 	collect_records(dir, &t);
 	if (t.allocs == 0 || !gs__st.conf.admin_comment)
 		return 0;
-	if (update_comment(job, node, &t, &err) < 0)
+	e = getenv("SLURM_JOB_NUM_NODES");
+	if (update_comment(job, node, e != NULL && strcmp(e, "1") == 0, &t,
+			   &err) < 0)
 		slurm_error("gshare: epilog of job %s: AdminComment not "
 			    "written: %s",
 			    job, err.msg);

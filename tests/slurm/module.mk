@@ -16,3 +16,5 @@ TEST_HELPERS += $(GS_PROBE)
 
 $(GS_PROBE): $(B)/tests/slurm/gs_probe.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^
+
+BENCHES += tests/slurm/bench.sh
