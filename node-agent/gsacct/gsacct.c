@@ -432,7 +432,8 @@ main(int argc, char **argv)
 	o.store = getenv("GSHARE_STORE");
 	if (o.store == NULL || *o.store == '\0')
 		o.store = DEFAULT_STORE;
-	while ((ch = getopt_long(argc, argv, "j:u:aA:S:E:s:o:lXpPneh", lopts,
+	opterr = 0;	/* our own messages, without argv[0] */
+	while ((ch = getopt_long(argc, argv, ":j:u:aA:S:E:s:o:lXpPneh", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'j':
@@ -470,7 +471,15 @@ main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case ':':
+			fprintf(stderr, "gsacct: error: option %s requires an "
+				"argument\n", argv[optind - 1]);
+			fputs("Try \"gsacct --help\" for more information\n",
+			      stderr);
+			return 1;
 		default:
+			fprintf(stderr, "gsacct: error: unrecognized option "
+				"'%s'\n", argv[optind - 1]);
 			fputs("Try \"gsacct --help\" for more information\n",
 			      stderr);
 			return 1;

@@ -37,3 +37,21 @@ INTEG_TESTS += tests/acct/integ_accuracy.sh
 INTEG_TESTS += tests/acct/integ_crash.sh
 INTEG_TESTS += tests/acct/integ_prometheus.sh
 BENCHES += tests/acct/bench_acct.sh
+
+# libFuzzer target for gsacct's parsers (time specs, --format lists, the
+# metrics address); tests/acct/fuzz.sh runs it for a bounded time.
+FUZZ_GSACCT := $(B)/tests/acct/fuzz_gsacct
+FUZZERS += $(FUZZ_GSACCT)
+TEST_HELPERS += $(FUZZ_GSACCT)
+INTEG_TESTS += tests/acct/fuzz.sh
+FUZZ_GSACCT_SRCS := tests/acct/fuzz_gsacct.c node-agent/gsacct/acctfmt.c \
+	node-agent/store.c node-agent/metrics.c node-agent/acct.c \
+	common/gs_error.c
+
+$(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
+	node-agent/store.h node-agent/metrics.h
+	@mkdir -p $(@D)
+	$(CLANG) -std=gnu11 -D_GNU_SOURCE -g -O1 -Icommon -iquote node-agent \
+	    -iquote node-agent/gsacct \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ $(FUZZ_GSACCT_SRCS) -lsqlite3 -lpthread

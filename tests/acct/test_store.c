@@ -445,6 +445,120 @@ test_writer_thread(void **state)
 	gs_store_close(s);
 }
 
+/* A write that fails half-way leaves nothing of its batch behind. */
+static void
+test_write_error_atomic(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store_alloc a[2];
+	struct gs_store *s = open_rw(f);
+	struct gs_store_batch *b;
+	struct gs_store_sample x;
+	struct gs_error err;
+	sqlite3 *db;
+	uint64_t t;
+
+	mk_alloc(&a[0], 1, "80", "", 1000, 1);
+	mk_alloc(&a[1], 2, "81", "", 1000, 1);
+	write_tick(s, 1, 1, a, 2, 10);
+	/* inject: the second sample of the next batch fails */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"CREATE TRIGGER boom BEFORE INSERT ON samples"
+		" WHEN NEW.key = 2 BEGIN SELECT RAISE(ABORT, 'disk on fire');"
+		" END", NULL, NULL, NULL), SQLITE_OK);
+	b = gs_store_batch_new(2, 2);
+	for (int i = 0; i < 2; i++) {
+		memset(&x, 0, sizeof(x));
+		x.key = a[i].key;
+		x.t_ns = 2;
+		x.d.gpu_ns = 5;
+		a[i].tot.gpu_ns += 5;
+		assert_int_equal(gs_store_batch_add_alloc(b, &a[i], &err), 0);
+		assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+	}
+	assert_int_equal(gs_store_write(s, b, &err), -1);
+	assert_int_equal(err.code, GS_EIO);
+	assert_non_null(strstr(err.msg, "disk on fire"));
+	/* nothing of tick 2: no tick, no sample, totals unchanged */
+	assert_int_equal(gs_store_last_tick(s, &t, &err), 0);
+	assert_int_equal(t, 1);
+	struct gs_usage u;
+	assert_int_equal(gs_store_sum(s, 1, 0, 0, &u, &err), 0);
+	assert_int_equal(u.gpu_ns, 10);
+	struct seen sn;
+	struct gs_store_filter flt;
+	memset(&flt, 0, sizeof(flt));
+	assert_int_equal(query(s, &flt, &sn), 2);
+	assert_int_equal(sn.gpu[0], 10);
+	/* the writer thread reports the same failure as a completion */
+	assert_int_equal(gs_store_start(s, 0, 0, &err), 0);
+	b = gs_store_batch_new(3, 3);
+	assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+	assert_int_equal(gs_store_submit(s, b, &err), 0);
+	struct pollfd p = { .fd = gs_store_event_fd(s), .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	struct gs_store_done d;
+	assert_int_equal(gs_store_reap(s, &d, 1), 1);
+	assert_int_equal(d.ok, 0);
+	assert_int_equal(d.tick, 3);
+	assert_non_null(strstr(d.msg, "disk on fire"));
+	gs_store_stop(s);
+	sqlite3_close(db);
+	gs_store_close(s);
+}
+
+/* While the disk (here: another writer's lock) stalls, submit never
+ * waits: the queue fills, then says EBUSY; everything queued is written
+ * once the stall ends. */
+static void
+test_writer_stall(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s = open_rw(f);
+	struct gs_store_done d[16];
+	struct gs_error err;
+	sqlite3 *db;
+	unsigned queued = 0, busy = 0, done = 0;
+
+	assert_int_equal(gs_store_start(s, 0, 0, &err), 0);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+			 SQLITE_OK);
+	for (uint64_t k = 1; k <= 12; k++) {
+		struct gs_store_batch *b = gs_store_batch_new(k, (int64_t)k);
+		struct gs_store_sample x = { .key = 1, .t_ns = (int64_t)k };
+
+		assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+		if (gs_store_submit(s, b, &err) == 0) {
+			queued++;
+		} else {
+			assert_int_equal(err.code, GS_EBUSY);
+			busy++;
+		}
+	}
+	/* one batch may already be with the writer, 8 wait */
+	assert_true(queued >= 8 && queued <= 9);
+	assert_int_equal(queued + busy, 12);
+	assert_true(gs_store_queued(s) >= 7);
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
+			 SQLITE_OK);
+	while (done < queued) {
+		struct pollfd p = { .fd = gs_store_event_fd(s),
+				    .events = POLLIN };
+
+		assert_int_equal(poll(&p, 1, 20000), 1);
+		int n = gs_store_reap(s, d, 16);
+
+		for (int i = 0; i < n; i++)
+			assert_int_equal(d[i].ok, 1);
+		done += (unsigned)n;
+	}
+	assert_int_equal(gs_store_queued(s), 0);
+	sqlite3_close(db);
+	gs_store_close(s);
+}
+
 int
 main(void)
 {
@@ -456,6 +570,10 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_purge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writer_thread, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_write_error_atomic, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_writer_stall, setup,
 						teardown),
 	};
 
