@@ -69,4 +69,49 @@ chmod 755 "$T" "$T/state"
 runuser -u nobody -- "$GSACCT" --store "$T/state/usage.db" -j 701 -n -P -o JobID > "$T/nobody.txt" 2>&1 ||
 	fail "gsacct as nobody: $(cat "$T/nobody.txt")"
 [ -s "$T/nobody.txt" ] && fail "nobody sees root's rows: $(cat "$T/nobody.txt")"
+
+# The same with the project's simulated job (gshare-simjob, the GPU
+# runtime's host loop with a CPU executor) on allocations created the way
+# the plugins do (gsharectl create with job/step labels, then close).
+SIMJOB=$B/runtime/sim/gshare-simjob
+CTL=$B/node-agent/gsharectl
+if [ -x "$SIMJOB" ]; then
+	start_agent
+	n=0
+	for spec in "20 0.8" "30 1.0" "50 1.2"; do
+		set -- $spec
+		n=$((n + 1))
+		id=$("$CTL" -s "$T/sock" create --shares "$1" --job "75$n" \
+			--step 0) || fail "gsharectl create"
+		echo "$id" > "$T/sim$n.id"
+		"$SIMJOB" --socket "$T/sock" --alloc "$id" --name "75$n" \
+			--work "$2" --duration 0 > "$T/sim$n.out" 2>&1 &
+		PIDS="$PIDS $!"
+	done
+	for p in $PIDS; do wait "$p" || fail "simjob: $(cat "$T"/sim*.out)"; done
+	PIDS=""
+	for n in 1 2 3; do
+		"$CTL" -s "$T/sock" close "$(cat "$T/sim$n.id")" > /dev/null ||
+			fail "gsharectl close"
+	done
+	wait_for 10 sh -c "[ \$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE job LIKE '75_' AND end_ns > 0\") = 3 ]" ||
+		fail "simjob allocations not closed in the store"
+	"$GSACCT" --store "$T/state/usage.db" -j 751,752,753 -P -n \
+		-o JobID,GPUSec,Suspends,State > "$T/acct.txt"
+	for n in 1 2 3; do
+		line=$(grep "^75$n.0|" "$T/acct.txt") || fail "no row 75$n.0"
+		/usr/bin/python3 - "$line" "$(tail -1 "$T/sim$n.out")" <<'PY' || fail "simjob 75$n: $line"
+import sys
+jid, gpusec, susp, state = sys.argv[1].split("|")
+kv = dict(f.split("=", 1) for f in sys.argv[2].split() if "=" in f)
+own = float(kv["gpu_s"])
+err = abs(float(gpusec) - own) / own
+print("%s (gshare-simjob): gsacct %.2f s, job measured %.4f s, error %.3f%%"
+      % (jid, float(gpusec), own, err * 100))
+assert err <= 0.01, "more than 1% off"
+assert int(susp) == int(kv["suspensions"]), (susp, kv["suspensions"])
+assert state == "COMPLETED", state
+PY
+	done
+fi
 echo "accuracy: ok"
