@@ -137,7 +137,7 @@ struct gs_ynode {
 	int kind;		/* enum gs_ynode_kind */
 	int line;		/* 1-based line of the node */
 	char *value;		/* GS_YNODE_SCALAR: the text */
-	char *key;		/* node is a mapping value: its key, else NULL */
+	char *key;		/* mapping value: its key, else NULL */
 	int key_line;		/* line of the key */
 	struct gs_ynode *child;	/* first entry of a map / item of a seq */
 	struct gs_ynode *next;	/* next sibling */

@@ -458,10 +458,31 @@ static void test_tokens(struct gs_client *root)
 	uint64_t gen = 0, slice = 0, gen_b = 0, t_grant, used = 0;
 	int r;
 
+	/* token requests on a connection that is not attached */
+	{
+		struct gs_client *x = conn();
+
+		CHECK(gs_client_token_want(x, &err) == 0, "%s", err.msg);
+		r = gs_client_wait_grant(x, 3000, &gen, &slice, &err);
+		CHECK(r == -1 && err.code == GS_ESTATE,
+		      "WANT unattached (%d): %s", r, err.msg);
+		CHECK(gs_client_token_release(x, 1, 0, 0, GS_REL_IDLE,
+					      &err) == 0, "%s", err.msg);
+		r = gs_client_wait_grant(x, 3000, &gen, &slice, &err);
+		CHECK(r == -1 && err.code == GS_ESTATE,
+		      "RELEASE unattached (%d): %s", r, err.msg);
+		gs_client_free(x);
+	}
 	job_attach(&a, create(root, -1, 30, 0, 0));
 	job_attach(&b, create(root, -1, 30, 0, 0));
 	if (a.page == NULL || b.page == NULL)
 		goto out;
+	/* release before any grant */
+	CHECK(gs_client_token_release(a.c, 1, 0, 0, GS_REL_IDLE, &err) == 0,
+	      "%s", err.msg);
+	r = gs_client_wait_grant(a.c, 3000, &gen, &slice, &err);
+	CHECK(r == -1 && err.code == GS_ESTATE, "RELEASE before grant (%d): "
+	      "%s", r, err.msg);
 	/* a lone job gets the token and keeps it (work-conserving) */
 	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
 	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);

@@ -64,9 +64,14 @@ static void test_durations(void **state)
 		const char *s;
 		uint64_t ns;
 	} ok[] = {
-		{ "0", 0 },	       { "4ms", 4000000 }, { "1.5s", 1500000000 },
-		{ "250us", 250000 },   { "7ns", 7 },	   { "2m", 120000000000 },
-		{ "1h", 3600000000000 }, { "0.5ms", 500000 },
+		{ "0", 0 },
+		{ "4ms", 4000000 },
+		{ "1.5s", 1500000000 },
+		{ "250us", 250000 },
+		{ "7ns", 7 },
+		{ "2m", 120000000000 },
+		{ "1h", 3600000000000 },
+		{ "0.5ms", 500000 },
 		{ "0ms", 0 },
 	};
 	static const char *const bad[] = {
@@ -144,7 +149,8 @@ static void test_set_errors(void **state)
 	expect_set_error("name", "", "f.yaml:3: name: must not be empty");
 	expect_set_error("name", "0123456789abcdef",
 			 "f.yaml:3: name: too long (16 bytes, at most 15)");
-	expect_set_error("count", "0", "f.yaml:3: count: 0 out of range 1..100");
+	expect_set_error("count", "0",
+			 "f.yaml:3: count: 0 out of range 1..100");
 	expect_set_error("count", "101",
 			 "f.yaml:3: count: 101 out of range 1..100");
 	expect_set_error("count", "ten",
