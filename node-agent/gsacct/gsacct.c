@@ -62,7 +62,16 @@ struct collect {
 	int oom;
 };
 
-static char *split_buf;
+/* copies made by split(): the option lists point into them */
+static char *split_bufs[16];
+static unsigned nsplit;
+
+static void
+free_splits(void)
+{
+	while (nsplit > 0)
+		free(split_bufs[--nsplit]);
+}
 
 static void __attribute__((noreturn, format(printf, 1, 2)))
 die(const char *fmt, ...)
@@ -74,7 +83,7 @@ die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	free(split_buf);
+	free_splits();
 	exit(1);
 }
 
@@ -112,11 +121,12 @@ split(const char *list, const char **out, unsigned max, const char *what)
 	char *save = NULL, *tok, *copy;
 	unsigned n = 0;
 
+	if (nsplit == sizeof(split_bufs) / sizeof(split_bufs[0]))
+		die("too many list options");
 	copy = strdup(list);
 	if (copy == NULL)
 		die("out of memory");
-	/* the copies live until exit; keep the last for die() to free */
-	split_buf = copy;
+	split_bufs[nsplit++] = copy;	/* freed at exit */
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (n == max)
@@ -561,6 +571,7 @@ main(int argc, char **argv)
 		free(c.g[i].members);
 	free(c.g);
 	gs_store_close(st);
+	free_splits();
 	if (fflush(stdout) != 0)
 		return 1;
 	return 0;

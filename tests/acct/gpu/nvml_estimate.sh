@@ -16,7 +16,8 @@ gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Icommon -iquote node-agent \
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
 GSHARE_ALLOC=1 "$tmp/spin" 8 10 > "$tmp/spin.out" &
 spin=$!
-"$tmp/nvml_probe" "$uuid" 10 > "$tmp/probe.out"
+"$tmp/nvml_probe" "$uuid" 10 > "$tmp/probe.out" 2> "$tmp/probe.err" || { cat "$tmp/probe.err"; exit 1; }
+[ -n "${PROBE_VERBOSE:-}" ] && cat "$tmp/probe.err"
 wait $spin
 cat "$tmp/spin.out" "$tmp/probe.out"
 python3 - "$tmp/spin.out" "$tmp/probe.out" <<'PY'

@@ -68,6 +68,10 @@ source(void *arg, int32_t gpu, uint64_t since_us, struct gs_proc_util *out,
 	n = gs_gpu_proc_util(util, gpu, since_us, s, max < 256 ? max : 256,
 			     err);
 	for (int i = 0; i < n; i++) {
+		if (getenv("PROBE_VERBOSE"))
+			fprintf(stderr, "sample pid %u sm %u%% ts %llu\n",
+				s[i].pid, s[i].sm_util,
+				(unsigned long long)s[i].ts_us);
 		out[i].pid = s[i].pid;
 		out[i].sm_util = s[i].sm_util;
 		out[i].ts_us = s[i].ts_us;
