@@ -510,8 +510,9 @@ gutil_for(struct gs_acct *a, int32_t gpu)
 
 /*
  * Charge sm_util% of each sample's period to the allocation owning the
- * sampled process.  NVML samples one process at a time; a sample's period
- * is the time since the previous sample on that GPU (capped at one tick).
+ * sampled process.  A sample's period is the time since the previous
+ * sample on that GPU, capped at max(one tick, 1 s) so that a process that
+ * was idle for long is not charged its idle gap.
  */
 static void
 estimate_gpu(struct gs_acct *a, int32_t gpu, uint64_t tick_ns)
@@ -519,6 +520,8 @@ estimate_gpu(struct gs_acct *a, int32_t gpu, uint64_t tick_ns)
 	struct gs_proc_util s[UTIL_MAX];
 	struct gs_error err;
 	struct gpu_util *g = gutil_for(a, gpu);
+	/* a gap longer than this is idle time, not the sample's period */
+	uint64_t cap = tick_ns > 1000000000u ? tick_ns : 1000000000u;
 	uint64_t prev, period, id;
 	int n;
 
@@ -532,8 +535,8 @@ estimate_gpu(struct gs_acct *a, int32_t gpu, uint64_t tick_ns)
 		if (s[i].ts_us <= g->last_us)
 			continue;
 		period = prev ? (s[i].ts_us - prev) * 1000u : tick_ns;
-		if (period > tick_ns)
-			period = tick_ns;
+		if (period > cap)
+			period = cap;
 		prev = s[i].ts_us;
 		id = pid_alloc(a, s[i].pid);
 		if (id == 0)
