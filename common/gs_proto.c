@@ -380,6 +380,8 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 			winfo(w, &st->allocs[i]);
 			wrec_end(w, r);
 		}
+		w32(w, st->nallocs_total > st->nallocs ? st->nallocs_total
+						       : st->nallocs);
 		break;
 	case GS_MSG_SET_WEIGHT:
 	case GS_MSG_SET_PRIORITY:
@@ -604,6 +606,13 @@ static int rstatus(struct rd *r, struct gs_status *st, struct gs_error *err)
 			r->badstr |= sub.badstr;
 			break;
 		}
+	}
+	/* appended field: absent in frames from older agents */
+	st->nallocs_total = st->nallocs;
+	if (!r->bad && r->len - r->off >= 4) {
+		n = r32(r);
+		if (n > st->nallocs)
+			st->nallocs_total = n;
 	}
 	return 0;
 }

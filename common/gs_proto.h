@@ -171,6 +171,11 @@ struct gs_status {
 	struct gs_gpu_info *gpus;
 	uint32_t nallocs;
 	struct gs_alloc_info *allocs;
+	uint32_t nallocs_total;	/* allocations the caller may see; more
+				 * than nallocs when the reply had to be
+				 * cut to fit one frame (a field appended
+				 * after the arrays: decoders of frames
+				 * without it set nallocs) */
 };
 
 /* Frame header codec.  decode checks magic, major and length bound and

@@ -836,6 +836,7 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		fill_info(ag, a, &st->allocs[n++]);
 	}
 	st->nallocs = n;
+	st->nallocs_total = n;
 	/* too many to fit one frame: list fewer */
 	for (;;) {
 		start = c->out.len;

@@ -127,7 +127,8 @@ static void print_json(const struct gs_status *st)
 		       g->drained ? "true" : "false",
 		       g->simulated ? "true" : "false", g->holder);
 	}
-	printf("], \"allocations\": [");
+	printf("], \"allocations_total\": %u, \"allocations\": [",
+	       st->nallocs_total);
 	for (i = 0; i < st->nallocs; i++) {
 		const struct gs_alloc_info *a = &st->allocs[i];
 
@@ -216,6 +217,9 @@ static void print_table(const struct gs_status *st)
 			printf("  (no allocations%s)\n",
 			       getuid() == 0 ? "" : " of yours");
 	}
+	if (st->nallocs_total > st->nallocs)
+		printf("\n(showing %u of %u allocations: the reply is limited "
+		       "to one frame)\n", st->nallocs, st->nallocs_total);
 }
 
 static int cmd_create(struct gs_client *c, int argc, char **argv)

@@ -153,6 +153,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 			g->holder = 3 + i;
 		}
 		m->u.status.nallocs = 3;
+		m->u.status.nallocs_total = 3;
 		m->u.status.allocs = calloc(3, sizeof(struct gs_alloc_info));
 		for (i = 0; i < 3; i++)
 			fill_info(&m->u.status.allocs[i], i + 1);
@@ -194,6 +195,7 @@ static void assert_msg_equal(const struct gs_msg *a, const struct gs_msg *b)
 		assert_int_equal(x->slice_ns, y->slice_ns);
 		assert_int_equal(x->ngpus, y->ngpus);
 		assert_int_equal(x->nallocs, y->nallocs);
+		assert_int_equal(x->nallocs_total, y->nallocs_total);
 		assert_memory_equal(x->gpus, y->gpus,
 				    x->ngpus * sizeof(*x->gpus));
 		assert_memory_equal(x->allocs, y->allocs,
@@ -277,6 +279,9 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
+		/* STATUS_REPLY ends with an optional field (nallocs_total) */
+		if (all_types[i] == GS_MSG_STATUS_REPLY)
+			full -= 4;
 		for (n = 0; n < full; n++) {
 			h.length = n;
 			err.code = 0;
@@ -412,6 +417,34 @@ static void test_status_counts(void **state)
 	assert_int_equal(err.code, GS_EPROTO);
 }
 
+/* nallocs_total: carried when larger, defaulted from frames without it */
+static void test_status_total(void **state)
+{
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+
+	(void)state;
+	sample(GS_MSG_STATUS_REPLY, &in);
+	in.u.status.nallocs_total = 250;
+	gs_wbuf_init(&b);
+	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+	gs_frame_hdr_decode(b.data, b.len, &h, &err);
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.nallocs_total, 250);
+	gs_msg_clear(&out);
+	h.length -= 4; /* as an older agent sends it */
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.nallocs, 3);
+	assert_int_equal(out.u.status.nallocs_total, 3);
+	gs_msg_clear(&out);
+	gs_msg_clear(&in);
+	gs_wbuf_free(&b);
+}
+
 static void test_encode_limits(void **state)
 {
 	struct gs_msg m;
@@ -514,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_status_counts),
+		cmocka_unit_test(test_status_total),
 		cmocka_unit_test(test_encode_limits),
 		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test(test_names),
