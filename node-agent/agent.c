@@ -1209,6 +1209,11 @@ static void reload(struct gs_agent *ag)
 	if (nc.gpu_source != ag->cfg.gpu_source || nc.nsim != ag->cfg.nsim ||
 	    nc.ngpus != ag->cfg.ngpus)
 		log_warnx("reload: GPU changes need a restart");
+	if (nc.log != ag->cfg.log ||
+	    strcmp(nc.log_file, ag->cfg.log_file) != 0)
+		log_warnx("reload: log target change needs a restart");
+	nc.log = ag->cfg.log;
+	memcpy(nc.log_file, ag->cfg.log_file, sizeof(nc.log_file));
 	snprintf(nc.socket, sizeof(nc.socket), "%s", ag->cfg.socket);
 	nc.shares_per_gpu = ag->cfg.shares_per_gpu;
 	nc.gpu_source = ag->cfg.gpu_source;

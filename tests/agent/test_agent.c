@@ -810,12 +810,21 @@ static void test_reload(struct gs_client *root)
 {
 	struct gs_status *st = NULL;
 	struct gs_error err;
+	struct job j;
+	uint64_t gen = 0, slice;
 	int64_t deadline;
 	uint64_t a, b;
 	int ok = 0;
 
 	a = create(root, -1, 25, 0, 0);
 	b = create(root, -1, 25, 0, NOBODY);
+	/* a job holds the token across the reload */
+	job_attach(&j, a);
+	if (j.page != NULL) {
+		gs_client_token_want(j.c, &err);
+		CHECK(gs_client_wait_grant(j.c, 5000, &gen, &slice, &err) == 1,
+		      "grant before reload: %s", err.msg);
+	}
 	write_config("8ms", "policy: priority\n");
 	kill(agent_pid, SIGHUP);
 	deadline = now_ms() + 5000;
@@ -832,6 +841,10 @@ static void test_reload(struct gs_client *root)
 			nap_ms(10);
 	}
 	CHECK(ok, "SIGHUP did not apply policy/slice");
+	CHECK(alloc_state(root, a) == GS_ASTATE_RUNNING,
+	      "holder kept its token over the reload");
+	CHECK(j.page != NULL && j.page->suspend == GS_CTL_RUN &&
+	      j.page->grant_gen == gen, "control page kept over the reload");
 	/* a bad config is refused and the running one kept */
 	write_config("8ms", "policy: fastest\n");
 	kill(agent_pid, SIGHUP);
@@ -844,6 +857,7 @@ static void test_reload(struct gs_client *root)
 	}
 	gs_client_alloc_close(root, a, NULL, &err);
 	gs_client_alloc_close(root, b, NULL, &err);
+	job_free(&j);
 }
 
 static int wait_slice(struct gs_client *c, uint64_t slice_ns)
