@@ -716,7 +716,8 @@ gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 		const struct gs_labels *ol = &o->labels;
 
 		if (o->uid != uid || o->gpu != gpu ||
-		    strcmp(ol->cluster, l->cluster) || strcmp(ol->job, l->job) ||
+		    strcmp(ol->cluster, l->cluster) ||
+		    strcmp(ol->job, l->job) ||
 		    strcmp(ol->step, l->step) || strcmp(ol->ns, l->ns) ||
 		    strcmp(ol->pod, l->pod) ||
 		    strcmp(ol->container, l->container))

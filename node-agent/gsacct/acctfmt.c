@@ -79,7 +79,11 @@ hms(const char **pp, struct tm *tm)
 static int
 rel_unit(const char *u, long *mult)
 {
-	static const struct { const char *name; size_t minlen; long m; } us[] = {
+	static const struct {
+		const char *name;
+		size_t minlen;
+		long m;
+	} us[] = {
 		{ "seconds", 1, 1 }, { "minutes", 1, 60 }, { "hours", 1, 3600 },
 		{ "days", 1, 86400 }, { "weeks", 1, 604800 },
 	};

@@ -169,9 +169,12 @@ parse_states(struct opts *o, const char *list)
 	const char *names[MAX_LIST];
 	unsigned n = split(list, names, MAX_LIST, "states");
 
-	for (unsigned i = 0; i < n; i++)
-		if (gs_store_state_parse(names[i], &o->states[o->nstates++]) < 0)
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t *st = &o->states[o->nstates++];
+
+		if (gs_store_state_parse(names[i], st) < 0)
 			die("Invalid state: %s", names[i]);
+	}
 }
 
 static time_t
@@ -199,9 +202,9 @@ collect_cb(void *arg, const struct gs_store_alloc *a)
 	if (slurm)
 		for (unsigned i = 0; i < c->ng; i++)
 			if (c->g[i].slurm &&
-			    strcmp(c->g[i].job.a.labels.job, a->labels.job) == 0 &&
-			    strcmp(c->g[i].job.a.labels.cluster,
-				   a->labels.cluster) == 0) {
+			    !strcmp(c->g[i].job.a.labels.job, a->labels.job) &&
+			    !strcmp(c->g[i].job.a.labels.cluster,
+				    a->labels.cluster)) {
 				g = &c->g[i];
 				break;
 			}

@@ -163,7 +163,8 @@ gs_plot_svg(FILE *f, const char *title, int64_t t0, int64_t t1,
 					MARGIN_L + pw * (b + 1) / nbins, yy);
 			}
 			for (unsigned b = nbins; b-- > 0;) {
-				double yy = y0 + PANEL_H - PANEL_H * cum[b] / ymax;
+				double yy = y0 + PANEL_H -
+					PANEL_H * cum[b] / ymax;
 
 				fprintf(f, "%.1f,%.1f %.1f,%.1f ",
 					MARGIN_L + pw * (b + 1) / nbins, yy,
