@@ -17,7 +17,7 @@ $(B)/tests/sched/test_session: $(B)/tests/sched/test_session.o $(GSCOMMON)
 UNIT_TESTS += $(B)/tests/sched/test_sched $(B)/tests/sched/test_session \
 	      tests/sched/session_noprint.sh
 TEST_HELPERS += $(B)/tests/sched/bench_sched
-BENCHES += $(B)/tests/sched/bench_sched
+BENCHES += $(B)/tests/sched/bench_sched tests/sched/bench_shares.sh
 
 # End to end: gshared + three gshare-simjob, weights 1:2:3 (about 20 s).
 INTEG_TESTS += tests/sched/integ_shares.sh
