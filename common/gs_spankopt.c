@@ -198,6 +198,8 @@ static int parse_count(const char *s, size_t n, uint64_t *out)
 			return -1;
 		v = v * 10 + (uint64_t)(s[i] - '0');
 	}
+	if (v > UINT32_MAX / mult)
+		return -1;	/* no gres count is that large */
 	*out = v * mult;
 	return 0;
 }

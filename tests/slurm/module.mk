@@ -18,3 +18,17 @@ $(GS_PROBE): $(B)/tests/slurm/gs_probe.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^
 
 BENCHES += tests/slurm/bench.sh
+
+# libFuzzer target over the plugin's parsers; make test runs it briefly.
+SPANK_FUZZ := $(B)/tests/slurm/fuzz_spankopt
+FUZZERS += $(SPANK_FUZZ)
+TEST_HELPERS += $(SPANK_FUZZ)
+INTEG_TESTS += tests/slurm/fuzz.sh
+
+$(SPANK_FUZZ): tests/slurm/fuzz_spankopt.c common/gs_spankopt.c \
+	       common/gs_config.c common/gs_proto.c common/gs_error.c \
+	       common/gs_spankopt.h
+	@mkdir -p $(@D)
+	$(CLANG) -std=gnu11 -D_GNU_SOURCE -g -O1 -Icommon \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ $(filter %.c,$^)

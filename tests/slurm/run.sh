@@ -220,7 +220,7 @@ begin sbatch-steps
 S=$ROOT/tests/slurm/show_step.sh
 cat >"$GS_T/steps.sbatch" <<EOF
 #!/bin/bash
-#SBATCH -w n1 -n2 --gres=gshare:30
+#SBATCH -w n1 -n2 --gres=gshare:30 --gshare-priority=high
 export GS_PROBE=$PROBE GS_MARKS=$GS_T/marks
 $S batch
 srun -n1 $S inherit
@@ -238,6 +238,10 @@ out=$(cat "$GS_T/steps.out" 2>&1)
 expect "batch step: the job's count" "$out" "^STEP batch alloc=[0-9]+ alloc [0-9]+ job=$j step=batch node=n1 .*shares=30 "
 expect "srun without --gres inherits" "$out" "^STEP inherit alloc=[0-9]+ alloc [0-9]+ job=$j step=0 node=n1 .*shares=30 "
 expect "srun --gres=gshare:10" "$out" "^STEP ten alloc=[0-9]+ alloc [0-9]+ job=$j step=1 node=n1 .*shares=10 "
+# an #SBATCH --gshare-priority reaches the batch step and every step
+for st in batch inherit ten par1 par2; do
+	expect "$st: sbatch's --gshare-priority=high" "$out" "^STEP $st alloc=[0-9]+ alloc .* priority=high "
+done
 expect "srun --gres=none: no allocation" "$out" "^STEP none alloc=none \$"
 expect "parallel step 1" "$out" "^STEP par1 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "
 expect "parallel step 2" "$out" "^STEP par2 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "

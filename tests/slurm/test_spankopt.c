@@ -218,6 +218,9 @@ static void test_gres(void **state)
 		{ "gres:gshare:3x0", -1, 0 },
 		{ "gres/gshare=", -1, 0 },
 		{ "gres:gshare:99999999999999", -1, 0 },
+		{ "gres:gshare:999999999999g", -1, 0 },
+		{ "gres:gshare:4194304k", -1, 0 },
+		{ "gres:gshare:4194303k", 1, 4294966272ull },
 		{ "gres:gshare:4000000000,gres:gshare:t:4000000000", -1, 0 },
 	};
 	struct gs_error err;
