@@ -34,7 +34,7 @@ struct ent {
 	uint64_t id;
 	uint32_t weight;
 	uint32_t prio;		/* static, clamped to GS_SCHED_PRIO_MAX */
-	uint32_t eff;		/* effective priority at the last decision */
+	uint32_t eff;		/* effective priority, last decision */
 	uint8_t active;		/* wants the token */
 	uint8_t holding;	/* holds the token (incl. while suspending) */
 	uint8_t suspending;	/* SUSPEND sent, no release yet */
@@ -500,7 +500,8 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			if (na >= max)
 				goto out_again;
 			held = now > h->grant_at ? now - h->grant_at : 0;
-			h->vtime = sat_add(h->vtime, charge_of(held, h->weight));
+			h->vtime = sat_add(h->vtime,
+					   charge_of(held, h->weight));
 			h->gpu_ns = sat_add(h->gpu_ns, held);
 			h->holding = 0;
 			h->revoked = 1;

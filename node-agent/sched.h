@@ -65,7 +65,7 @@ enum gs_policy { GS_POLICY_WFQ = 0, GS_POLICY_PRIORITY = 1,
 		 GS_POLICY_DYNPRIO = 2 };
 enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
 
-#define GS_SCHED_WEIGHT_SCALE	100u	/* vtime = gpu_ns * 100 / weight */
+#define GS_SCHED_WEIGHT_SCALE	100u	/* vtime += gpu_ns * 100 / w */
 #define GS_SCHED_PRIO_MAX	31u	/* larger priorities are clamped */
 #define GS_SCHED_BOOST_MAX	32u	/* DYNPRIO aging cap (classes) */
 

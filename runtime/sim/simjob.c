@@ -156,7 +156,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			if (ks < k)
 				ks = k;
 			if (ks <= kmax) {
-				if (ks > kn)	/* task in flight finishes */
+				if (ks > kn)	/* task in flight ends */
 					sleep_until(t0 + ks * m->task_ns);
 				k = ks;
 				res->reason = GS_REL_SUSPENDED;

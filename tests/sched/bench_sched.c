@@ -4,7 +4,8 @@
  * For 2..64 entries, all busy with mixed weights (1..8) and, for the
  * priority policies, mixed classes, drive the scheduler through slice
  * after slice with a simulated clock (slice end → SUSPEND, release →
- * GRANT; the top class has at least two entries) and time every gs_sched_step call and every release+step pair
+ * GRANT; the top class has at least two entries) and time every
+ * gs_sched_step call and every release+step pair
  * with CLOCK_MONOTONIC.  Prints p50/p99/max per size as a markdown table.
  * Target (issue #2): p99 <= 5 us.  The timer read itself (~20-30 ns) is
  * included in every sample.

@@ -726,11 +726,13 @@ test_api_errors(void **state)
 	(void)state;
 	s = gs_sched_new(NULL);
 	assert_non_null(s);
-	assert_int_equal(gs_sched_add(s, 1, 0, 1, 10), -1);	/* weight 0 */
+	/* weight 0 */
+	assert_int_equal(gs_sched_add(s, 1, 0, 1, 10), -1);
 	assert_int_equal(gs_sched_add(s, 1, 5, 1, 10), 0);
 	assert_int_equal(gs_sched_add(s, 1, 5, 1, 10), -1);	/* dup */
 	assert_int_equal(gs_sched_want(s, 2, 10), -1);
-	assert_int_equal(gs_sched_release(s, 1, 5, 1, 10), -1);	/* no token */
+	/* no token to release */
+	assert_int_equal(gs_sched_release(s, 1, 5, 1, 10), -1);
 	assert_int_equal(gs_sched_set_priority(s, 2, 1), -1);
 	assert_int_equal(gs_sched_info(s, 2, &info), -1);
 	assert_int_equal(gs_sched_step(s, 10, a, 2, &next), 0);

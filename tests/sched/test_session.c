@@ -403,7 +403,8 @@ test_run_loop(void **state)
 	fake_stop(&f);
 
 	assert_int_equal(e.runs, 2);
-	assert_int_equal(f.wants, 1);	/* no WANT after a SUSPENDED release */
+	/* no WANT after a SUSPENDED release */
+	assert_int_equal(f.wants, 1);
 	assert_int_equal(f.releases, 2);
 	assert_int_equal(f.rel[0].gen, 1);
 	assert_int_equal(f.rel[0].reason, GS_REL_SUSPENDED);
