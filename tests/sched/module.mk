@@ -23,3 +23,5 @@ BENCHES += $(B)/tests/sched/bench_sched tests/sched/bench_shares.sh
 INTEG_TESTS += tests/sched/integ_shares.sh
 # Non-cooperating holder: escalation hold, then kill after SIGHUP (14 s).
 INTEG_TESTS += tests/sched/integ_noncoop.sh
+# Static priority preemption and dynamic priority without starvation (14 s).
+INTEG_TESTS += tests/sched/integ_priority.sh
