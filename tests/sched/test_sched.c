@@ -765,6 +765,149 @@ test_api_errors(void **state)
 	gs_sched_free(NULL);
 }
 
+/* Random event sequences under every policy: the invariants hold (one
+ * holder at most, grants only to entries that want the token and hold
+ * nothing, suspends only to the holder, escalations only of a holder
+ * past its grace, next_ns in the future), and nothing crashes. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t
+rnd(uint64_t n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state % n;
+}
+
+static void
+test_random_invariants(void **state)
+{
+	uint32_t pol;
+
+	(void)state;
+	for (pol = GS_POLICY_WFQ; pol <= GS_POLICY_DYNPRIO; pol++) {
+		struct gs_sched_params p;
+		struct gs_sched *s;
+		struct gs_sched_action a[4];
+		struct gs_sched_entry_info info;
+		uint64_t now = 1000, next, holder = 0, grant_at = 0;
+		uint64_t susp_at = 0;
+		int present[16] = { 0 }, wants[16] = { 0 };
+		int revoked[16] = { 0 };
+		uint64_t escalations = 0, late = 0;
+		int op, na, i, k;
+
+		gs_sched_params_default(&p);
+		p.policy = pol;
+		p.grace_ns = 20 * MS;
+		s = gs_sched_new(&p);
+		assert_non_null(s);
+		for (op = 0; op < 200000; op++) {
+			uint64_t id = 1 + rnd(16);
+			int x = (int)id - 1;
+
+			now += rnd(3 * MS);
+			switch (rnd(8)) {
+			case 0:
+				if (gs_sched_add(s, id, 1 + (uint32_t)rnd(9),
+						 (uint32_t)rnd(4), now) == 0) {
+					assert_false(present[x]);
+					present[x] = 1;
+				} else {
+					assert_true(present[x]);
+				}
+				break;
+			case 1:
+				if (rnd(4) == 0) {
+					gs_sched_remove(s, id, now);
+					present[x] = wants[x] = 0;
+					revoked[x] = 0;
+					if (holder == id)
+						holder = 0;
+				}
+				break;
+			case 2:
+			case 3:
+				assert_int_equal(gs_sched_want(s, id, now),
+						 present[x] ? 0 : -1);
+				if (present[x])
+					wants[x] = 1;
+				break;
+			case 4:
+			case 5:
+				if (revoked[x] && rnd(2) == 0) {
+					/* late release of an overrunner */
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						id, 5, idle, now), 0);
+					revoked[x] = 0;
+					if (idle)
+						wants[x] = 0;
+					late++;
+				} else if (holder != 0 && rnd(2) == 0) {
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						holder, now - grant_at, idle,
+						now), 0);
+					if (idle)
+						wants[holder - 1] = 0;
+					holder = 0;
+				}
+				break;
+			case 6:
+				if (present[x]) {
+					assert_int_equal(gs_sched_set_weight(s,
+						id, 1 + (uint32_t)rnd(9)), 0);
+					assert_int_equal(gs_sched_set_priority(
+						s, id, (uint32_t)rnd(4)), 0);
+				}
+				break;
+			default:
+				break;
+			}
+			na = gs_sched_step(s, now, a, 4, &next);
+			assert_true(na >= 0 && na <= 4);
+			for (i = 0; i < na; i++) {
+				k = (int)a[i].id - 1;
+				assert_true(k >= 0 && k < 16 && present[k]);
+				if (a[i].kind == GS_ACT_GRANT) {
+					assert_int_equal(holder, 0);
+					assert_true(wants[k]);
+					assert_false(revoked[k]);
+					holder = a[i].id;
+					grant_at = now;
+				} else if (a[i].kind == GS_ACT_SUSPEND) {
+					assert_int_equal(a[i].id, holder);
+					susp_at = now;
+				} else {
+					assert_int_equal(a[i].kind,
+							 GS_ACT_ESCALATE);
+					assert_int_equal(a[i].id, holder);
+					assert_true(now - susp_at >= p.grace_ns);
+					/* the token is taken from it; it
+					 * releases later, or goes away */
+					revoked[k] = 1;
+					holder = 0;
+					escalations++;
+				}
+			}
+			assert_int_equal(gs_sched_holder(s), holder);
+			assert_true(next > now);
+			if (holder != 0) {
+				assert_int_equal(gs_sched_info(s, holder,
+							       &info), 0);
+				assert_true(info.holding && info.active);
+			}
+		}
+		/* the random walk did reach the interesting paths */
+		assert_true(escalations > 100 && late > 100);
+		gs_sched_free(s);
+	}
+}
+
 int
 main(void)
 {
@@ -782,6 +925,7 @@ main(void)
 		cmocka_unit_test(test_remove_while_holding),
 		cmocka_unit_test(test_set_weight),
 		cmocka_unit_test(test_api_errors),
+		cmocka_unit_test(test_random_invariants),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
