@@ -152,6 +152,16 @@ out=$(timeout 20 srun -w n1 --gshare-weight=5 --gshare-priority=high --gshare-mo
 	ok "good options accepted" || bad "good options refused: $out"
 end
 
+begin bad-plugstack-argument
+set_plugstack timeout=5
+out=$(timeout 20 srun -w n1 true 2>&1) && bad "srun ran with a bad plugstack argument"
+expect "one line naming it" "$out" '^srun: error: gshare: plugstack.conf: argument [0-9]+: timeout: '
+set_plugstack agnet=/x
+out=$(timeout 20 sbatch -w n1 --wrap true 2>&1) && bad "sbatch ran with an unknown key"
+expect "unknown key named" "$out" '^sbatch: error: gshare: plugstack.conf: argument [0-9]+: agnet'
+set_plugstack
+end
+
 # ------------------------------------------------------ agent unreachable
 # (n1's agent is not started yet)
 begin agent-down-required
