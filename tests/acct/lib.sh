@@ -46,12 +46,20 @@ log: stderr
 EOC
 }
 
+# started() LINE: this start's log (from LINE on) says accounting is up
+started() {
+	tail -n +"$1" "$T/agent.log" | grep -q "accounting: usage store"
+}
+
 start_agent() {
+	# a socket file left by a killed agent must not look like a live one
+	rm -f "$T/sock"
+	touch "$T/agent.log"
+	_from=$(( $(wc -l < "$T/agent.log") + 1 ))
 	"$GSHARED" -d -f "$T/gshare.yaml" >> "$T/agent.log" 2>&1 &
 	AGENT=$!
+	wait_for 10 started "$_from" || fail "agent did not start accounting"
 	wait_for 10 test -S "$T/sock" || fail "agent did not start"
-	wait_for 10 grep -q "accounting: usage store" "$T/agent.log" ||
-		fail "agent did not start accounting"
 }
 
 # ticks committed so far (read-only, like gsacct)
