@@ -4,12 +4,18 @@
 # GPU time.  gsacct's GPUSec must be within 1% of each job's measurement,
 # suspensions must match exactly, and HeldSec >= GPUSec.  Meanwhile the
 # metrics endpoint is scraped and checked with `promtool check metrics`.
+# Old usage put in the store beforehand is purged by the retention.
 # Finally gsacct reads the store with the agent stopped and after kill -9.
 set -u
 . tests/acct/lib.sh
 
 port=$(free_port)
 write_conf 200ms 1 "127.0.0.1:$port"
+# old usage (2023) in the store: the default retention (90 days) must
+# purge it in small batches while the agent runs
+mkdir -p "$T/state"
+echo "bench 5000 10" | $B/tests/acct/acct_fill "$T/state/usage.db" > /dev/null ||
+	fail "acct_fill"
 start_agent
 n=0
 for spec in "10 0.6" "20 0.9" "30 1.2" "40 1.5"; do
@@ -31,6 +37,13 @@ PIDS=""
 # the closes are stored with the next tick
 wait_for 10 sh -c "[ \$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE end_ns > 0\") = 4 ]" ||
 	fail "closed allocations not stored"
+
+old=$(sqlite3 -readonly "$T/state/usage.db" "SELECT COUNT(*) FROM samples WHERE t_ns < 1750000000000000000")
+[ "$old" = 0 ] || fail "$old samples older than the retention left"
+old=$(sqlite3 -readonly "$T/state/usage.db" "SELECT COUNT(*) FROM allocs WHERE job LIKE '900%'")
+[ "$old" = 0 ] || fail "$old allocations older than the retention left"
+grep -q "10 allocation(s) left open by the previous run closed as NODE_FAIL" "$T/agent.log" ||
+	fail "recovery of the old open rows not logged"
 
 check() {
 	TZ=UTC "$GSACCT" --store "$T/state/usage.db" -j 701,702,703,704 -P -n \
