@@ -348,6 +348,9 @@ fi
 end
 
 begin uid-nobody
+# nobody may not be able to reach the build tree (a checkout under /root):
+# use a copy in the cluster's world-readable temp dir
+install -m 755 "$PROBE" "$GS_T/gs_probe"
 # a root-owned allocation of another job, to try to take over
 other=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'sleep 300')
 other_alloc() { allocs n1 | grep -q " job=$other "; }
@@ -357,7 +360,7 @@ out=$(timeout 30 srun -w n1 --uid=nobody --chdir=/tmp --gres=gshare:10 bash -c \
 	'echo WHO $(id -u) alloc=$GSHARE_ALLOC
 	 "$0" attach
 	 "$0" attach "$GSHARE_SOCKET" "$1"
-	 "$0" status "$GSHARE_SOCKET"' "$PROBE" "$oid" 2>&1)
+	 "$0" status "$GSHARE_SOCKET"' "$GS_T/gs_probe" "$oid" 2>&1)
 expect "runs as nobody" "$out" "^WHO $(id -u nobody) alloc=[0-9]+\$"
 expect "attaches to its own allocation" "$out" "^attached [0-9]+ uid=$(id -u nobody) shares=10\$"
 expect "cannot attach to root's" "$out" "^error EPERM"
