@@ -39,7 +39,8 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 	GS_CFG_KEY_STRING("sacct", struct gs_spank_conf, sacct, 1,
 			  "/usr/bin/sacct", "sacct, to read AdminComment"),
 	GS_CFG_KEY_STRING("sacctmgr", struct gs_spank_conf, sacctmgr, 1,
-			  "/usr/bin/sacctmgr", "sacctmgr, to write AdminComment"),
+			  "/usr/bin/sacctmgr",
+			  "sacctmgr, to write AdminComment"),
 	GS_CFG_KEY_END,
 };
 

@@ -35,8 +35,8 @@ static int job_tres(uint32_t job, char **out, struct gs_error *err)
 
 	if (slurm_load_job(&resp, job, SHOW_ALL) != SLURM_SUCCESS)
 		return gs_error_set(err, GS_EIO,
-				    "cannot load job %u from slurmctld: %s", job,
-				    slurm_strerror(slurm_get_errno()));
+				    "cannot load job %u from slurmctld: %s",
+				    job, slurm_strerror(slurm_get_errno()));
 	for (i = 0; i < resp->record_count; i++) {
 		if (resp->job_array[i].job_id == job) {
 			rv = dup_tres(resp->job_array[i].tres_per_node, out,

@@ -169,7 +169,7 @@ int gs__remote_begin(spank_t sp)
 	uid_t uid;
 	uint64_t count = 0;
 	char *tres = NULL;
-	char step[32];
+	char step[32], dir[GS_SPANK_PATH_MAX + 96];
 	int found, rv = -1;
 
 	if (get_u32(sp, S_JOB_ID, &gs__st.job) < 0 ||
@@ -227,6 +227,12 @@ int gs__remote_begin(spank_t sp)
 		goto out_free_tres;
 	}
 
+	/* before the allocation exists: should this process die right
+	 * after creating it, the epilog still looks for leftovers */
+	if (job_dir(dir, sizeof(dir), &err) < 0)
+		slurm_error("gshare: job %" PRIu32 ": %s", gs__st.job,
+			    err.msg);
+
 	memset(&req, 0, sizeof(req));
 	req.gpu = -1;
 	req.shares = (uint32_t)count;
@@ -266,14 +272,6 @@ int gs__remote_begin(spank_t sp)
 	}
 	gs__st.alloc_id = info.id;
 	gs__st.shares = info.shares;
-	{
-		char dir[GS_SPANK_PATH_MAX + 96];
-
-		/* without it the epilog would not look for leftovers */
-		if (job_dir(dir, sizeof(dir), &cerr) < 0)
-			slurm_error("gshare: job %" PRIu32 ": %s", gs__st.job,
-				    cerr.msg);
-	}
 	slurm_verbose("gshare: step %" PRIu32 ".%s on %s: allocation %" PRIu64
 		      " (%u shares, gpu %d)",
 		      gs__st.job, step, gs__st.node, info.id, info.shares,

@@ -177,13 +177,14 @@ static void test_expand(void **state)
 	assert_int_equal(gs_spank_expand_path("/x/%q", "n1", out, sizeof(out),
 					      &err),
 			 -1);
-	assert_int_equal(gs_spank_expand_path("/x/%n", "a-very-very-long-node-name"
-					      "-indeed", out, sizeof(out),
-					      &err),
+	assert_int_equal(gs_spank_expand_path("/x/%n", "a-very-very-long-"
+					      "node-name-indeed", out,
+					      sizeof(out), &err),
 			 -1);
 	assert_non_null(strstr(err.msg, "too long"));
 	/* exactly fits: 31 chars + NUL */
-	assert_int_equal(gs_spank_expand_path("/%n", "abcdefghijklmnopqrstuvwxyz1234",
+	assert_int_equal(gs_spank_expand_path("/%n",
+					      "abcdefghijklmnopqrstuvwxyz1234",
 					      out, sizeof(out), &err),
 			 0);
 	assert_int_equal(strlen(out), 31);
