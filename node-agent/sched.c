@@ -48,6 +48,7 @@ struct ent {
 	uint64_t suspend_at;
 	uint64_t revoked_at;
 	uint64_t hold_until;	/* held_back: penalty end */
+	uint64_t skip_ns;	/* not charged at release (policy change) */
 };
 
 struct gs_sched {
@@ -56,6 +57,7 @@ struct gs_sched {
 	unsigned n, cap;
 	int hidx;		/* index of the holder, -1: token free */
 	uint64_t floor[NCLASS];	/* per-class vtime floor, monotonic */
+	uint64_t last_now;	/* latest time any call was given */
 };
 
 void
@@ -111,7 +113,42 @@ gs_sched_free(struct gs_sched *s)
 void
 gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 {
+	uint32_t old = s->p.policy;
+	uint64_t m = 0;
+	unsigned i, c;
+
 	params_fix(&s->p, p);
+	if (s->p.policy == old)
+		return;
+	/* A new policy starts a new fairness epoch: virtual times built
+	 * under the old classes (a low class starved by a static priority)
+	 * must not turn into a burst under the new ones. */
+	for (i = 0; i < s->n; i++)
+		if (s->e[i].vtime > m)
+			m = s->e[i].vtime;
+	for (c = 0; c < NCLASS; c++)
+		if (s->floor[c] > m)
+			m = s->floor[c];
+	for (i = 0; i < s->n; i++)
+		s->e[i].vtime = m;
+	for (c = 0; c < NCLASS; c++)
+		s->floor[c] = m;
+	/* The holder's grant so far belongs to the old epoch too. */
+	if (s->hidx >= 0) {
+		struct ent *h = &s->e[s->hidx];
+
+		if (s->last_now > h->grant_at) {
+			h->skip_ns += s->last_now - h->grant_at;
+			h->grant_at = s->last_now;
+		}
+	}
+}
+
+static void
+saw(struct gs_sched *s, uint64_t now)
+{
+	if (now > s->last_now)
+		s->last_now = now;
 }
 
 static int
@@ -236,6 +273,7 @@ gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
 {
 	struct ent *e;
 
+	saw(s, now);
 	if (weight == 0 || find(s, id) >= 0)
 		return -1;
 	if (s->n == s->cap) {
@@ -264,6 +302,7 @@ gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now)
 	int i = find(s, id);
 	struct ent *e;
 
+	saw(s, now);
 	if (i < 0)
 		return;
 	e = &s->e[i];
@@ -325,6 +364,7 @@ gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now)
 	int i = find(s, id);
 	struct ent *e;
 
+	saw(s, now);
 	if (i < 0)
 		return -1;
 	e = &s->e[i];
@@ -346,6 +386,7 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 	int i = find(s, id);
 	struct ent *e;
 
+	saw(s, now);
 	if (i < 0)
 		return -1;
 	e = &s->e[i];
@@ -362,7 +403,10 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		e->held_back = 1;
 		e->hold_until = sat_add(now, over);
 	} else if (s->hidx == i) {
-		e->vtime = sat_add(e->vtime, charge_of(gpu_ns, e->weight));
+		uint64_t c = gpu_ns > e->skip_ns ? gpu_ns - e->skip_ns : 0;
+
+		e->vtime = sat_add(e->vtime, charge_of(c, e->weight));
+		e->skip_ns = 0;
 		e->gpu_ns = sat_add(e->gpu_ns, gpu_ns);
 		e->holding = 0;
 		e->suspending = 0;
@@ -489,6 +533,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	struct ent *h;
 	int na = 0, w;
 
+	saw(s, now);
 	end_penalties(s, now);
 
 	/* 1. A suspending holder past its grace: charge, revoke, escalate. */
@@ -530,6 +575,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 		h->suspending = 0;
 		h->held_back = 0;
 		h->grant_at = now;
+		h->skip_ns = 0;
 		h->slice_end = sat_add(now, s->p.slice_ns);
 		s->hidx = w;
 		emit(acts, &na, GS_ACT_GRANT, h->id, s->p.slice_ns);

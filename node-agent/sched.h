@@ -52,6 +52,10 @@
  *    (as after an idle period), so the time they got meanwhile is not
  *    owed back to it.  A hold-back never idles the GPU: with nobody else
  *    eligible it may run.
+ *  - gs_sched_set_params with another policy starts a new fairness epoch:
+ *    every entry's vtime is set to the largest one (and the holder's
+ *    grant so far is not charged again), so vtimes built under the old
+ *    policy's classes cause no burst under the new one.
  *  - Call gs_sched_step after every event and whenever *next_ns passes.
  *    All calls are O(n) in the number of entries and allocate nothing
  *    except gs_sched_new and gs_sched_add (array growth).

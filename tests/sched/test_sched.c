@@ -714,6 +714,38 @@ test_set_weight(void **state)
 	gs_sched_free(m.s);
 }
 
+/* A policy change (SIGHUP) does not turn a starved low class's small
+ * vtime into a burst under the new policy. */
+static void
+test_policy_change(void **state)
+{
+	struct sim m;
+	struct gs_sched_params p;
+	double share[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_PRIORITY);
+	sim_add(&m, 1, 2);
+	sim_add(&m, 1, 0);
+	start_all(&m);
+	sim_window(&m, 2 * SEC, share);
+	assert_true(share[1] < 0.01);	/* static priority: low starves */
+	gs_sched_params_default(&p);
+	p.policy = GS_POLICY_WFQ;
+	gs_sched_set_params(m.s, &p);
+	sim_step(&m);
+	sim_window(&m, 200 * MS, share);
+	if (share[1] > 55.0)
+		fail_msg("low after the switch to wfq: %.2f%%", share[1]);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[0] > 49.0 && share[0] < 51.0);
+	/* same parameters again: nothing changes */
+	gs_sched_set_params(m.s, &p);
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[0] > 49.0 && share[0] < 51.0);
+	gs_sched_free(m.s);
+}
+
 /* Argument and state errors; growth past the initial capacity. */
 static void
 test_api_errors(void **state)
@@ -924,6 +956,7 @@ main(void)
 		cmocka_unit_test(test_noncoop_held_back),
 		cmocka_unit_test(test_remove_while_holding),
 		cmocka_unit_test(test_set_weight),
+		cmocka_unit_test(test_policy_change),
 		cmocka_unit_test(test_api_errors),
 		cmocka_unit_test(test_random_invariants),
 	};
