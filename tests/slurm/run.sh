@@ -83,11 +83,11 @@ GS_NODES=2
 declare -A AGENT_PID=()
 
 start_agent() {
-	local n=$1 d=$GS_T/agent
+	local n=$1 gpus=${2:-1} d=$GS_T/agent
 	mkdir -p "$d/$n.state"
 	chmod 755 "$d"
 	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
-		"gpus:" "  simulated: 1" "log: file" \
+		"gpus:" "  simulated: $gpus" "log: file" \
 		"log_file: $GS_T/log/gshared.$n.log" "metrics_listen: ''" \
 		"accounting_tick: 100ms" "slice: 20ms" >"$d/$n.yaml"
 	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
@@ -284,6 +284,23 @@ both_segments() {
 gs_wait 60 "both nodes in the AdminComment of job $j" both_segments &&
 	ok "AdminComment has both nodes: $(sacct -n -X -P -j "$j" -o AdminComment)" ||
 	bad "AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
+end
+
+begin gpu-placement
+# n2's agent gets two simulated GPUs with GPU 0 mostly taken outside
+# Slurm: the step lands on GPU 1 and CUDA_VISIBLE_DEVICES says so
+GSHARECTL=$ROOT/$B/node-agent/gsharectl
+stop_agent n2
+start_agent n2 2
+held=$("$GSHARECTL" -s "$GS_T/agent/n2.sock" create --shares 80 --gpu 0 --job outside 2>&1)
+out=$(CUDA_VISIBLE_DEVICES=0 timeout 30 srun -w n2 --gres=gshare:30 bash -c \
+	'echo CUDA=$CUDA_VISIBLE_DEVICES; "$0" status "$GSHARE_SOCKET" | grep "^alloc $GSHARE_ALLOC "' "$PROBE" 2>&1)
+expect "placed on GPU 1" "$out" '^CUDA=1$'
+expect "agent agrees" "$out" '^alloc [0-9]+ job=[0-9]+ step=0 node=n2 .*shares=30 .* gpu=1 '
+"$GSHARECTL" -s "$GS_T/agent/n2.sock" close "$held" >/dev/null 2>&1 ||
+	bad "could not close the outside allocation '$held'"
+stop_agent n2
+start_agent n2
 end
 
 begin four-jobs-three-run
