@@ -54,7 +54,9 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
+trap 'echo; echo "demo: interrupted"; exit 130' INT TERM HUP
+# output closed (e.g. piped into head): stop quietly, still cleaning up
+trap 'exit 141' PIPE
 
 cat > "$dir/gshare.yaml" <<CONF
 socket: $sock
