@@ -711,6 +711,9 @@ int
 gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 	       int32_t gpu, struct gs_store_alloc *row)
 {
+	/* without a job or a pod nothing says it is the same allocation */
+	if (l->job[0] == '\0' && l->pod[0] == '\0')
+		return 0;
 	for (unsigned i = 0; i < s->norph; i++) {
 		const struct gs_store_alloc *o = &s->orph[i];
 		const struct gs_labels *ol = &o->labels;

@@ -131,8 +131,9 @@ int gs_store_recover(struct gs_store *s, int64_t since_ns,
 /* A new allocation with these identity fields appeared: when it matches a
  * recovered row (same cluster, job, step, namespace, pod, container, uid
  * and GPU), fill *row with that row (state RUNNING, end 0, totals kept),
- * forget the candidate and return 1; else 0.  The caller writes the row
- * back in its next batch. */
+ * forget the candidate and return 1; else 0.  An allocation with neither
+ * a job nor a pod label is never adopted (nothing identifies it).  The
+ * caller writes the row back in its next batch. */
 int gs_store_adopt(struct gs_store *s, const struct gs_labels *l,
 		   uint32_t uid, int32_t gpu, struct gs_store_alloc *row);
 unsigned gs_store_orphans(const struct gs_store *s);

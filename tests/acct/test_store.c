@@ -308,7 +308,7 @@ static void
 test_recover_adopt(void **state)
 {
 	struct fx *f = *state;
-	struct gs_store_alloc a[2], row;
+	struct gs_store_alloc a[3], row;
 	struct gs_store *s = open_rw(f);
 	struct gs_error err;
 	struct seen sn;
@@ -316,22 +316,27 @@ test_recover_adopt(void **state)
 
 	mk_alloc(&a[0], 1, "50", "0", 1000, 1000);
 	mk_alloc(&a[1], 2, "51", "0", 1000, 1000);
-	write_tick(s, 1, 7000000000, a, 2, 10);
+	mk_alloc(&a[2], 3, "", "", 1000, 1000);	/* not labelled (yet) */
+	write_tick(s, 1, 7000000000, a, 3, 10);
 	a[1].end_ns = 7000000000;
 	a[1].state = GS_SST_COMPLETED;
 	write_tick(s, 2, 8000000000, &a[1], 1, 0);
-	gs_store_close(s);	/* "crash": 50.0 left open */
+	gs_store_close(s);	/* "crash": 50.0 and the unlabelled one open */
 
 	s = open_rw(f);
-	assert_int_equal(gs_store_recover(s, 0, &err), 1);
-	assert_int_equal(gs_store_orphans(s), 1);
+	assert_int_equal(gs_store_recover(s, 0, &err), 2);
+	assert_int_equal(gs_store_orphans(s), 2);
 	memset(&flt, 0, sizeof(flt));
 	uint32_t nf[] = { GS_SST_NODE_FAIL };
 	flt.states = nf;
 	flt.nstates = 1;
-	assert_int_equal(query(s, &flt, &sn), 1);
+	assert_int_equal(query(s, &flt, &sn), 2);
 	assert_int_equal(sn.keys[0], 1);
 
+	/* unlabelled allocations are never adopted, even by one another */
+	struct gs_labels none;
+	memset(&none, 0, sizeof(none));
+	assert_int_equal(gs_store_adopt(s, &none, 1000, 0, &row), 0);
 	/* a different uid or step does not match */
 	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1001, 0, &row), 0);
 	struct gs_labels l = a[0].labels;
@@ -344,7 +349,7 @@ test_recover_adopt(void **state)
 	assert_int_equal(row.state, GS_SST_RUNNING);
 	assert_int_equal(row.end_ns, 0);
 	assert_int_equal(row.tot.gpu_ns, 10);
-	assert_int_equal(gs_store_orphans(s), 0);
+	assert_int_equal(gs_store_orphans(s), 1);	/* the unlabelled one */
 	assert_int_equal(gs_store_adopt(s, &a[0].labels, 1000, 0, &row), 0);
 	gs_store_close(s);
 
@@ -353,7 +358,7 @@ test_recover_adopt(void **state)
 	 * active after `since` */
 	s = open_rw(f);
 	assert_int_equal(gs_store_recover(s, 0, &err), 0);
-	assert_int_equal(gs_store_orphans(s), 1);
+	assert_int_equal(gs_store_orphans(s), 2);
 	gs_store_close(s);
 	s = open_rw(f);
 	assert_int_equal(gs_store_recover(s, 7000000001, &err), 0);
