@@ -17,6 +17,11 @@
  * and go on — what a re-registering plugin and a reconnecting runtime do.
  * The new page's counters continue the old ones and the page says so
  * (`resumed`); --fresh-counters starts them again at zero instead.
+ *
+ * --hog-ms N --hogs K: a misbehaving job instead.  K times it takes the
+ * token, keeps it N ms whatever the agent says, reports no GPU time and
+ * writes no counters; it prints the wall time it held the token
+ * ("hold_ns=").  The agent must charge it for those holds.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -31,11 +36,15 @@
 #include "gs_client.h"
 #include "gs_ctlpage.h"
 
+#define PROGRESS_NS 50000000ull	/* counters published during a hold */
+
 struct job {
 	const char *sock;
 	struct gs_alloc_req req;
 	uint64_t work_ns, task_ns;
 	int reconnect, close_at_end, fresh;
+	uint64_t hog_ns;	/* --hog-ms: misbehaving job */
+	unsigned hogs;
 	struct gs_client *c;
 	volatile struct gs_ctlpage *page;
 	uint64_t id;
@@ -128,11 +137,31 @@ publish(struct job *j, uint32_t state)
 	__atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
 }
 
+/* One misbehaving grant: hold, ignore SUSPEND, report nothing. */
+static int
+hog_once(struct job *j, struct gs_error *err)
+{
+	uint64_t gen, slice, t0;
+	int r;
+
+	if (gs_client_token_want(j->c, err) < 0)
+		return -1;
+	do {
+		r = gs_client_wait_grant(j->c, 10000, &gen, &slice, err);
+	} while (r == 0);
+	if (r < 0)
+		return -1;
+	t0 = mono();
+	sleep_ns(j->hog_ns);
+	j->held_ns += mono() - t0;
+	return gs_client_token_release(j->c, gen, 0, 0, GS_REL_IDLE, err);
+}
+
 /* One grant: run tasks until suspended or out of work. */
 static int
 run_once(struct job *j, struct gs_error *err)
 {
-	uint64_t gen, slice, t0, run_gpu = 0, evict = 0, exit_ns;
+	uint64_t gen, slice, t0, run_gpu = 0, evict = 0, exit_ns, last_pub;
 	uint32_t reason;
 	int r;
 
@@ -146,6 +175,7 @@ run_once(struct job *j, struct gs_error *err)
 		return -1;
 	t0 = mono();
 	publish(j, GS_CTL_RUNNING);
+	last_pub = t0;
 	while (j->gpu_ns + run_gpu < j->work_ns &&
 	       __atomic_load_n(&j->page->suspend, __ATOMIC_ACQUIRE) ==
 	       GS_CTL_RUN) {
@@ -155,6 +185,18 @@ run_once(struct job *j, struct gs_error *err)
 		run_gpu += mono() - a;
 		j->pc.tasks++;
 		j->tasks++;
+		if (mono() - last_pub >= PROGRESS_NS) {
+			/* a long hold shows up in the counters as it goes,
+			 * as the runtime's progress updates do */
+			__atomic_store_n(&j->page->gpu_ns, j->pc.gpu + run_gpu,
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&j->page->held_ns,
+					 j->pc.held + (mono() - t0),
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&j->page->block_tasks, j->pc.tasks,
+					 __ATOMIC_RELEASE);
+			last_pub = mono();
+		}
 	}
 	exit_ns = mono();
 	j->gpu_ns += run_gpu;
@@ -194,6 +236,8 @@ main(int argc, char **argv)
 		{ "reconnect", no_argument, NULL, 'r' },
 		{ "close", no_argument, NULL, 'c' },
 		{ "fresh-counters", no_argument, NULL, 'f' },
+		{ "hog-ms", required_argument, NULL, 'H' },
+		{ "hogs", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct job j;
@@ -230,6 +274,8 @@ main(int argc, char **argv)
 		case 'r': j.reconnect = 1; break;
 		case 'c': j.close_at_end = 1; break;
 		case 'f': j.fresh = 1; break;
+		case 'H': j.hog_ns = strtoull(optarg, NULL, 10) * 1000000; break;
+		case 'K': j.hogs = (unsigned)atoi(optarg); break;
 		default:
 			fprintf(stderr, "acct_job: bad option\n");
 			return 2;
@@ -238,6 +284,24 @@ main(int argc, char **argv)
 	if (setup(&j, 5000, &err) < 0) {
 		fprintf(stderr, "acct_job %s: %s\n", j.req.labels.job, err.msg);
 		return 1;
+	}
+	if (j.hog_ns) {
+		for (unsigned k = 0; k < j.hogs; k++)
+			if (hog_once(&j, &err) < 0) {
+				fprintf(stderr, "acct_job %s: %s\n",
+					j.req.labels.job, err.msg);
+				return 1;
+			}
+		if (j.close_at_end &&
+		    gs_client_alloc_close(j.c, j.id, NULL, &err) < 0) {
+			fprintf(stderr, "acct_job %s: close: %s\n",
+				j.req.labels.job, err.msg);
+			return 1;
+		}
+		printf("%s hold_ns=%" PRIu64 "\n", j.req.labels.job,
+		       j.held_ns);
+		drop(&j);
+		return 0;
 	}
 	while (j.gpu_ns < j.work_ns) {
 		if (run_once(&j, &err) == 0)

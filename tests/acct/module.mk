@@ -55,3 +55,4 @@ $(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
 	    -iquote node-agent/gsacct \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(FUZZ_GSACCT_SRCS) -lsqlite3 -lpthread
+INTEG_TESTS += tests/acct/integ_overrun.sh
