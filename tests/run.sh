@@ -3,6 +3,8 @@
 # and print one line per test plus a summary.  Exit 1 if any failed.
 # Usage: tests/run.sh LABEL PROGRAM...
 # TEST_TIMEOUT (seconds, default 300) bounds each program.
+# Logs go to build/test-logs/; with LABEL "bench" (or TEST_VERBOSE=1) each
+# program's output is printed too, since there the figures are the result.
 set -u
 label=$1; shift
 pass=0; fail=0; failed=""
@@ -20,6 +22,9 @@ for t in "$@"; do
 	if [ $rc = 0 ]; then
 		pass=$((pass + 1))
 		printf '%-6s PASS %-50s %6d ms\n' "$label" "$t" "$ms"
+		if [ "$label" = bench ] || [ "${TEST_VERBOSE:-0}" = 1 ]; then
+			sed 's/^/    | /' "$logdir/$name.log"
+		fi
 	else
 		fail=$((fail + 1)); failed="$failed $t"
 		printf '%-6s FAIL %-50s (rc=%s)\n' "$label" "$t" "$rc"
