@@ -10,10 +10,10 @@
  *
  * The tick never touches the disk: it builds a batch and queues it for the
  * store's writer thread; completions come back on the store's eventfd.
- * Limits: the accounting keys are read at start-up (a SIGHUP reload does
- * not change them); a clean stop leaves open allocations open in the
- * store, so the next start closes them as NODE_FAIL unless their jobs
- * come back.
+ * Limits: a SIGHUP reload changes the tick and the retention (seen at the
+ * next tick), not the store path or the metrics address; a clean stop
+ * leaves open allocations open in the store, so the next start closes
+ * them as NODE_FAIL unless their jobs come back.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -50,6 +50,9 @@ struct gs_accounting {
 	struct gs_metrics *metrics;
 	struct gs_agent_stats st;
 	uint64_t period, due;
+	uint32_t retention_days;
+	char path[512];			/* store path in use */
+	char metrics_addr[64];		/* metrics_listen in use */
 	uint64_t warned_busy;
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct shadow *sh;
@@ -215,12 +218,65 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 }
 
 static void
+store_path(const struct gs_agent_config *cfg, char *buf, size_t n)
+{
+	if (cfg->usage_db[0])
+		snprintf(buf, n, "%s", cfg->usage_db);
+	else
+		snprintf(buf, n, "%s/usage.db", cfg->state_dir);
+}
+
+static int64_t
+retention_ns(uint32_t days)
+{
+	return days ? (int64_t)days * 86400 * 1000000000LL : 0;
+}
+
+static void on_tick(struct gs_loop *l, uint64_t now, void *arg);
+
+/* A SIGHUP reload may have changed the tick or the retention; the store
+ * path and the metrics address keep their start-up values. */
+static void
+reload(struct gs_accounting *ac, struct gs_loop *l)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(ac->ag);
+	char path[512];
+
+	store_path(cfg, path, sizeof(path));
+	if (strcmp(path, ac->path) != 0 ||
+	    strcmp(cfg->metrics_listen, ac->metrics_addr) != 0) {
+		log_warnx("reload: usage store or metrics address change "
+			  "needs a restart; keeping %s and '%s'", ac->path,
+			  ac->metrics_addr);
+		/* say it once per reload, not at every tick */
+		snprintf(ac->path, sizeof(ac->path), "%s", path);
+		snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
+			 cfg->metrics_listen);
+	}
+	if (cfg->acct_tick_ns != ac->period) {
+		log_info("accounting: tick %.3f s -> %.3f s",
+			 (double)ac->period / 1e9,
+			 (double)cfg->acct_tick_ns / 1e9);
+		ac->period = cfg->acct_tick_ns;
+		ac->due = 0;
+		gs_loop_set_tick_period(l, on_tick, ac, ac->period);
+	}
+	if (cfg->retention_days != ac->retention_days) {
+		log_info("accounting: retention %u -> %u days",
+			 ac->retention_days, cfg->retention_days);
+		ac->retention_days = cfg->retention_days;
+		gs_store_set_retention(ac->store,
+				       retention_ns(ac->retention_days));
+	}
+}
+
+static void
 on_tick(struct gs_loop *l, uint64_t now, void *arg)
 {
 	struct gs_accounting *ac = arg;
 
-	(void)l;
 	now = gs_now_ns();	/* the loop passes the scheduled time */
+	reload(ac, l);
 	if (ac->due == 0 || now > ac->due + 10 * ac->period)
 		ac->due = now;	/* first tick, or resync after a stall */
 	ac->st.loop_lag_ns = now > ac->due ? now - ac->due : 0;
@@ -326,7 +382,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	const struct gs_agent_config *cfg = gs_agent_config(ag);
 	struct gs_loop *l = gs_agent_loop(ag);
 	struct gs_accounting *ac;
-	char path[512];
+	const char *path;
 	int n;
 
 	ac = calloc(1, sizeof(*ac));
@@ -334,10 +390,10 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		return gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
 	ac->ag = ag;
 	ac->period = cfg->acct_tick_ns;
-	if (cfg->usage_db[0])
-		snprintf(path, sizeof(path), "%s", cfg->usage_db);
-	else
-		snprintf(path, sizeof(path), "%s/usage.db", cfg->state_dir);
+	store_path(cfg, ac->path, sizeof(ac->path));
+	path = ac->path;
+	snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
+		 cfg->metrics_listen);
 	if (gs_store_open(path, 0, &ac->store, err) < 0)
 		goto out_free;
 	n = gs_store_recover(ac->store, real_now() - ADOPT_WINDOW_NS, err);
@@ -350,9 +406,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	if (gs_acct_new(ac->store, &ac->acct, err) < 0)
 		goto out_free;
 	open_estimates(ac);
-	if (gs_store_start(ac->store, cfg->retention_days ?
-			   (int64_t)cfg->retention_days * 86400 * 1000000000LL :
-			   0, PURGE_BATCH, err) < 0)
+	ac->retention_days = cfg->retention_days;
+	if (gs_store_start(ac->store, retention_ns(cfg->retention_days),
+			   PURGE_BATCH, err) < 0)
 		goto out_free;
 	if (gs_loop_add_fd(l, gs_store_event_fd(ac->store), EPOLLIN, on_store,
 			   ac, err) < 0)

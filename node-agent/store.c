@@ -843,6 +843,7 @@ writer_main(void *arg)
 	struct gs_store_done d;
 	struct gs_error err;
 	struct qnode *n;
+	int64_t retention;
 	uint64_t t0;
 
 	for (;;) {
@@ -862,14 +863,17 @@ writer_main(void *arg)
 
 		memset(&d, 0, sizeof(d));
 		d.tick = n->b->tick;
+		pthread_mutex_lock(&s->mu);
+		retention = s->retention_ns;
+		pthread_mutex_unlock(&s->mu);
 		t0 = mono_ns();
 		gs_error_clear(&err);
 		d.ok = write_batch(s, n->b, &err) == 0;
 		d.write_ns = mono_ns() - t0;
 		if (!d.ok)
 			snprintf(d.msg, sizeof(d.msg), "%s", err.msg);
-		else if (s->retention_ns > 0 &&
-			 gs_store_purge(s, real_ns() - s->retention_ns,
+		else if (retention > 0 &&
+			 gs_store_purge(s, real_ns() - retention,
 					s->purge_limit, &d.purged, &err) < 0)
 			snprintf(d.msg, sizeof(d.msg), "%s", err.msg);
 		gs_store_batch_free(n->b);
@@ -901,6 +905,14 @@ gs_store_start(struct gs_store *s, int64_t retention_ns, unsigned purge_limit,
 	}
 	s->started = 1;
 	return 0;
+}
+
+void
+gs_store_set_retention(struct gs_store *s, int64_t retention_ns)
+{
+	pthread_mutex_lock(&s->mu);
+	s->retention_ns = retention_ns;
+	pthread_mutex_unlock(&s->mu);
 }
 
 int

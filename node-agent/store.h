@@ -163,6 +163,8 @@ struct gs_store_done {
  * batch of at most purge_limit rows after each tick). */
 int gs_store_start(struct gs_store *s, int64_t retention_ns,
 		   unsigned purge_limit, struct gs_error *err);
+/* Change the retention of a running writer (SIGHUP reload). */
+void gs_store_set_retention(struct gs_store *s, int64_t retention_ns);
 /* Readable (EPOLLIN) when completions wait; the loop then calls reap. */
 int gs_store_event_fd(const struct gs_store *s);
 /* Queue a batch; never waits for the disk.  Takes ownership of b (freed

@@ -45,4 +45,23 @@ print("overrun: hog held %.3f s and reported 0; charged %.2f GPU-s (%.1f%%), "
 assert 0.90 * hold <= hog_gpu <= 1.10 * hold, "hog not charged its holds"
 assert abs(good_gpu - good) <= 0.01 * good, "good job charged wrongly"
 PY
+
+# SIGHUP: a new accounting tick and retention apply without a restart; a
+# new store path is refused with a warning
+sed -i 's/^accounting_tick: .*/accounting_tick: 50ms/' "$T/gshare.yaml"
+echo "usage_retention_days: 7" >> "$T/gshare.yaml"
+kill -HUP "$AGENT"
+wait_for 10 grep -q "accounting: tick 0.200 s -> 0.050 s" "$T/agent.log" ||
+	fail "tick not reloaded"
+grep -q "accounting: retention 90 -> 7 days" "$T/agent.log" ||
+	fail "retention not reloaded"
+before=$(ticks)
+sleep 1
+after=$(ticks)
+[ $((after - before)) -ge 10 ] || fail "ticks after reload: $((after - before)) in 1 s"
+echo "usage_db: $T/other.db" >> "$T/gshare.yaml"
+kill -HUP "$AGENT"
+wait_for 10 grep -q "reload: usage store or metrics address change needs a restart" "$T/agent.log" ||
+	fail "store path change not refused"
+[ ! -e "$T/other.db" ] || fail "a reload opened another store"
 echo "overrun: ok"
