@@ -5,7 +5,8 @@
 # escalates it (grace 50 ms, escalation hold) and accounting must charge
 # it the whole time it held the GPU: gsacct's GPUSec within 10% of the
 # hold time the job measured itself, although it reported zero.  The
-# well-behaved job is still charged exactly what it measured.
+# well-behaved job is still charged exactly what it measured.  Then
+# SIGHUP: a new tick and retention apply, a new store path is refused.
 set -u
 . tests/acct/lib.sh
 
