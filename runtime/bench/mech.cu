@@ -1,0 +1,251 @@
+/*
+ * mech.cu — measurements of the preemption mechanism (standalone, forced
+ * suspensions play the agent; the agent-attached numbers come from
+ * tests/gpu/bench):
+ *
+ *   evict    eviction latency (suspend written -> kernels exited, both
+ *            CLOCK_MONOTONIC) for 1.7, 16 and 160 us block-tasks
+ *   cycle    suspend+resume cycle cost and overhead at 1, 4, 10 ms slices
+ *   acct     GPU time the runtime reports vs CUDA events around solo runs
+ *
+ * Usage: gs-mech [evict|cycle|acct ...] [--raw DIR]
+ * Prints "mech ..." lines; with --raw, eviction samples go to
+ * DIR/evict_<us>.txt (one latency in ns per line).
+ */
+#include "../examples/ex_common.h"
+
+struct spin_args {
+	long long cycles;
+	unsigned int *sink;
+};
+
+/* one logical block = `cycles` SM clock cycles of spinning */
+GS_KERNEL(spin, struct spin_args, p)
+{
+	long long t0 = clock64();
+	while (clock64() - t0 < p.cycles)
+		;
+	if (threadIdx.x == 0)
+		p.sink[gs_block_linear() & 1023u] = (unsigned)t0;
+}
+
+static int clock_khz(void)
+{
+	int khz = 0;
+	CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+	return khz;
+}
+
+static unsigned int nphys_of(const void *k, int threads)
+{
+	int bps = 0, sms = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, k, threads, 0));
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	return (unsigned)(bps * sms);
+}
+
+static double pct(std::vector<double> v, double p)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	size_t i = (size_t)(p * (v.size() - 1) + 0.5);
+	return v[i];
+}
+
+static void set_force(const char *v)
+{
+	if (v)
+		setenv("GSHARE_FORCE_SUSPEND_US", v, 1);
+	else
+		unsetenv("GSHARE_FORCE_SUSPEND_US");
+}
+
+/* Run `total` spin tasks of task_us; returns wall seconds. */
+static double run_spin(double task_us, unsigned long long total,
+		       unsigned int *sink)
+{
+	spin_args a = { (long long)(task_us * clock_khz() / 1000.0), sink };
+	double t0 = ex_now();
+	/* split into launches of at most 2^31 logical blocks */
+	while (total) {
+		unsigned int n = total > 0x7fffffffull ? 0x7fffffffu :
+							  (unsigned)total;
+		GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a, sizeof a, NULL));
+		total -= n;
+	}
+	GK(gs_synchronize());
+	return ex_now() - t0;
+}
+
+static void do_evict(const char *raw)
+{
+	const double tasks[] = { 1.7, 16, 160 };
+	unsigned int *sink;
+	CK(cudaMalloc(&sink, 4096));
+	unsigned int np = nphys_of((const void *)spin__k, 128);
+	for (double t : tasks) {
+		set_force("300:3000");
+		GK(gs_init(GS_INIT_STANDALONE));
+		double secs = 1.0;
+		unsigned long long total =
+		    (unsigned long long)(secs * 1e6 / t * np);
+		double wall = run_spin(t, total, sink);
+		std::vector<uint64_t> ev(16384);
+		size_t n = gs_eviction_samples(ev.data(), ev.size());
+		std::vector<double> us;
+		for (size_t i = 0; i < n; i++)
+			us.push_back(ev[i] / 1e3);
+		struct gs_stats st;
+		GK(gs_stats(&st));
+		double ns_ = st.suspensions ? (double)st.suspensions : 1;
+		printf("mech evict task_us=%.1f samples=%zu p50_us=%.1f "
+		       "p90_us=%.1f p99_us=%.1f max_us=%.1f wall_s=%.3f "
+		       "avg_seen_us=%.1f avg_dev_us=%.1f\n", t,
+		       n, pct(us, 0.5), pct(us, 0.9), pct(us, 0.99),
+		       pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
+		       st.evict_dev_ns_sum / 1e3 / ns_);
+		if (raw) {
+			char path[512];
+			snprintf(path, sizeof path, "%s/evict_%g.txt", raw, t);
+			FILE *f = fopen(path, "w");
+			if (f) {
+				for (size_t i = 0; i < n; i++)
+					fprintf(f, "%llu\n",
+						(unsigned long long)ev[i]);
+				fclose(f);
+			}
+		}
+		GK(gs_finalize());
+	}
+	set_force(NULL);
+	CK(cudaFree(sink));
+}
+
+static void do_cycle(void)
+{
+	/* 16 us tasks, ~0.6 s of work */
+	const char *cfg[] = { NULL, "60000000", "1000", "4000", "10000" };
+	const char *name[] = { "immediate", "queued", "1ms", "4ms", "10ms" };
+	unsigned int *sink;
+	CK(cudaMalloc(&sink, 4096));
+	unsigned int np = nphys_of((const void *)spin__k, 128);
+	unsigned long long total = (unsigned long long)(0.6e6 / 16 * np);
+	double base = 0;
+	for (int i = 0; i < 5; i++) {
+		std::vector<double> w;
+		struct gs_stats st;
+		set_force(cfg[i]);
+		GK(gs_init(GS_INIT_STANDALONE));
+		struct gs_stats s0;
+		run_spin(16, total / 20, sink);	/* warm */
+		GK(gs_stats(&s0));
+		for (int r = 0; r < 3; r++)
+			w.push_back(run_spin(16, total, sink));
+		GK(gs_stats(&st));
+		st.suspensions -= s0.suspensions;
+		double m = ex_median(w);
+		if (i == 1)
+			base = m;
+		double cyc = 0;
+		unsigned long long susp = st.suspensions;
+		if (i >= 2 && susp)
+			cyc = (m - base) / ((double)susp / 3.0) * 1e6;
+		printf("mech cycle mode=%s wall_s=%.4f suspensions=%llu "
+		       "overhead_pct=%.2f cycle_us=%.1f\n", name[i], m, susp,
+		       i >= 1 && base > 0 ? (m / base - 1) * 100 : 0.0, cyc);
+		GK(gs_finalize());
+	}
+	set_force(NULL);
+	CK(cudaFree(sink));
+}
+
+static void do_acct(void)
+{
+	unsigned int *sink;
+	CK(cudaMalloc(&sink, 4096));
+	unsigned int np = nphys_of((const void *)spin__k, 128);
+	const double dur_ms[] = { 5, 50, 200 };
+	set_force(NULL);
+	GK(gs_init(GS_INIT_STANDALONE));
+	run_spin(16, np * 10, sink);
+	for (double d : dur_ms) {
+		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
+				sink };
+		unsigned int n = (unsigned)(d * 1000 / 16 * np);
+		std::vector<double> err;
+		double ev_sum = 0, gs_sum = 0;
+		for (int r = 0; r < 5; r++) {
+			struct gs_stats s0, s1;
+			GK(gs_stats(&s0));
+			double ms = ex_time(0, [&] {
+				GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a,
+					     sizeof a, NULL));
+			});
+			GK(gs_synchronize());
+			GK(gs_stats(&s1));
+			double g = (s1.gpu_ns - s0.gpu_ns) / 1e6;
+			err.push_back((g / ms - 1) * 100);
+			ev_sum += ms;
+			gs_sum += g;
+		}
+		printf("mech acct kernel_ms=%.2f events_ms=%.3f runtime_ms=%.3f "
+		       "err_pct=%.3f\n", d, ev_sum / 5, gs_sum / 5,
+		       ex_median(err));
+	}
+	GK(gs_finalize());
+	/* the same work split by forced 1 ms suspensions: the runtime's sum
+	 * of spans vs the solo event time */
+	set_force("1000");
+	GK(gs_init(GS_INIT_STANDALONE));
+	{
+		unsigned int n = (unsigned)(200.0 * 1000 / 16 * np);
+		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
+				sink };
+		struct gs_stats s0, s1;
+		GK(gs_stats(&s0));
+		GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a, sizeof a, NULL));
+		GK(gs_synchronize());
+		GK(gs_stats(&s1));
+		printf("mech acct_suspended kernel_ms=200 runtime_ms=%.3f "
+		       "suspensions=%llu\n", (s1.gpu_ns - s0.gpu_ns) / 1e6,
+		       (unsigned long long)(s1.suspensions - s0.suspensions));
+	}
+	GK(gs_finalize());
+	set_force(NULL);
+	CK(cudaFree(sink));
+}
+
+int main(int argc, char **argv)
+{
+	const char *raw = NULL;
+	int any = 0;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--raw") && i + 1 < argc)
+			raw = argv[++i];
+	CK(cudaSetDevice(0));
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--raw")) {
+			i++;
+			continue;
+		}
+		any = 1;
+		if (!strcmp(argv[i], "evict"))
+			do_evict(raw);
+		else if (!strcmp(argv[i], "cycle"))
+			do_cycle();
+		else if (!strcmp(argv[i], "acct"))
+			do_acct();
+		else {
+			fprintf(stderr, "usage: gs-mech [evict|cycle|acct]... "
+				"[--raw DIR]\n");
+			return 2;
+		}
+	}
+	if (!any) {
+		do_evict(raw);
+		do_cycle();
+		do_acct();
+	}
+	return 0;
+}

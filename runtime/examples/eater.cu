@@ -1,0 +1,226 @@
+/*
+ * eater.cu — a long-running "GPU eater" (GLoop's throttle): each logical
+ * block iterates an integer recurrence `iters` times and calls
+ * a yield point every 16 iterations (CHUNK); on a yield it saves its loop state
+ * (recurrence value per thread, iteration per block) and returns, and
+ * resumes from it when the block runs again.  The result is exact, so the
+ * CPU reference (jump-ahead) catches a lost or repeated iteration.
+ *
+ *   --check [R]   exactness under forced suspensions
+ *   --bench [N]   plain vs gshare with and without the yield points:
+ *                 the cost of one gs_should_yield()
+ *   --run S       eat the GPU for S seconds, printing one line per 1 s
+ *                 window (work done and GPU time) — the sharing benchmark
+ */
+#include "ex_common.h"
+
+#define ET 256
+#define STEPS 8		/* recurrence steps per iteration */
+#define LA 1664525u
+#define LC 1013904223u
+
+struct eat_args {
+	unsigned int *x;	/* per thread */
+	unsigned int *it;	/* per logical block */
+	unsigned int iters;
+	int yield;		/* 1: a yield point every CHUNK iterations */
+};
+
+/* a non-linear step, so that the compiler cannot fold iterations */
+static __host__ __device__ __forceinline__ unsigned int step8(unsigned int x)
+{
+	for (int s = 0; s < STEPS; s++) {
+		x = x * LA + LC;
+		x ^= x >> 15;
+	}
+	return x;
+}
+
+#define CHUNK 16
+
+__global__ void eat_plain(unsigned int *xs, unsigned int iters)
+{
+	size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned int x = xs[idx];
+	for (unsigned int i = 0; i < iters; i += CHUNK) {
+#pragma unroll
+		for (int j = 0; j < CHUNK; j++)
+			x = step8(x);
+	}
+	xs[idx] = x;
+}
+
+/* a yield point every CHUNK iterations (iters is a multiple of it) */
+GS_KERNEL(eat, struct eat_args, p)
+{
+	unsigned int lb = gs_block_linear();
+	size_t idx = (size_t)lb * blockDim.x + threadIdx.x;
+	unsigned int x = p.x[idx];
+	unsigned int i = p.it[lb];
+
+	while (i < p.iters) {
+#pragma unroll
+		for (int j = 0; j < CHUNK; j++)
+			x = step8(x);
+		i += CHUNK;
+		if (p.yield && i < p.iters && gs_should_yield()) {
+			p.x[idx] = x;
+			__syncthreads();
+			if (threadIdx.x == 0)
+				p.it[lb] = i;
+			return;
+		}
+	}
+	p.x[idx] = x;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		p.it[lb] = i;
+}
+
+static unsigned int cpu_run(unsigned int x, unsigned int iters)
+{
+	for (unsigned int i = 0; i < iters; i++)
+		x = step8(x);
+	return x;
+}
+
+struct eater {
+	unsigned int nblk, iters;
+	unsigned int *dx, *dit;
+	std::vector<unsigned int> x0;
+};
+
+static void eater_setup(eater &e, unsigned int nblk, unsigned int iters,
+			uint64_t *seed)
+{
+	e.nblk = nblk;
+	e.iters = iters;
+	e.x0.resize((size_t)nblk * ET);
+	for (auto &v : e.x0)
+		v = (unsigned int)ex_rand(seed);
+	CK(cudaMalloc(&e.dx, e.x0.size() * 4));
+	CK(cudaMalloc(&e.dit, nblk * 4));
+}
+
+static void eater_reset(eater &e)
+{
+	CK(cudaMemcpy(e.dx, e.x0.data(), e.x0.size() * 4,
+		      cudaMemcpyHostToDevice));
+	CK(cudaMemset(e.dit, 0, e.nblk * 4));
+}
+
+/* Every block's iteration counter (gshare version) and two sampled
+ * threads of every block against the CPU. */
+static int eater_verify(eater &e, const char *what, int counters)
+{
+	std::vector<unsigned int> got(e.x0.size()), it(e.nblk);
+	CK(cudaMemcpy(got.data(), e.dx, got.size() * 4,
+		      cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(it.data(), e.dit, e.nblk * 4, cudaMemcpyDeviceToHost));
+	size_t bad = 0;
+	for (unsigned int b = 0; b < e.nblk; b++) {
+		size_t i1 = (size_t)b * ET + (b * 37u) % ET;
+		size_t i2 = (size_t)b * ET + ET - 1;
+		if (got[i1] != cpu_run(e.x0[i1], e.iters))
+			bad++;
+		if (got[i2] != cpu_run(e.x0[i2], e.iters))
+			bad++;
+		if (counters && it[b] != e.iters)
+			bad++;
+	}
+	if (bad)
+		fprintf(stderr, "%s: MISMATCH in %zu values\n", what, bad);
+	return bad != 0;
+}
+
+int main(int argc, char **argv)
+{
+	ex_opts o = ex_parse(argc, argv);
+	uint64_t seed = o.seed;
+	int fails = 0;
+
+	GK(gs_init(0));
+	if (o.check) {
+		for (int r = 0; r < o.rounds; r++) {
+			eater e;
+			unsigned nblk = 2000 + (unsigned)(ex_rand(&seed) % 500);
+			eater_setup(e, nblk, 8000, &seed);
+			eater_reset(e);
+			eat_args p = { e.dx, e.dit, e.iters, 1 };
+			GK(gs_launch(&eat, gs3(nblk), gs3(ET), 0, &p, sizeof p,
+				     NULL));
+			GK(gs_synchronize());
+			fails += eater_verify(e, "eater gs", 1);
+			eater_reset(e);
+			eat_plain<<<nblk, ET>>>(e.dx, e.iters);
+			CK(cudaGetLastError());
+			CK(cudaDeviceSynchronize());
+			fails += eater_verify(e, "eater plain", 0);
+			CK(cudaFree(e.dx));
+			CK(cudaFree(e.dit));
+		}
+		ex_print_stats("eater", fails);
+	}
+	if (o.bench) {
+		eater e;
+		unsigned int nblk = 132 * 8 * 4, iters = 4000;
+		eater_setup(e, nblk, iters, &seed);
+		eater_reset(e);
+		/* variants: no yield point, one per CHUNK iterations */
+		const int yv[2] = { 0, 1 };
+		std::vector<double> tp, tg[2];
+		for (int r = 0; r < o.reps + 3; r++) {
+			double a = ex_time(0, [&] { eat_plain<<<nblk, ET>>>(
+							e.dx, iters); });
+			if (r >= 3)
+				tp.push_back(a);
+			for (int v = 0; v < 2; v++) {
+				eat_args p = { e.dx, e.dit, iters, yv[v] };
+				CK(cudaMemset(e.dit, 0, nblk * 4));
+				double b = ex_time(0, [&] {
+					GK(gs_launch(&eat, gs3(nblk), gs3(ET), 0,
+						     &p, sizeof p, NULL));
+				});
+				GK(gs_synchronize());
+				if (r >= 3)
+					tg[v].push_back(b);
+			}
+		}
+		int bps = 0;
+		CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		    &bps, eat__k, ET, 0));
+		int sms = 0;
+		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+					  0));
+		double waves = (double)nblk / (bps * sms);
+		double mp = ex_median(tp), m0 = ex_median(tg[0]),
+		       m1 = ex_median(tg[1]);
+		double calls = iters / CHUNK * waves;
+		printf("bench eater plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f\n",
+		       mp, m1, (m1 / mp - 1) * 100);
+		printf("bench yieldpoint noyield_ms=%.4f yield_ms=%.4f "
+		       "calls_per_block=%.0f cost_ns_per_call=%.2f "
+		       "chunk_ns=%.2f\n", m0, m1, calls,
+		       (m1 - m0) * 1e6 / calls, m0 * 1e6 / calls);
+	}
+	if (o.run_s > 0) {
+		/* eat for run_s seconds: four ~1 ms kernels per synchronize,
+		 * each with its own iteration counters */
+		eater e;
+		unsigned int nblk = 132 * 8, iters = 3008;
+		unsigned int *its;
+		eater_setup(e, nblk, iters, &seed);
+		CK(cudaMalloc(&its, 4 * nblk * 4));
+		ex_run("eater", o.run_s, 4.0 * nblk, [&] {
+			CK(cudaMemsetAsync(its, 0, 4 * nblk * 4, 0));
+			for (int q = 0; q < 4; q++) {
+				eat_args p = { e.dx, its + q * nblk, iters, 1 };
+				GK(gs_launch(&eat, gs3(nblk), gs3(ET), 0, &p,
+					     sizeof p, NULL));
+			}
+			GK(gs_synchronize());
+		});
+	}
+	GK(gs_finalize());
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,583 @@
+/*
+ * gshare_device.cuh — writing kernels for libgshare (CUDA C++).
+ *
+ * A gshare kernel is a block body run once per *logical* block:
+ *
+ *	struct vadd_args { const float *a, *b; float *c; unsigned int n; };
+ *	GS_KERNEL(vadd, struct vadd_args, p)
+ *	{
+ *		unsigned int i = gs_block_idx().x * blockDim.x + threadIdx.x;
+ *		if (i < p.n)
+ *			p.c[i] = p.a[i] + p.b[i];
+ *	}
+ *
+ * and launched from C or C++ with gs_launch(&vadd, grid, block, shmem,
+ * &args, sizeof args, stream).  GS_KERNEL wraps the body in a persistent
+ * loop: the runtime launches as many physical blocks as the occupancy API
+ * says fit, and each pulls logical block indices from a device counter in
+ * small batches.  Between two logical blocks (a block-task boundary) one
+ * thread reads the device suspend flag and __syncthreads_or shares it;
+ * when it is set the block leaves, and the runtime later relaunches the
+ * kernel, which resumes from the counter.
+ *
+ * Rules for the body (docs/runtime.md has the porting guide):
+ *  - use gs_block_idx()/gs_grid_dim() instead of blockIdx/gridDim;
+ *    blockDim, threadIdx and shared memory are as usual; shared memory
+ *    does not survive from one logical block to the next;
+ *  - every thread of the block must reach gs_should_yield() and
+ *    gs_io_read() together (they contain __syncthreads), and must return
+ *    right after gs_should_yield() returned true or gs_io_read();
+ *  - on a yield the body saves its own loop state (in global memory,
+ *    indexed by logical block); the same logical block runs again later
+ *    and continues from it;
+ *  - a body must not wait for another logical block (no grid-wide
+ *    barriers, no spin-waits on other blocks' results).
+ *
+ * The structures below are the layout contract (GSHARE_KABI) between
+ * this header, compiled into the job, and libgshare.
+ */
+#ifndef GSHARE_DEVICE_CUH
+#define GSHARE_DEVICE_CUH
+
+#include <stdint.h>
+
+#include "gshare.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-launch device state (device memory).  The redo ring holds logical
+ * blocks to run again (yielded, or claimed and not started when a suspend
+ * came): [redo_head, redo_end + redo_added) modulo redo_cap. */
+struct gs__kstate {
+	unsigned int next;		/* next fresh logical block */
+	unsigned int redo_head;		/* ring: next entry to take */
+	unsigned int redo_added;	/* ring: entries pushed this launch */
+	unsigned int exited;		/* physical blocks that left */
+	unsigned long long done;	/* logical blocks completed */
+	unsigned long long neg_tmin;	/* max of ~start (globaltimer) */
+	unsigned long long _rsv0;
+	unsigned int parked;		/* blocks parked on I/O, this launch */
+	unsigned int overflow;		/* redo ring overflow (bug) */
+	unsigned int io_posted;		/* RPC ring position */
+	unsigned int finished;		/* seq of the launch that finished
+					 * the kernel, else 0 */
+	unsigned int yields;		/* logical blocks yielded */
+	unsigned int _pad;
+};
+
+/* Per-launch report (host-mapped), written by the last block to leave;
+ * seq is written last. */
+struct gs__status {
+	unsigned int seq;
+	unsigned int finished;
+	unsigned int redo_head;
+	unsigned int redo_tail;
+	unsigned int fresh_left;
+	unsigned int overflow;
+	unsigned int parked;
+	unsigned int yields;
+	unsigned long long tmin, tmax, done;
+	unsigned long long _rsv[3];
+};
+
+/* One RPC slot per logical block of an I/O kernel (host-mapped).  The
+ * device writes the arguments, fences, then the opcode; the host answers
+ * with the result, then op = GS__RPC_DONE. */
+#define GS__RPC_FREE	0u
+#define GS__RPC_READ	1u
+#define GS__RPC_DONE	2u
+struct gs__rpc {
+	unsigned int op;
+	int fd;
+	long long off;			/* < 0: read from a stream (pipe) */
+	unsigned long long len;
+	unsigned long long dst;		/* device pointer */
+	long long result;		/* bytes read, or -errno */
+	unsigned int cont;		/* continuation tag (nonzero) */
+	unsigned int _pad;
+};
+
+/* Kernel parameter (by value). */
+struct gs_kctx {
+	struct gs__kstate *ks;
+	unsigned int *redo;		/* ring of redo_cap entries */
+	const unsigned int *flag;	/* device suspend flag */
+	const unsigned int *pred_finished;	/* previous kernel of the
+						 * stream, or NULL */
+	struct gs__status *st;		/* device view of host status */
+	unsigned int *runs;		/* completions per block, or NULL */
+	struct gs__rpc *rpc;		/* device view, or NULL */
+	unsigned int *ring;		/* device view of the RPC ring */
+	unsigned int total;		/* logical blocks */
+	unsigned int gx, gy, gz;	/* logical grid */
+	unsigned int redo_cap;
+	unsigned int redo_begin, redo_end;	/* ring at launch start */
+	unsigned int batch;
+	unsigned int nphys, gen, seq, io_out;
+	unsigned int pred_seq;		/* seq that marks pred finished */
+	unsigned int _pad;
+};
+
+#define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
+
+/* Descriptor made by GS_KERNEL; functions run in the job's CUDA module. */
+struct gs_kernel {
+	uint32_t kabi;
+	uint32_t flags;
+	uint32_t args_size;
+	const char *name;
+	int (*occupancy)(int *blocks_per_sm, struct gs_dim3 block,
+			 size_t shmem);
+	int (*launch)(unsigned int nphys, struct gs_dim3 block, size_t shmem,
+		      void *stream, const struct gs_kctx *ctx,
+		      const void *args);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+
+#include <cuda_runtime.h>
+
+/* Cycles between two reads of the suspend flag in gs_should_yield. */
+#ifndef GS_YIELD_POLL_CYCLES
+#define GS_YIELD_POLL_CYCLES 2048
+#endif
+/* A flag value read at the start of a block-task is trusted at its end
+ * if the task took fewer cycles than this (~2 us); else it is re-read. */
+#ifndef GS_FLAG_GATE_CYCLES
+#define GS_FLAG_GATE_CYCLES 4000
+#endif
+/* Tasks longer than this on average are claimed one at a time. */
+#ifndef GS_LONG_TASK_CYCLES
+#define GS_LONG_TASK_CYCLES 8000
+#endif
+
+struct gs__blk {
+	/* thread 0's loop state lives here, not in registers that every
+	 * thread of the kernel would have to carry */
+	unsigned long long done;
+	long long pre_t, bstart;
+	unsigned int pre, pf, pf_len, bsz, redo_done;
+	unsigned int yields, parked_n;
+	unsigned int lb, cur, end, first;
+	unsigned int bx, by, bz;
+	unsigned int gx, gy, gz;
+	unsigned int gen;
+	int stop, last, yielded, parked, from_redo;
+	unsigned int cont;
+	long long io_res;
+	long long last_poll;
+	const unsigned int *flag;
+	struct gs__kstate *ks;
+	struct gs__rpc *rpc;
+	unsigned int *ring;
+	unsigned int ring_cap;
+};
+
+/* Runtime state of the physical block (one per module). */
+static __shared__ struct gs__blk gs__b;
+
+static __device__ __forceinline__ unsigned long long gs__gtimer(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+static __device__ __forceinline__ bool gs__thread0(void)
+{
+	return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+}
+
+/* Logical block index and grid size (1D, 2D or 3D). */
+static __device__ __forceinline__ dim3 gs_block_idx(void)
+{
+	return dim3(gs__b.bx, gs__b.by, gs__b.bz);
+}
+
+static __device__ __forceinline__ dim3 gs_grid_dim(void)
+{
+	return dim3(gs__b.gx, gs__b.gy, gs__b.gz);
+}
+
+/* Linear logical block index: x + gx * (y + gy * z). */
+static __device__ __forceinline__ unsigned int gs_block_linear(void)
+{
+	return gs__b.lb;
+}
+
+/*
+ * Scheduling point for long loops (GLoop's postTaskIfNecessary): true
+ * only when a suspend is pending.  Called by all threads of the block
+ * together.  Thread 0 reads the device flag at most every
+ * GS_YIELD_POLL_CYCLES; __syncthreads_or shares the answer.  After true,
+ * save the loop state and return from the body.
+ */
+static __device__ __forceinline__ bool gs_should_yield(void)
+{
+	int y = 0;
+
+	if (gs__thread0()) {
+		long long t = clock64();
+		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
+			gs__b.last_poll = t;
+			y = *(const volatile unsigned int *)gs__b.flag >=
+			    gs__b.gen;
+			if (y)
+				gs__b.yielded = 1;
+		}
+	}
+	return __syncthreads_or(y) != 0;
+}
+
+/* gs_should_yield() on every 2^log2_every-th value of i, a loop counter
+ * that is the same in every thread of the block: the barrier is paid only
+ * there.  Typical: if (gs_yield_every(i, 4)) { save; return; } */
+static __device__ __forceinline__ bool gs_yield_every(unsigned int i,
+						      unsigned int log2_every)
+{
+	return (i & ((1u << log2_every) - 1u)) == 0u && gs_should_yield();
+}
+
+/*
+ * Ask the host to read len bytes from fd at off (off < 0: the next bytes
+ * of a pipe or socket, like read(2)) into device memory at dst.  Called by
+ * all threads together; the body must return right after.  When the data
+ * is there the same logical block runs again with gs_continuation() ==
+ * cont (nonzero) and gs_io_result() == bytes read or -errno.  While every
+ * logical block waits on I/O the job gives the GPU back.
+ */
+static __device__ __forceinline__ void gs_io_read(int fd, long long off,
+						  unsigned long long len,
+						  void *dst, unsigned int cont)
+{
+	if (gs__thread0()) {
+		struct gs__rpc *s = &gs__b.rpc[gs__b.lb];
+		unsigned int pos;
+
+		s->fd = fd;
+		s->off = off;
+		s->len = len;
+		s->dst = (unsigned long long)(uintptr_t)dst;
+		s->cont = cont;
+		s->result = 0;
+		__threadfence_system();
+		*(volatile unsigned int *)&s->op = GS__RPC_READ;
+		__threadfence_system();
+		pos = atomicAdd(&gs__b.ks->io_posted, 1u);
+		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
+		    gs__b.lb + 1u;
+		__threadfence_system();
+		gs__b.parked = 1;
+	}
+	__syncthreads();
+}
+
+/* 0 on a logical block's first run (and after a yield); the cont of the
+ * gs_io_read that completed otherwise. */
+static __device__ __forceinline__ unsigned int gs_continuation(void)
+{
+	return gs__b.cont;
+}
+
+static __device__ __forceinline__ long long gs_io_result(void)
+{
+	return gs__b.io_res;
+}
+
+/* Thread 0: append n logical blocks (lo..lo+n1-1, then pf..pf+n-n1-1) to
+ * the redo ring with one atomic. */
+static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
+				     unsigned int n1, unsigned int pf,
+				     unsigned int n)
+{
+	struct gs__kstate *ks = c.ks;
+	unsigned int j, head, used, q;
+
+	if (n == 0)
+		return;
+	j = c.redo_end + atomicAdd(&ks->redo_added, n);
+	head = *(volatile unsigned int *)&ks->redo_head;
+	if (head - c.redo_begin > c.redo_end - c.redo_begin)
+		head = c.redo_end;	/* overshoot of takers */
+	used = j + n - head;
+	/* keep nphys free: a taker may still be reading its entry */
+	if (used > c.redo_cap - c.nphys) {
+		atomicOr(&ks->overflow, 1u);
+		return;
+	}
+	for (q = 0; q < n; q++)
+		c.redo[(j + q) % c.redo_cap] = q < n1 ? lo + q : pf + (q - n1);
+}
+
+/* Thread 0: pick the next logical block; 0 when there is none. */
+static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c)
+{
+	struct gs__kstate *ks = c.ks;
+
+	if (gs__b.cur == gs__b.end) {
+		long long now = clock64();
+
+		/* adaptive batch: long tasks gain nothing from batching
+		 * and would only leave more behind at a suspend */
+		if (gs__b.bstart != 0 && !gs__b.from_redo) {
+			unsigned int n = gs__b.end - gs__b.first;
+			if (n && (now - gs__b.bstart) / n >
+			    GS_LONG_TASK_CYCLES)
+				gs__b.bsz = 1;
+		}
+		gs__b.bstart = now;
+		if (!gs__b.redo_done) {
+			unsigned int span = c.redo_end - c.redo_begin, i;
+
+			i = *(volatile unsigned int *)&ks->redo_head;
+			if (i - c.redo_begin < span)
+				i = atomicAdd(&ks->redo_head, 1u);
+			if (i - c.redo_begin < span) {
+				gs__b.cur = c.redo[i % c.redo_cap];
+				gs__b.end = gs__b.cur + 1u;
+				gs__b.first = gs__b.cur;
+				gs__b.from_redo = 1;
+				goto have;
+			}
+			gs__b.redo_done = 1;
+		}
+		unsigned int f, len;
+		if (gs__b.pf != ~0u) {
+			f = gs__b.pf;
+			len = gs__b.pf_len;
+			gs__b.pf = ~0u;
+		} else {
+			f = c.total;
+			len = gs__b.bsz;
+			if (*(volatile unsigned int *)&ks->next < c.total)
+				f = atomicAdd(&ks->next, len);
+		}
+		if (f >= c.total)
+			return 0;
+		gs__b.cur = f;
+		gs__b.first = f;
+		gs__b.end = min(f + len, c.total);
+		gs__b.from_redo = 0;
+	}
+have:
+	unsigned int lb = gs__b.cur;
+	gs__b.lb = lb;
+	if (c.gy == 1u && c.gz == 1u) {
+		gs__b.bx = lb;
+		gs__b.by = 0;
+		gs__b.bz = 0;
+	} else {
+		unsigned int q = lb / c.gx;
+		gs__b.bx = lb - q * c.gx;
+		gs__b.by = q % c.gy;
+		gs__b.bz = q / c.gy;
+	}
+	gs__b.cont = 0;
+	gs__b.io_res = 0;
+	if (c.rpc != NULL && gs__b.from_redo) {
+		volatile struct gs__rpc *s = &c.rpc[lb];
+		if (s->op == GS__RPC_DONE) {
+			gs__b.cont = s->cont;
+			gs__b.io_res = s->result;
+			s->op = GS__RPC_FREE;
+		}
+	}
+	gs__b.yielded = 0;
+	gs__b.parked = 0;
+	return 1;
+}
+
+/* The last block to leave (thread 0) reports to the host and resets the
+ * state for the next launch of this kernel.  Every other block has left,
+ * so nothing else touches the state. */
+static __device__ void gs__finish(const struct gs_kctx &c)
+{
+	volatile struct gs__kstate *vks = c.ks;
+	volatile struct gs__status *st = c.st;
+	unsigned int head, tail, fresh_left, fin;
+
+	__threadfence();
+	head = vks->redo_head;
+	if (head - c.redo_begin > c.redo_end - c.redo_begin)
+		head = c.redo_end;
+	vks->redo_head = head;
+	tail = c.redo_end + vks->redo_added;
+	fresh_left = vks->next < c.total;
+	fin = !fresh_left && head == tail && vks->parked == 0u &&
+	      c.io_out == 0u;
+	vks->finished = fin ? c.seq : 0u;
+	st->finished = fin;
+	st->redo_head = head;
+	st->redo_tail = tail;
+	st->fresh_left = fresh_left;
+	st->overflow = vks->overflow;
+	st->parked = vks->parked;
+	st->yields = vks->yields;
+	st->tmin = ~vks->neg_tmin;
+	st->tmax = gs__gtimer();
+	st->done = vks->done;
+	vks->redo_added = 0;
+	vks->exited = 0;
+	vks->done = 0;
+	vks->neg_tmin = 0;
+	vks->parked = 0;
+	vks->yields = 0;
+	if (fin) {	/* clean for the slot's next user */
+		vks->next = 0;
+		vks->redo_head = 0;
+		vks->io_posted = 0;
+		vks->overflow = 0;
+	}
+	__threadfence_system();
+	st->seq = c.seq;
+	__threadfence_system();
+}
+
+template <typename F>
+static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
+						F body)
+{
+	const bool t0 = gs__thread0();
+
+	if (t0) {
+		gs__b.done = 0;
+		gs__b.yields = 0;
+		gs__b.parked_n = 0;
+		gs__b.pf = ~0u;
+		gs__b.pf_len = 0;
+		gs__b.bsz = c.batch;
+		gs__b.redo_done = 0;
+		gs__b.bstart = 0;
+		gs__b.cur = gs__b.end = gs__b.first = 0;
+		gs__b.from_redo = 0;
+		gs__b.gx = c.gx;
+		gs__b.gy = c.gy;
+		gs__b.gz = c.gz;
+		gs__b.gen = c.gen;
+		gs__b.flag = c.flag;
+		gs__b.ks = c.ks;
+		gs__b.rpc = c.rpc;
+		gs__b.ring = c.ring;
+		gs__b.ring_cap = c.total;
+		gs__b.last_poll = clock64();
+		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
+		gs__b.pre = *(const volatile unsigned int *)c.flag;
+		if (c.pred_finished != NULL &&
+		    *(const volatile unsigned int *)c.pred_finished !=
+		    c.pred_seq)
+			gs__b.pre = ~0u;	/* predecessor unfinished */
+		gs__b.pre_t = clock64();
+	}
+	for (;;) {
+		if (t0) {
+			/* the flag value read at the start of the task is
+			 * fresh enough after a short one; after a long one,
+			 * read it again */
+			int stop = gs__b.pre >= c.gen;
+			if (!stop && clock64() - gs__b.pre_t >
+			    GS_FLAG_GATE_CYCLES)
+				stop = *(const volatile unsigned int *)c.flag >=
+				       c.gen;
+			if (!stop && !gs__claim(c))
+				stop = 2;
+			gs__b.stop = stop;
+		}
+		__syncthreads();
+		if (gs__b.stop)
+			break;
+		if (t0) {
+			/* in flight while the body runs */
+			gs__b.pre = *(const volatile unsigned int *)c.flag;
+			gs__b.pre_t = clock64();
+			if (gs__b.redo_done && gs__b.pf == ~0u &&
+			    gs__b.bsz > 1u && gs__b.cur + 1u == gs__b.end &&
+			    !gs__b.from_redo) {
+				gs__b.pf_len = gs__b.bsz;
+				gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
+			}
+		}
+		body();
+		__syncthreads();
+		if (t0) {
+			if (gs__b.yielded) {
+				gs__push_redo(c, gs__b.lb, 1, 0, 1);
+				gs__b.yields++;
+			} else if (gs__b.parked) {
+				gs__b.parked_n++;
+			} else {
+				gs__b.done++;
+				if (c.runs != NULL)
+					atomicAdd(&c.runs[gs__b.lb], 1u);
+			}
+			gs__b.cur++;
+		}
+	}
+	if (t0) {
+		/* claimed but not started: back for the next launch */
+		unsigned int n1 = gs__b.end - gs__b.cur, n2 = 0;
+		if (gs__b.pf != ~0u && gs__b.pf < c.total)
+			n2 = min(gs__b.pf + gs__b.pf_len, c.total) - gs__b.pf;
+		gs__push_redo(c, gs__b.cur, n1, gs__b.pf, n1 + n2);
+		if (gs__b.done)
+			atomicAdd(&c.ks->done, gs__b.done);
+		if (gs__b.yields)
+			atomicAdd(&c.ks->yields, gs__b.yields);
+		if (gs__b.parked_n)
+			atomicAdd(&c.ks->parked, gs__b.parked_n);
+		__threadfence();
+		if (atomicAdd(&c.ks->exited, 1u) == c.nphys - 1u)
+			gs__finish(c);
+	}
+}
+
+#define GS__KERNEL(name, argtype, argname, kflags, bounds)		\
+	static __device__ __forceinline__ void name##__body(		\
+	    const argtype &argname);					\
+	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
+					 const argtype gs__a)		\
+	{								\
+		gs__loop(gs__c, [&] { name##__body(gs__a); });		\
+	}								\
+	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
+	{								\
+		return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor( \
+		    n, name##__k, (int)(b.x * b.y * b.z), sh);		\
+	}								\
+	static int name##__launch(unsigned int nphys, struct gs_dim3 b,	\
+				  size_t sh, void *st,			\
+				  const struct gs_kctx *c, const void *a) \
+	{								\
+		name##__k<<<nphys, dim3(b.x, b.y, b.z), sh,		\
+			    (cudaStream_t)st>>>(*c,			\
+						*(const argtype *)a);	\
+		return (int)cudaGetLastError();				\
+	}								\
+	extern "C" const struct gs_kernel name = {			\
+		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name,	\
+		name##__occ, name##__launch };				\
+	static __device__ __forceinline__ void name##__body(		\
+	    const argtype &argname)
+
+/* GS_KERNEL(name, argtype, argname) { body }: a persistent kernel `name`
+ * (a const struct gs_kernel for gs_launch) whose body sees its arguments
+ * as `const argtype &argname`.  _EX adds flags (GS_KF_IO for kernels that
+ * call gs_io_read); _BOUNDS adds __launch_bounds__(threads, minblocks),
+ * e.g. to keep the plain kernel's occupancy when the loop's few extra
+ * registers would lower it. */
+#define GS_KERNEL(name, argtype, argname) \
+	GS__KERNEL(name, argtype, argname, 0u, )
+#define GS_KERNEL_EX(name, argtype, argname, kflags) \
+	GS__KERNEL(name, argtype, argname, kflags, )
+#define GS_KERNEL_BOUNDS(name, argtype, argname, kflags, threads, minblocks) \
+	GS__KERNEL(name, argtype, argname, kflags,			\
+		   __launch_bounds__(threads, minblocks))
+
+#endif /* __CUDACC__ */
+
+#endif /* GSHARE_DEVICE_CUH */

@@ -1,0 +1,90 @@
+# runtime/ — libgshare, the job-side runtime (CUDA), its examples, unit
+# tests of the host-side logic and the GPU test/benchmark programs.
+#
+# The pure host logic (gs_rtlogic.c) builds and is unit-tested everywhere.
+# Everything that needs nvcc (the library, examples, GPU benches) is built
+# only where $(NVCC) exists; elsewhere `make` says so once and goes on.
+# GPU programs target sm_90 with PTX for compute_90 embedded.
+
+NVCC      ?= /usr/local/cuda/bin/nvcc
+CUDA_HOME ?= /usr/local/cuda
+CUDA_INC  := $(CUDA_HOME)/include
+CUDA_LIB  := $(CUDA_HOME)/lib64
+NVARCH    := -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS   := -std=c++17 -O3 $(NVARCH) -Iruntime/include -Iruntime/src \
+	     -Icommon -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
+
+RT_LOGIC_OBJ := $(B)/runtime/src/gs_rtlogic.o
+RT_UNIT      := $(B)/runtime/tests/test_rtlogic
+UNIT_TESTS   += $(RT_UNIT)
+
+$(RT_UNIT): $(B)/runtime/tests/test_rtlogic.o $(RT_LOGIC_OBJ) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+$(B)/runtime/%.o: CFLAGS += -Iruntime/src -Iruntime/include
+
+HAVE_NVCC := $(wildcard $(NVCC))
+
+ifeq ($(HAVE_NVCC),)
+$(info runtime: $(NVCC) not found: libgshare, examples and GPU programs are not built (set NVCC=...))
+else
+
+LIBGSHARE   := $(B)/runtime/libgshare.so
+LIBGSHARE1  := $(B)/runtime/libgshare.so.1
+RT_EXAMPLES := vadd stencil sgemm reduce eater server
+RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
+RT_BENCH_BINS := $(B)/runtime/bench/gs-mech
+LIBS += $(LIBGSHARE) $(LIBGSHARE1)
+BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
+
+# gs_session.c lands with the scheduler work; until then the library is
+# standalone-only (gs_nosession.c refuses GSHARE_SOCKET/GSHARE_ALLOC).
+ifeq ($(wildcard common/gs_session.c),)
+RT_SESSION_OBJ := $(B)/runtime/src/gs_nosession.o
+else
+RT_SESSION_OBJ :=
+endif
+
+RT_LIB_OBJS := $(B)/runtime/src/gshare.o $(B)/runtime/src/gs_watch_cu.o \
+	       $(RT_LOGIC_OBJ) $(RT_SESSION_OBJ)
+
+$(B)/runtime/src/gshare.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
+
+$(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(LIBGSHARE): $(LIBGSHARE1)
+	ln -sf libgshare.so.1 $@
+
+$(LIBGSHARE1): $(RT_LIB_OBJS) $(GSCOMMON) runtime/src/libgshare.map
+	$(CC) -shared -o $@ $(RT_LIB_OBJS) $(GSCOMMON) $(LDFLAGS) \
+	    -Wl,-soname,libgshare.so.1 \
+	    -Wl,--version-script=runtime/src/libgshare.map \
+	    -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lpthread
+
+RT_EX_DEPS := runtime/examples/ex_common.h runtime/include/gshare.h \
+	      runtime/include/gshare_device.cuh $(LIBGSHARE)
+
+$(B)/runtime/examples/gs-%: runtime/examples/%.cu $(RT_EX_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -cudart shared -o $@ $< \
+	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
+	    -Xlinker -rpath,$(CUDA_LIB)
+
+$(B)/runtime/bench/gs-%: runtime/bench/%.cu $(RT_EX_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -cudart shared -o $@ $< \
+	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
+	    -Xlinker -rpath,$(CUDA_LIB)
+
+INSTALL_RULES += install-runtime
+.PHONY: install-runtime
+install-runtime: $(LIBGSHARE)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(LIBGSHARE1) $(DESTDIR)$(PREFIX)/lib/libgshare.so.1
+	ln -sf libgshare.so.1 $(DESTDIR)$(PREFIX)/lib/libgshare.so
+	install -m 0644 runtime/include/gshare.h \
+	    runtime/include/gshare_device.cuh $(DESTDIR)$(PREFIX)/include/
+
+endif

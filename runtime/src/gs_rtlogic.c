@@ -1,0 +1,325 @@
+/*
+ * gs_rtlogic.c — pure host-side logic of libgshare (see gs_rtlogic.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_rtlogic.h"
+
+unsigned int
+gs__nphys(unsigned int blocks_per_sm, unsigned int sms, uint64_t total)
+{
+	uint64_t n = (uint64_t)blocks_per_sm * sms;
+
+	if (n == 0 || total == 0)
+		return 0;
+	if (n > total)
+		n = total;
+	return (unsigned int)n;
+}
+
+unsigned int
+gs__batch(uint64_t total, unsigned int nphys, unsigned int fixed)
+{
+	uint64_t b;
+
+	if (fixed != 0)
+		return fixed > GS__MAX_BATCH ? GS__MAX_BATCH : fixed;
+	if (nphys == 0)
+		return 1;
+	b = total / ((uint64_t)nphys * 16u);
+	if (b < 1)
+		b = 1;
+	if (b > 16)
+		b = 16;
+	return (unsigned int)b;
+}
+
+unsigned int
+gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns, uint64_t total,
+		unsigned int nphys, unsigned int fixed)
+{
+	unsigned int b;
+
+	if (fixed != 0)
+		return gs__batch(total, nphys, fixed);
+	if (avg_task_ns == 0)
+		return cur;
+	if (avg_task_ns > 8000)
+		return 1;
+	b = gs__batch(total, nphys, 0);
+	if (avg_task_ns > 2000 && b > 4)
+		b = 4;
+	return b;
+}
+
+unsigned int
+gs__redo_cap(unsigned int nphys, unsigned int maxbatch, uint64_t total, int io)
+{
+	uint64_t pend = (uint64_t)nphys * 2u * maxbatch;
+
+	if (io || pend > total)
+		pend = total;
+	return (unsigned int)(pend + 2u * (uint64_t)nphys + 64u);
+}
+
+static int
+span_cmp(const void *a, const void *b)
+{
+	const struct gs__span *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return 0;
+}
+
+uint64_t
+gs__span_union(struct gs__span *v, size_t n)
+{
+	uint64_t sum = 0, cs = 0, ce = 0;
+	int open = 0;
+	size_t i;
+
+	if (n == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), span_cmp);
+	for (i = 0; i < n; i++) {
+		if (v[i].end <= v[i].start)
+			continue;
+		if (open && v[i].start <= ce) {
+			if (v[i].end > ce)
+				ce = v[i].end;
+			continue;
+		}
+		if (open)
+			sum += ce - cs;
+		cs = v[i].start;
+		ce = v[i].end;
+		open = 1;
+	}
+	if (open)
+		sum += ce - cs;
+	return sum;
+}
+
+uint64_t
+gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
+	      int suspend_pending, uint64_t *cur)
+{
+	if (suspend_pending || waited_ns < p->spin_ns) {
+		*cur = 0;
+		return 0;
+	}
+	if (*cur == 0)
+		*cur = p->min_sleep_ns;
+	else if (*cur * 2 <= p->max_sleep_ns)
+		*cur *= 2;
+	else
+		*cur = p->max_sleep_ns;
+	return *cur;
+}
+
+static int
+parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s == '\0' || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+gs__parse_range_us(const char *s, uint64_t *min_ns, uint64_t *max_ns,
+		   struct gs_error *err)
+{
+	char buf[64];
+	char *colon;
+	uint64_t lo, hi;
+
+	if (s == NULL || strlen(s) >= sizeof(buf))
+		return gs_error_set(err, GS_ECONFIG,
+				    "range must be MIN:MAX microseconds");
+	strcpy(buf, s);
+	colon = strchr(buf, ':');
+	if (colon == NULL) {
+		if (parse_u64(buf, &lo) < 0)
+			return gs_error_set(err, GS_ECONFIG,
+			    "bad range '%s': want MIN:MAX microseconds", s);
+		hi = lo;
+	} else {
+		*colon = '\0';
+		if (parse_u64(buf, &lo) < 0 || parse_u64(colon + 1, &hi) < 0)
+			return gs_error_set(err, GS_ECONFIG,
+			    "bad range '%s': want MIN:MAX microseconds", s);
+	}
+	if (lo == 0 || hi < lo || hi > 60000000u)
+		return gs_error_set(err, GS_ECONFIG,
+		    "bad range '%s': need 0 < MIN <= MAX <= 60000000", s);
+	*min_ns = lo * 1000u;
+	*max_ns = hi * 1000u;
+	return 0;
+}
+
+static int
+env_u64(const char *(*get)(const char *), const char *name, uint64_t lo,
+	uint64_t hi, uint64_t *out, struct gs_error *err)
+{
+	const char *s = get(name);
+	uint64_t v;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (parse_u64(s, &v) < 0 || v < lo || v > hi)
+		return gs_error_set(err, GS_ECONFIG,
+		    "%s='%s': want an integer in %llu..%llu", name, s,
+		    (unsigned long long)lo, (unsigned long long)hi);
+	*out = v;
+	return 0;
+}
+
+int
+gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
+		 struct gs_error *err)
+{
+	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
+	const char *s;
+
+	memset(c, 0, sizeof(*c));
+	if (env_u64(get, "GSHARE_BATCH", 0, GS__MAX_BATCH, &batch, err) < 0 ||
+	    env_u64(get, "GSHARE_WATCH_NS", 0, 100000, &watch, err) < 0 ||
+	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
+	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
+	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
+		return -1;
+	s = get("GSHARE_FORCE_SUSPEND_US");
+	if (s != NULL && *s != '\0' &&
+	    gs__parse_range_us(s, &c->force_min_ns, &c->force_max_ns,
+			       err) < 0)
+		return gs_error_set(err, GS_ECONFIG,
+		    "GSHARE_FORCE_SUSPEND_US='%s': want MIN:MAX microseconds, "
+		    "0 < MIN <= MAX", s);
+	c->batch = (unsigned int)batch;
+	c->watch_ns = (unsigned int)watch;
+	c->check_once = (int)check;
+	c->spin_ns = spin * 1000u;
+	c->seed = seed;
+	return 0;
+}
+
+uint64_t
+gs__rand(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	if (x == 0)
+		x = 0x9e3779b97f4a7c15ull;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+uint64_t
+gs__rand_range(uint64_t *state, uint64_t lo, uint64_t hi)
+{
+	if (hi <= lo)
+		return lo;
+	return lo + gs__rand(state) % (hi - lo + 1);
+}
+
+void
+gs__queues_init(struct gs__queues *qs)
+{
+	memset(qs, 0, sizeof(*qs));
+}
+
+void
+gs__queues_free(struct gs__queues *qs)
+{
+	free(qs->q);
+	memset(qs, 0, sizeof(*qs));
+}
+
+static struct gs__squeue *
+find_q(const struct gs__queues *qs, void *stream)
+{
+	size_t i;
+
+	for (i = 0; i < qs->n; i++)
+		if (qs->q[i].stream == stream)
+			return &qs->q[i];
+	return NULL;
+}
+
+int
+gs__queues_push(struct gs__queues *qs, void *stream, struct gs__qnode *node)
+{
+	struct gs__squeue *q = find_q(qs, stream);
+
+	if (q == NULL) {
+		if (qs->n == qs->cap) {
+			size_t nc = qs->cap ? qs->cap * 2 : 4;
+			struct gs__squeue *nq;
+
+			nq = realloc(qs->q, nc * sizeof(*nq));
+			if (nq == NULL)
+				return -1;
+			qs->q = nq;
+			qs->cap = nc;
+		}
+		q = &qs->q[qs->n++];
+		memset(q, 0, sizeof(*q));
+		q->stream = stream;
+	}
+	node->next = NULL;
+	if (q->tail != NULL)
+		q->tail->next = node;
+	else
+		q->head = node;
+	q->tail = node;
+	q->len++;
+	return 0;
+}
+
+int
+gs__queues_remove(struct gs__queues *qs, void *stream, struct gs__qnode *node)
+{
+	struct gs__squeue *q = find_q(qs, stream);
+	struct gs__qnode *prev = NULL, *it;
+
+	if (q == NULL)
+		return -1;
+	for (it = q->head; it != NULL; prev = it, it = it->next) {
+		if (it != node)
+			continue;
+		if (prev != NULL)
+			prev->next = it->next;
+		else
+			q->head = it->next;
+		if (q->tail == it)
+			q->tail = prev;
+		q->len--;
+		it->next = NULL;
+		return 0;
+	}
+	return -1;
+}
+
+size_t
+gs__queues_total(const struct gs__queues *qs)
+{
+	size_t i, t = 0;
+
+	for (i = 0; i < qs->n; i++)
+		t += qs->q[i].len;
+	return t;
+}

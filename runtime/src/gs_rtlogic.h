@@ -1,0 +1,113 @@
+/*
+ * gs_rtlogic.h — the pure host-side logic of libgshare: no CUDA, no I/O,
+ * no clocks, so it is unit-tested on machines without a GPU.
+ *
+ *  - persistent grid sizing and batch size (Slate's task grouping),
+ *  - the redo-buffer capacity that bounds what a suspend can leave behind,
+ *  - union of kernel spans (GPU time of one token hold),
+ *  - the host wait policy (spin, then back off; spin again once a suspend
+ *    is pending),
+ *  - GSHARE_* environment parsing,
+ *  - per-stream FIFO queues of launch records that keep their order across
+ *    any number of suspensions (EffiSha §6.1).
+ */
+#ifndef GS_RTLOGIC_H
+#define GS_RTLOGIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gs_error.h"
+
+#define GS__MAX_BATCH	64u
+#define GS__MAX_TOTAL	0x7fffffffu	/* logical blocks per launch */
+
+/* Physical blocks: blocks_per_sm * sms, never more than the logical
+ * blocks, at least 1.  Returns 0 when occupancy says nothing fits. */
+unsigned int gs__nphys(unsigned int blocks_per_sm, unsigned int sms,
+		       uint64_t total);
+
+/* Logical blocks per claim: `fixed` if nonzero (clamped to
+ * 1..GS__MAX_BATCH), else about total / (nphys * 16) so that each physical
+ * block claims ~16 times, clamped to 1..16. */
+unsigned int gs__batch(uint64_t total, unsigned int nphys,
+		       unsigned int fixed);
+
+/* Next batch size from the average block-task time of the last launch
+ * (0: unknown): tasks over 8 us are claimed one at a time, tasks under
+ * 2 us get the adaptive size, in between at most 4.  `fixed` wins. */
+unsigned int gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns,
+			     uint64_t total, unsigned int nphys,
+			     unsigned int fixed);
+
+/* Size of the redo ring.  A suspend leaves at most two batches per
+ * physical block behind (the current one and one claimed ahead), never
+ * more than every logical block (io: every block may wait on I/O); the
+ * ring keeps 2 * nphys + 64 spare entries for takers in flight. */
+unsigned int gs__redo_cap(unsigned int nphys, unsigned int maxbatch,
+			  uint64_t total, int io);
+
+/* Length of the union of n intervals [start, end) (end < start counts as
+ * empty).  Sorts the array in place. */
+struct gs__span {
+	uint64_t start, end;
+};
+uint64_t gs__span_union(struct gs__span *v, size_t n);
+
+/* Wait policy.  Spin for spin_ns after the wait started, then sleep,
+ * doubling from min_sleep_ns to max_sleep_ns; when a suspend is pending,
+ * spin (0).  Returns the nanoseconds to sleep now and updates *cur. */
+struct gs__waitpol {
+	uint64_t spin_ns, min_sleep_ns, max_sleep_ns;
+};
+uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
+		       int suspend_pending, uint64_t *cur);
+
+/* Runtime configuration from the environment. */
+struct gs__config {
+	unsigned int batch;		/* GSHARE_BATCH, 0: adaptive */
+	uint64_t force_min_ns;		/* GSHARE_FORCE_SUSPEND_US=MIN:MAX */
+	uint64_t force_max_ns;		/* 0: off */
+	unsigned int watch_ns;		/* GSHARE_WATCH_NS, default 1000 */
+	int check_once;			/* GSHARE_CHECK_ONCE=1 */
+	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
+	uint64_t seed;			/* GSHARE_SEED, default from time */
+};
+/* getenv is passed in so that tests can feed their own. */
+int gs__config_parse(struct gs__config *c,
+		     const char *(*get)(const char *name),
+		     struct gs_error *err);
+int gs__parse_range_us(const char *s, uint64_t *min_ns, uint64_t *max_ns,
+		       struct gs_error *err);
+
+/* xorshift64*: deterministic random numbers for forced suspensions. */
+uint64_t gs__rand(uint64_t *state);
+/* Uniform in [lo, hi]. */
+uint64_t gs__rand_range(uint64_t *state, uint64_t lo, uint64_t hi);
+
+/* Per-stream FIFO queues.  An item is any struct with a
+ * `struct gs__qnode` member; the queue does not own items. */
+struct gs__qnode {
+	struct gs__qnode *next;
+};
+struct gs__squeue {
+	void *stream;			/* key */
+	struct gs__qnode *head, *tail;
+	size_t len;
+};
+struct gs__queues {
+	struct gs__squeue *q;
+	size_t n, cap;
+};
+void gs__queues_init(struct gs__queues *qs);
+void gs__queues_free(struct gs__queues *qs);
+/* Append to stream's queue (created on first use).  -1 on ENOMEM. */
+int gs__queues_push(struct gs__queues *qs, void *stream,
+		    struct gs__qnode *node);
+/* Remove node from stream's queue (it may sit anywhere). 0, or -1 if
+ * not found. */
+int gs__queues_remove(struct gs__queues *qs, void *stream,
+		      struct gs__qnode *node);
+size_t gs__queues_total(const struct gs__queues *qs);
+
+#endif /* GS_RTLOGIC_H */

@@ -1,0 +1,1383 @@
+/*
+ * gshare.c — libgshare host side: launch queues, the run/wait loop, the
+ * watcher, RPC service and the two drivers (standalone, attached).
+ *
+ * One struct gs__rt per process.  A gs_launch makes a launch record
+ * (struct gs__launch) and appends it to its stream's queue.  A *run* is
+ * one token hold: launch the watcher warp (attached or forced mode), then
+ * every queued record in queue order, wait until all of them have left the
+ * GPU (each kernel's last block writes its seq into a host-mapped status),
+ * then drop the records that finished.  A record that did not finish stays
+ * where it is and is relaunched by the next run, which first runs the
+ * logical blocks left in its redo ring; its successors on the same stream do nothing until it finishes
+ * (pred_finished), so stream order holds across suspensions.
+ *
+ * Standalone without forced suspensions a launch starts at once on its
+ * stream (gen never signalled) and gs_synchronize only waits.
+ *
+ * The host waits by spinning, then sleeping with exponential backoff
+ * (gs__wait_step), and spins again as soon as a suspend is pending so that
+ * the exit is seen at once.  Not thread-safe: one thread drives it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gs_ctlpage.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+#include "gs_rtlogic.h"
+#include "gs_session.h"
+#include "gs_watch.h"
+#include "gshare.h"
+#include "gshare_device.cuh"
+
+#define GS_API __attribute__((visibility("default")))
+
+#define GS__SLOTS	4096u
+#define GS__STAGE	(1u << 20)
+#define GS__EVS		16384u
+#define GS__IMM_GEN	0xffffffffu	/* never signalled */
+#define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
+
+struct gs__launch {
+	struct gs__qnode node;		/* first: queue link */
+	const struct gs_kernel *k;
+	struct gs_dim3 grid, block;
+	size_t shmem;
+	void *args;
+	cudaStream_t stream;
+	unsigned int total, nphys, batch, redo_cap;
+	unsigned int redo_head, redo_tail;	/* ring, as last reported */
+	unsigned int slot, seq, gen;
+	int launched;
+	int finished;			/* the kernel completed */
+	struct gs__launch *pred;	/* previous record when launched */
+	unsigned int pred_seq;
+	unsigned int *d_redo;
+	size_t redo_bytes;
+	unsigned int *d_runs;
+	size_t runs_bytes;
+	/* I/O kernels */
+	struct gs__rpc *rpc, *d_rpc;
+	unsigned int *ring, *d_ring;
+	unsigned int ring_head;
+	unsigned int *ready, nready;
+	unsigned int io_out;
+};
+
+struct gs__pending_read {
+	struct gs__launch *l;
+	unsigned int lb;
+};
+
+struct gs__devbuf {
+	void *p;
+	size_t bytes;
+};
+
+struct gs__occ {
+	const struct gs_kernel *k;
+	struct gs_dim3 block;
+	size_t shmem;
+	int bps;
+};
+
+struct gs__rt {
+	struct gs__config cfg;
+	int attached;
+	int device, sms;
+	struct gs_session *sess;
+	volatile struct gs_ctlpage *page;	/* session page or fake */
+	struct gs_ctlpage *fake;		/* forced mode */
+	volatile struct gs_ctlpage *d_page;	/* device view */
+	int page_registered;
+	cudaStream_t wstream, iostream;
+	unsigned int *d_flag;
+	volatile unsigned int *quit, *d_quit;
+	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
+							 * time */
+	uint64_t seen_ns;		/* last wait: all exits seen */
+	uint64_t last_tmax;		/* last reap: latest block exit */
+	struct gs__status *st, *d_st;
+	struct gs__kstate *d_ks;
+	unsigned int *free_slots, nfree;
+	struct gs__queues q;
+	unsigned int gen, seq;
+	uint64_t rng;
+	struct gs__devbuf *cache;
+	size_t ncache, capcache;
+	struct gs__occ occ[32];
+	unsigned int nocc;
+	void *stage;
+	struct gs__pending_read *pend;
+	size_t npend, cappend;
+	int io_kernels;			/* records with GS_KF_IO queued */
+	struct gs_stats stats;
+	uint64_t evs[GS__EVS];		/* eviction latency samples (ring) */
+	uint64_t nevs;
+	struct gs__launch **tmp;	/* scratch: launched records */
+	size_t ntmp, captmp;
+	struct gs__span *spans;
+};
+
+static struct gs__rt *rt;
+static __thread struct gs_error last_err;
+
+static const char *
+envget(const char *name)
+{
+	return getenv(name);
+}
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Record a failure for gs_errmsg; returns the negated code. */
+static int
+fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int
+fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	last_err.code = code;
+	va_start(ap, fmt);
+	vsnprintf(last_err.msg, sizeof(last_err.msg), fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+static int
+fail_err(const struct gs_error *e)
+{
+	last_err = *e;
+	return -(e->code ? e->code : GS_EIO);
+}
+
+static int
+cufail(cudaError_t e, const char *what)
+{
+	return fail(GS_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
+		    cudaGetErrorName(e));
+}
+
+#define CU_OK(e) ((e) == cudaSuccess)
+
+/* ---- device buffer cache: kernels relaunched with the same sizes reuse
+ * their redo/run buffers without cudaMalloc ---- */
+
+static int
+devbuf_get(size_t bytes, void **out)
+{
+	size_t i, best = SIZE_MAX;
+	cudaError_t e;
+
+	for (i = 0; i < rt->ncache; i++)
+		if (rt->cache[i].bytes >= bytes &&
+		    (best == SIZE_MAX ||
+		     rt->cache[i].bytes < rt->cache[best].bytes))
+			best = i;
+	if (best != SIZE_MAX) {
+		*out = rt->cache[best].p;
+		rt->cache[best] = rt->cache[--rt->ncache];
+		return 0;
+	}
+	e = cudaMalloc(out, bytes);
+	if (!CU_OK(e))
+		return cufail(e, "cudaMalloc");
+	return 0;
+}
+
+static void
+devbuf_put(void *p, size_t bytes)
+{
+	if (p == NULL)
+		return;
+	if (rt->ncache == rt->capcache) {
+		size_t nc = rt->capcache ? rt->capcache * 2 : 16;
+		struct gs__devbuf *n = realloc(rt->cache, nc * sizeof(*n));
+
+		if (n == NULL) {
+			cudaFree(p);
+			return;
+		}
+		rt->cache = n;
+		rt->capcache = nc;
+	}
+	rt->cache[rt->ncache].p = p;
+	rt->cache[rt->ncache].bytes = bytes;
+	rt->ncache++;
+}
+
+/* ---- launch records ---- */
+
+static void
+launch_free(struct gs__launch *l)
+{
+	if (l == NULL)
+		return;
+	devbuf_put(l->d_redo, l->redo_bytes);
+	devbuf_put(l->d_runs, l->runs_bytes);
+	if (l->rpc != NULL)
+		cudaFreeHost(l->rpc);
+	if (l->ring != NULL)
+		cudaFreeHost(l->ring);
+	free(l->ready);
+	free(l->args);
+	if (l->slot != UINT32_MAX) {
+		/* a kernel left unfinished (error, finalize) leaves its
+		 * device state dirty; a finished one reset it itself */
+		if (!l->finished)
+			cudaMemset(rt->d_ks + l->slot, 0,
+				   sizeof(struct gs__kstate));
+		rt->free_slots[rt->nfree++] = l->slot;
+	}
+	if (l->k != NULL && (l->k->flags & GS_KF_IO))
+		rt->io_kernels--;
+	free(l);
+}
+
+static int
+occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
+	  int *bps)
+{
+	unsigned int i;
+	int e;
+
+	for (i = 0; i < rt->nocc; i++) {
+		struct gs__occ *o = &rt->occ[i];
+		if (o->k == k && o->shmem == shmem && o->block.x == block.x &&
+		    o->block.y == block.y && o->block.z == block.z) {
+			*bps = o->bps;
+			return 0;
+		}
+	}
+	e = k->occupancy(bps, block, shmem);
+	if (e != 0)
+		return cufail((cudaError_t)e,
+			      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+	i = rt->nocc < 32 ? rt->nocc++ : (unsigned int)(rt->seq % 32u);
+	rt->occ[i].k = k;
+	rt->occ[i].block = block;
+	rt->occ[i].shmem = shmem;
+	rt->occ[i].bps = *bps;
+	return 0;
+}
+
+/* Put one record on the GPU for generation gen. */
+static int
+launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
+{
+	struct gs_kctx c;
+	cudaError_t e;
+	int rc;
+
+	if (l->nready > 0) {
+		/* completed I/O: append to the ring, in up to two pieces */
+		unsigned int pos = l->redo_tail % l->redo_cap;
+		unsigned int n1 = l->redo_cap - pos;
+
+		if (n1 > l->nready)
+			n1 = l->nready;
+		e = cudaMemcpyAsync(l->d_redo + pos, l->ready,
+				    n1 * sizeof(unsigned int),
+				    cudaMemcpyHostToDevice, l->stream);
+		if (CU_OK(e) && n1 < l->nready)
+			e = cudaMemcpyAsync(l->d_redo, l->ready + n1,
+					    (l->nready - n1) *
+					    sizeof(unsigned int),
+					    cudaMemcpyHostToDevice, l->stream);
+		if (!CU_OK(e))
+			return cufail(e, "cudaMemcpyAsync(ready)");
+		l->redo_tail += l->nready;
+		l->nready = 0;
+	}
+	memset(&c, 0, sizeof(c));
+	c.ks = rt->d_ks + l->slot;
+	c.redo = l->d_redo;
+	c.flag = rt->d_flag;
+	c.pred_finished = pred != NULL ? &(rt->d_ks + pred->slot)->finished :
+					 NULL;
+	c.st = rt->d_st + l->slot;
+	c.runs = l->d_runs;
+	c.rpc = l->d_rpc;
+	c.ring = l->d_ring;
+	c.total = l->total;
+	c.gx = l->grid.x;
+	c.gy = l->grid.y;
+	c.gz = l->grid.z;
+	c.redo_cap = l->redo_cap;
+	c.redo_begin = l->redo_head;
+	c.redo_end = l->redo_tail;
+	c.batch = l->batch;
+	c.nphys = l->nphys;
+	c.gen = gen;
+	c.seq = ++rt->seq;
+	if (c.seq == 0)
+		c.seq = ++rt->seq;
+	c.io_out = l->io_out;
+	c.pred_seq = pred != NULL ? pred->seq : 0;
+	l->seq = c.seq;
+	l->gen = gen;
+	l->pred = pred;
+	rc = l->k->launch(l->nphys, l->block, l->shmem, l->stream, &c,
+			  l->args);
+	if (rc != 0)
+		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
+			    cudaGetErrorString((cudaError_t)rc));
+	l->launched = 1;
+	rt->stats.kernel_runs++;
+	return 0;
+}
+
+/* ---- RPC service ---- */
+
+static int
+push_ready(struct gs__launch *l, unsigned int lb)
+{
+	l->ready[l->nready++] = lb;
+	l->io_out--;
+	return 0;
+}
+
+static int
+copy_to_device(unsigned long long dst, const void *src, size_t n)
+{
+	cudaError_t e;
+
+	e = cudaMemcpyAsync((void *)(uintptr_t)dst, src, n,
+			    cudaMemcpyHostToDevice, rt->iostream);
+	if (CU_OK(e))
+		e = cudaStreamSynchronize(rt->iostream);
+	if (!CU_OK(e))
+		return cufail(e, "cudaMemcpy(io)");
+	return 0;
+}
+
+/* File read at an offset: done at once, in staging-buffer chunks. */
+static int
+serve_pread(struct gs__launch *l, unsigned int lb)
+{
+	volatile struct gs__rpc *s = &l->rpc[lb];
+	long long off = s->off, got = 0;
+	unsigned long long len = s->len, dst = s->dst;
+	int fd = s->fd;
+
+	while ((unsigned long long)got < len) {
+		size_t want = len - (unsigned long long)got;
+		ssize_t n;
+
+		if (want > GS__STAGE)
+			want = GS__STAGE;
+		n = pread(fd, rt->stage, want, (off_t)(off + got));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			got = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (copy_to_device(dst + (unsigned long long)got, rt->stage,
+				   (size_t)n) < 0)
+			return -1;
+		got += n;
+	}
+	s->result = got;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	s->op = GS__RPC_DONE;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return push_ready(l, lb);
+}
+
+/*
+ * Stream reads on fd, which poll says is readable: the waiters on fd
+ * (oldest first) that ask for the same length share one read(2), each
+ * taking its length of the bytes in order (what consecutive reads would
+ * have returned); the last may get a short read.  Returns how many
+ * waiters were served, or -1.
+ */
+static int
+serve_fd(int fd)
+{
+	size_t idx[256], k = 0, j, q;
+	unsigned long long len = 0;
+	ssize_t n;
+	int served = 0;
+	cudaError_t e = cudaSuccess;
+
+	for (j = 0; j < rt->npend && k < 256; j++) {
+		volatile struct gs__rpc *s = &rt->pend[j].l->rpc[rt->pend[j].lb];
+		unsigned long long l1 = s->len > GS__STAGE ? GS__STAGE : s->len;
+
+		if (s->fd != fd)
+			continue;
+		if (k == 0)
+			len = l1;
+		else if (l1 != len || (k + 1) * len > GS__STAGE)
+			break;
+		idx[k++] = j;
+	}
+	if (k == 0)
+		return 0;
+	do {
+		n = read(fd, rt->stage, (size_t)(k * len));
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	for (q = 0; q < k; q++) {
+		struct gs__pending_read *p = &rt->pend[idx[q]];
+		volatile struct gs__rpc *s = &p->l->rpc[p->lb];
+		long long res;
+
+		if (n < 0)
+			res = -errno;
+		else if ((unsigned long long)n > q * len)
+			res = (long long)((unsigned long long)n - q * len > len ?
+					  len : (unsigned long long)n - q * len);
+		else if (q == 0)
+			res = 0;	/* end of file */
+		else
+			break;		/* no bytes left for this one */
+		if (res > 0)
+			e = cudaMemcpyAsync((void *)(uintptr_t)s->dst,
+					    (char *)rt->stage + q * len,
+					    (size_t)res, cudaMemcpyHostToDevice,
+					    rt->iostream);
+		if (!CU_OK(e))
+			return cufail(e, "cudaMemcpyAsync(io)");
+		s->result = res;
+		served++;
+	}
+	e = cudaStreamSynchronize(rt->iostream);
+	if (!CU_OK(e))
+		return cufail(e, "cudaStreamSynchronize(io)");
+	for (q = 0; q < (size_t)served; q++) {
+		struct gs__pending_read *p = &rt->pend[idx[q]];
+
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		p->l->rpc[p->lb].op = GS__RPC_DONE;
+		push_ready(p->l, p->lb);
+		p->l = NULL;
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* drop the served ones, keeping the order of the rest */
+	for (j = 0, q = 0; j < rt->npend; j++)
+		if (rt->pend[j].l != NULL)
+			rt->pend[q++] = rt->pend[j];
+	rt->npend = q;
+	return served;
+}
+
+/* Serve pending stream reads: wait up to timeout_ms (as poll(2)) for the
+ * first, then take everything readable now.  Returns how many were
+ * served, or -1. */
+static int
+poll_streams(int timeout_ms)
+{
+	struct pollfd pf[64];
+	int served = 0;
+
+	while (rt->npend > 0) {
+		nfds_t n = 0, i;
+		size_t j;
+		int r, progress = 0;
+
+		for (j = 0; j < rt->npend && n < 64; j++) {
+			int fd = rt->pend[j].l->rpc[rt->pend[j].lb].fd;
+
+			for (i = 0; i < n; i++)
+				if (pf[i].fd == fd)
+					break;
+			if (i < n)
+				continue;
+			pf[n].fd = fd;
+			pf[n].events = POLLIN;
+			pf[n].revents = 0;
+			n++;
+		}
+		r = poll(pf, n, served ? 0 : timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return fail(GS_EIO, "poll: %s", strerror(errno));
+		if (r == 0)
+			return served;
+		for (i = 0; i < n; i++) {
+			if (pf[i].revents == 0)
+				continue;
+			r = serve_fd(pf[i].fd);
+			if (r < 0)
+				return -1;
+			if (r > 0) {
+				served += r;
+				progress = 1;
+			}
+		}
+		if (!progress)
+			return served;
+	}
+	return served;
+}
+
+/* New requests from the ring of one I/O record. */
+static int
+scan_ring(struct gs__launch *l)
+{
+	for (;;) {
+		volatile unsigned int *e = &l->ring[l->ring_head % l->total];
+		unsigned int v = *e, lb;
+
+		if (v == 0)
+			return 0;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		*e = 0;
+		l->ring_head++;
+		lb = v - 1u;
+		if (lb >= l->total || l->rpc[lb].op != GS__RPC_READ)
+			return fail(GS__EINTERNAL, "kernel %s: bad RPC ring "
+				    "entry %u", l->k->name, v);
+		l->io_out++;
+		rt->stats.io_requests++;
+		if (l->rpc[lb].off >= 0) {
+			if (serve_pread(l, lb) < 0)
+				return -1;
+			continue;
+		}
+		if (rt->npend == rt->cappend) {
+			size_t nc = rt->cappend ? rt->cappend * 2 : 64;
+			struct gs__pending_read *n;
+
+			n = realloc(rt->pend, nc * sizeof(*n));
+			if (n == NULL)
+				return fail(GS_ENOMEM, "out of memory");
+			rt->pend = n;
+			rt->cappend = nc;
+		}
+		rt->pend[rt->npend].l = l;
+		rt->pend[rt->npend].lb = lb;
+		rt->npend++;
+	}
+}
+
+static int
+service_io(int poll_now)
+{
+	size_t i;
+
+	if (rt->io_kernels == 0)
+		return 0;
+	for (i = 0; i < rt->ntmp; i++)
+		if (rt->tmp[i]->rpc != NULL && scan_ring(rt->tmp[i]) < 0)
+			return -1;
+	if (poll_now && poll_streams(0) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- the wait ---- */
+
+static int
+tmp_add(struct gs__launch *l)
+{
+	if (rt->ntmp == rt->captmp) {
+		size_t nc = rt->captmp ? rt->captmp * 2 : 64;
+		struct gs__launch **n = realloc(rt->tmp, nc * sizeof(*n));
+		struct gs__span *s = realloc(rt->spans, nc * sizeof(*s));
+
+		if (n != NULL)
+			rt->tmp = n;
+		if (s != NULL)
+			rt->spans = s;
+		if (n == NULL || s == NULL)
+			return fail(GS_ENOMEM, "out of memory");
+		rt->captmp = nc;
+	}
+	rt->tmp[rt->ntmp++] = l;
+	return 0;
+}
+
+/*
+ * Wait until every record in rt->tmp has left the GPU, serving RPCs and
+ * (forced mode) writing the suspend as an agent would.  *exit_ns: when
+ * the last one was seen gone; *susp: a suspend was pending at exit.
+ */
+static int
+wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
+	      int *susp)
+{
+	struct gs__waitpol pol = { rt->cfg.spin_ns, 2000, 20000 };
+	uint64_t t0 = now_ns(), cur = 0, deadline = 0, iter = 0;
+	size_t i;
+	cudaError_t e;
+
+	if (page != NULL && rt->fake != NULL && rt->cfg.force_max_ns)
+		deadline = t0 + gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
+					       rt->cfg.force_max_ns);
+	for (;;) {
+		int all = 1, pending;
+		uint64_t now, sl;
+
+		for (i = 0; i < rt->ntmp; i++) {
+			const volatile struct gs__status *st =
+			    &rt->st[rt->tmp[i]->slot];
+			if (st->seq != rt->tmp[i]->seq) {
+				all = 0;
+				break;
+			}
+		}
+		if (all)
+			break;
+		iter++;
+		if (service_io((iter & 31u) == 0) < 0)
+			return -1;
+		now = now_ns();
+		if (deadline && now >= deadline && page->suspend == 0) {
+			page->suspend_set_ns = now;
+			__atomic_store_n(&page->suspend, GS_CTL_SUSPEND,
+					 __ATOMIC_RELEASE);
+			deadline = 0;
+		}
+		if ((iter & 255u) == 0) {
+			for (i = 0; i < rt->ntmp; i++) {
+				e = cudaStreamQuery(rt->tmp[i]->stream);
+				if (e != cudaSuccess && e != cudaErrorNotReady)
+					return cufail(e, "kernel failed");
+			}
+		}
+		pending = page != NULL &&
+			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+			  GS_CTL_SUSPEND;
+		sl = gs__wait_step(&pol, now - t0, pending, &cur);
+		if (sl) {
+			struct timespec ts = { 0, (long)sl };
+			nanosleep(&ts, NULL);
+		}
+	}
+	rt->seen_ns = now_ns();
+	/* the last blocks are leaving: spin until the streams say so
+	 * (a blocking synchronize would add a wake-up) */
+	for (i = 0; i < rt->ntmp; i++) {
+		while ((e = cudaStreamQuery(rt->tmp[i]->stream)) ==
+		       cudaErrorNotReady)
+			;
+		if (!CU_OK(e))
+			return cufail(e, "kernel failed");
+	}
+	*exit_ns = now_ns();
+	*susp = page != NULL &&
+		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+		GS_CTL_SUSPEND;
+	/* requests posted just before the exit */
+	return service_io(0);
+}
+
+/* Check the run counters of a finished record (GSHARE_CHECK_ONCE). */
+static int
+check_once(struct gs__launch *l)
+{
+	unsigned int *h;
+	unsigned int i, bad = 0, first = 0;
+	cudaError_t e;
+
+	h = malloc(l->total * sizeof(*h));
+	if (h == NULL)
+		return fail(GS_ENOMEM, "out of memory");
+	e = cudaMemcpy(h, l->d_runs, l->total * sizeof(*h),
+		       cudaMemcpyDeviceToHost);
+	if (!CU_OK(e)) {
+		free(h);
+		return cufail(e, "cudaMemcpy(runs)");
+	}
+	for (i = 0; i < l->total; i++)
+		if (h[i] != 1u && bad++ == 0)
+			first = i;
+	if (bad) {
+		unsigned int v = h[first];
+		free(h);
+		return fail(GS__EINTERNAL, "kernel %s: %u logical blocks did "
+			    "not run exactly once (block %u ran %u times)",
+			    l->k->name, bad, first, v);
+	}
+	rt->stats.once_checked += l->total;
+	free(h);
+	return 0;
+}
+
+/*
+ * After a wait: account every launched record, drop the finished ones.
+ * *runnable: some unfinished record has work it can do now.
+ */
+static int
+reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
+{
+	size_t i, ns = 0;
+
+	rt->last_tmax = 0;
+	*gpu_ns = 0;
+	*tasks = 0;
+	*runnable = 0;
+	for (i = 0; i < rt->ntmp; i++) {
+		struct gs__launch *l = rt->tmp[i];
+		const struct gs__status *st = &rt->st[l->slot];
+
+		if (st->overflow)
+			return fail(GS__EINTERNAL, "kernel %s: redo buffer "
+				    "overflow", l->k->name);
+		rt->spans[ns].start = st->tmin;
+		rt->spans[ns].end = st->tmax;
+		if (st->tmax > rt->last_tmax)
+			rt->last_tmax = st->tmax;
+		ns++;
+		*tasks += st->done;
+		rt->stats.yields += st->yields;
+		l->launched = 0;
+		if (st->finished && l->io_out == 0 && l->nready == 0) {
+			l->finished = 1;
+			if (rt->cfg.check_once && check_once(l) < 0)
+				return -1;
+			gs__queues_remove(&rt->q, l->stream, &l->node);
+			launch_free(l);
+			continue;
+		}
+		l->redo_head = st->redo_head;
+		l->redo_tail = st->redo_tail;
+		if (st->done > 0 && st->tmax > st->tmin)
+			l->batch = gs__batch_adapt(l->batch,
+			    (st->tmax - st->tmin) * l->nphys / st->done,
+			    l->total, l->nphys, rt->cfg.batch);
+		if (st->fresh_left || l->redo_tail != l->redo_head ||
+		    l->nready)
+			*runnable = 1;
+	}
+	rt->ntmp = 0;
+	*gpu_ns = gs__span_union(rt->spans, ns);
+	rt->stats.gpu_ns += *gpu_ns;
+	rt->stats.block_tasks += *tasks;
+	return 0;
+}
+
+/* Launch what is queued and not on the GPU yet. */
+static int
+launch_queued(unsigned int gen)
+{
+	size_t i;
+
+	rt->ntmp = 0;
+	for (i = 0; i < rt->q.n; i++) {
+		struct gs__qnode *n;
+		struct gs__launch *prev = NULL;
+
+		for (n = rt->q.q[i].head; n != NULL; n = n->next) {
+			struct gs__launch *l = (struct gs__launch *)n;
+
+			if (!l->launched) {
+				if (launch_one(l, gen, prev) < 0)
+					return -1;
+				if (tmp_add(l) < 0)
+					return -1;
+			} else if (tmp_add(l) < 0) {
+				return -1;
+			}
+			prev = l;
+		}
+	}
+	return 0;
+}
+
+enum { RUN_DONE, RUN_SUSPENDED, RUN_IOWAIT };
+
+/*
+ * One token hold.  Relaunches while there is runnable work and no suspend;
+ * fills res (gpu_ns, block_tasks, exit_ns) and returns RUN_* or -1.
+ */
+static int
+run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
+{
+	uint64_t gpu, tasks, exit_ns = 0;
+	int susp = 0, runnable, rc;
+
+	memset(res, 0, sizeof(*res));
+	for (;;) {
+		unsigned int gen = ++rt->gen;
+
+		if (gen == GS__IMM_GEN)
+			gen = rt->gen = 1;
+		if (page != NULL) {
+			/* quit only grows: an older watcher still leaving
+			 * must keep seeing quit >= its gen */
+			*rt->wtime = 0;
+			rc = gs__watch_launch(rt->wstream,
+					      &rt->d_page->suspend,
+					      rt->d_quit, rt->d_flag, gen,
+					      rt->cfg.watch_ns, rt->d_wtime);
+			if (rc != 0)
+				return cufail((cudaError_t)rc,
+					      "watcher launch");
+		}
+		if (launch_queued(gen) < 0)
+			return -1;
+		rc = wait_launched(page, &exit_ns, &susp);
+		if (page != NULL)
+			*rt->quit = gen;
+		if (rc < 0)
+			return -1;
+		if (reap(&gpu, &tasks, &runnable) < 0)
+			return -1;
+		res->gpu_ns += gpu;
+		res->block_tasks += tasks;
+		res->exit_ns = exit_ns;
+		if (gs__queues_total(&rt->q) == 0) {
+			res->done = 1;
+			return RUN_DONE;
+		}
+		if (susp) {
+			uint64_t ev = exit_ns - page->suspend_set_ns;
+
+			rt->stats.suspensions++;
+			rt->stats.evict_ns_last = ev;
+			rt->stats.evict_ns_sum += ev;
+			rt->evs[rt->nevs++ % GS__EVS] = ev;
+			rt->stats.evict_seen_ns_sum += rt->seen_ns -
+						       page->suspend_set_ns;
+			if (*rt->wtime && rt->last_tmax > *rt->wtime)
+				rt->stats.evict_dev_ns_sum += rt->last_tmax -
+							      *rt->wtime;
+			if (ev > rt->stats.evict_ns_max)
+				rt->stats.evict_ns_max = ev;
+			res->reason = GS_REL_SUSPENDED;
+			return RUN_SUSPENDED;
+		}
+		if (!runnable && rt->npend > 0) {
+			res->reason = GS_REL_IOWAIT;
+			return RUN_IOWAIT;
+		}
+		if (!runnable)
+			return fail(GS__EINTERNAL, "work left but nothing "
+				    "runnable and no I/O pending");
+	}
+}
+
+/* Block until at least one stream read completes. */
+static int
+wait_io(void)
+{
+	while (rt->npend > 0) {
+		int r = poll_streams(100);
+
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			return 0;
+	}
+	return 0;
+}
+
+/* ---- drivers ---- */
+
+static int
+drive_standalone(void)
+{
+	struct gs_run_result res;
+	volatile struct gs_ctlpage *page = rt->fake;
+	int rc;
+
+	while (gs__queues_total(&rt->q) > 0) {
+		if (page != NULL)
+			__atomic_store_n(&page->suspend, GS_CTL_RUN,
+					 __ATOMIC_RELEASE);
+		rc = run_hold(page, &res);
+		if (rc < 0)
+			return -1;
+		if (rc == RUN_IOWAIT) {
+			rt->stats.iowaits++;
+			if (wait_io() < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+drive_attached(void)
+{
+	struct gs_run_result res;
+	struct gs_error err;
+	int rc;
+
+	gs_error_clear(&err);
+	while (gs__queues_total(&rt->q) > 0) {
+		if (!gs_session_holding(rt->sess) &&
+		    gs_session_acquire(rt->sess, &err) < 0)
+			return fail_err(&err);
+		rc = run_hold(rt->page, &res);
+		if (rc < 0)
+			return -1;
+		if (gs_session_release(rt->sess, &res, &err) < 0)
+			return fail_err(&err);
+		if (rc == RUN_IOWAIT) {
+			rt->stats.iowaits++;
+			if (wait_io() < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- public API ---- */
+
+GS_API const char *
+gs_version(void)
+{
+	return "1.0";
+}
+
+GS_API const char *
+gs_errmsg(void)
+{
+	return last_err.msg;
+}
+
+GS_API const char *
+gs_strerror(int rc)
+{
+	switch (rc) {
+	case GSHARE_OK: return "success";
+	case GSHARE_EINVAL: return "invalid argument";
+	case GSHARE_ENOMEM: return "out of memory";
+	case GSHARE_EIO: return "system call failed";
+	case GSHARE_EPROTO: return "protocol error talking to the agent";
+	case GSHARE_EVERSION: return "version mismatch";
+	case GSHARE_EPERM: return "not permitted by the agent";
+	case GSHARE_ENOENT: return "no such allocation";
+	case GSHARE_ETIMEDOUT: return "agent timed out";
+	case GSHARE_ECONNREFUSED: return "agent not running";
+	case GSHARE_ECONFIG: return "bad GSHARE_* environment setting";
+	case GSHARE_ECUDA: return "CUDA call failed";
+	case GSHARE_ESTATE: return "runtime not in the right state";
+	case GSHARE_ECLOSED: return "agent closed the connection";
+	case GSHARE_EINTERNAL: return "runtime invariant broken";
+	default: return "unknown error";
+	}
+}
+
+GS_API int
+gs_attached(void)
+{
+	return rt == NULL ? -1 : rt->attached;
+}
+
+static void
+rt_free(struct gs__rt *r)
+{
+	size_t i;
+
+	if (r == NULL)
+		return;
+	if (r->sess != NULL)
+		gs_session_close(r->sess);
+	if (r->page_registered)
+		cudaHostUnregister((void *)(uintptr_t)r->page);
+	free(r->fake);
+	for (i = 0; i < r->ncache; i++)
+		cudaFree(r->cache[i].p);
+	free(r->cache);
+	if (r->d_flag != NULL)
+		cudaFree(r->d_flag);
+	if (r->d_ks != NULL)
+		cudaFree(r->d_ks);
+	if (r->st != NULL)
+		cudaFreeHost(r->st);
+	if (r->quit != NULL)
+		cudaFreeHost((void *)(uintptr_t)r->quit);
+	if (r->stage != NULL)
+		cudaFreeHost(r->stage);
+	if (r->wstream != NULL)
+		cudaStreamDestroy(r->wstream);
+	if (r->iostream != NULL)
+		cudaStreamDestroy(r->iostream);
+	free(r->free_slots);
+	free(r->pend);
+	free(r->tmp);
+	free(r->spans);
+	gs__queues_free(&r->q);
+	free(r);
+}
+
+static int
+map_page(void)
+{
+	void *d = NULL;
+	cudaError_t e;
+
+	e = cudaHostRegister((void *)(uintptr_t)rt->page, GS_CTL_SIZE,
+			     cudaHostRegisterMapped |
+			     cudaHostRegisterPortable);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostRegister(control page)");
+	rt->page_registered = 1;
+	e = cudaHostGetDevicePointer(&d, (void *)(uintptr_t)rt->page, 0);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostGetDevicePointer(control page)");
+	rt->d_page = d;
+	return 0;
+}
+
+GS_API int
+gs_init(unsigned int flags)
+{
+	struct gs_error err;
+	cudaError_t e;
+	void *d = NULL;
+	int lo, hi, rc = GSHARE_ENOMEM;
+	unsigned int i;
+
+	gs_error_clear(&err);
+	if (rt != NULL)
+		return fail(GS_ESTATE, "gs_init: already initialized");
+	if ((flags & ~GS_INIT_STANDALONE) != 0)
+		return fail(GS_EINVAL, "gs_init: unknown flags 0x%x", flags);
+	rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		return fail(GS_ENOMEM, "out of memory");
+	gs__queues_init(&rt->q);
+	if (gs__config_parse(&rt->cfg, envget, &err) < 0) {
+		rc = fail_err(&err);
+		goto out_free;
+	}
+	rt->rng = rt->cfg.seed ? rt->cfg.seed : now_ns() ^ (uint64_t)getpid();
+	e = cudaGetDevice(&rt->device);
+	if (CU_OK(e))
+		e = cudaDeviceGetAttribute(&rt->sms,
+					   cudaDevAttrMultiProcessorCount,
+					   rt->device);
+	if (!CU_OK(e)) {
+		rc = cufail(e, "cudaGetDevice");
+		goto out_free;
+	}
+	if (!(flags & GS_INIT_STANDALONE)) {
+		if (gs_session_open_env(5000, &rt->sess, &err) < 0) {
+			rc = fail_err(&err);
+			goto out_free;
+		}
+	}
+	rt->attached = rt->sess != NULL;
+	if (rt->attached) {
+		rt->page = gs_session_page(rt->sess);
+	} else if (rt->cfg.force_max_ns) {
+		rt->fake = aligned_alloc(GS_CTL_SIZE, GS_CTL_SIZE);
+		if (rt->fake == NULL)
+			goto out_free;
+		memset(rt->fake, 0, GS_CTL_SIZE);
+		rt->fake->magic = GS_CTL_MAGIC;
+		rt->fake->version = GS_CTL_VERSION;
+		rt->fake->page_size = GS_CTL_SIZE;
+		rt->page = rt->fake;
+	}
+	if (rt->page != NULL && (rc = map_page()) < 0)
+		goto out_free;
+	e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
+	if (CU_OK(e))
+		e = cudaStreamCreateWithPriority(&rt->wstream,
+						 cudaStreamNonBlocking, hi);
+	if (CU_OK(e))
+		e = cudaStreamCreateWithFlags(&rt->iostream,
+					      cudaStreamNonBlocking);
+	if (!CU_OK(e)) {
+		rc = cufail(e, "cudaStreamCreate");
+		goto out_free;
+	}
+	e = cudaMalloc(&d, sizeof(unsigned int));
+	if (CU_OK(e)) {
+		rt->d_flag = d;
+		e = cudaMemset(rt->d_flag, 0, sizeof(unsigned int));
+	}
+	if (CU_OK(e))
+		e = cudaMalloc(&d, GS__SLOTS * sizeof(struct gs__kstate));
+	if (CU_OK(e)) {
+		rt->d_ks = d;
+		e = cudaMemset(rt->d_ks, 0,
+			       GS__SLOTS * sizeof(struct gs__kstate));
+	}
+	if (CU_OK(e))
+		e = cudaHostAlloc(&d, GS__SLOTS * sizeof(struct gs__status),
+				  cudaHostAllocMapped |
+				  cudaHostAllocPortable);
+	if (CU_OK(e)) {
+		rt->st = d;
+		memset(rt->st, 0, GS__SLOTS * sizeof(struct gs__status));
+		e = cudaHostGetDevicePointer(&d, rt->st, 0);
+		rt->d_st = d;
+	}
+	if (CU_OK(e))
+		e = cudaHostAlloc(&d, 64, cudaHostAllocMapped |
+					  cudaHostAllocPortable);
+	if (CU_OK(e)) {
+		rt->quit = d;
+		rt->wtime = (volatile unsigned long long *)((char *)d + 8);
+		*rt->quit = 0;
+		*rt->wtime = 0;
+		e = cudaHostGetDevicePointer(&d, d, 0);
+		rt->d_quit = d;
+		rt->d_wtime = (volatile unsigned long long *)((char *)d + 8);
+	}
+	if (CU_OK(e))
+		e = cudaHostAlloc(&rt->stage, GS__STAGE, cudaHostAllocDefault);
+	if (!CU_OK(e)) {
+		rc = cufail(e, "runtime buffers");
+		goto out_free;
+	}
+	rt->free_slots = malloc(GS__SLOTS * sizeof(unsigned int));
+	if (rt->free_slots == NULL)
+		goto out_free;
+	for (i = 0; i < GS__SLOTS; i++)
+		rt->free_slots[i] = GS__SLOTS - 1u - i;
+	rt->nfree = GS__SLOTS;
+	return GSHARE_OK;
+
+out_free:
+	if (rc == GSHARE_ENOMEM)
+		fail(GS_ENOMEM, "out of memory");
+	rt_free(rt);
+	rt = NULL;
+	return rc;
+}
+
+static int
+setup_io(struct gs__launch *l)
+{
+	void *h = NULL, *d = NULL;
+	cudaError_t e;
+
+	e = cudaHostAlloc(&h, (size_t)l->total * sizeof(struct gs__rpc),
+			  cudaHostAllocMapped | cudaHostAllocPortable);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostAlloc(rpc slots)");
+	l->rpc = h;
+	memset(h, 0, (size_t)l->total * sizeof(struct gs__rpc));
+	e = cudaHostGetDevicePointer(&d, h, 0);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostGetDevicePointer(rpc)");
+	l->d_rpc = d;
+	e = cudaHostAlloc(&h, (size_t)l->total * sizeof(unsigned int),
+			  cudaHostAllocMapped | cudaHostAllocPortable);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostAlloc(rpc ring)");
+	l->ring = h;
+	memset(h, 0, (size_t)l->total * sizeof(unsigned int));
+	e = cudaHostGetDevicePointer(&d, h, 0);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostGetDevicePointer(ring)");
+	l->d_ring = d;
+	l->ready = malloc((size_t)l->total * sizeof(unsigned int));
+	if (l->ready == NULL)
+		return fail(GS_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Wait for what is on the GPU now (immediate launches) and reap it. */
+static int
+wait_immediate(void)
+{
+	struct gs__launch *l;
+	uint64_t gpu, tasks, exit_ns;
+	size_t i;
+	int susp, runnable;
+
+	rt->ntmp = 0;
+	for (i = 0; i < rt->q.n; i++) {
+		struct gs__qnode *n;
+
+		for (n = rt->q.q[i].head; n != NULL; n = n->next) {
+			l = (struct gs__launch *)n;
+			if (l->launched && tmp_add(l) < 0)
+				return -1;
+		}
+	}
+	if (rt->ntmp == 0)
+		return 0;
+	if (wait_launched(NULL, &exit_ns, &susp) < 0)
+		return -1;
+	return reap(&gpu, &tasks, &runnable);
+}
+
+GS_API int
+gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
+	  size_t shmem, const void *args, size_t args_size, void *stream)
+{
+	struct gs__launch *l = NULL;
+	uint64_t total;
+	int bps = 0, rc;
+	cudaError_t e;
+	void *d = NULL;
+
+	if (rt == NULL)
+		return fail(GS_ESTATE, "gs_launch before gs_init");
+	if (k == NULL || (args_size > 0 && args == NULL))
+		return fail(GS_EINVAL, "gs_launch: NULL kernel or args");
+	if (k->kabi != GSHARE_KABI)
+		return fail(GS_EVERSION, "kernel %s built for kernel ABI %u, "
+			    "library has %u", k->name, k->kabi, GSHARE_KABI);
+	if (args_size != k->args_size)
+		return fail(GS_EINVAL, "kernel %s: args_size %zu, kernel "
+			    "takes %u", k->name, args_size, k->args_size);
+	total = (uint64_t)grid.x * grid.y * grid.z;
+	if (total == 0 || total > GS__MAX_TOTAL)
+		return fail(GS_EINVAL, "kernel %s: grid %ux%ux%u: need 1..%u "
+			    "logical blocks", k->name, grid.x, grid.y, grid.z,
+			    GS__MAX_TOTAL);
+	if (block.x == 0 || block.y == 0 || block.z == 0 ||
+	    (uint64_t)block.x * block.y * block.z > 1024u)
+		return fail(GS_EINVAL, "kernel %s: bad block %ux%ux%u",
+			    k->name, block.x, block.y, block.z);
+	if ((rc = occupancy(k, block, shmem, &bps)) < 0)
+		return rc;
+	if (bps <= 0)
+		return fail(GS_EINVAL, "kernel %s: block %ux%ux%u with %zu "
+			    "bytes of shared memory does not fit on an SM",
+			    k->name, block.x, block.y, block.z, shmem);
+	if (rt->nfree == 0 && (rc = gs_synchronize()) < 0)
+		return rc;
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return fail(GS_ENOMEM, "out of memory");
+	l->slot = UINT32_MAX;
+	l->k = k;
+	if (k->flags & GS_KF_IO)
+		rt->io_kernels++;
+	l->grid = grid;
+	l->block = block;
+	l->shmem = shmem;
+	l->stream = (cudaStream_t)stream;
+	l->total = (unsigned int)total;
+	l->nphys = gs__nphys((unsigned int)bps, (unsigned int)rt->sms, total);
+	l->batch = gs__batch(total, l->nphys, rt->cfg.batch);
+	l->redo_cap = gs__redo_cap(l->nphys,
+				   rt->cfg.batch > 16 ? rt->cfg.batch : 16,
+				   total, (k->flags & GS_KF_IO) != 0);
+	l->args = malloc(args_size ? args_size : 1);
+	if (l->args == NULL) {
+		rc = fail(GS_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	memcpy(l->args, args, args_size);
+	l->redo_bytes = (size_t)l->redo_cap * sizeof(unsigned int);
+	if ((rc = devbuf_get(l->redo_bytes, &d)) < 0)
+		goto out_free;
+	l->d_redo = d;
+	if (rt->cfg.check_once) {
+		l->runs_bytes = (size_t)l->total * sizeof(unsigned int);
+		if ((rc = devbuf_get(l->runs_bytes, &d)) < 0)
+			goto out_free;
+		l->d_runs = d;
+		e = cudaMemsetAsync(l->d_runs, 0, l->runs_bytes, l->stream);
+		if (!CU_OK(e)) {
+			rc = cufail(e, "cudaMemsetAsync(runs)");
+			goto out_free;
+		}
+	}
+	if ((k->flags & GS_KF_IO) && (rc = setup_io(l)) < 0)
+		goto out_free;
+	l->slot = rt->free_slots[--rt->nfree];
+	if (gs__queues_push(&rt->q, stream, &l->node) < 0) {
+		rc = fail(GS_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	rt->stats.launches++;
+	/* standalone, no forced suspensions: start now, never signalled */
+	if (!rt->attached && rt->fake == NULL) {
+		struct gs__launch *prev = NULL;
+		struct gs__qnode *n;
+		size_t i;
+
+		for (i = 0; i < rt->q.n; i++)
+			if (rt->q.q[i].stream == stream)
+				break;
+		for (n = rt->q.q[i].head; n != &l->node; n = n->next)
+			prev = (struct gs__launch *)n;
+		if (launch_one(l, GS__IMM_GEN, prev) < 0) {
+			gs__queues_remove(&rt->q, stream, &l->node);
+			rc = -last_err.code;
+			goto out_free;
+		}
+	}
+	return GSHARE_OK;
+
+out_free:
+	launch_free(l);
+	return rc;
+}
+
+GS_API int
+gs_synchronize(void)
+{
+	if (rt == NULL)
+		return fail(GS_ESTATE, "gs_synchronize before gs_init");
+	if (wait_immediate() < 0)
+		return -last_err.code;
+	if (rt->attached ? drive_attached() < 0 : drive_standalone() < 0)
+		return -last_err.code;
+	return GSHARE_OK;
+}
+
+GS_API int
+gs_stats(struct gs_stats *out)
+{
+	if (rt == NULL)
+		return fail(GS_ESTATE, "gs_stats before gs_init");
+	if (out == NULL)
+		return fail(GS_EINVAL, "gs_stats: NULL");
+	*out = rt->stats;
+	return GSHARE_OK;
+}
+
+GS_API size_t
+gs_eviction_samples(uint64_t *out, size_t max)
+{
+	uint64_t first, i;
+	size_t n = 0;
+
+	if (rt == NULL || out == NULL)
+		return 0;
+	first = rt->nevs > GS__EVS ? rt->nevs - GS__EVS : 0;
+	for (i = first; i < rt->nevs && n < max; i++)
+		out[n++] = rt->evs[i % GS__EVS];
+	return n;
+}
+
+GS_API int
+gs_finalize(void)
+{
+	int rc = GSHARE_OK;
+	size_t i;
+
+	if (rt == NULL)
+		return fail(GS_ESTATE, "gs_finalize before gs_init");
+	if (gs__queues_total(&rt->q) > 0)
+		rc = gs_synchronize();
+	for (i = 0; i < rt->q.n; i++) {
+		while (rt->q.q[i].head != NULL) {
+			struct gs__launch *l =
+			    (struct gs__launch *)rt->q.q[i].head;
+			gs__queues_remove(&rt->q, l->stream, &l->node);
+			launch_free(l);
+		}
+	}
+	rt_free(rt);
+	rt = NULL;
+	return rc;
+}

@@ -1,0 +1,231 @@
+/*
+ * test_rtlogic.c — unit tests of libgshare's pure host logic: grid and
+ * batch sizing, redo-ring capacity, span union (GPU-time accounting), the
+ * spin-then-backoff wait, GSHARE_* parsing and the per-stream queues that
+ * keep kernel order across suspensions.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gs_rtlogic.h"
+
+static void
+test_nphys(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__nphys(8, 132, 1000000), 1056);
+	assert_int_equal(gs__nphys(8, 132, 100), 100);
+	assert_int_equal(gs__nphys(0, 132, 100), 0);
+	assert_int_equal(gs__nphys(8, 132, 0), 0);
+}
+
+static void
+test_batch(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__batch(100, 1056, 0), 1);
+	assert_int_equal(gs__batch(262144, 1056, 0), 15);
+	assert_int_equal(gs__batch(1u << 30, 1056, 0), 16);
+	assert_int_equal(gs__batch(1u << 30, 1056, 5), 5);
+	assert_int_equal(gs__batch(1u << 30, 1056, 1000), GS__MAX_BATCH);
+	assert_int_equal(gs__batch(10, 0, 0), 1);
+	/* adaptation from measured task time */
+	assert_int_equal(gs__batch_adapt(16, 20000, 1u << 30, 1056, 0), 1);
+	assert_int_equal(gs__batch_adapt(1, 500, 1u << 30, 1056, 0), 16);
+	assert_int_equal(gs__batch_adapt(16, 4000, 1u << 30, 1056, 0), 4);
+	assert_int_equal(gs__batch_adapt(7, 0, 1u << 30, 1056, 0), 7);
+	assert_int_equal(gs__batch_adapt(7, 20000, 1u << 30, 1056, 3), 3);
+}
+
+static void
+test_redo_cap(void **state)
+{
+	(void)state;
+	/* two batches per block plus spare */
+	assert_int_equal(gs__redo_cap(1056, 16, 1u << 30, 0),
+			 1056 * 32 + 2 * 1056 + 64);
+	/* never more pending than logical blocks */
+	assert_int_equal(gs__redo_cap(1056, 16, 500, 0), 500 + 2112 + 64);
+	/* I/O: every logical block may be waiting */
+	assert_int_equal(gs__redo_cap(64, 16, 100000, 1), 100000 + 128 + 64);
+}
+
+static void
+test_span_union(void **state)
+{
+	struct gs__span v[5] = {
+		{ 100, 200 }, { 150, 300 }, { 400, 500 }, { 50, 60 },
+		{ 700, 650 },	/* empty */
+	};
+	struct gs__span one[1] = { { 10, 20 } };
+
+	(void)state;
+	assert_int_equal(gs__span_union(v, 5), 10 + 200 + 100);
+	assert_int_equal(gs__span_union(one, 1), 10);
+	assert_int_equal(gs__span_union(NULL, 0), 0);
+}
+
+static void
+test_wait_policy(void **state)
+{
+	struct gs__waitpol p = { 1000, 100, 800 };
+	uint64_t cur = 0;
+
+	(void)state;
+	assert_int_equal(gs__wait_step(&p, 10, 0, &cur), 0);	/* spin */
+	assert_int_equal(gs__wait_step(&p, 2000, 0, &cur), 100);
+	assert_int_equal(gs__wait_step(&p, 2100, 0, &cur), 200);
+	assert_int_equal(gs__wait_step(&p, 2300, 0, &cur), 400);
+	assert_int_equal(gs__wait_step(&p, 2700, 0, &cur), 800);
+	assert_int_equal(gs__wait_step(&p, 3500, 0, &cur), 800);
+	/* a pending suspend: spin at once, start over afterwards */
+	assert_int_equal(gs__wait_step(&p, 4300, 1, &cur), 0);
+	assert_int_equal(gs__wait_step(&p, 4400, 0, &cur), 100);
+}
+
+static const char *env_tab[16];
+
+static const char *
+fake_get(const char *name)
+{
+	int i;
+
+	for (i = 0; env_tab[i] != NULL; i += 2)
+		if (strcmp(env_tab[i], name) == 0)
+			return env_tab[i + 1];
+	return NULL;
+}
+
+static void
+set_env(const char *k1, const char *v1, const char *k2, const char *v2)
+{
+	memset(env_tab, 0, sizeof(env_tab));
+	env_tab[0] = k1;
+	env_tab[1] = v1;
+	env_tab[2] = k2;
+	env_tab[3] = v2;
+}
+
+static void
+test_config(void **state)
+{
+	struct gs__config c;
+	struct gs_error err;
+
+	(void)state;
+	set_env(NULL, NULL, NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.batch, 0);
+	assert_int_equal(c.watch_ns, 1000);
+	assert_int_equal(c.spin_ns, 200000);
+	assert_true(c.force_max_ns == 0);
+
+	set_env("GSHARE_FORCE_SUSPEND_US", "100:5000", "GSHARE_BATCH", "8");
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(c.force_min_ns == 100000 && c.force_max_ns == 5000000);
+	assert_int_equal(c.batch, 8);
+
+	set_env("GSHARE_FORCE_SUSPEND_US", "250", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(c.force_min_ns == 250000 && c.force_max_ns == 250000);
+
+	set_env("GSHARE_FORCE_SUSPEND_US", "5000:100", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_int_equal(err.code, GS_ECONFIG);
+	assert_non_null(strstr(err.msg, "GSHARE_FORCE_SUSPEND_US"));
+
+	set_env("GSHARE_FORCE_SUSPEND_US", "0:10", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	set_env("GSHARE_FORCE_SUSPEND_US", "x", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	set_env("GSHARE_BATCH", "65", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_BATCH"));
+	set_env("GSHARE_CHECK_ONCE", "-1", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	set_env("GSHARE_WATCH_NS", "12abc", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+}
+
+static void
+test_rand(void **state)
+{
+	uint64_t s = 42, t = 42;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 1000; i++) {
+		uint64_t v = gs__rand_range(&s, 100, 5000);
+		assert_true(v >= 100 && v <= 5000);
+	}
+	/* deterministic for a seed */
+	s = 7;
+	t = 7;
+	assert_true(gs__rand(&s) == gs__rand(&t));
+	assert_true(gs__rand_range(&s, 9, 9) == 9);
+}
+
+struct item {
+	struct gs__qnode node;
+	int id;
+};
+
+static void
+test_queues(void **state)
+{
+	struct gs__queues qs;
+	struct item it[6];
+	void *s1 = (void *)0x10, *s2 = (void *)0x20;
+	struct gs__qnode *n;
+	int i, want[] = { 0, 2, 4 }, k = 0;
+
+	(void)state;
+	gs__queues_init(&qs);
+	for (i = 0; i < 6; i++) {
+		it[i].id = i;
+		assert_int_equal(gs__queues_push(&qs, i % 2 ? s2 : s1,
+						 &it[i].node), 0);
+	}
+	assert_int_equal(gs__queues_total(&qs), 6);
+	assert_int_equal(qs.n, 2);
+	/* order within a stream is launch order */
+	for (n = qs.q[0].head; n != NULL; n = n->next)
+		assert_int_equal(((struct item *)n)->id, want[k++]);
+	/* a finished kernel leaves from the middle; order of the rest
+	 * holds */
+	assert_int_equal(gs__queues_remove(&qs, s1, &it[2].node), 0);
+	assert_int_equal(gs__queues_remove(&qs, s1, &it[2].node), -1);
+	assert_int_equal(((struct item *)qs.q[0].head)->id, 0);
+	assert_int_equal(((struct item *)qs.q[0].head->next)->id, 4);
+	assert_int_equal(gs__queues_remove(&qs, s1, &it[4].node), 0);
+	assert_true(qs.q[0].tail == &it[0].node);
+	assert_int_equal(gs__queues_push(&qs, s1, &it[4].node), 0);
+	assert_true(qs.q[0].tail == &it[4].node);
+	assert_int_equal(gs__queues_remove(&qs, (void *)0x30, &it[1].node),
+			 -1);
+	assert_int_equal(gs__queues_total(&qs), 5);
+	gs__queues_free(&qs);
+	assert_int_equal(gs__queues_total(&qs), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_nphys),
+		cmocka_unit_test(test_batch),
+		cmocka_unit_test(test_redo_cap),
+		cmocka_unit_test(test_span_union),
+		cmocka_unit_test(test_wait_policy),
+		cmocka_unit_test(test_config),
+		cmocka_unit_test(test_rand),
+		cmocka_unit_test(test_queues),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

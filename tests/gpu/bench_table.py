@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Compact table of the libgshare GPU benchmarks (tests/gpu/bench).
+
+Reads the raw logs in OUT_DIR and prints one table; the sharing part
+compares each job's rate per 1 s window with its solo rate (achieved share)
+and with its weight's target share.
+"""
+import glob
+import math
+import os
+import re
+import statistics
+import sys
+
+
+def kv(line):
+    d = dict(re.findall(r'(\w+)=([-\w.]+)', line))
+    w = line.split()
+    if len(w) > 1:
+        d['name'] = w[1]
+    return d
+
+
+def lines(path, prefix):
+    try:
+        with open(path) as f:
+            return [kv(l) for l in f if l.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def windows(path):
+    """rates of the full windows, first and last dropped"""
+    w = [float(d['rate']) for d in lines(path, 'window ')]
+    return w[1:-1] if len(w) > 3 else w
+
+
+def main(o):
+    out = []
+    p = out.append
+    env = open(os.path.join(o, 'env.txt')).read().strip().splitlines() \
+        if os.path.exists(os.path.join(o, 'env.txt')) else []
+    p('gshare runtime benchmarks  ' + '  |  '.join(env))
+    p('')
+    ov = lines(os.path.join(o, 'overhead.log'), 'bench ')
+    for d in ov:
+        if 'cost_ns_per_call' in d:
+            c = float(d['cost_ns_per_call'])
+            p('1 scheduling point  %.1f ns per gs_should_yield call; '
+              '%.2f ns per iteration at one call per 16 iterations '
+              '(target <= 100 ns amortized)' % (c, c / 16))
+    for d in lines(os.path.join(o, 'mech.log'), 'mech evict'):
+        p('2 eviction %6s us tasks  p50 %6s  p90 %6s  p99 %6s  max %6s us '
+          '(n=%s)' % (d['task_us'], d['p50_us'], d['p90_us'], d['p99_us'],
+                      d['max_us'], d['samples']))
+    for d in lines(os.path.join(o, 'mech.log'), 'mech cycle'):
+        p('3 slices %-9s wall %s s  suspensions %6s  overhead %6s %%  '
+          'cycle %s us' % (d['mode'], d['wall_s'], d['suspensions'],
+                          d['overhead_pct'], d['cycle_us']))
+    ratios = []
+    for d in ov:
+        if 'plain_ms' in d:
+            r = float(d['gs_ms']) / float(d['plain_ms'])
+            ratios.append(r)
+            p('4 standalone %-8s plain %9s ms  gshare %9s ms  %+7.2f %%' % (
+                d.get('name', ''), d['plain_ms'], d['gs_ms'],
+                (r - 1) * 100))
+    if ratios:
+        g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        p('4 standalone geomean overhead %+.2f %% over %d examples '
+          '(target <= 2 %%)' % ((g - 1) * 100, len(ratios)))
+    solo = {}
+    for f in glob.glob(os.path.join(o, 'solo-*.log')):
+        j = os.path.basename(f)[5:-4]
+        w = windows(f)
+        if w:
+            solo[j] = statistics.median(w)
+    for s in (2, 4, 8):
+        for mode in ('agent', 'ts'):
+            files = sorted(glob.glob(os.path.join(
+                o, 'share%d-%s-*.log' % (s, mode))))
+            if not files:
+                continue
+            jobs = []
+            for f in files:
+                m = re.search(r'-(\d+)-(\w+)-w(\d+)\.log$', f)
+                k, j, w = int(m.group(1)), m.group(2), int(m.group(3))
+                jobs.append((k, j, w, windows(f)))
+            jobs.sort()
+            wsum = sum(w for _, _, w, _ in jobs)
+            nwin = min(len(r) for *_, r in jobs)
+            if nwin == 0 or any(j not in solo for _, j, _, _ in jobs):
+                p('5 %d jobs %-5s: no data' % (s, mode))
+                continue
+            errs, tot = [], []
+            desc = []
+            for k, j, w, r in jobs:
+                sh = [x / solo[j] for x in r[:nwin]]
+                e = [abs(x - w / wsum) * 100 for x in sh]
+                errs.extend(e)
+                desc.append('%s:w%d %.1f/%.1f%%' % (
+                    j, w, statistics.mean(sh) * 100, w / wsum * 100))
+            for i in range(nwin):
+                tot.append(sum(r[i] / solo[j] for _, j, _, r in jobs))
+            p('5 %d jobs %-5s share err mean %.2f pp max %.2f pp  '
+              'throughput %.1f %% of solo  [%s]' % (
+                  s, mode, statistics.mean(errs), max(errs),
+                  statistics.mean(tot) * 100, ', '.join(desc)))
+    for d in lines(os.path.join(o, 'mech.log'), 'mech acct '):
+        p('6 accounting %6s ms kernel: events %s ms, runtime %s ms, '
+          'error %s %%' % (d['kernel_ms'], d['events_ms'], d['runtime_ms'],
+                          d['err_pct']))
+    print('\n'.join(out))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1] if len(sys.argv) > 1 else 'build/bench-gpu')
