@@ -33,7 +33,7 @@ LIBGSHARE   := $(B)/runtime/libgshare.so
 LIBGSHARE1  := $(B)/runtime/libgshare.so.1
 RT_EXAMPLES := vadd stencil sgemm reduce eater server
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
-RT_BENCH_BINS := $(B)/runtime/bench/gs-mech
+RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 
@@ -75,6 +75,13 @@ $(B)/runtime/examples/gs-%: runtime/examples/%.cu $(RT_EX_DEPS)
 $(B)/runtime/bench/gs-%: runtime/bench/%.cu $(RT_EX_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -cudart shared -o $@ $< \
+	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
+	    -Xlinker -rpath,$(CUDA_LIB)
+
+# diagnostic twin: the suspend flag re-read at every block-task boundary
+$(B)/runtime/bench/gs-mech-nogate: runtime/bench/mech.cu $(RT_EX_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -DGS_FLAG_GATE_CYCLES=0 -cudart shared -o $@ $< \
 	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
 	    -Xlinker -rpath,$(CUDA_LIB)
 

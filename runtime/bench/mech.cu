@@ -5,10 +5,11 @@
  *
  *   evict    eviction latency (suspend written -> kernels exited, both
  *            CLOCK_MONOTONIC) for 1.7, 16 and 160 us block-tasks
+ *   evictj   the same with task lengths spread over 0.75..1.25 x
  *   cycle    suspend+resume cycle cost and overhead at 1, 4, 10 ms slices
  *   acct     GPU time the runtime reports vs CUDA events around solo runs
  *
- * Usage: gs-mech [evict|cycle|acct ...] [--raw DIR]
+ * Usage: gs-mech [evict|evictj|cycle|acct ...] [--raw DIR]
  * Prints "mech ..." lines; with --raw, eviction samples go to
  * DIR/evict_<us>.txt (one latency in ns per line).
  */
@@ -17,13 +18,19 @@
 struct spin_args {
 	long long cycles;
 	unsigned int *sink;
+	int jitter;		/* 1: each task 0.75..1.25 x cycles */
 };
 
 /* one logical block = `cycles` SM clock cycles of spinning */
 GS_KERNEL(spin, struct spin_args, p)
 {
-	long long t0 = clock64();
-	while (clock64() - t0 < p.cycles)
+	long long t0 = clock64(), n = p.cycles;
+	if (p.jitter) {
+		unsigned int h = gs_block_linear() * 2654435761u;
+		h ^= h >> 16;
+		n = n * (768 + (long long)(h & 511)) / 1024;
+	}
+	while (clock64() - t0 < n)
 		;
 	if (threadIdx.x == 0)
 		p.sink[gs_block_linear() & 1023u] = (unsigned)t0;
@@ -63,9 +70,10 @@ static void set_force(const char *v)
 
 /* Run `total` spin tasks of task_us; returns wall seconds. */
 static double run_spin(double task_us, unsigned long long total,
-		       unsigned int *sink)
+		       unsigned int *sink, int jitter = 0)
 {
-	spin_args a = { (long long)(task_us * clock_khz() / 1000.0), sink };
+	spin_args a = { (long long)(task_us * clock_khz() / 1000.0), sink,
+			jitter };
 	double t0 = ex_now();
 	/* split into launches of at most 2^31 logical blocks */
 	while (total) {
@@ -78,7 +86,7 @@ static double run_spin(double task_us, unsigned long long total,
 	return ex_now() - t0;
 }
 
-static void do_evict(const char *raw)
+static void do_evict(const char *raw, int jitter)
 {
 	const double tasks[] = { 1.7, 16, 160 };
 	unsigned int *sink;
@@ -90,7 +98,7 @@ static void do_evict(const char *raw)
 		double secs = 1.0;
 		unsigned long long total =
 		    (unsigned long long)(secs * 1e6 / t * np);
-		double wall = run_spin(t, total, sink);
+		double wall = run_spin(t, total, sink, jitter);
 		std::vector<uint64_t> ev(16384);
 		size_t n = gs_eviction_samples(ev.data(), ev.size());
 		std::vector<double> us;
@@ -99,15 +107,17 @@ static void do_evict(const char *raw)
 		struct gs_stats st;
 		GK(gs_stats(&st));
 		double ns_ = st.suspensions ? (double)st.suspensions : 1;
-		printf("mech evict task_us=%.1f samples=%zu p50_us=%.1f "
+		printf("mech evict%s task_us=%.1f samples=%zu p50_us=%.1f "
 		       "p90_us=%.1f p99_us=%.1f max_us=%.1f wall_s=%.3f "
-		       "avg_seen_us=%.1f avg_dev_us=%.1f\n", t,
+		       "avg_seen_us=%.1f avg_dev_us=%.1f\n",
+		       jitter ? "_jitter" : "", t,
 		       n, pct(us, 0.5), pct(us, 0.9), pct(us, 0.99),
 		       pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
 		       st.evict_dev_ns_sum / 1e3 / ns_);
 		if (raw) {
 			char path[512];
-			snprintf(path, sizeof path, "%s/evict_%g.txt", raw, t);
+			snprintf(path, sizeof path, "%s/evict%s_%g.txt", raw,
+				 jitter ? "j" : "", t);
 			FILE *f = fopen(path, "w");
 			if (f) {
 				for (size_t i = 0; i < n; i++)
@@ -171,7 +181,7 @@ static void do_acct(void)
 	run_spin(16, np * 10, sink);
 	for (double d : dur_ms) {
 		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
-				sink };
+				sink, 0 };
 		unsigned int n = (unsigned)(d * 1000 / 16 * np);
 		std::vector<double> err;
 		double ev_sum = 0, gs_sum = 0;
@@ -201,7 +211,7 @@ static void do_acct(void)
 	{
 		unsigned int n = (unsigned)(200.0 * 1000 / 16 * np);
 		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
-				sink };
+				sink, 0 };
 		struct gs_stats s0, s1;
 		GK(gs_stats(&s0));
 		GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a, sizeof a, NULL));
@@ -231,19 +241,23 @@ int main(int argc, char **argv)
 		}
 		any = 1;
 		if (!strcmp(argv[i], "evict"))
-			do_evict(raw);
+			do_evict(raw, 0);
+		else if (!strcmp(argv[i], "evictj"))
+			do_evict(raw, 1);
 		else if (!strcmp(argv[i], "cycle"))
 			do_cycle();
 		else if (!strcmp(argv[i], "acct"))
 			do_acct();
 		else {
-			fprintf(stderr, "usage: gs-mech [evict|cycle|acct]... "
+			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|"
+				"acct]... "
 				"[--raw DIR]\n");
 			return 2;
 		}
 	}
 	if (!any) {
-		do_evict(raw);
+		do_evict(raw, 0);
+		do_evict(raw, 1);
 		do_cycle();
 		do_acct();
 	}

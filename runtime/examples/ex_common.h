@@ -192,13 +192,17 @@ static inline void ex_bench(const char *name, int reps, cudaStream_t s,
 			    P plain, G gsv)
 {
 	std::vector<double> tp, tg;
+	/* the gshare launch is reaped (gs_synchronize) outside the timed
+	 * region, as the plain kernel is finished when its event is */
 	for (int w = 0; w < 3; w++) {
 		ex_time(s, plain);
 		ex_time(s, gsv);
+		GK(gs_synchronize());
 	}
 	for (int r = 0; r < reps; r++) {
 		tp.push_back(ex_time(s, plain));
 		tg.push_back(ex_time(s, gsv));
+		GK(gs_synchronize());
 	}
 	double mp = ex_median(tp), mg = ex_median(tg);
 	printf("bench %s plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f\n", name,
@@ -244,6 +248,18 @@ static inline void ex_run(const char *name, double secs, double units,
 			ws = now;
 		}
 	}
+}
+
+/* Blocks per SM of the plain kernel and of the gshare kernel. */
+static inline void ex_occ(const char *name, const void *plain,
+			  const void *gsk, int threads, size_t shmem)
+{
+	int a = 0, b = 0;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, plain, threads,
+							 shmem));
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gsk, threads,
+							 shmem));
+	printf("occ %s plain=%d gs=%d\n", name, a, b);
 }
 
 #endif /* EX_COMMON_H */

@@ -96,8 +96,14 @@ struct gs__rpc {
 	unsigned long long dst;		/* device pointer */
 	long long result;		/* bytes read, or -errno */
 	unsigned int cont;		/* continuation tag (nonzero) */
-	unsigned int _pad;
+	unsigned int staged;		/* 1: the bytes wait in the block's
+					 * inline staging area (small reads),
+					 * copied to dst by the block */
 };
+
+/* Reads up to this size go through host-mapped inline staging (one
+ * area per logical block) instead of a DMA per request. */
+#define GS__INLINE 4096u
 
 /* Kernel parameter (by value). */
 struct gs_kctx {
@@ -110,6 +116,8 @@ struct gs_kctx {
 	unsigned int *runs;		/* completions per block, or NULL */
 	struct gs__rpc *rpc;		/* device view, or NULL */
 	unsigned int *ring;		/* device view of the RPC ring */
+	const unsigned char *io_stage;	/* device view of inline staging,
+					 * or NULL */
 	unsigned int total;		/* logical blocks */
 	unsigned int gx, gy, gz;	/* logical grid */
 	unsigned int redo_cap;
@@ -171,6 +179,9 @@ struct gs__blk {
 	int stop, last, yielded, parked, from_redo;
 	unsigned int cont;
 	long long io_res;
+	const unsigned char *stage_src;	/* inline bytes to copy, or NULL */
+	unsigned char *stage_dst;
+	unsigned int stage_len;
 	long long last_poll;
 	const unsigned int *flag;
 	struct gs__kstate *ks;
@@ -192,6 +203,12 @@ static __device__ __forceinline__ unsigned long long gs__gtimer(void)
 static __device__ __forceinline__ bool gs__thread0(void)
 {
 	return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+}
+
+static __device__ __forceinline__ unsigned int gs__tid(void)
+{
+	return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y *
+					   threadIdx.z);
 }
 
 /* Logical block index and grid size (1D, 2D or 3D). */
@@ -380,17 +397,46 @@ have:
 	}
 	gs__b.cont = 0;
 	gs__b.io_res = 0;
+	gs__b.stage_len = 0;
 	if (c.rpc != NULL && gs__b.from_redo) {
 		volatile struct gs__rpc *s = &c.rpc[lb];
 		if (s->op == GS__RPC_DONE) {
 			gs__b.cont = s->cont;
 			gs__b.io_res = s->result;
+			if (s->staged && s->result > 0 && c.io_stage != NULL) {
+				gs__b.stage_src = c.io_stage +
+						  (size_t)lb * GS__INLINE;
+				gs__b.stage_dst = (unsigned char *)(uintptr_t)
+						  s->dst;
+				gs__b.stage_len = (unsigned int)s->result;
+			}
 			s->op = GS__RPC_FREE;
 		}
 	}
 	gs__b.yielded = 0;
 	gs__b.parked = 0;
 	return 1;
+}
+
+/* All threads: a small read's bytes from inline staging (host-mapped) to
+ * their device buffer, before the continuation runs. */
+static __device__ __noinline__ void gs__copy_in(void)
+{
+	const volatile unsigned char *src = gs__b.stage_src;
+	unsigned char *dst = gs__b.stage_dst;
+	unsigned int n = gs__b.stage_len, i;
+	unsigned int nt = blockDim.x * blockDim.y * blockDim.z;
+
+	if ((((uintptr_t)dst | n) & 3u) == 0) {
+		const volatile unsigned int *s4 =
+		    (const volatile unsigned int *)src;
+		unsigned int *d4 = (unsigned int *)dst;
+		for (i = gs__tid(); i < n / 4; i += nt)
+			d4[i] = s4[i];
+	} else {
+		for (i = gs__tid(); i < n; i += nt)
+			dst[i] = src[i];
+	}
 }
 
 /* The last block to leave (thread 0) reports to the host and resets the
@@ -491,6 +537,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		__syncthreads();
 		if (gs__b.stop)
 			break;
+		if (c.io_stage != NULL && gs__b.stage_len != 0) {
+			gs__copy_in();
+			__syncthreads();
+		}
 		if (t0) {
 			/* in flight while the body runs */
 			gs__b.pre = *(const volatile unsigned int *)c.flag;

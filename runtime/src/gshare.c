@@ -44,6 +44,7 @@
 #define GS__SLOTS	4096u
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
+#define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
 #define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
 
@@ -67,6 +68,7 @@ struct gs__launch {
 	size_t runs_bytes;
 	/* I/O kernels */
 	struct gs__rpc *rpc, *d_rpc;
+	unsigned char *istage, *d_istage;	/* inline staging, or NULL */
 	unsigned int *ring, *d_ring;
 	unsigned int ring_head;
 	unsigned int *ready, nready;
@@ -181,7 +183,7 @@ cufail(cudaError_t e, const char *what)
  * their redo/run buffers without cudaMalloc ---- */
 
 static int
-devbuf_get(size_t bytes, void **out)
+devbuf_get(size_t bytes, cudaStream_t stream, void **out)
 {
 	size_t i, best = SIZE_MAX;
 	cudaError_t e;
@@ -196,9 +198,10 @@ devbuf_get(size_t bytes, void **out)
 		rt->cache[best] = rt->cache[--rt->ncache];
 		return 0;
 	}
-	e = cudaMalloc(out, bytes);
+	/* stream-ordered: no device-wide synchronization */
+	e = cudaMallocAsync(out, bytes, stream);
 	if (!CU_OK(e))
-		return cufail(e, "cudaMalloc");
+		return cufail(e, "cudaMallocAsync");
 	return 0;
 }
 
@@ -236,6 +239,8 @@ launch_free(struct gs__launch *l)
 		cudaFreeHost(l->rpc);
 	if (l->ring != NULL)
 		cudaFreeHost(l->ring);
+	if (l->istage != NULL)
+		cudaFreeHost(l->istage);
 	free(l->ready);
 	free(l->args);
 	if (l->slot != UINT32_MAX) {
@@ -316,6 +321,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.runs = l->d_runs;
 	c.rpc = l->d_rpc;
 	c.ring = l->d_ring;
+	c.io_stage = l->d_istage;
 	c.total = l->total;
 	c.gx = l->grid.x;
 	c.gy = l->grid.y;
@@ -377,6 +383,21 @@ serve_pread(struct gs__launch *l, unsigned int lb)
 	unsigned long long len = s->len, dst = s->dst;
 	int fd = s->fd;
 
+	if (l->istage != NULL && len <= GS__INLINE) {
+		ssize_t n;
+
+		do {
+			n = pread(fd, l->istage + (size_t)lb * GS__INLINE,
+				  (size_t)len, (off_t)off);
+		} while (n < 0 && errno == EINTR);
+		s->result = n < 0 ? -errno : n;
+		s->staged = 1;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		s->op = GS__RPC_DONE;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		return push_ready(l, lb);
+	}
+	s->staged = 0;
 	while ((unsigned long long)got < len) {
 		size_t want = len - (unsigned long long)got;
 		ssize_t n;
@@ -417,7 +438,7 @@ serve_fd(int fd)
 	size_t idx[256], k = 0, j, q;
 	unsigned long long len = 0;
 	ssize_t n;
-	int served = 0;
+	int served = 0, ndma = 0;
 	cudaError_t e = cudaSuccess;
 
 	for (j = 0; j < rt->npend && k < 256; j++) {
@@ -453,17 +474,25 @@ serve_fd(int fd)
 			res = 0;	/* end of file */
 		else
 			break;		/* no bytes left for this one */
-		if (res > 0)
+		s->staged = 0;
+		if (res > 0 && p->l->istage != NULL && len <= GS__INLINE) {
+			memcpy(p->l->istage + (size_t)p->lb * GS__INLINE,
+			       (char *)rt->stage + q * len, (size_t)res);
+			s->staged = 1;
+		} else if (res > 0) {
 			e = cudaMemcpyAsync((void *)(uintptr_t)s->dst,
 					    (char *)rt->stage + q * len,
 					    (size_t)res, cudaMemcpyHostToDevice,
 					    rt->iostream);
+			ndma++;
+		}
 		if (!CU_OK(e))
 			return cufail(e, "cudaMemcpyAsync(io)");
 		s->result = res;
 		served++;
 	}
-	e = cudaStreamSynchronize(rt->iostream);
+	if (ndma)
+		e = cudaStreamSynchronize(rt->iostream);
 	if (!CU_OK(e))
 		return cufail(e, "cudaStreamSynchronize(io)");
 	for (q = 0; q < (size_t)served; q++) {
@@ -1186,6 +1215,18 @@ setup_io(struct gs__launch *l)
 	l->ready = malloc((size_t)l->total * sizeof(unsigned int));
 	if (l->ready == NULL)
 		return fail(GS_ENOMEM, "out of memory");
+	/* inline staging for small reads, when it stays small */
+	if ((size_t)l->total * GS__INLINE <= GS__ISTAGE_MAX) {
+		e = cudaHostAlloc(&h, (size_t)l->total * GS__INLINE,
+				  cudaHostAllocMapped | cudaHostAllocPortable);
+		if (!CU_OK(e))
+			return cufail(e, "cudaHostAlloc(inline staging)");
+		l->istage = h;
+		e = cudaHostGetDevicePointer(&d, h, 0);
+		if (!CU_OK(e))
+			return cufail(e, "cudaHostGetDevicePointer(staging)");
+		l->d_istage = d;
+	}
 	return 0;
 }
 
@@ -1276,12 +1317,12 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 	}
 	memcpy(l->args, args, args_size);
 	l->redo_bytes = (size_t)l->redo_cap * sizeof(unsigned int);
-	if ((rc = devbuf_get(l->redo_bytes, &d)) < 0)
+	if ((rc = devbuf_get(l->redo_bytes, l->stream, &d)) < 0)
 		goto out_free;
 	l->d_redo = d;
 	if (rt->cfg.check_once) {
 		l->runs_bytes = (size_t)l->total * sizeof(unsigned int);
-		if ((rc = devbuf_get(l->runs_bytes, &d)) < 0)
+		if ((rc = devbuf_get(l->runs_bytes, l->stream, &d)) < 0)
 			goto out_free;
 		l->d_runs = d;
 		e = cudaMemsetAsync(l->d_runs, 0, l->runs_bytes, l->stream);
