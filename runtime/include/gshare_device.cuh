@@ -166,6 +166,9 @@ struct gs_kernel {
 #endif
 
 struct gs__blk {
+	/* the suspend flag, fetched asynchronously (cp.async, 16 bytes,
+	 * L2) while a block-task runs */
+	unsigned int flagbuf[4];
 	/* thread 0's loop state lives here, not in registers that every
 	 * thread of the kernel would have to carry */
 	unsigned long long done;
@@ -191,7 +194,23 @@ struct gs__blk {
 };
 
 /* Runtime state of the physical block (one per module). */
-static __shared__ struct gs__blk gs__b;
+static __shared__ __align__(16) struct gs__blk gs__b;
+
+/* Thread 0: start fetching the flag into gs__b.flagbuf; no register
+ * waits for it.  .cg reads L2, where the watcher's atomicMax lands. */
+static __device__ __forceinline__ void gs__flag_fetch(const unsigned int *f)
+{
+	unsigned int dst = (unsigned int)__cvta_generic_to_shared(gs__b.flagbuf);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+		     "cp.async.commit_group;\n" :: "r"(dst), "l"(f) : "memory");
+}
+
+static __device__ __forceinline__ unsigned int gs__flag_fetched(void)
+{
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
+	return *(volatile unsigned int *)&gs__b.flagbuf[0];
+}
 
 static __device__ __forceinline__ unsigned long long gs__gtimer(void)
 {
@@ -243,7 +262,7 @@ static __device__ __forceinline__ bool gs_should_yield(void)
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
 			gs__b.last_poll = t;
-			y = *(const volatile unsigned int *)gs__b.flag >=
+			y = __ldcv(gs__b.flag) >=
 			    gs__b.gen;
 			if (y)
 				gs__b.yielded = 1;
@@ -420,7 +439,7 @@ have:
 
 /* All threads: a small read's bytes from inline staging (host-mapped) to
  * their device buffer, before the continuation runs. */
-static __device__ __noinline__ void gs__copy_in(void)
+static __device__ __forceinline__ void gs__copy_in(void)
 {
 	const volatile unsigned char *src = gs__b.stage_src;
 	unsigned char *dst = gs__b.stage_dst;
@@ -513,7 +532,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.ring_cap = c.total;
 		gs__b.last_poll = clock64();
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
-		gs__b.pre = *(const volatile unsigned int *)c.flag;
+		gs__b.pre = 0;
+		gs__flag_fetch(c.flag);
 		if (c.pred_finished != NULL &&
 		    *(const volatile unsigned int *)c.pred_finished !=
 		    c.pred_seq)
@@ -525,10 +545,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			/* the flag value read at the start of the task is
 			 * fresh enough after a short one; after a long one,
 			 * read it again */
-			int stop = gs__b.pre >= c.gen;
+			int stop = gs__b.pre == ~0u || gs__flag_fetched() >= c.gen;
 			if (!stop && clock64() - gs__b.pre_t >
 			    GS_FLAG_GATE_CYCLES)
-				stop = *(const volatile unsigned int *)c.flag >=
+				stop = __ldcv(c.flag) >=
 				       c.gen;
 			if (!stop && !gs__claim(c))
 				stop = 2;
@@ -543,7 +563,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		}
 		if (t0) {
 			/* in flight while the body runs */
-			gs__b.pre = *(const volatile unsigned int *)c.flag;
+			gs__flag_fetch(c.flag);
 			gs__b.pre_t = clock64();
 			if (gs__b.redo_done && gs__b.pf == ~0u &&
 			    gs__b.bsz > 1u && gs__b.cur + 1u == gs__b.end &&

@@ -1130,10 +1130,11 @@ gs_init(unsigned int flags)
 		rc = cufail(e, "cudaStreamCreate");
 		goto out_free;
 	}
-	e = cudaMalloc(&d, sizeof(unsigned int));
+	/* 16 bytes: blocks fetch the flag with a 16-byte cp.async */
+	e = cudaMalloc(&d, 16);
 	if (CU_OK(e)) {
 		rt->d_flag = d;
-		e = cudaMemset(rt->d_flag, 0, sizeof(unsigned int));
+		e = cudaMemset(rt->d_flag, 0, 16);
 	}
 	if (CU_OK(e))
 		e = cudaMalloc(&d, GS__SLOTS * sizeof(struct gs__kstate));
