@@ -179,7 +179,8 @@ struct gs__blk {
 	unsigned int bx, by, bz;
 	unsigned int gx, gy, gz;
 	unsigned int gen;
-	int stop, last, yielded, parked, from_redo;
+	int stop, from_redo;
+	unsigned int event;		/* GS__EV_*, set by the body */
 	unsigned int cont;
 	long long io_res;
 	const unsigned char *stage_src;	/* inline bytes to copy, or NULL */
@@ -192,6 +193,9 @@ struct gs__blk {
 	unsigned int *ring;
 	unsigned int ring_cap;
 };
+
+#define GS__EV_YIELD 1u
+#define GS__EV_PARK 2u
 
 /* Runtime state of the physical block (one per module). */
 static __shared__ __align__(16) struct gs__blk gs__b;
@@ -265,7 +269,7 @@ static __device__ __forceinline__ bool gs_should_yield(void)
 			y = __ldcv(gs__b.flag) >=
 			    gs__b.gen;
 			if (y)
-				gs__b.yielded = 1;
+				gs__b.event |= GS__EV_YIELD;
 		}
 	}
 	return __syncthreads_or(y) != 0;
@@ -309,7 +313,7 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
 		    gs__b.lb + 1u;
 		__threadfence_system();
-		gs__b.parked = 1;
+		gs__b.event |= GS__EV_PARK;
 	}
 	__syncthreads();
 }
@@ -351,73 +355,78 @@ static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 		c.redo[(j + q) % c.redo_cap] = q < n1 ? lo + q : pf + (q - n1);
 }
 
-/* Thread 0: pick the next logical block; 0 when there is none. */
-static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c)
+/* Thread 0: claim the next batch into [*cur, *end): redo ring first,
+ * then fresh blocks.  0 when there is none. */
+static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
+					     unsigned int *cur,
+					     unsigned int *end)
 {
 	struct gs__kstate *ks = c.ks;
+	long long now = clock64();
 
-	if (gs__b.cur == gs__b.end) {
-		long long now = clock64();
-
-		/* adaptive batch: long tasks gain nothing from batching
-		 * and would only leave more behind at a suspend */
-		if (gs__b.bstart != 0 && !gs__b.from_redo) {
-			unsigned int n = gs__b.end - gs__b.first;
-			if (n && (now - gs__b.bstart) / n >
-			    GS_LONG_TASK_CYCLES)
-				gs__b.bsz = 1;
-		}
-		gs__b.bstart = now;
-		if (!gs__b.redo_done) {
-			unsigned int span = c.redo_end - c.redo_begin, i;
-
-			i = *(volatile unsigned int *)&ks->redo_head;
-			if (i - c.redo_begin < span)
-				i = atomicAdd(&ks->redo_head, 1u);
-			if (i - c.redo_begin < span) {
-				gs__b.cur = c.redo[i % c.redo_cap];
-				gs__b.end = gs__b.cur + 1u;
-				gs__b.first = gs__b.cur;
-				gs__b.from_redo = 1;
-				goto have;
-			}
-			gs__b.redo_done = 1;
-		}
-		unsigned int f, len;
-		if (gs__b.pf != ~0u) {
-			f = gs__b.pf;
-			len = gs__b.pf_len;
-			gs__b.pf = ~0u;
-		} else {
-			f = c.total;
-			len = gs__b.bsz;
-			if (*(volatile unsigned int *)&ks->next < c.total)
-				f = atomicAdd(&ks->next, len);
-		}
-		if (f >= c.total)
-			return 0;
-		gs__b.cur = f;
-		gs__b.first = f;
-		gs__b.end = min(f + len, c.total);
-		gs__b.from_redo = 0;
+	/* adaptive batch: long tasks gain nothing from batching and would
+	 * only leave more behind at a suspend */
+	if (gs__b.bstart != 0 && !gs__b.from_redo) {
+		unsigned int n = *end - gs__b.first;
+		if (n && (now - gs__b.bstart) / n > GS_LONG_TASK_CYCLES)
+			gs__b.bsz = 1;
 	}
-have:
-	unsigned int lb = gs__b.cur;
+	gs__b.bstart = now;
+	if (!gs__b.redo_done) {
+		unsigned int span = c.redo_end - c.redo_begin, i;
+
+		i = *(volatile unsigned int *)&ks->redo_head;
+		if (i - c.redo_begin < span)
+			i = atomicAdd(&ks->redo_head, 1u);
+		if (i - c.redo_begin < span) {
+			*cur = c.redo[i % c.redo_cap];
+			*end = *cur + 1u;
+			gs__b.first = *cur;
+			gs__b.from_redo = 1;
+			return 1;
+		}
+		gs__b.redo_done = 1;
+	}
+	unsigned int f, len;
+	if (gs__b.pf != ~0u) {
+		f = gs__b.pf;
+		len = gs__b.pf_len;
+		gs__b.pf = ~0u;
+	} else {
+		f = c.total;
+		len = gs__b.bsz;
+		if (*(volatile unsigned int *)&ks->next < c.total)
+			f = atomicAdd(&ks->next, len);
+	}
+	if (f >= c.total)
+		return 0;
+	*cur = f;
+	*end = min(f + len, c.total);
+	gs__b.first = f;
+	gs__b.from_redo = 0;
+	return 1;
+}
+
+/* Thread 0: publish logical block lb to the body. */
+static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
+						    unsigned int lb,
+						    int from_redo)
+{
 	gs__b.lb = lb;
 	if (c.gy == 1u && c.gz == 1u) {
 		gs__b.bx = lb;
-		gs__b.by = 0;
-		gs__b.bz = 0;
 	} else {
 		unsigned int q = lb / c.gx;
 		gs__b.bx = lb - q * c.gx;
 		gs__b.by = q % c.gy;
 		gs__b.bz = q / c.gy;
 	}
+	if (c.rpc == NULL)
+		return;
 	gs__b.cont = 0;
 	gs__b.io_res = 0;
 	gs__b.stage_len = 0;
-	if (c.rpc != NULL && gs__b.from_redo) {
+	if (from_redo) {
 		volatile struct gs__rpc *s = &c.rpc[lb];
 		if (s->op == GS__RPC_DONE) {
 			gs__b.cont = s->cont;
@@ -432,9 +441,6 @@ have:
 			s->op = GS__RPC_FREE;
 		}
 	}
-	gs__b.yielded = 0;
-	gs__b.parked = 0;
-	return 1;
 }
 
 /* All threads: a small read's bytes from inline staging (host-mapped) to
@@ -509,9 +515,11 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						F body)
 {
 	const bool t0 = gs__thread0();
+	/* thread 0's hot state, in registers: the current batch, tasks
+	 * done, the clock when the flag fetch was issued */
+	unsigned int cur = 0, end = 0, done = 0, pre_t = 0;
 
 	if (t0) {
-		gs__b.done = 0;
 		gs__b.yields = 0;
 		gs__b.parked_n = 0;
 		gs__b.pf = ~0u;
@@ -519,8 +527,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.bsz = c.batch;
 		gs__b.redo_done = 0;
 		gs__b.bstart = 0;
-		gs__b.cur = gs__b.end = gs__b.first = 0;
 		gs__b.from_redo = 0;
+		gs__b.event = 0;
+		gs__b.by = 0;
+		gs__b.bz = 0;
 		gs__b.gx = c.gx;
 		gs__b.gy = c.gy;
 		gs__b.gz = c.gz;
@@ -530,6 +540,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
+		gs__b.stage_len = 0;
 		gs__b.last_poll = clock64();
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
 		gs__b.pre = 0;
@@ -538,20 +549,22 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		    *(const volatile unsigned int *)c.pred_finished !=
 		    c.pred_seq)
 			gs__b.pre = ~0u;	/* predecessor unfinished */
-		gs__b.pre_t = clock64();
+		pre_t = (unsigned int)clock();
 	}
 	for (;;) {
 		if (t0) {
-			/* the flag value read at the start of the task is
-			 * fresh enough after a short one; after a long one,
-			 * read it again */
-			int stop = gs__b.pre == ~0u || gs__flag_fetched() >= c.gen;
-			if (!stop && clock64() - gs__b.pre_t >
+			/* the flag fetched at the start of the task is fresh
+			 * enough after a short one; after a long one, read
+			 * it again */
+			int stop = gs__b.pre == ~0u ||
+				   gs__flag_fetched() >= c.gen;
+			if (!stop && (unsigned int)clock() - pre_t >
 			    GS_FLAG_GATE_CYCLES)
-				stop = __ldcv(c.flag) >=
-				       c.gen;
-			if (!stop && !gs__claim(c))
+				stop = __ldcv(c.flag) >= c.gen;
+			if (!stop && cur == end && !gs__claim(c, &cur, &end))
 				stop = 2;
+			if (!stop)
+				gs__set_task(c, cur, gs__b.from_redo);
 			gs__b.stop = stop;
 		}
 		__syncthreads();
@@ -564,9 +577,9 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		if (t0) {
 			/* in flight while the body runs */
 			gs__flag_fetch(c.flag);
-			gs__b.pre_t = clock64();
-			if (gs__b.redo_done && gs__b.pf == ~0u &&
-			    gs__b.bsz > 1u && gs__b.cur + 1u == gs__b.end &&
+			pre_t = (unsigned int)clock();
+			if (cur + 1u == end && gs__b.bsz > 1u &&
+			    gs__b.redo_done && gs__b.pf == ~0u &&
 			    !gs__b.from_redo) {
 				gs__b.pf_len = gs__b.bsz;
 				gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
@@ -575,27 +588,32 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		body();
 		__syncthreads();
 		if (t0) {
-			if (gs__b.yielded) {
-				gs__push_redo(c, gs__b.lb, 1, 0, 1);
-				gs__b.yields++;
-			} else if (gs__b.parked) {
-				gs__b.parked_n++;
-			} else {
-				gs__b.done++;
+			unsigned int ev = gs__b.event;
+
+			if (ev == 0) {
+				done++;
 				if (c.runs != NULL)
-					atomicAdd(&c.runs[gs__b.lb], 1u);
+					atomicAdd(&c.runs[cur], 1u);
+			} else {
+				if (ev & GS__EV_YIELD) {
+					gs__push_redo(c, cur, 1, 0, 1);
+					gs__b.yields++;
+				} else {
+					gs__b.parked_n++;
+				}
+				gs__b.event = 0;
 			}
-			gs__b.cur++;
+			cur++;
 		}
 	}
 	if (t0) {
 		/* claimed but not started: back for the next launch */
-		unsigned int n1 = gs__b.end - gs__b.cur, n2 = 0;
+		unsigned int n1 = end - cur, n2 = 0;
 		if (gs__b.pf != ~0u && gs__b.pf < c.total)
 			n2 = min(gs__b.pf + gs__b.pf_len, c.total) - gs__b.pf;
-		gs__push_redo(c, gs__b.cur, n1, gs__b.pf, n1 + n2);
-		if (gs__b.done)
-			atomicAdd(&c.ks->done, gs__b.done);
+		gs__push_redo(c, cur, n1, gs__b.pf, n1 + n2);
+		if (done)
+			atomicAdd(&c.ks->done, (unsigned long long)done);
 		if (gs__b.yields)
 			atomicAdd(&c.ks->yields, gs__b.yields);
 		if (gs__b.parked_n)
