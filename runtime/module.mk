@@ -37,16 +37,9 @@ RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 
-# gs_session.c lands with the scheduler work; until then the library is
-# standalone-only (gs_nosession.c refuses GSHARE_SOCKET/GSHARE_ALLOC).
-ifeq ($(wildcard common/gs_session.c),)
-RT_SESSION_OBJ := $(B)/runtime/src/gs_nosession.o
-else
-RT_SESSION_OBJ :=
-endif
-
+# The agent session (gs_session.c, gs_client.c) comes from $(GSCOMMON).
 RT_LIB_OBJS := $(B)/runtime/src/gshare.o $(B)/runtime/src/gs_watch_cu.o \
-	       $(RT_LOGIC_OBJ) $(RT_SESSION_OBJ)
+	       $(RT_LOGIC_OBJ)
 
 $(B)/runtime/src/gshare.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 

@@ -941,29 +941,51 @@ drive_standalone(void)
 	return 0;
 }
 
+/* Executor for gs_session_run: one token hold. */
+static int
+exec_run(void *ctx, volatile struct gs_ctlpage *page,
+	 struct gs_run_result *res, struct gs_error *err)
+{
+	int rc;
+
+	(void)ctx;
+	rc = run_hold(page, res);
+	if (rc < 0) {
+		*err = last_err;
+		return -1;
+	}
+	if (rc == RUN_IOWAIT)
+		rt->stats.iowaits++;
+	return 0;
+}
+
+/* Executor wait: the GPU was given back because every block waits on I/O;
+ * block until some I/O completes. */
+static int
+exec_wait(void *ctx, struct gs_error *err)
+{
+	(void)ctx;
+	if (wait_io() < 0) {
+		*err = last_err;
+		return -1;
+	}
+	return 0;
+}
+
 static int
 drive_attached(void)
 {
-	struct gs_run_result res;
+	struct gs_executor ex;
 	struct gs_error err;
-	int rc;
 
+	memset(&ex, 0, sizeof(ex));
+	ex.run = exec_run;
+	ex.wait = exec_wait;
 	gs_error_clear(&err);
-	while (gs__queues_total(&rt->q) > 0) {
-		if (!gs_session_holding(rt->sess) &&
-		    gs_session_acquire(rt->sess, &err) < 0)
-			return fail_err(&err);
-		rc = run_hold(rt->page, &res);
-		if (rc < 0)
-			return -1;
-		if (gs_session_release(rt->sess, &res, &err) < 0)
-			return fail_err(&err);
-		if (rc == RUN_IOWAIT) {
-			rt->stats.iowaits++;
-			if (wait_io() < 0)
-				return -1;
-		}
-	}
+	if (gs__queues_total(&rt->q) == 0)
+		return 0;
+	if (gs_session_run(rt->sess, &ex, NULL, &err) < 0)
+		return fail_err(&err);
 	return 0;
 }
 

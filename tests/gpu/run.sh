@@ -8,13 +8,19 @@
 #   2. forced suspensions every 0.1–5 ms (GSHARE_FORCE_SUSPEND_US): the
 #      kernels leave the GPU and resume from their counters, yield points
 #      save and restore loop state;
-#   3. the same every 0.1–1 ms and every 0.1–0.3 ms, where at least one
-#      suspension must happen (except for the I/O server, whose kernels
-#      are short and mostly wait for requests).
+#   3. the same every 0.1–1 ms and every 0.1–0.3 ms; in the dense runs at
+#      least one suspension must happen (except for the I/O server, whose
+#      kernels are short and mostly wait for requests);
+#   4. attached to a real agent (a private gshared started here): pairs of
+#      examples share the GPU under the agent's 1 ms slices, each checked
+#      the same way (skipped with a note when gshared is not built).
 # Usage: tests/gpu/run.sh [BUILD_DIR]   (default build; needs a GPU)
 # Exit status 0 only if every run passed.  Runs in about 2–4 minutes.
 set -u
 B=${1:-build}
+TMP=$(mktemp -d /tmp/gs-gpu.XXXXXX)
+. "$(dirname "$0")/agent.sh"
+trap 'agent_stop; rm -rf "$TMP"' EXIT INT TERM
 EX=$B/runtime/examples
 LOG=${GS_TEST_LOG:-$B/test-logs/gpu}
 mkdir -p "$LOG"
@@ -34,8 +40,7 @@ run() {	# name label env-assignment args...
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	line=$(grep '^check ' "$log" | tail -n 1)
 	susp=$(echo "$line" | sed -n 's/.*suspensions=\([0-9]*\).*/\1/p')
-	if [ $rc = 0 ] && [ -n "$line" ] && [ "$label" != standalone ] &&
-	   [ "$label" != forced ] &&
+	if [ $rc = 0 ] && [ -n "$line" ] && [ "$label" = dense ] &&
 	   [ "${susp:-0}" -lt 1 ] && [ "$name" != server ]; then
 		echo "  (no suspension happened: the run proves nothing)" >>"$log"
 		rc=99
@@ -65,5 +70,39 @@ for t in vadd stencil sgemm reduce eater server; do
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
 	run "$t" dense "GSHARE_FORCE_SUSPEND_US=100:300" --check 2
 done
+# 4. attached: two jobs at a time under the agent
+attached() {	# label a b
+	label=$1; a=$2; b=$3
+	ia=$(ctl create --shares 30 --weight 1) && ib=$(ctl create --shares 30 --weight 2) || {
+		fail=$((fail + 1)); failed="$failed $label/create"; return; }
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	    "$EX/gs-$a" --check 2 >"$LOG/$a-$label.log" 2>&1 &
+	pa=$!
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ib timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	    "$EX/gs-$b" --check 2 >"$LOG/$b-$label.log" 2>&1 &
+	pb=$!
+	for x in "$a:$pa" "$b:$pb"; do
+		n=${x%%:*}; p=${x##*:}
+		if wait "$p" && grep -q "^check $n ok" "$LOG/$n-$label.log"; then
+			pass=$((pass + 1))
+			printf 'gpu    PASS %-8s %-10s %s\n' "$n" "$label" \
+			    "$(grep '^check ' "$LOG/$n-$label.log" | cut -d' ' -f4-9)"
+		else
+			fail=$((fail + 1)); failed="$failed $n/$label"
+			printf 'gpu    FAIL %-8s %-10s\n' "$n" "$label"
+			tail -n 20 "$LOG/$n-$label.log" | sed 's/^/    | /'
+		fi
+	done
+	ctl close "$ia" >/dev/null 2>&1; ctl close "$ib" >/dev/null 2>&1
+}
+if agent_start 1ms; then
+	attached agent eater sgemm
+	attached agent vadd reduce
+	attached agent stencil server
+	cp "$TMP/gshared.log" "$LOG/gshared.log"
+	agent_stop
+else
+	echo "gpu: gshared not available: attached runs skipped"
+fi
 echo "gpu: $pass passed, $fail failed"
 [ $fail = 0 ] || { echo "gpu: failed:$failed"; exit 1; }
