@@ -146,7 +146,8 @@ int main(int argc, char **argv)
 		ex_print_stats("reduce", fails);
 	}
 	if (o.bench) {
-		ex_occ("reduce", (const void *)red1_plain, (const void *)red1__k, RT, 0);
+		ex_occ("reduce", (const void *)red1_plain,
+		       (const void *)red1__k, RT, 0);
 		unsigned int n = 1u << 28, np = n / RCHUNK;
 		std::vector<float> in(n);
 		ex_fill(in, &seed);

@@ -157,7 +157,8 @@ int main(int argc, char **argv)
 		ex_print_stats("sgemm", fails);
 	}
 	if (o.bench) {
-		ex_occ("sgemm", (const void *)sgemm_plain, (const void *)sgemm__k, 256, 0);
+		ex_occ("sgemm", (const void *)sgemm_plain,
+		       (const void *)sgemm__k, 256, 0);
 		unsigned m = 4096, n = 4096, k = 4096;
 		std::vector<float> a((size_t)m * k);
 		float *da, *db, *dc;

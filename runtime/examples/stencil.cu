@@ -118,7 +118,8 @@ int main(int argc, char **argv)
 		ex_print_stats("stencil", fails);
 	}
 	if (o.bench) {
-		ex_occ("stencil", (const void *)stencil_plain, (const void *)stencil__k, TS * TS, 0);
+		ex_occ("stencil", (const void *)stencil_plain,
+		       (const void *)stencil__k, TS * TS, 0);
 		unsigned int w = 8192, h = 8192;
 		size_t n = (size_t)w * h;
 		std::vector<float> in(n);

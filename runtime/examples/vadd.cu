@@ -83,7 +83,8 @@ int main(int argc, char **argv)
 		ex_print_stats("vadd", fails);
 	}
 	if (o.bench) {
-		ex_occ("vadd", (const void *)vadd_plain, (const void *)vadd__k, T, 0);
+		ex_occ("vadd", (const void *)vadd_plain,
+		       (const void *)vadd__k, T, 0);
 		unsigned int n = 1u << 26;
 		float *da, *db, *dc;
 		std::vector<float> a(n);

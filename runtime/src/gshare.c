@@ -9,8 +9,9 @@
  * GPU (each kernel's last block writes its seq into a host-mapped status),
  * then drop the records that finished.  A record that did not finish stays
  * where it is and is relaunched by the next run, which first runs the
- * logical blocks left in its redo ring; its successors on the same stream do nothing until it finishes
- * (pred_finished), so stream order holds across suspensions.
+ * logical blocks left in its redo ring; its successors on the same stream
+ * do nothing until it finishes (pred_finished), so stream order holds
+ * across suspensions.
  *
  * Standalone without forced suspensions a launch starts at once on its
  * stream (gen never signalled) and gs_synchronize only waits.

@@ -12,8 +12,9 @@
 #      least one suspension must happen (except for the I/O server, whose
 #      kernels are short and mostly wait for requests);
 #   4. attached to a real agent (a private gshared started here): pairs of
-#      examples share the GPU under the agent's 1 ms slices, each checked
-#      the same way (skipped with a note when gshared is not built).
+#      examples share the GPU with an always-busy eater under the agent's
+#      1 ms slices, each checked the same way (skipped with a note when
+#      gshared is not built).
 # Usage: tests/gpu/run.sh [BUILD_DIR]   (default build; needs a GPU)
 # Exit status 0 only if every run passed.  Runs in about 2–4 minutes.
 set -u
@@ -70,11 +71,17 @@ for t in vadd stencil sgemm reduce eater server; do
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
 	run "$t" dense "GSHARE_FORCE_SUSPEND_US=100:300" --check 2
 done
-# 4. attached: two jobs at a time under the agent
+# 4. attached: two checked jobs at a time under the agent, against an
+# eater that always wants the GPU, so that the agent suspends them
 attached() {	# label a b
 	label=$1; a=$2; b=$3
-	ia=$(ctl create --shares 30 --weight 1) && ib=$(ctl create --shares 30 --weight 2) || {
+	ic=$(ctl create --shares 30 --weight 1) &&
+	ia=$(ctl create --shares 30 --weight 1) &&
+	ib=$(ctl create --shares 30 --weight 2) || {
 		fail=$((fail + 1)); failed="$failed $label/create"; return; }
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic timeout -k 5 120 \
+	    "$EX/gs-eater" --run 100 >"$LOG/competitor-$a.log" 2>&1 &
+	pc=$!
 	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-$a" --check 2 >"$LOG/$a-$label.log" 2>&1 &
 	pa=$!
@@ -93,7 +100,8 @@ attached() {	# label a b
 			tail -n 20 "$LOG/$n-$label.log" | sed 's/^/    | /'
 		fi
 	done
-	ctl close "$ia" >/dev/null 2>&1; ctl close "$ib" >/dev/null 2>&1
+	kill "$pc" 2>/dev/null; wait "$pc" 2>/dev/null
+	for i in $ia $ib $ic; do ctl close "$i" >/dev/null 2>&1; done
 }
 if agent_start 1ms; then
 	attached agent eater sgemm
