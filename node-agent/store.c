@@ -1214,11 +1214,11 @@ gs_store_sum(struct gs_store *s, uint64_t key, int64_t t0, int64_t t1,
 			       " COALESCE(SUM(suspensions), 0),"
 			       " COALESCE(SUM(evict_ns_sum), 0),"
 			       " COALESCE(MAX(evict_ns_max), 0)"
-			       " FROM samples WHERE key = ?1 AND t_ns >= ?2"
+			       " FROM samples WHERE key = ?1 AND t_ns > ?2"
 			       " AND t_ns <= ?3", -1, &st, NULL) != SQLITE_OK)
 		return sqlerr(s, err, "sum");
 	bind_u64(st, 1, key);
-	sqlite3_bind_int64(st, 2, t0);
+	sqlite3_bind_int64(st, 2, t0 ? t0 : INT64_MIN);
 	sqlite3_bind_int64(st, 3, t1 ? t1 : INT64_MAX);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlerr(s, err, "sum");

@@ -205,7 +205,8 @@ int gs_store_query(struct gs_store *s, const struct gs_store_filter *f,
 int gs_store_samples(struct gs_store *s, uint64_t key, int64_t t0,
 		     int64_t t1, gs_store_sample_cb cb, void *arg,
 		     struct gs_error *err);
-/* Sum of the samples of one allocation within [t0, t1]. */
+/* Sum of the samples of one allocation that end in (t0, t1] (a sample
+ * covers the tick before its time; 0: unbounded). */
 int gs_store_sum(struct gs_store *s, uint64_t key, int64_t t0, int64_t t1,
 		 struct gs_usage *out, struct gs_error *err);
 

@@ -60,6 +60,11 @@ struct collect {
 	unsigned ng, cap;
 	int64_t now_ns;
 	int oom;
+	/* -T: usage and times cut to [t0, t1] (0: open) */
+	int truncate;
+	int64_t t0, t1;
+	struct gs_store *st;
+	char err[GS_ERRMSG_MAX];
 };
 
 /* copies made by split(): the option lists point into them */
@@ -97,6 +102,7 @@ usage(FILE *f)
 	      "  -A, --account=LIST     accounts\n"
 	      "  -S, --starttime=TIME   rows running at or after TIME (default: midnight)\n"
 	      "  -E, --endtime=TIME     rows started before TIME (default: now)\n"
+	      "  -T, --truncate         usage and times only inside -S/-E\n"
 	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,NODE_FAIL\n"
 	      "  -o, --format=LIST      fields, each optionally Name%WIDTH\n"
 	      "  -l, --long             many fields\n"
@@ -192,12 +198,35 @@ parse_time_opt(const char *s, time_t now, const char *which)
 
 /* ---- collecting rows ---- */
 
+/* -T: the allocation as seen inside the window: its samples there, its
+ * start and end clipped to it. */
 static int
-collect_cb(void *arg, const struct gs_store_alloc *a)
+truncate_alloc(struct collect *c, struct gs_store_alloc *a)
+{
+	struct gs_error err;
+
+	if (gs_store_sum(c->st, a->key, c->t0, c->t1, &a->tot, &err) < 0) {
+		snprintf(c->err, sizeof(c->err), "%s", err.msg);
+		return -1;
+	}
+	if (c->t0 && a->start_ns < c->t0)
+		a->start_ns = c->t0;
+	if (c->t1 && (a->end_ns == 0 || a->end_ns > c->t1) &&
+	    c->t1 < c->now_ns)
+		a->end_ns = c->t1;
+	return 0;
+}
+
+static int
+collect_cb(void *arg, const struct gs_store_alloc *in)
 {
 	struct collect *c = arg;
 	struct group *g = NULL;
+	struct gs_store_alloc ta = *in, *a = &ta;
 	int slurm = a->labels.job[0] != '\0';
+
+	if (c->truncate && truncate_alloc(c, a) < 0)
+		return -1;
 
 	if (slurm)
 		for (unsigned i = 0; i < c->ng; i++)
@@ -411,6 +440,7 @@ main(int argc, char **argv)
 		{ "accounts", required_argument, NULL, 'A' },
 		{ "starttime", required_argument, NULL, 'S' },
 		{ "endtime", required_argument, NULL, 'E' },
+		{ "truncate", no_argument, NULL, 'T' },
 		{ "state", required_argument, NULL, 's' },
 		{ "format", required_argument, NULL, 'o' },
 		{ "long", no_argument, NULL, 'l' },
@@ -446,7 +476,7 @@ main(int argc, char **argv)
 	if (o.store == NULL || *o.store == '\0')
 		o.store = DEFAULT_STORE;
 	opterr = 0;	/* our own messages, without argv[0] */
-	while ((ch = getopt_long(argc, argv, ":j:u:aA:S:E:s:o:lXpPneh", lopts,
+	while ((ch = getopt_long(argc, argv, ":j:u:aA:S:E:Ts:o:lXpPneh", lopts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'j':
@@ -466,6 +496,7 @@ main(int argc, char **argv)
 			break;
 		case 'S': tstart = optarg; break;
 		case 'E': tend = optarg; break;
+		case 'T': c.truncate = 1; break;
 		case 's':
 			parse_states(&o, optarg);
 			break;
@@ -549,10 +580,15 @@ main(int argc, char **argv)
 	f.start_ns = o.start_given ? (int64_t)o.start * 1000000000 : 0;
 	f.end_ns = o.end_given ? (int64_t)o.end * 1000000000 : 0;
 	c.now_ns = (int64_t)now * 1000000000;
+	c.st = st;
+	c.t0 = f.start_ns;
+	c.t1 = f.end_ns;
 	if (gs_store_query(st, &f, collect_cb, &c, &err) < 0)
 		die("%s", err.msg);
 	if (c.oom)
 		die("out of memory");
+	if (c.err[0])
+		die("%s", c.err);
 
 	if (o.json) {
 		struct printer p = { &o, 1 };

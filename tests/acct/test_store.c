@@ -291,9 +291,12 @@ test_write_query(void **state)
 	assert_int_equal(query(ro, &flt, &sn), 2);
 
 	struct gs_usage u;
-	assert_int_equal(gs_store_sum(ro, 1, 2000000000, 0, &u, &err), 0);
-	assert_int_equal(u.gpu_ns, 200);
+	assert_int_equal(gs_store_sum(ro, 1, 1000000000, 0, &u, &err), 0);
+	assert_int_equal(u.gpu_ns, 200);	/* the samples ending at 2, 3 s */
 	assert_int_equal(u.wall_ns, 2000000000);
+	assert_int_equal(gs_store_sum(ro, 1, 1000000000, 2000000000, &u,
+				      &err), 0);
+	assert_int_equal(u.gpu_ns, 100);
 	assert_int_equal(gs_store_sum(ro, 99, 0, 0, &u, &err), 0);
 	assert_int_equal(u.gpu_ns, 0);
 
