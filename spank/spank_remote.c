@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gs_client.h"
@@ -159,6 +160,142 @@ static int job_dir(char *dir, size_t len, struct gs_error *err)
 	return 0;
 }
 
+/* Leave the allocation's final usage for the epilog:
+ * <job dir>/<step>.<alloc id>, written atomically. */
+static int save_record(const struct gs_alloc_info *fin, const char *step,
+		       struct gs_error *err)
+{
+	struct gs_spank_record r;
+	char dir[GS_SPANK_PATH_MAX + 96], path[sizeof(dir) + 64],
+		tmp[sizeof(path) + 8], line[256];
+	int fd = -1, n;
+
+	r.id = fin->id;
+	r.shares = fin->shares;
+	r.gpu_ns = fin->gpu_ns;
+	r.held_ns = fin->held_ns;
+	n = gs_spank_record_format(&r, line, sizeof(line), err);
+	if (n < 0)
+		return -1;
+	if (job_dir(dir, sizeof(dir), err) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s.%" PRIu64, dir, step, fin->id);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "open %s", tmp);
+	if (write(fd, line, (size_t)n) != n) {
+		gs_error_errno(err, GS_EIO, "write %s", tmp);
+		goto out_unlink;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		gs_error_errno(err, GS_EIO, "close %s", tmp);
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		gs_error_errno(err, GS_EIO, "rename %s", tmp);
+		goto out_unlink;
+	}
+	return 0;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+/*
+ * The agent refused a step for lack of room.  In a batch job the batch
+ * step holds the job's whole count on its node while its steps ask for
+ * theirs again, which Slurm allows (steps overlap the batch step) but the
+ * agent's admission counts twice.  When no process is attached to the
+ * batch step's allocation — the script only launches steps — close it,
+ * keep its usage for the epilog, and let the caller retry: the job's
+ * steps then use the job's shares.  A batch script that uses the GPU
+ * itself keeps its allocation.  Returns 1 when it closed one, 0 when
+ * there was none to close, -1 on error.
+ */
+static int release_idle_batch(struct gs_client *c, struct gs_error *err)
+{
+	struct gs_status *st = NULL;
+	struct gs_alloc_info fin;
+	struct gs_error serr;
+	char job[32];
+	uint64_t id = 0;
+	uint32_t i;
+
+	if (gs__st.step == GS_SLURM_STEP_BATCH)
+		return 0;
+	snprintf(job, sizeof(job), "%" PRIu32, gs__st.job);
+	if (gs_client_status(c, &st, err) < 0)
+		return -1;
+	for (i = 0; i < st->nallocs; i++) {
+		const struct gs_alloc_info *a = &st->allocs[i];
+
+		if (strcmp(a->labels.job, job) == 0 &&
+		    strcmp(a->labels.node, gs__st.node) == 0 &&
+		    strcmp(a->labels.step, "batch") == 0 && a->pid == 0 &&
+		    a->state != GS_ASTATE_CLOSED) {
+			id = a->id;
+			break;
+		}
+	}
+	gs_status_free(st);
+	if (id == 0)
+		return 0;
+	if (gs_client_alloc_close(c, id, &fin, err) < 0)
+		return err->code == GS_ENOENT ? 1 : -1;	/* raced: gone */
+	if (save_record(&fin, "batch", &serr) < 0)
+		slurm_error("gshare: job %" PRIu32 ": usage of allocation "
+			    "%" PRIu64 " not saved: %s",
+			    gs__st.job, id, serr.msg);
+	slurm_info("gshare: job %" PRIu32 ": closed the idle batch step "
+		   "allocation %" PRIu64 " to make room for step %" PRIu32,
+		   gs__st.job, id, gs__st.step);
+	return 1;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * ALLOC_CREATE, retried while the agent has no room, until the plugstack
+ * timeout.  Slurm counts the job's shares once, but the agent can briefly
+ * hold more: srun returns to a batch script before the finished step's
+ * slurmstepd has closed its allocation, so the script's next step may
+ * find the previous one still open (and the batch step's own allocation,
+ * see release_idle_batch).  Those go away within milliseconds.
+ */
+static int create_alloc(struct gs_client *c, const struct gs_alloc_req *req,
+			struct gs_alloc_info *info, struct gs_error *err)
+{
+	uint64_t deadline = mono_ms() + (uint64_t)gs__timeout_ms();
+	struct gs_error rerr;
+	int released = 0;
+
+	for (;;) {
+		if (gs_client_alloc_create(c, req, info, err) == 0)
+			return 0;
+		if (err->code != GS_EBUSY)
+			return -1;
+		if (!released) {
+			released = 1;
+			if (release_idle_batch(c, &rerr) == 1)
+				continue;
+		}
+		if (mono_ms() >= deadline)
+			return -1;
+		usleep(50000);
+	}
+}
+
 int gs__remote_begin(spank_t sp)
 {
 	struct gs_alloc_req req;
@@ -170,7 +307,7 @@ int gs__remote_begin(spank_t sp)
 	uint64_t count = 0;
 	char *tres = NULL;
 	char step[32], dir[GS_SPANK_PATH_MAX + 96];
-	int found, rv = -1;
+	int found, rc, rv = -1;
 
 	if (get_u32(sp, S_JOB_ID, &gs__st.job) < 0 ||
 	    get_u32(sp, S_JOB_STEPID, &gs__st.step) < 0 ||
@@ -247,7 +384,8 @@ int gs__remote_begin(spank_t sp)
 		rv = agent_down(sp, step, &err);
 		goto out_free_tres;
 	}
-	if (gs_client_alloc_create(c, &req, &info, &err) < 0) {
+	rc = create_alloc(c, &req, &info, &err);
+	if (rc < 0) {
 		if (is_unreachable(&err)) {
 			rv = agent_down(sp, step, &err);
 			goto out_close;
@@ -306,58 +444,13 @@ int gs__remote_task(spank_t sp)
 	return gs__st.fail ? -1 : 0;
 }
 
-/* Leave the allocation's final usage for the epilog:
- * <job dir>/<step>.<alloc id>, written atomically. */
-static int save_record(const struct gs_alloc_info *fin, struct gs_error *err)
-{
-	struct gs_spank_record r;
-	char dir[GS_SPANK_PATH_MAX + 96], path[sizeof(dir) + 64],
-		tmp[sizeof(path) + 8], step[32], line[256];
-	int fd = -1, n;
-
-	r.id = fin->id;
-	r.shares = fin->shares;
-	r.gpu_ns = fin->gpu_ns;
-	r.held_ns = fin->held_ns;
-	n = gs_spank_record_format(&r, line, sizeof(line), err);
-	if (n < 0)
-		return -1;
-	if (job_dir(dir, sizeof(dir), err) < 0)
-		return -1;
-	gs_spank_step_name(gs__st.step, step, sizeof(step));
-	snprintf(path, sizeof(path), "%s/%s.%" PRIu64, dir, step, fin->id);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return gs_error_errno(err, GS_EIO, "open %s", tmp);
-	if (write(fd, line, (size_t)n) != n) {
-		gs_error_errno(err, GS_EIO, "write %s", tmp);
-		goto out_unlink;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		gs_error_errno(err, GS_EIO, "close %s", tmp);
-		goto out_unlink;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		gs_error_errno(err, GS_EIO, "rename %s", tmp);
-		goto out_unlink;
-	}
-	return 0;
-out_unlink:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
-}
-
 int gs__remote_end(spank_t sp)
 {
 	struct gs_alloc_info fin;
 	struct gs_client *c = NULL;
 	struct gs_error err;
 	uint64_t id = gs__st.alloc_id;
+	char step[32];
 
 	(void)sp;
 	if (id == 0)
@@ -366,15 +459,20 @@ int gs__remote_end(spank_t sp)
 	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) <
 		    0 ||
 	    gs_client_alloc_close(c, id, &fin, &err) < 0) {
+		gs_client_free(c);
+		/* an idle batch allocation a step closed: its usage is saved */
+		if (err.code == GS_ENOENT &&
+		    gs__st.step == GS_SLURM_STEP_BATCH)
+			return 0;
 		/* the job epilog closes it if the agent comes back */
 		slurm_error("gshare: job %" PRIu32 ": closing allocation "
 			    "%" PRIu64 ": %s",
 			    gs__st.job, id, err.msg);
-		gs_client_free(c);
 		return 0;
 	}
 	gs_client_free(c);
-	if (save_record(&fin, &err) < 0)
+	gs_spank_step_name(gs__st.step, step, sizeof(step));
+	if (save_record(&fin, step, &err) < 0)
 		slurm_error("gshare: job %" PRIu32 ": usage of allocation "
 			    "%" PRIu64 " not saved: %s",
 			    gs__st.job, id, err.msg);

@@ -263,6 +263,49 @@ gs_wait 10 "job $j allocations to close" no_job_allocs n1 "$j" &&
 	ok "all closed after the job" || bad "left open: $(allocs n1)"
 end
 
+begin batch-envelope
+# Two gshare:40 batch jobs that run srun steps: Slurm runs both (80 of
+# 100); in the agent each batch step holds 40 and each step asks for 40
+# again.  The steps must still run: a step closes its job's idle batch
+# allocation when the agent has no room for it.
+S=$ROOT/tests/slurm/show_step.sh
+cat >"$GS_T/envelope.sh" <<EOF
+#!/bin/bash
+# both jobs' batch allocations first (20 s at most), then the steps
+export GS_PROBE=$PROBE
+end=\$((\$(date +%s) + 20))
+until [ "\$("\$GS_PROBE" status "\$GSHARE_SOCKET" | grep -c ' step=batch .*shares=40 ')" -ge 2 ]; do
+	[ "\$(date +%s)" -gt "\$end" ] && { echo "batch steps never overlapped"; exit 1; }
+	sleep 0.05
+done
+srun $S step
+srun $S again
+EOF
+pair=()
+for k in 1 2; do
+	pair+=("$(timeout 20 sbatch --parsable -w n1 --gres=gshare:40 \
+		-o "$GS_T/env$k.out" "$GS_T/envelope.sh")")
+done
+for j in "${pair[@]}"; do
+	gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
+	[ "$(scontrol show job "$j" 2>/dev/null | sed -n 's/.*JobState=\([A-Z]*\).*/\1/p')" = COMPLETED ] ||
+		bad "job $j: $(scontrol show job "$j" | grep -o 'JobState=[A-Z]*')"
+done
+out=$(cat "$GS_T/env1.out" "$GS_T/env2.out")
+[ "$(printf '%s\n' "$out" | grep -cE '^STEP (step|again) alloc=[0-9]+ alloc .*shares=40 ')" = 4 ] &&
+	ok "all four steps got 40 shares" || bad "steps: $out"
+reject "no refusal" "$out" 'not started'
+grep -q "closed the idle batch step allocation" "$GS_T"/log/slurmd.n1.log &&
+	ok "an idle batch allocation made room" ||
+	bad "no batch allocation was released (did the jobs overlap?)"
+for j in "${pair[@]}"; do
+	c2() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=3$'; }
+	gs_wait 30 "AdminComment of job $j" c2 &&
+		ok "job $j totals count batch and both steps" ||
+		bad "job $j AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
+done
+end
+
 begin two-nodes
 out=$(timeout 30 srun -N2 --ntasks-per-node=1 --gres=gshare:30 bash -c \
 	'echo NODE $SLURMD_NODENAME alloc=$GSHARE_ALLOC sock=$GSHARE_SOCKET
