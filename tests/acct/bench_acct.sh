@@ -35,6 +35,12 @@ ms2, out = best(["-j", "900500", "--plot", db + ".svg", "-S", "2023-11-14"])
 print("gsacct -j 900500 --plot (reads the job's 1000 samples): %.1f ms" % ms2)
 ms3, out = best(["-S", "2023-11-14", "-X", "-n"])
 print("gsacct -S (all 1000 allocations): %.1f ms" % ms3)
+ms4, out = best(["-j", "900500", "-S", "2023-11-14T22:20", "-E",
+                 "2023-11-14T22:30", "-T"])
+print("gsacct -j 900500 -T (sums its samples in a 10-minute window): %.1f ms"
+      % ms4)
+ms5, out = best(["-S", "2023-11-14", "-T", "-X", "-n"])
+print("gsacct -S -T (sums all 1000000 samples): %.1f ms" % ms5)
 if ms > 100:
     sys.exit("gsacct -j above the 100 ms target")
 PY
