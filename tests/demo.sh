@@ -202,6 +202,18 @@ for a in last["allocations"]:
         print(f"  {name}: (no output)")
 EOF
 rc=$?
+# close the allocations (as the plugins do at step end) and show the
+# same usage, durable, as sacct-style rows from the usage store
+GSACCT="$B/node-agent/gsacct/gsacct --store $dir/state/usage.db -X -S now-1hour"
+for a in $allocs; do $CTL -s "$sock" -t 2000 close "$a" >/dev/null; done
+allocs=""
+n=0
+while [ -n "$($GSACCT -s RUNNING -n 2>/dev/null)" ] && [ $n -lt 100 ]; do
+	sleep 0.02; n=$((n + 1))	# the closes commit within milliseconds
+done
+echo "usage store (gsacct -X):"
+$GSACCT -o JobID,Share,Weight,GPUSec,HeldSec,Elapsed,AvgShare,Suspends,State |
+	sed 's/^/  /'
 jpids_left=""
 for p in $jpids; do
 	if kill -0 "$p" 2>/dev/null; then jpids_left="$jpids_left $p"; fi
