@@ -1004,7 +1004,7 @@ gs_store_stop(struct gs_store *s)
 /* ---- queries ---- */
 
 struct sqlbuf {
-	char buf[8192];
+	char buf[32768];	/* 256 job selectors of ~100 bytes */
 	size_t len;
 	int overflow;
 };
