@@ -387,7 +387,14 @@ j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
 	--wrap 'srun --gres=gshare:20 sleep 300')
 step_alloc() { allocs n1 | grep -q " job=$j step=0 .*shares=20 "; }
 gs_wait 20 "step $j.0 allocation" step_alloc || bad "no allocation: $(allocs n1)"
-stepd=$(ps -eo pid=,args= | awk -v t="slurmstepd: [$j.0]" 'substr($0, index($0, $2)) == t { print $1 }')
+# this cluster's stepd: the parent of the step's task (job ids repeat
+# across clusters that other test runs may have on this host)
+task=$(scontrol listpids "$j.0" n1 2>/dev/null | awk '$2 == "'"$j"'" && $3 == "0" { print $1; exit }')
+stepd=""
+if [ -n "$task" ]; then
+	stepd=$(ps -o ppid= -p "$task" | tr -d ' ')
+	[ "$(ps -o args= -p "$stepd" 2>/dev/null)" = "slurmstepd: [$j.0]" ] || stepd=""
+fi
 if [ -n "$stepd" ]; then
 	kill -KILL "$stepd"
 	gs_wait 10 "slurmstepd $stepd to die" bash -c "! kill -0 $stepd 2>/dev/null"
