@@ -125,7 +125,7 @@ allocs() { "$PROBE" status "$GS_T/agent/$1.sock"; }
 no_alloc() { ! allocs "$1" | grep -q "^alloc $2 "; }
 no_job_allocs() { ! allocs "$1" | grep -q " job=$2 "; }
 
-PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank timeout=1s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
+PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank timeout=3s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
 GS_PLUGSTACK=$PLUGSTACK_BASE
 gs_cluster_up
 # srun and slurmstepd read plugstack.conf afresh each time
