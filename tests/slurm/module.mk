@@ -7,8 +7,9 @@ INTEG_TESTS += tests/slurm/run.sh
 DEB_PKGS += libslurm-dev slurm-wlm slurmdbd munge mariadb-server \
 	    mariadb-client
 
+# malloc is wrapped to inject allocation failures
 $(SPANKOPT_TEST): $(B)/tests/slurm/test_spankopt.o $(GSCOMMON)
-	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+	$(CC) $(LDFLAGS) -Wl,--wrap=malloc -o $@ $^ -lcmocka
 
 # An agent client with stable, greppable output for run.sh.
 GS_PROBE := $(B)/tests/slurm/gs_probe

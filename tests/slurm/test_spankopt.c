@@ -335,6 +335,40 @@ static void test_job_dir(void **state)
 			 -1);
 }
 
+/* Linked with -Wl,--wrap=malloc: fail_mallocs > 0 makes that many of
+ * the next allocations fail. */
+static int fail_mallocs;
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_malloc(size_t n)
+{
+	if (fail_mallocs > 0) {
+		fail_mallocs--;
+		return NULL;
+	}
+	return __real_malloc(n);
+}
+
+static void test_comment_oom(void **state)
+{
+	struct gs_error err;
+	char *out = (char *)&err;
+
+	(void)state;
+	fail_mallocs = 1;
+	assert_int_equal(gs_spank_comment_merge("x;gshare[n1]:old", "n1",
+						"gshare[n1]:new", &out, &err),
+			 -1);
+	assert_int_equal(err.code, GS_ENOMEM);
+	assert_ptr_equal(out, (char *)&err);	/* untouched on failure */
+	fail_mallocs = 0;
+	assert_int_equal(gs_spank_comment_merge("x;gshare[n1]:old", "n1",
+						"gshare[n1]:new", &out, &err),
+			 0);
+	assert_string_equal(out, "x;gshare[n1]:new");
+	free(out);
+}
+
 static void test_comment(void **state)
 {
 	struct gs_spank_totals t = { 0, 0, 0, 0 };
@@ -406,6 +440,7 @@ int main(void)
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_job_dir),
 		cmocka_unit_test(test_comment),
+		cmocka_unit_test(test_comment_oom),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
