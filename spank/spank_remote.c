@@ -11,6 +11,11 @@
  * step's allocation.  slurm_spank_exit closes the allocation and leaves
  * its final usage in state_dir for the job epilog (spank_slurmd.c).
  *
+ * When the agent has no room, a step first closes its job's idle batch
+ * step allocation (release_idle_batch) and then retries until `timeout`
+ * (create_alloc): the agent would otherwise count a batch job's shares
+ * twice.
+ *
  * Every agent call is bounded by the plugstack `timeout`.  When the agent
  * cannot be reached, on_agent_down=fail fails the step with one line;
  * on_agent_down=unmanaged warns and runs it without a share.  The
