@@ -50,6 +50,9 @@ struct ent {
 	int closing, dirty;
 	int adopted;			/* row continued from a crash */
 	int base_pending;		/* baseline not settled yet */
+	/* staged by tick_one, applied by tick_commit */
+	int st_busy, st_sample;
+	struct gs_store_alloc st_row;
 };
 
 struct pidmap {
@@ -637,37 +640,47 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 			charge_overrun(e, mono, sub0(cur.gpu_ns,
 						     e->gpu_at_grant));
 	}
+	/* Prepare only: the entry changes in tick_commit, once the whole
+	 * batch is built, so a failed tick loses nothing (the page's deltas
+	 * stay in pend for the next one). */
 	d = e->pend;
-	memset(&e->pend, 0, sizeof(e->pend));
 	d.gpu_ns += e->extra_ns + e->est_ns;
 	if (e->est_ns)
 		smp.estimate = 1;
-	e->extra_ns = 0;
-	e->est_ns = 0;
 	busy = busy || e->holding || d.gpu_ns || d.held_ns;
 	if (busy) {
 		d.wall_ns = dt;
 		d.share_ns = dt * e->v.row.shares / GS_SHARES_PER_GPU;
 	}
-	e->v.active = (uint32_t)busy;
-	e->last_mono = mono;
-	if (!usage_zero(&d)) {
+	e->st_busy = busy;
+	e->st_row = e->v.row;
+	e->st_sample = !usage_zero(&d);
+	if (e->st_sample) {
 		smp.key = e->v.row.key;
 		smp.t_ns = real;
 		smp.dt_ns = dt;
 		smp.d = d;
 		if (gs_store_batch_add_sample(b, &smp, err) < 0)
 			return -1;
-		usage_add(&e->v.row.tot, &d);
-		e->v.row.last_ns = real;
-		e->dirty = 1;
+		usage_add(&e->st_row.tot, &d);
+		e->st_row.last_ns = real;
 	}
-	if (e->dirty || e->closing) {
-		if (gs_store_batch_add_alloc(b, &e->v.row, err) < 0)
+	if (e->st_sample || e->dirty || e->closing)
+		if (gs_store_batch_add_alloc(b, &e->st_row, err) < 0)
 			return -1;
-		e->dirty = 0;
-	}
 	return 0;
+}
+
+static void
+tick_commit(struct ent *e, uint64_t mono)
+{
+	memset(&e->pend, 0, sizeof(e->pend));
+	e->extra_ns = 0;
+	e->est_ns = 0;
+	e->v.active = (uint32_t)e->st_busy;
+	e->last_mono = mono;
+	e->v.row = e->st_row;
+	e->dirty = 0;
 }
 
 int
@@ -689,6 +702,8 @@ gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 			gs_store_batch_free(b);
 			return -1;
 		}
+	for (i = 0; i < a->nents; i++)
+		tick_commit(&a->ents[i], mono);
 	for (i = j = 0; i < a->nents; i++)
 		if (!a->ents[i].closing)
 			a->ents[j++] = a->ents[i];

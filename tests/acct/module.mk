@@ -21,6 +21,13 @@ $(B)/tests/acct/test_metrics: $(B)/tests/acct/%: $(B)/tests/acct/%.o \
 
 UNIT_TESTS += $(ACCT_UNITS:%=$(B)/tests/acct/%)
 
+# allocation failures injected with the linker's --wrap
+$(B)/tests/acct/test_acct_oom: $(B)/tests/acct/test_acct_oom.o \
+	$(B)/node-agent/acct.o $(B)/node-agent/store.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc \
+	    -o $@ $^ -lcmocka $(ACCT_LDLIBS)
+UNIT_TESTS += $(B)/tests/acct/test_acct_oom
+
 $(B)/tests/acct/acct_fill: $(B)/tests/acct/acct_fill.o \
 	$(B)/node-agent/store.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ACCT_LDLIBS)
