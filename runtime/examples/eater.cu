@@ -204,16 +204,18 @@ int main(int argc, char **argv)
 		       (m1 - m0) * 1e6 / calls, m0 * 1e6 / calls);
 	}
 	if (o.run_s > 0) {
-		/* eat for run_s seconds: four ~1 ms kernels per synchronize,
-		 * each with its own iteration counters */
+		/* eat for run_s seconds: sixteen ~1 ms kernels per
+		 * synchronize (a job that synchronizes often goes idle
+		 * often, and an allocation that goes idle gives up its
+		 * lead under WFQ), each with its own iteration counters */
 		eater e;
 		unsigned int nblk = 132 * 8, iters = 3008;
 		unsigned int *its;
 		eater_setup(e, nblk, iters, &seed);
-		CK(cudaMalloc(&its, 4 * nblk * 4));
-		ex_run("eater", o.run_s, 4.0 * nblk, [&] {
-			CK(cudaMemsetAsync(its, 0, 4 * nblk * 4, 0));
-			for (int q = 0; q < 4; q++) {
+		CK(cudaMalloc(&its, 16 * nblk * 4));
+		ex_run("eater", o.run_s, 16.0 * nblk, [&] {
+			CK(cudaMemsetAsync(its, 0, 16 * nblk * 4, 0));
+			for (int q = 0; q < 16; q++) {
 				eat_args p = { e.dx, its + q * nblk, iters, 1 };
 				GK(gs_launch(&eat, gs3(nblk), gs3(ET), 0, &p,
 					     sizeof p, NULL));

@@ -180,7 +180,7 @@ int main(int argc, char **argv)
 		GK(gs_synchronize());
 	}
 	if (o.run_s > 0) {
-		/* 2048^3 products, four per synchronize */
+		/* 2048^3 products, 32 per synchronize */
 		unsigned m = 2048, n = 2048, k = 2048;
 		std::vector<float> a((size_t)m * k);
 		float *da, *db, *dc;
@@ -193,8 +193,8 @@ int main(int argc, char **argv)
 		CK(cudaMemcpy(db, a.data(), a.size() * 4,
 			      cudaMemcpyHostToDevice));
 		mm_args p = { da, db, dc, m, n, k };
-		ex_run("sgemm", o.run_s, 4, [&] {
-			for (int q = 0; q < 4; q++)
+		ex_run("sgemm", o.run_s, 32, [&] {
+			for (int q = 0; q < 32; q++)
 				GK(gs_launch(&sgemm, gs3(n / BN, m / BM),
 					     gs3(16, 16), 0, &p, sizeof p,
 					     NULL));

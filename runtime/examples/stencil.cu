@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 		GK(gs_synchronize());
 	}
 	if (o.run_s > 0) {
-		/* Jacobi sweeps on 8192^2, ping-pong, eight per synchronize */
+		/* Jacobi sweeps on 8192^2, ping-pong, 64 per synchronize */
 		unsigned int w = 8192, h = 8192;
 		size_t n = (size_t)w * h;
 		std::vector<float> in(n);
@@ -147,8 +147,8 @@ int main(int argc, char **argv)
 		CK(cudaMalloc(&d0, n * 4));
 		CK(cudaMalloc(&d1, n * 4));
 		CK(cudaMemcpy(d0, in.data(), n * 4, cudaMemcpyHostToDevice));
-		ex_run("stencil", o.run_s, 8, [&] {
-			for (int q = 0; q < 8; q++) {
+		ex_run("stencil", o.run_s, 64, [&] {
+			for (int q = 0; q < 64; q++) {
 				st_args p = { q % 2 ? d1 : d0, q % 2 ? d0 : d1,
 					      w, h };
 				GK(gs_launch(&stencil, gs3(w / TS, h / TS),

@@ -46,6 +46,7 @@
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
 #define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
+#define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
 #define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
 
@@ -114,6 +115,8 @@ struct gs__rt {
 	unsigned int *free_slots, nfree;
 	struct gs__queues q;
 	unsigned int gen, seq;
+	unsigned int cur_gen;		/* generation of the current run, 0
+					 * for immediate launches */
 	uint64_t rng;
 	struct gs__devbuf *cache;
 	size_t ncache, capcache;
@@ -133,6 +136,9 @@ struct gs__rt {
 
 static struct gs__rt *rt;
 static __thread struct gs_error last_err;
+
+static int launch_queued(unsigned int gen, int first);
+static int unlaunched(void);
 
 static const char *
 envget(const char *name)
@@ -670,6 +676,15 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				break;
 			}
 		}
+		pending = page != NULL &&
+			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+			  GS_CTL_SUSPEND;
+		/* top the streams up while no suspend is pending */
+		if (rt->cur_gen != 0 && !pending && unlaunched()) {
+			if (launch_queued(rt->cur_gen, 0) < 0)
+				return -1;
+			all = 0;
+		}
 		if (all)
 			break;
 		iter++;
@@ -693,6 +708,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND;
 		sl = gs__wait_step(&pol, now - t0, pending, &cur);
+		if (sl && rt->cur_gen != 0 && unlaunched())
+			sl = 0;	/* kernels to top up: stay close */
 		if (sl) {
 			struct timespec ts = { 0, (long)sl };
 			nanosleep(&ts, NULL);
@@ -801,30 +818,59 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 	return 0;
 }
 
-/* Launch what is queued and not on the GPU yet. */
+/*
+ * Put queued records on the GPU, at most GS__DEPTH per stream that have
+ * not reported back yet: a suspend then leaves few kernels behind that
+ * would only start, see the flag and leave, and the wait tops the streams
+ * up as kernels finish.  first: a new run (rt->tmp starts empty).
+ */
 static int
-launch_queued(unsigned int gen)
+launch_queued(unsigned int gen, int first)
 {
 	size_t i;
 
-	rt->ntmp = 0;
+	if (first)
+		rt->ntmp = 0;
 	for (i = 0; i < rt->q.n; i++) {
 		struct gs__qnode *n;
 		struct gs__launch *prev = NULL;
+		unsigned int inflight = 0;
 
 		for (n = rt->q.q[i].head; n != NULL; n = n->next) {
 			struct gs__launch *l = (struct gs__launch *)n;
 
-			if (!l->launched) {
+			if (l->launched) {
+				if (first && tmp_add(l) < 0)
+					return -1;
+				if (rt->st[l->slot].seq != l->seq)
+					inflight++;
+			} else {
+				if (inflight >= GS__DEPTH)
+					break;
 				if (launch_one(l, gen, prev) < 0)
 					return -1;
 				if (tmp_add(l) < 0)
 					return -1;
-			} else if (tmp_add(l) < 0) {
-				return -1;
+				inflight++;
 			}
 			prev = l;
 		}
+	}
+	return 0;
+}
+
+/* Any queued record not launched yet? */
+static int
+unlaunched(void)
+{
+	size_t i;
+
+	for (i = 0; i < rt->q.n; i++) {
+		struct gs__qnode *n;
+
+		for (n = rt->q.q[i].head; n != NULL; n = n->next)
+			if (!((struct gs__launch *)n)->launched)
+				return 1;
 	}
 	return 0;
 }
@@ -859,7 +905,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 				return cufail((cudaError_t)rc,
 					      "watcher launch");
 		}
-		if (launch_queued(gen) < 0)
+		rt->cur_gen = gen;
+		if (launch_queued(gen, 1) < 0)
 			return -1;
 		rc = wait_launched(page, &exit_ns, &susp);
 		if (page != NULL)
