@@ -16,31 +16,32 @@
 #include "../examples/ex_common.h"
 
 struct spin_args {
-	long long cycles;
+	long long ns;		/* task length */
 	unsigned int *sink;
-	int jitter;		/* 1: each task 0.75..1.25 x cycles */
+	int jitter;		/* 1: each task 0.75..1.25 x ns */
 };
 
-/* one logical block = `cycles` SM clock cycles of spinning */
+static __device__ __forceinline__ long long gtimer(void)
+{
+	long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* one logical block = `ns` nanoseconds of spinning (%globaltimer, so the
+ * length does not depend on the SM clock) */
 GS_KERNEL(spin, struct spin_args, p)
 {
-	long long t0 = clock64(), n = p.cycles;
+	long long t0 = gtimer(), n = p.ns;
 	if (p.jitter) {
 		unsigned int h = gs_block_linear() * 2654435761u;
 		h ^= h >> 16;
 		n = n * (768 + (long long)(h & 511)) / 1024;
 	}
-	while (clock64() - t0 < n)
+	while (gtimer() - t0 < n)
 		;
 	if (threadIdx.x == 0)
 		p.sink[gs_block_linear() & 1023u] = (unsigned)t0;
-}
-
-static int clock_khz(void)
-{
-	int khz = 0;
-	CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-	return khz;
 }
 
 static unsigned int nphys_of(const void *k, int threads)
@@ -72,8 +73,7 @@ static void set_force(const char *v)
 static double run_spin(double task_us, unsigned long long total,
 		       unsigned int *sink, int jitter = 0)
 {
-	spin_args a = { (long long)(task_us * clock_khz() / 1000.0), sink,
-			jitter };
+	spin_args a = { (long long)(task_us * 1000.0), sink, jitter };
 	double t0 = ex_now();
 	/* split into launches of at most 2^31 logical blocks */
 	while (total) {
@@ -107,13 +107,16 @@ static void do_evict(const char *raw, int jitter)
 		struct gs_stats st;
 		GK(gs_stats(&st));
 		double ns_ = st.suspensions ? (double)st.suspensions : 1;
+		/* measured task length: GPU time x blocks / tasks */
+		double meas = st.block_tasks ?
+		    st.gpu_ns / 1e3 * np / (double)st.block_tasks : 0;
 		printf("mech evict%s task_us=%.1f samples=%zu p50_us=%.1f "
 		       "p90_us=%.1f p99_us=%.1f max_us=%.1f wall_s=%.3f "
-		       "avg_seen_us=%.1f avg_dev_us=%.1f\n",
+		       "avg_seen_us=%.1f avg_dev_us=%.1f task_meas_us=%.2f\n",
 		       jitter ? "_jitter" : "", t,
 		       n, pct(us, 0.5), pct(us, 0.9), pct(us, 0.99),
 		       pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
-		       st.evict_dev_ns_sum / 1e3 / ns_);
+		       st.evict_dev_ns_sum / 1e3 / ns_, meas);
 		if (raw) {
 			char path[512];
 			snprintf(path, sizeof path, "%s/evict%s_%g.txt", raw,
@@ -180,8 +183,7 @@ static void do_acct(void)
 	GK(gs_init(GS_INIT_STANDALONE));
 	run_spin(16, np * 10, sink);
 	for (double d : dur_ms) {
-		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
-				sink, 0 };
+		spin_args a = { 16000, sink, 0 };
 		unsigned int n = (unsigned)(d * 1000 / 16 * np);
 		std::vector<double> err;
 		double ev_sum = 0, gs_sum = 0;
@@ -210,8 +212,7 @@ static void do_acct(void)
 	GK(gs_init(GS_INIT_STANDALONE));
 	{
 		unsigned int n = (unsigned)(200.0 * 1000 / 16 * np);
-		spin_args a = { (long long)(16.0 * clock_khz() / 1000.0),
-				sink, 0 };
+		spin_args a = { 16000, sink, 0 };
 		struct gs_stats s0, s1;
 		GK(gs_stats(&s0));
 		GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a, sizeof a, NULL));

@@ -50,9 +50,11 @@ def main(o):
               '%.2f ns per iteration at one call per 16 iterations '
               '(target <= 100 ns amortized)' % (c, c / 16))
     for d in lines(os.path.join(o, 'mech.log'), 'mech evict'):
-        p('2 eviction %6s us tasks  p50 %6s  p90 %6s  p99 %6s  max %6s us '
-          '(n=%s)' % (d['task_us'], d['p50_us'], d['p90_us'], d['p99_us'],
-                      d['max_us'], d['samples']))
+        p('2 eviction %6s us tasks%s  p50 %6s  p90 %6s  p99 %6s  max %6s '
+          'us (n=%s, measured task %s us)' % (
+              d['task_us'], ' +-25%' if 'jitter' in d['name'] else '',
+              d['p50_us'], d['p90_us'], d['p99_us'], d['max_us'],
+              d['samples'], d.get('task_meas_us', '?')))
     for d in lines(os.path.join(o, 'mech.log'), 'mech cycle'):
         p('3 slices %-9s wall %s s  suspensions %6s  overhead %6s %%  '
           'cycle %s us' % (d['mode'], d['wall_s'], d['suspensions'],
