@@ -35,6 +35,18 @@ def windows(path):
     return w[1:-1] if len(w) > 3 else w
 
 
+def gpu_shares(path):
+    """fraction of each window's wall time spent on the GPU (runtime's
+    %globaltimer spans), same windows as windows()"""
+    ws = lines(path, 'window ')
+    out, t0 = [], 0.0
+    for d in ws:
+        t = float(d['t'])
+        out.append(float(d['gpu_ms']) / 1000.0 / (t - t0))
+        t0 = t
+    return out[1:-1] if len(out) > 3 else out
+
+
 def main(o):
     out = []
     p = out.append
@@ -84,10 +96,12 @@ def main(o):
             if not files:
                 continue
             jobs = []
+            gsh = {}
             for f in files:
                 m = re.search(r'-(\d+)-(\w+)-w(\d+)\.log$', f)
                 k, j, w = int(m.group(1)), m.group(2), int(m.group(3))
                 jobs.append((k, j, w, windows(f)))
+                gsh[k] = gpu_shares(f)
             jobs.sort()
             wsum = sum(w for _, _, w, _ in jobs)
             nwin = min(len(r) for *_, r in jobs)
@@ -108,6 +122,29 @@ def main(o):
               'throughput %.1f %% of solo  [%s]' % (
                   s, mode, statistics.mean(errs), max(errs),
                   statistics.mean(tot) * 100, ', '.join(desc)))
+            # the same by GPU time (what the scheduler divides)
+            # (time-slicing overlaps kernel spans: no GPU-time split)
+            if mode != 'agent':
+                continue
+            gerr, nerr, gdesc, busy = [], [], [], []
+            n2 = min(len(v) for v in gsh.values())
+            for i in range(n2):
+                busy.append(sum(gsh[k][i] for k in gsh))
+            for k, j, w, _ in jobs:
+                g = gsh[k][:n2]
+                gerr.extend(abs(x - w / wsum) * 100 for x in g)
+                nerr.extend(abs(x / b - w / wsum) * 100
+                            for x, b in zip(g, busy))
+                gdesc.append('%.1f/%.1f%%' % (
+                    statistics.mean(x / b for x, b in zip(g, busy)) * 100,
+                    w / wsum * 100))
+            if gerr:
+                p('  %d jobs agent GPU time: busy %.1f %% of wall; share '
+                  'of wall err mean %.2f pp max %.2f pp; share of busy '
+                  'time err mean %.2f pp max %.2f pp  [%s]' % (
+                      s, statistics.mean(busy) * 100, statistics.mean(gerr),
+                      max(gerr), statistics.mean(nerr), max(nerr),
+                      ', '.join(gdesc)))
     for d in lines(os.path.join(o, 'mech.log'), 'mech acct '):
         p('6 accounting %6s ms kernel: events %s ms, runtime %s ms, '
           'error %s %%' % (d['kernel_ms'], d['events_ms'], d['runtime_ms'],
