@@ -54,7 +54,7 @@ $(LIBGSHARE1): $(RT_LIB_OBJS) $(GSCOMMON) runtime/src/libgshare.map
 	$(CC) -shared -o $@ $(RT_LIB_OBJS) $(GSCOMMON) $(LDFLAGS) \
 	    -Wl,-soname,libgshare.so.1 \
 	    -Wl,--version-script=runtime/src/libgshare.map \
-	    -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lpthread
+	    -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lstdc++ -lpthread
 
 RT_EX_DEPS := runtime/examples/ex_common.h runtime/include/gshare.h \
 	      runtime/include/gshare_device.cuh $(LIBGSHARE)
@@ -78,6 +78,14 @@ $(B)/runtime/bench/gs-mech-nogate: runtime/bench/mech.cu $(RT_EX_DEPS)
 	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
 	    -Xlinker -rpath,$(CUDA_LIB)
 
+# The C API on any machine (no GPU: gs_init must fail cleanly).
+RT_API_TEST := $(B)/runtime/tests/test_api
+UNIT_TESTS  += $(RT_API_TEST)
+$(B)/runtime/tests/test_api.o: CFLAGS += -I$(CUDA_INC)
+$(RT_API_TEST): $(B)/runtime/tests/test_api.o $(LIBGSHARE)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/runtime -lgshare \
+	    -Wl,-rpath,'$$ORIGIN/..' -Wl,-rpath,$(CUDA_LIB) -lcmocka
+
 INSTALL_RULES += install-runtime
 .PHONY: install-runtime
 install-runtime: $(LIBGSHARE)
@@ -86,5 +94,7 @@ install-runtime: $(LIBGSHARE)
 	ln -sf libgshare.so.1 $(DESTDIR)$(PREFIX)/lib/libgshare.so
 	install -m 0644 runtime/include/gshare.h \
 	    runtime/include/gshare_device.cuh $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 0644 docs/man/libgshare.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 
 endif
