@@ -548,6 +548,18 @@ int gs_client_drain(struct gs_client *c, int32_t gpu, int on,
 	return expect(&rep, GS_MSG_OK, err);
 }
 
+int gs_client_gpu_fault(struct gs_client *c, int32_t gpu, int fail,
+			struct gs_error *err)
+{
+	struct gs_msg req = { .type = GS_MSG_GPU_FAULT }, rep;
+
+	req.u.drain.gpu = gpu;
+	req.u.drain.on = fail ? 1 : 0;
+	if (request(c, &req, &rep, err) < 0)
+		return -1;
+	return expect(&rep, GS_MSG_OK, err);
+}
+
 int gs_client_token_want(struct gs_client *c, struct gs_error *err)
 {
 	struct gs_msg req = { .type = GS_MSG_TOKEN_WANT };

@@ -57,6 +57,10 @@ int gs_client_set_priority(struct gs_client *c, uint64_t id, uint32_t prio,
 			   struct gs_error *err);
 int gs_client_drain(struct gs_client *c, int32_t gpu, int on,
 		    struct gs_error *err);
+/* Inject (fail 1) or clear (fail 0) a fault on a simulated GPU (root
+ * only; for tests of the health path).  GS_EINVAL on a real GPU. */
+int gs_client_gpu_fault(struct gs_client *c, int32_t gpu, int fail,
+			struct gs_error *err);
 
 /* Token protocol (attached connections only). */
 int gs_client_token_want(struct gs_client *c, struct gs_error *err);

@@ -69,6 +69,7 @@ static const char *const gs_errnames[GS_ERRCODE_MAX] = {
 	[GS_ESTATE] = "ESTATE",
 	[GS_EDRAINED] = "EDRAINED",
 	[GS_ECLOSED] = "ECLOSED",
+	[GS_EUNHEALTHY] = "EUNHEALTHY",
 };
 
 const char *gs_errcode_name(int code)

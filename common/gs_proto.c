@@ -87,6 +87,7 @@ const char *gs_msg_type_name(uint32_t t)
 	case GS_MSG_SET_WEIGHT: return "SET_WEIGHT";
 	case GS_MSG_SET_PRIORITY: return "SET_PRIORITY";
 	case GS_MSG_DRAIN: return "DRAIN";
+	case GS_MSG_GPU_FAULT: return "GPU_FAULT";
 	default: return "UNKNOWN";
 	}
 }
@@ -281,6 +282,7 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->suspensions);
 	w64(w, a->block_tasks);
 	w64(w, a->vtime_ns);
+	w32(w, a->flags);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -294,6 +296,7 @@ static void wgpu(struct wr *w, const struct gs_gpu_info *g)
 	w32(w, g->drained);
 	w32(w, g->simulated);
 	w64(w, g->holder);
+	WSTR(w, g->health);
 }
 
 /* Records inside arrays: u16 length, then the record. */
@@ -341,6 +344,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, m->u.req.mode);
 		w32(w, m->u.req.uid);
 		wlabels(w, &m->u.req.labels);
+		w32(w, m->u.req.flags);
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -389,6 +393,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, m->u.set.value);
 		break;
 	case GS_MSG_DRAIN:
+	case GS_MSG_GPU_FAULT:
 		w32(w, (uint32_t)m->u.drain.gpu);
 		w32(w, m->u.drain.on);
 		break;
@@ -510,6 +515,14 @@ static void rlabels(struct rd *r, struct gs_labels *l)
 	RSTR(r, l->account);
 }
 
+/* A u32 appended in a newer minor: 0 when the frame ends before it. */
+static uint32_t r32_opt(struct rd *r)
+{
+	if (r->bad || r->len - r->off < 4)
+		return 0;
+	return r32(r);
+}
+
 static void rinfo(struct rd *r, struct gs_alloc_info *a)
 {
 	a->id = r64(r);
@@ -529,6 +542,7 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->suspensions = r64(r);
 	a->block_tasks = r64(r);
 	a->vtime_ns = r64(r);
+	a->flags = r32_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)
@@ -542,6 +556,8 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->drained = r32(r);
 	g->simulated = r32(r);
 	g->holder = r64(r);
+	if (!r->bad && r->len - r->off >= 2)	/* 1.1 */
+		RSTR(r, g->health);
 }
 
 /* Open the next u16-length record as a sub-cursor. */
@@ -670,6 +686,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		m->u.req.mode = r32(&r);
 		m->u.req.uid = r32(&r);
 		rlabels(&r, &m->u.req.labels);
+		m->u.req.flags = r32_opt(&r);
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -705,6 +722,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		m->u.set.value = r32(&r);
 		break;
 	case GS_MSG_DRAIN:
+	case GS_MSG_GPU_FAULT:
 		m->u.drain.gpu = (int32_t)r32(&r);
 		m->u.drain.on = r32(&r);
 		break;

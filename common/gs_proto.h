@@ -34,6 +34,9 @@
  *   SET_WEIGHT      R  {id, weight}               → OK
  *   SET_PRIORITY    R  {id, priority}             → OK
  *   DRAIN           R  {gpu, on}                  → OK
+ *   GPU_FAULT       R  {gpu, on}                  → OK (simulated GPUs only:
+ *                                                    inject / clear a fault,
+ *                                                    for tests)
  * Events (agent → attached job, seq 0): TOKEN_GRANT {gen, slice_ns}.
  * Any request may be answered with ERROR {code, message}; an unknown type
  * gets ERROR GS_EUNSUPP; a malformed frame gets ERROR GS_EPROTO and the
@@ -50,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		0
+#define GS_PROTO_MINOR		1
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -79,6 +82,7 @@ enum gs_msg_type {
 	GS_MSG_SET_WEIGHT = 32,
 	GS_MSG_SET_PRIORITY = 33,
 	GS_MSG_DRAIN = 34,
+	GS_MSG_GPU_FAULT = 35,	/* 1.1: simulated GPUs only */
 };
 
 struct gs_frame_hdr {
@@ -126,6 +130,10 @@ struct gs_labels {
 	char account[GS_LABEL_MAX];
 };
 
+/* Allocation flags (alloc_req and alloc_info, appended in 1.1). */
+#define GS_ALLOC_ANY_UID	0x1u	/* any uid may attach, not only uid */
+#define GS_ALLOC_FLAGS_KNOWN	GS_ALLOC_ANY_UID
+
 struct gs_alloc_req {
 	int32_t gpu;		/* GPU index, -1: agent places it */
 	uint32_t shares;	/* 1..100 guaranteed shares */
@@ -134,6 +142,7 @@ struct gs_alloc_req {
 	uint32_t mode;		/* enum gs_mode */
 	uint32_t uid;		/* owner: only this uid (or root) attaches */
 	struct gs_labels labels;
+	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
 };
 
 struct gs_alloc_info {
@@ -150,6 +159,7 @@ struct gs_alloc_info {
 	uint64_t suspensions;
 	uint64_t block_tasks;
 	uint64_t vtime_ns;	/* scheduler virtual time */
+	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
 };
 
 struct gs_gpu_info {
@@ -162,6 +172,8 @@ struct gs_gpu_info {
 	uint32_t drained;	/* 1: no new allocations */
 	uint32_t simulated;	/* 1: simulated backend */
 	uint64_t holder;	/* allocation holding the token, 0 none */
+	char health[GS_LABEL_MAX];	/* why unhealthy, "" when healthy;
+					 * 1.1, absent: "" */
 };
 
 struct gs_status {
@@ -210,7 +222,7 @@ void gs_status_free(struct gs_status *st);
  *   STATUS_REPLY          status (arrays owned by the message)
  *   ALLOC_LABEL           label {id, labels}
  *   SET_WEIGHT, SET_PRIORITY  set {id, value}
- *   DRAIN                 drain {gpu, on}
+ *   DRAIN, GPU_FAULT      drain {gpu, on}
  * Strings decode NUL-terminated into the fixed arrays; a wire string that
  * does not fit, or holds a NUL byte, is GS_EPROTO.
  */

@@ -12,8 +12,14 @@
  *
  * Permissions (DESIGN §2): root creates/closes/labels allocations,
  * changes weights and priorities and drains GPUs; a job attaches only to
- * an allocation of its own uid (root to any); STATUS shows non-root
- * callers only their own allocations.
+ * an allocation of its own uid (root to any), or to one root created with
+ * GS_ALLOC_ANY_UID; STATUS shows non-root callers only their own
+ * allocations.
+ *
+ * GPU health: a GPU is unhealthy while the NVML health worker (health.c,
+ * through gs_agent_gpu_health) or an injected fault (GPU_FAULT, simulated
+ * GPUs only) says so; it then takes no new allocations (GS_EUNHEALTHY),
+ * existing ones keep running.
  *
  * Token protocol.  The attached connection of an allocation is its job
  * process.  TOKEN_WANT → gs_sched_want; the scheduler's actions become
@@ -120,6 +126,40 @@ unsigned gs_agent_nclients(const struct gs_agent *ag)
 struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i)
 {
 	return i < ag->ngpus ? &ag->gpus[i] : NULL;
+}
+
+const char *gs_agent_gpu_why(const struct gs_gpu *g)
+{
+	if (g->sim_fault)
+		return "fault injected into a simulated GPU";
+	if (g->nvml_bad)
+		return g->nvml_why;
+	return "";
+}
+
+void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
+			 enum gs_health_source src, int ok, const char *why)
+{
+	struct gs_gpu *g;
+	int was;
+
+	if (i >= ag->ngpus)
+		return;
+	g = &ag->gpus[i];
+	was = g->healthy;
+	if (src == GS_HEALTH_FAULT) {
+		g->sim_fault = !ok;
+	} else {
+		g->nvml_bad = !ok;
+		snprintf(g->nvml_why, sizeof(g->nvml_why), "%s",
+			 ok || why == NULL ? "" : why);
+	}
+	g->healthy = !g->sim_fault && !g->nvml_bad;
+	if (was && !g->healthy)
+		log_warnx("gpu %d %s: unhealthy (%s); no new allocations",
+			  g->d.index, g->d.uuid, gs_agent_gpu_why(g));
+	else if (!was && g->healthy)
+		log_info("gpu %d %s: healthy again", g->d.index, g->d.uuid);
 }
 
 static uint64_t unix_ns(void)
@@ -482,7 +522,7 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_alloc_info info;
 	struct gs_msg rep;
 	struct gs_alloc *a;
-	uint32_t i, freeb = 0;
+	uint32_t i, freeb = 0, nsick = 0;
 
 	if (need_root(c, m) < 0)
 		return;
@@ -508,6 +548,11 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		reply_err(c, m->seq, GS_EINVAL, "unknown mode %u", req.mode);
 		return;
 	}
+	if (req.flags & ~GS_ALLOC_FLAGS_KNOWN) {
+		reply_err(c, m->seq, GS_EINVAL, "unknown allocation flags %#x",
+			  req.flags & ~GS_ALLOC_FLAGS_KNOWN);
+		return;
+	}
 	if (req.gpu >= 0) {
 		g = gpu_by_index(ag, req.gpu);
 		if (g == NULL) {
@@ -518,6 +563,12 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		if (g->drained) {
 			reply_err(c, m->seq, GS_EDRAINED,
 				  "GPU %d is drained", req.gpu);
+			return;
+		}
+		if (!g->healthy) {
+			reply_err(c, m->seq, GS_EUNHEALTHY,
+				  "GPU %d is unhealthy (%s): no new "
+				  "allocations", req.gpu, gs_agent_gpu_why(g));
 			return;
 		}
 		if (g->shares_total - g->shares_used < req.shares) {
@@ -533,16 +584,25 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 			struct gs_gpu *x = &ag->gpus[i];
 			uint32_t f = x->shares_total - x->shares_used;
 
-			if (x->drained || !x->healthy)
+			if (x->drained || !x->healthy) {
+				nsick += !x->healthy;
 				continue;
+			}
 			if (best == NULL || f > freeb) {
 				best = x;
 				freeb = f;
 			}
 		}
 		if (best == NULL) {
-			reply_err(c, m->seq, GS_EDRAINED,
-				  "no GPU accepts allocations (all drained)");
+			if (nsick == ag->ngpus)
+				reply_err(c, m->seq, GS_EUNHEALTHY,
+					  "no GPU accepts allocations (all "
+					  "unhealthy)");
+			else
+				reply_err(c, m->seq, GS_EDRAINED,
+					  "no GPU accepts allocations (%u "
+					  "drained, %u unhealthy)",
+					  ag->ngpus - nsick, nsick);
 			return;
 		}
 		if (freeb < req.shares) {
@@ -568,8 +628,9 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 	}
 	g->shares_used += a->shares;
 	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
-		 "%u, uid %u, job '%s' pod '%s'", (unsigned long long)a->id,
+		 "%u, uid %u%s, job '%s' pod '%s'", (unsigned long long)a->id,
 		 a->gpu, a->shares, a->weight, a->priority, a->uid,
+		 (a->flags & GS_ALLOC_ANY_UID) ? " (any uid may attach)" : "",
 		 a->labels.job, a->labels.pod);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
@@ -677,7 +738,8 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	a = need_alloc(c, m, m->u.id);
 	if (a == NULL)
 		return;
-	if (c->uid != 0 && c->uid != a->uid) {
+	if (c->uid != 0 && c->uid != a->uid &&
+	    !(a->flags & GS_ALLOC_ANY_UID)) {
 		reply_err(c, m->seq, GS_EPERM, "allocation %llu belongs to "
 			  "uid %u, not %u", (unsigned long long)a->id, a->uid,
 			  (unsigned)c->uid);
@@ -825,6 +887,8 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		gi->shares_total = g->shares_total;
 		gi->shares_used = g->shares_used;
 		gi->healthy = (uint32_t)g->healthy;
+		snprintf(gi->health, sizeof(gi->health), "%s",
+			 gs_agent_gpu_why(g));
 		gi->drained = (uint32_t)g->drained;
 		gi->simulated = (uint32_t)g->d.simulated;
 		gi->holder = gs_sched_holder(g->sched);
@@ -916,6 +980,31 @@ static void req_drain(struct gs_conn *c, const struct gs_msg *m)
 	reply_ok(c, m->seq);
 }
 
+/* Inject or clear a fault on a simulated GPU: the test path for health
+ * handling (the device plugin's Unhealthy devices, refused allocations). */
+static void req_gpu_fault(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_gpu *g;
+
+	if (need_root(c, m) < 0)
+		return;
+	g = gpu_by_index(c->ag, m->u.drain.gpu);
+	if (g == NULL) {
+		reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this node",
+			  m->u.drain.gpu);
+		return;
+	}
+	if (!g->d.simulated) {
+		reply_err(c, m->seq, GS_EINVAL, "GPU %d is not simulated: "
+			  "faults can only be injected into simulated GPUs",
+			  m->u.drain.gpu);
+		return;
+	}
+	gs_agent_gpu_health(c->ag, (uint32_t)(g - c->ag->gpus),
+			    GS_HEALTH_FAULT, !m->u.drain.on, NULL);
+	reply_ok(c, m->seq);
+}
+
 static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 {
 	switch (m->type) {
@@ -949,6 +1038,9 @@ static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 		break;
 	case GS_MSG_DRAIN:
 		req_drain(c, m);
+		break;
+	case GS_MSG_GPU_FAULT:
+		req_gpu_fault(c, m);
 		break;
 	default:
 		/* a known type that only the agent sends */

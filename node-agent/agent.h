@@ -27,7 +27,10 @@ struct gs_gpu {
 	uint32_t shares_total;
 	uint32_t shares_used;	/* sum of guaranteed shares placed here */
 	int drained;		/* no new allocations */
-	int healthy;
+	int healthy;		/* !nvml_bad && !sim_fault */
+	int nvml_bad;		/* the health worker's last NVML check */
+	int sim_fault;		/* fault injected (GPU_FAULT, simulated) */
+	char nvml_why[GS_LABEL_MAX];	/* why nvml_bad */
 	struct gs_sched *sched;
 	uint64_t next_ns;	/* when the scheduler wants a step */
 };
@@ -50,5 +53,16 @@ uint32_t gs_agent_ngpus(const struct gs_agent *ag);
 /* Connected clients (metrics). */
 unsigned gs_agent_nclients(const struct gs_agent *ag);
 struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
+
+/* Report the health of GPU slot i (0..ngpus-1) from one source: the
+ * NVML health worker (health.c) or an injected fault (GPU_FAULT, for
+ * simulated GPUs).  A GPU is healthy when no source says otherwise; an
+ * unhealthy GPU takes no new allocations.  Transitions are logged once.
+ * why: reason when !ok (copied). */
+enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2 };
+void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
+			 enum gs_health_source src, int ok, const char *why);
+/* Reason a GPU is unhealthy ("" when healthy); borrowed. */
+const char *gs_agent_gpu_why(const struct gs_gpu *g);
 
 #endif /* GS_AGENT_H */

@@ -102,6 +102,7 @@ struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
 	a->priority = req->priority;
 	a->mode = req->mode;
 	a->uid = req->uid;
+	a->flags = req->flags;
 	a->labels = req->labels;
 	a->created_unix_ns = now_unix_ns;
 	a->state = GS_ASTATE_CREATED;
@@ -222,6 +223,7 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->priority = a->priority;
 	out->mode = a->mode;
 	out->uid = a->uid;
+	out->flags = a->flags;
 	out->state = a->state;
 	out->pid = (uint32_t)a->pid;
 	out->labels = a->labels;

@@ -25,6 +25,7 @@ struct gs_alloc {
 	uint64_t id;
 	int32_t gpu;		/* index into the agent's GPU table */
 	uint32_t shares, weight, priority, mode, uid;
+	uint32_t flags;		/* GS_ALLOC_* (GS_ALLOC_ANY_UID) */
 	struct gs_labels labels;
 	uint64_t created_unix_ns;
 	uint32_t state;		/* enum gs_alloc_state */

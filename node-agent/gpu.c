@@ -4,7 +4,8 @@
  * entry points used are declared here by hand (types as in the NVML API:
  * nvmlReturn_t is an int-sized enum, nvmlDevice_t an opaque pointer).
  * Discovery runs once at start-up, before the event loop, so its blocking
- * calls do not stall clients.
+ * calls do not stall clients.  Health checks (end of file) run on the
+ * agent's health worker thread for the same reason.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -294,4 +295,129 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		n++;
 	}
 	return (int)n;
+}
+
+/*
+ * Health checks.  A private NVML reference (nvmlInit counts references)
+ * with its own symbols, so the worker thread shares no state with the
+ * loop thread's NVML users.  The device handle is looked up by UUID on
+ * every check: a GPU that fell off the bus is no longer found.
+ */
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NO_PERMISSION 4
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_ERROR_RESET_REQUIRED 16
+#define NVML_ERROR_UNKNOWN 999
+
+struct gs_gpu_health {
+	void *h;
+	nvml_ret (*init)(void);
+	nvml_ret (*shutdown)(void);
+	const char *(*error_string)(nvml_ret);
+	nvml_ret (*by_uuid)(const char *, nvml_dev *);
+	nvml_ret (*power)(nvml_dev, unsigned int *);
+	int32_t index[GS_MAX_GPUS];
+	char uuid[GS_MAX_GPUS][GS_UUID_MAX];
+	uint32_t n;
+};
+
+int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
+		       struct gs_gpu_health **out, struct gs_error *err)
+{
+	struct gs_gpu_health *u;
+	const char *missing = NULL;
+	nvml_ret r;
+	uint32_t i;
+
+	u = calloc(1, sizeof(*u));
+	if (u == NULL)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	for (i = 0; i < n && u->n < GS_MAX_GPUS; i++) {
+		if (gpus[i].simulated)
+			continue;
+		u->index[u->n] = gpus[i].index;
+		memcpy(u->uuid[u->n], gpus[i].uuid, GS_UUID_MAX);
+		u->n++;
+	}
+	if (u->n == 0) {
+		gs_error_set(err, GS_EUNSUPP, "no NVML GPUs to monitor");
+		goto out_free;
+	}
+	u->h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (u->h == NULL) {
+		gs_error_set(err, GS_EIO, "NVML not available: %s", dlerror());
+		goto out_free;
+	}
+	NVML_SYM(u, init, "nvmlInit_v2");
+	NVML_SYM(u, shutdown, "nvmlShutdown");
+	NVML_SYM(u, error_string, "nvmlErrorString");
+	NVML_SYM(u, by_uuid, "nvmlDeviceGetHandleByUUID");
+	NVML_SYM(u, power, "nvmlDeviceGetPowerUsage");
+	if (missing != NULL) {
+		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
+		goto out_close;
+	}
+	r = u->init();
+	if (r != NVML_SUCCESS) {
+		gs_error_set(err, GS_EIO, "nvmlInit: %s", u->error_string(r));
+		goto out_close;
+	}
+	*out = u;
+	return 0;
+out_close:
+	dlclose(u->h);
+out_free:
+	free(u);
+	return -1;
+}
+
+void gs_gpu_health_close(struct gs_gpu_health *h)
+{
+	if (h == NULL)
+		return;
+	h->shutdown();
+	dlclose(h->h);
+	free(h);
+}
+
+uint32_t gs_gpu_health_count(const struct gs_gpu_health *h)
+{
+	return h->n;
+}
+
+int32_t gs_gpu_health_index(const struct gs_gpu_health *h, uint32_t i)
+{
+	return i < h->n ? h->index[i] : -1;
+}
+
+int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
+			size_t len)
+{
+	unsigned int mw = 0;
+	nvml_dev d;
+	nvml_ret r;
+
+	if (i >= h->n) {
+		snprintf(why, len, "not monitored");
+		return 0;
+	}
+	r = h->by_uuid(h->uuid[i], &d);
+	if (r != NVML_SUCCESS) {
+		snprintf(why, len, "NVML: %s", h->error_string(r));
+		return 0;
+	}
+	r = h->power(d, &mw);
+	switch (r) {
+	case NVML_ERROR_GPU_IS_LOST:
+	case NVML_ERROR_RESET_REQUIRED:
+	case NVML_ERROR_DRIVER_NOT_LOADED:
+	case NVML_ERROR_UNKNOWN:
+		snprintf(why, len, "NVML: %s", h->error_string(r));
+		return 0;
+	default:
+		/* success, not supported, no permission, ...: alive */
+		why[0] = '\0';
+		return 1;
+	}
 }

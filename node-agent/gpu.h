@@ -6,6 +6,7 @@
 #ifndef GS_AGENT_GPU_H
 #define GS_AGENT_GPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -43,5 +44,26 @@ void gs_gpu_util_close(struct gs_gpu_util *u);
 int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		     struct gs_gpu_proc_sample *out, unsigned max,
 		     struct gs_error *err);
+
+/*
+ * GPU health from NVML, for the agent's health worker (health.c).  Every
+ * call may block inside the driver: call them from the worker thread,
+ * never from the event loop.  open takes the non-simulated GPUs of gpus
+ * (GS_EUNSUPP when there are none; GS_EIO when NVML is missing).
+ * check answers 1 healthy, 0 unhealthy (why: NVML's reason), for the
+ * i-th GPU given to open; a GPU is unhealthy when NVML no longer finds
+ * its UUID or a cheap query (power usage) says the GPU is lost, needs a
+ * reset or failed in an unknown way.  Not supported / no permission
+ * answers count as healthy.
+ */
+struct gs_gpu_health;
+int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
+		       struct gs_gpu_health **out, struct gs_error *err);
+void gs_gpu_health_close(struct gs_gpu_health *h);
+uint32_t gs_gpu_health_count(const struct gs_gpu_health *h);
+/* Agent GPU index of the i-th monitored GPU. */
+int32_t gs_gpu_health_index(const struct gs_gpu_health *h, uint32_t i);
+int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
+			size_t len);
 
 #endif /* GS_AGENT_GPU_H */

@@ -5,8 +5,10 @@
  *   gsharectl set-weight ALLOC N
  *   gsharectl set-priority ALLOC N|low|normal|high
  *   gsharectl drain GPU | undrain GPU
+ *   gsharectl gpu-fail GPU | gpu-ok GPU     (simulated GPUs only: tests)
  *   gsharectl create --shares N [--gpu G] [--weight W] [--priority P]
- *                    [--mode time|space] [--uid U] [--job J] [--step S]
+ *                    [--mode time|space] [--uid U | --any-uid] [--job J]
+ *                    [--step S]
  *   gsharectl close ALLOC
  *   gsharectl ping
  *
@@ -34,8 +36,11 @@ static void usage(void)
 		"  set-weight ALLOC N         change an allocation's weight\n"
 		"  set-priority ALLOC P       0..31 or low|normal|high\n"
 		"  drain GPU | undrain GPU    stop / resume new allocations\n"
+		"  gpu-fail GPU | gpu-ok GPU  inject / clear a fault "
+		"(simulated GPUs only)\n"
 		"  create --shares N [--gpu G] [--weight W] [--priority P]\n"
-		"         [--mode time|space] [--uid U] [--job J] [--step S]\n"
+		"         [--mode time|space] [--uid U | --any-uid] [--job J]\n"
+		"         [--step S]\n"
 		"  close ALLOC                close an allocation\n"
 		"  ping                       check that the agent answers\n");
 	exit(2);
@@ -122,10 +127,12 @@ static void print_json(const struct gs_status *st)
 		json_str(g->name);
 		printf(", \"shares_total\": %u, \"shares_used\": %u, "
 		       "\"healthy\": %s, \"drained\": %s, \"simulated\": %s, "
-		       "\"holder\": %" PRIu64 "}", g->shares_total,
+		       "\"holder\": %" PRIu64 ", \"health\": ", g->shares_total,
 		       g->shares_used, g->healthy ? "true" : "false",
 		       g->drained ? "true" : "false",
 		       g->simulated ? "true" : "false", g->holder);
+		json_str(g->health);
+		printf("}");
 	}
 	printf("], \"allocations_total\": %u, \"allocations\": [",
 	       st->nallocs_total);
@@ -140,12 +147,14 @@ static void print_json(const struct gs_status *st)
 		       "\"pid\": %u, \"created_unix_ns\": %" PRIu64
 		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
 		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
-		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"labels\": ",
+		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"any_uid\": %s"
+		       ", \"labels\": ",
 		       a->shares, a->weight, a->priority,
 		       gs_mode_name(a->mode), a->uid,
 		       gs_alloc_state_name(a->state), a->pid,
 		       a->created_unix_ns, a->gpu_ns, a->held_ns,
-		       a->suspensions, a->block_tasks, a->vtime_ns);
+		       a->suspensions, a->block_tasks, a->vtime_ns,
+		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false");
 		json_labels(&a->labels);
 		printf("}");
 	}
@@ -167,7 +176,7 @@ static const char *owner_label(const struct gs_alloc_info *a, char *buf,
 
 static void print_table(const struct gs_status *st)
 {
-	char slice[32], g1[32], g2[32], own[256], prio[16];
+	char slice[32], g1[32], g2[32], own[256], prio[16], uid[16];
 	uint32_t i, j, shown;
 
 	gs_cfg_format_duration(st->slice_ns, slice, sizeof(slice));
@@ -175,11 +184,14 @@ static void print_table(const struct gs_status *st)
 	for (i = 0; i < st->ngpus; i++) {
 		const struct gs_gpu_info *g = &st->gpus[i];
 
-		printf("\nGPU %d  %s  %s%s  shares %u/%u%s%s  holder ",
+		printf("\nGPU %d  %s  %s%s  shares %u/%u%s%s%s%s%s  holder ",
 		       g->index, g->uuid, g->name,
 		       g->simulated ? "" : "", g->shares_used,
 		       g->shares_total, g->drained ? "  DRAINED" : "",
-		       g->healthy ? "" : "  UNHEALTHY");
+		       g->healthy ? "" : "  UNHEALTHY",
+		       !g->healthy && g->health[0] ? " (" : "",
+		       g->healthy ? "" : g->health,
+		       !g->healthy && g->health[0] ? ")" : "");
 		if (g->holder)
 			printf("%" PRIu64 "\n", g->holder);
 		else
@@ -196,6 +208,10 @@ static void print_table(const struct gs_status *st)
 				       "SHARES", "WEIGHT", "PRIO", "MODE",
 				       "STATE", "VTIME(ms)", "GPU(s)",
 				       "HELD(s)", "SUSP", "OWNER");
+			if (a->flags & GS_ALLOC_ANY_UID)
+				snprintf(uid, sizeof(uid), "any");
+			else
+				snprintf(uid, sizeof(uid), "%u", a->uid);
 			fmt_sec(g1, sizeof(g1), a->gpu_ns);
 			fmt_sec(g2, sizeof(g2), a->held_ns);
 			if (a->priority <= 2)
@@ -204,9 +220,9 @@ static void print_table(const struct gs_status *st)
 			else
 				snprintf(prio, sizeof(prio), "%u",
 					 a->priority);
-			printf("  %6" PRIu64 " %6u %6u %6u %6s %5s %-10s "
+			printf("  %6" PRIu64 " %6s %6u %6u %6s %5s %-10s "
 			       "%12.3f %10s %10s %8" PRIu64 "  %s\n", a->id,
-			       a->uid, a->shares, a->weight, prio,
+			       uid, a->shares, a->weight, prio,
 			       gs_mode_name(a->mode),
 			       gs_alloc_state_name(a->state),
 			       (double)a->vtime_ns / 1e6, g1, g2,
@@ -233,6 +249,7 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 		{ "uid", required_argument, NULL, 'u' },
 		{ "job", required_argument, NULL, 'j' },
 		{ "step", required_argument, NULL, 'x' },
+		{ "any-uid", no_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gs_alloc_req req;
@@ -278,6 +295,9 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 			snprintf(req.labels.step, sizeof(req.labels.step),
 				 "%s", optarg);
 			break;
+		case 'A':
+			req.flags |= GS_ALLOC_ANY_UID;
+			break;
 		default:
 			usage();
 		}
@@ -301,6 +321,7 @@ static int known(const char *cmd, int argc)
 		{ "set-priority", 3, 3 }, { "drain", 2, 2 },
 		{ "undrain", 2, 2 },	  { "close", 2, 2 },
 		{ "create", 1, 64 },	  { "ping", 1, 1 },
+		{ "gpu-fail", 2, 2 },	  { "gpu-ok", 2, 2 },
 	};
 	size_t i;
 
@@ -370,6 +391,12 @@ int main(int argc, char *argv[])
 		    strcmp(cmd, "undrain") == 0) && argc == 2) {
 		if (gs_client_drain(c, (int32_t)num("gpu", argv[1], INT32_MAX),
 				    cmd[0] == 'd', &err) < 0)
+			rv = die(&err);
+	} else if ((strcmp(cmd, "gpu-fail") == 0 ||
+		    strcmp(cmd, "gpu-ok") == 0) && argc == 2) {
+		if (gs_client_gpu_fault(c, (int32_t)num("gpu", argv[1],
+							 INT32_MAX),
+					cmd[4] == 'f', &err) < 0)
 			rv = die(&err);
 	} else if (strcmp(cmd, "close") == 0 && argc == 2) {
 		if (gs_client_alloc_close(c, num("allocation", argv[1],

@@ -17,6 +17,7 @@
 #include "acct_agent.h"
 #include "agent.h"
 #include "gs_log.h"
+#include "health.h"
 
 #define DEFAULT_CONFIG "/etc/gshare/gshare.yaml"
 
@@ -35,6 +36,7 @@ int main(int argc, char *argv[])
 	struct gs_agent_config cfg;
 	struct gs_agent *ag;
 	struct gs_accounting *acct;
+	struct gs_health *health;
 	struct gs_error err;
 	const char *path = NULL;
 	int ch, fg = 0, check = 0, verbose = 0, rv;
@@ -97,9 +99,12 @@ int main(int argc, char *argv[])
 		fatalx("%s", err.msg);
 	if (gs_accounting_new(ag, &acct, &err) < 0)
 		fatalx("%s", err.msg);
+	if (gs_health_new(ag, &health, &err) < 0)
+		fatalx("%s", err.msg);
 	rv = gs_agent_run(ag, &err);
 	if (rv < 0)
 		log_warnx("%s", err.msg);
+	gs_health_free(health);
 	gs_accounting_free(acct);
 	gs_agent_free(ag);
 	log_info("stopped");
