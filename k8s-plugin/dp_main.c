@@ -48,7 +48,9 @@ struct dp_cfg {
 	char cluster[GS_LABEL_MAX];
 	char node_name[GS_LABEL_MAX];
 	int allow_span;
-	uint32_t owner_uid;
+	char owner[16];		/* owner_uid as configured: a uid or "any" */
+	uint32_t owner_uid;	/* from owner (finish_cfg) */
+	int owner_any;		/* owner is "any": GS_ALLOC_ANY_UID */
 	uint32_t priority;
 	uint32_t mode;
 	uint64_t tick;
@@ -85,8 +87,8 @@ static const struct gs_cfg_key cfg_keys[] = {
 	    "node label (empty: $NODE_NAME, else the host name)"),
 	GS_CFG_KEY_BOOL("allow_span", struct dp_cfg, allow_span, "false",
 	    "let one container take shares of several GPUs"),
-	GS_CFG_KEY_UINT("owner_uid", struct dp_cfg, owner_uid, 0, 0, "0",
-	    "uid that may attach to container allocations"),
+	GS_CFG_KEY_STRING("owner_uid", struct dp_cfg, owner, 1, "0",
+	    "uid that may attach to container allocations, or any"),
 	GS_CFG_KEY_ENUM("priority", struct dp_cfg, priority, prio_names,
 	    "normal", "priority of container allocations"),
 	GS_CFG_KEY_ENUM("mode", struct dp_cfg, mode, mode_names, "time",
@@ -448,6 +450,8 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 		rq.priority = p->cfg.priority;
 		rq.mode = p->cfg.mode;
 		rq.uid = p->cfg.owner_uid;
+		if (p->cfg.owner_any)
+			rq.flags = GS_ALLOC_ANY_UID;
 		snprintf(rq.labels.cluster, sizeof(rq.labels.cluster), "%s",
 		    p->cfg.cluster);
 		snprintf(rq.labels.node, sizeof(rq.labels.node), "%s",
@@ -461,6 +465,13 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 			goto out_undo;
 		}
 		made[nmade++] = info.id;
+		if (p->cfg.owner_any && !(info.flags & GS_ALLOC_ANY_UID)) {
+			/* an agent older than protocol 1.1 ignored the flag */
+			gs_error_set(err, GS_EUNSUPP, "Allocate: the gshare "
+			    "agent does not support owner_uid: any (protocol "
+			    "1.1); upgrade it or set owner_uid to a uid");
+			goto out_undo;
+		}
 		uuids[i] = gpu->uuid;
 		for (k = 0; k < nids; k++)
 			if (strncmp(ids[k], gpu->uuid, ulen) == 0 &&
@@ -534,6 +545,7 @@ static int
 finish_cfg(struct dp_cfg *cfg, struct gs_error *err)
 {
 	const char *nn;
+	uint64_t uid;
 
 	if (gs_dp_resource_check(cfg->resource, err) == -1)
 		return -1;
@@ -544,6 +556,18 @@ finish_cfg(struct dp_cfg *cfg, struct gs_error *err)
 	    (size_t)snprintf(cfg->kubelet_socket, sizeof(cfg->kubelet_socket),
 	    "%s/kubelet.sock", cfg->plugin_dir) >= sizeof(cfg->kubelet_socket))
 		return gs_error_set(err, GS_ECONFIG, "plugin_dir: too long");
+	if (strcmp(cfg->owner, "any") == 0) {
+		cfg->owner_any = 1;
+		cfg->owner_uid = 0;
+	} else if (gs_cfg_parse_uint(cfg->owner, &uid) == -1 ||
+	    uid >= UINT32_MAX) {
+		return gs_error_set(err, GS_ECONFIG, "owner_uid: '%s' is not "
+		    "a uid (0..%u) or any", cfg->owner, UINT32_MAX - 1);
+	} else {
+		cfg->owner_uid = (uint32_t)uid;
+		snprintf(cfg->owner, sizeof(cfg->owner), "%u",
+		    cfg->owner_uid);
+	}
 	if (cfg->node_name[0] == '\0') {
 		nn = getenv("NODE_NAME");
 		if (nn != NULL && *nn != '\0')

@@ -5,7 +5,10 @@
  * simulated GPU and drives it with the real client library and raw
  * sockets: admission and placement, permissions for a non-root peer
  * (the checks run in a child that switched to uid/gid 65534, `nobody`),
- * control pages (magic, version, seals), the token protocol (grant,
+ * allocations any uid may attach to (GS_ALLOC_ANY_UID), GPU health
+ * through injected faults (status, refused allocations, one log line per
+ * transition, root only), control pages (magic, version, seals), the
+ * token protocol (grant,
  * suspend at slice end, release, hand-over when a job's connection
  * closes, escalation hold and kill), a battery of malformed frames while
  * another client keeps being served, SIGHUP reload keeping allocations
@@ -395,6 +398,76 @@ static void test_permissions(struct gs_client *root)
 	/* nobody's connection is gone: the allocation stays, idle */
 	CHECK(wait_state(root, ids.own_alloc, GS_ASTATE_IDLE, 5000),
 	      "own allocation idle after its job left");
+	gs_client_alloc_close(root, ids.root_alloc, NULL, &err);
+	gs_client_alloc_close(root, ids.own_alloc, NULL, &err);
+}
+
+/* ---- allocations any uid may attach to ---- */
+
+static uint64_t create_flags(struct gs_client *c, uint32_t shares,
+			     uint32_t flags, struct gs_error *err)
+{
+	struct gs_alloc_req r;
+	struct gs_alloc_info info;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu = -1;
+	r.shares = shares;
+	r.flags = flags;
+	if (gs_client_alloc_create(c, &r, &info, err) < 0)
+		return 0;
+	return info.id;
+}
+
+static void nobody_any_uid(void *arg)
+{
+	struct perm_ids *ids = arg;	/* root_alloc: any uid; own: plain */
+	struct gs_client *c = conn(), *c2 = conn();
+	struct gs_alloc_info info;
+	struct gs_error err;
+	int fd = -1;
+
+	CHECK(gs_client_attach(c, ids->own_alloc, &fd, NULL, &err) < 0 &&
+	      err.code == GS_EPERM, "nobody attaches root's plain "
+	      "allocation: %s", err.msg);
+	memset(&info, 0, sizeof(info));
+	CHECK(gs_client_attach(c2, ids->root_alloc, &fd, &info, &err) == 0,
+	      "nobody attaches an any-uid allocation: %s", err.msg);
+	CHECK(info.flags & GS_ALLOC_ANY_UID, "ATTACHED flags %#x", info.flags);
+	if (fd >= 0)
+		close(fd);
+	CHECK(create_flags(c, 5, GS_ALLOC_ANY_UID, &err) == 0 &&
+	      err.code == GS_EPERM, "nobody creates an any-uid allocation: "
+	      "%s", err.msg);
+	gs_client_free(c2);
+	gs_client_free(c);
+}
+
+static void test_any_uid(struct gs_client *root)
+{
+	struct perm_ids ids;
+	struct gs_status *st = NULL;
+	struct gs_alloc_info *a;
+	struct gs_error err;
+	int rc;
+
+	ids.root_alloc = create_flags(root, 10, GS_ALLOC_ANY_UID, &err);
+	CHECK(ids.root_alloc != 0, "create any-uid: %s", err.msg);
+	ids.own_alloc = create(root, -1, 10, 0, 0);
+	CHECK(create_flags(root, 5, 0x80, &err) == 0 &&
+	      err.code == GS_EINVAL && strstr(err.msg, "flags") != NULL,
+	      "unknown flag: %s", err.msg);
+	CHECK(gs_client_status(root, &st, &err) == 0, "status: %s", err.msg);
+	if (st != NULL) {
+		a = find_alloc(st, ids.root_alloc);
+		CHECK(a != NULL && (a->flags & GS_ALLOC_ANY_UID),
+		      "STATUS shows the any-uid flag");
+		a = find_alloc(st, ids.own_alloc);
+		CHECK(a != NULL && a->flags == 0, "plain allocation flags");
+		gs_status_free(st);
+	}
+	rc = run_as_nobody(nobody_any_uid, &ids);
+	CHECK(rc == 0, "any-uid checks as nobody failed (rc %d)", rc);
 	gs_client_alloc_close(root, ids.root_alloc, NULL, &err);
 	gs_client_alloc_close(root, ids.own_alloc, NULL, &err);
 }
@@ -878,6 +951,105 @@ static int wait_slice(struct gs_client *c, uint64_t slice_ns)
 	return ok;
 }
 
+/* ---- GPU health (faults injected into the simulated GPU) ---- */
+
+static int log_lines(const char *needle)
+{
+	char line[1024];
+	FILE *f = fopen(logpath, "r");
+	int n = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, needle) != NULL)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* GPU 0's healthy flag per STATUS (-1: no answer); why gets the reason. */
+static int gpu0_health(struct gs_client *c, char *why, size_t len)
+{
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	int h = -1;
+
+	if (gs_client_status(c, &st, &err) < 0)
+		return -1;
+	if (st->ngpus > 0) {
+		h = (int)st->gpus[0].healthy;
+		snprintf(why, len, "%s", st->gpus[0].health);
+	}
+	gs_status_free(st);
+	return h;
+}
+
+static void nobody_fault(void *arg)
+{
+	struct gs_client *c = conn();
+	struct gs_error err;
+
+	(void)arg;
+	CHECK(gs_client_gpu_fault(c, 0, 1, &err) < 0 && err.code == GS_EPERM,
+	      "nobody injects a fault: %s", err.msg);
+	CHECK(gs_client_gpu_fault(c, 0, 0, &err) < 0 && err.code == GS_EPERM,
+	      "nobody clears a fault: %s", err.msg);
+	gs_client_free(c);
+}
+
+static void test_health(struct gs_client *root)
+{
+	struct gs_error err;
+	struct job j;
+	char why[GS_LABEL_MAX];
+	uint64_t a, b;
+	int bad0 = log_lines(": unhealthy ("), ok0 = log_lines("healthy again");
+
+	a = create(root, 0, 10, 0, 0);
+	CHECK(gpu0_health(root, why, sizeof(why)) == 1 && why[0] == '\0',
+	      "GPU 0 healthy at start (%s)", why);
+	CHECK(gs_client_gpu_fault(root, 0, 1, &err) == 0, "gpu-fail: %s",
+	      err.msg);
+	CHECK(gs_client_gpu_fault(root, 0, 1, &err) == 0, "gpu-fail again: %s",
+	      err.msg);
+	CHECK(gpu0_health(root, why, sizeof(why)) == 0 &&
+	      strstr(why, "fault injected") != NULL,
+	      "STATUS: GPU 0 unhealthy with a reason ('%s')", why);
+	CHECK(create_err(root, 0, 5, &err) < 0 && err.code == GS_EUNHEALTHY &&
+	      strstr(err.msg, "GPU 0 is unhealthy") != NULL,
+	      "create on the unhealthy GPU: %s", err.msg);
+	CHECK(create_err(root, -1, 5, &err) < 0 &&
+	      err.code == GS_EUNHEALTHY && strstr(err.msg, "unhealthy"),
+	      "placement with every GPU unhealthy: %s", err.msg);
+	/* existing allocations stay and may still attach */
+	CHECK(alloc_state(root, a) == GS_ASTATE_CREATED,
+	      "allocation on the unhealthy GPU kept");
+	job_attach(&j, a);
+	CHECK(j.page != NULL, "attach on the unhealthy GPU");
+	job_free(&j);
+	CHECK(gs_client_gpu_fault(root, 7, 1, &err) < 0 &&
+	      err.code == GS_ENOENT, "fault on GPU 7: %s", err.msg);
+	CHECK(run_as_nobody(nobody_fault, NULL) == 0,
+	      "fault checks as nobody failed");
+	CHECK(log_lines(": unhealthy (") == bad0 + 1,
+	      "one log line for the transition to unhealthy (%d)",
+	      log_lines(": unhealthy (") - bad0);
+	CHECK(gs_client_gpu_fault(root, 0, 0, &err) == 0, "gpu-ok: %s",
+	      err.msg);
+	CHECK(gs_client_gpu_fault(root, 0, 0, &err) == 0, "gpu-ok again: %s",
+	      err.msg);
+	CHECK(gpu0_health(root, why, sizeof(why)) == 1 && why[0] == '\0',
+	      "GPU 0 healthy again (%s)", why);
+	CHECK(log_lines("healthy again") == ok0 + 1,
+	      "one log line for the recovery (%d)",
+	      log_lines("healthy again") - ok0);
+	b = create(root, 0, 5, 0, 0);
+	CHECK(b != 0, "create after recovery");
+	gs_client_alloc_close(root, a, NULL, &err);
+	gs_client_alloc_close(root, b, NULL, &err);
+}
+
 static void test_sigterm(void)
 {
 	int64_t deadline = now_ms() + 10000;
@@ -928,7 +1100,9 @@ int main(int argc, char *argv[])
 
 	test_admission(root);
 	test_permissions(root);
+	test_any_uid(root);
 	test_tokens(root);
+	test_health(root);
 	test_escalation_hold(root);
 	test_malformed(bystander);
 	test_reload(root);

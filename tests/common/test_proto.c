@@ -72,6 +72,7 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->priority = GS_PRIO_HIGH;
 	a->mode = GS_MODE_SPACE;
 	a->uid = 1000;
+	a->flags = GS_ALLOC_ANY_UID;
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -151,6 +152,9 @@ static int sample(uint16_t type, struct gs_msg *m)
 			g->drained = i;
 			g->simulated = 1;
 			g->holder = 3 + i;
+			if (i == 1)
+				snprintf(g->health, sizeof(g->health),
+					 "NVML: GPU is lost");
 		}
 		m->u.status.nallocs = 3;
 		m->u.status.nallocs_total = 3;
@@ -164,6 +168,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 		m->u.set.value = 300;
 		break;
 	case GS_MSG_DRAIN:
+	case GS_MSG_GPU_FAULT:
 		m->u.drain.gpu = 3;
 		m->u.drain.on = 1;
 		break;
@@ -180,7 +185,7 @@ static const uint16_t all_types[] = {
 	GS_MSG_TOKEN_WANT,
 	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS,
 	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
-	GS_MSG_DRAIN,
+	GS_MSG_DRAIN,	      GS_MSG_GPU_FAULT,
 };
 #define NTYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -279,8 +284,12 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
-		/* STATUS_REPLY ends with an optional field (nallocs_total) */
-		if (all_types[i] == GS_MSG_STATUS_REPLY)
+		/* STATUS_REPLY ends with an optional field (nallocs_total),
+		 * ALLOC_CREATE / ALLOC_INFO / ATTACHED with flags (1.1) */
+		if (all_types[i] == GS_MSG_STATUS_REPLY ||
+		    all_types[i] == GS_MSG_ALLOC_CREATE ||
+		    all_types[i] == GS_MSG_ALLOC_INFO ||
+		    all_types[i] == GS_MSG_ATTACHED)
 			full -= 4;
 		for (n = 0; n < full; n++) {
 			h.length = n;
@@ -293,6 +302,80 @@ static void test_truncated(void **state)
 		gs_msg_clear(&in);
 		gs_wbuf_free(&b);
 	}
+}
+
+/* Frames of protocol 1.0 (no flags, no GPU health reason) still decode:
+ * flags 0, health "". */
+static void test_minor0_frames(void **state)
+{
+	static const uint16_t types[] = { GS_MSG_ALLOC_CREATE,
+					  GS_MSG_ALLOC_INFO, GS_MSG_ATTACHED };
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+	struct gs_status st;
+	struct gs_gpu_info g;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		sample(types[i], &in);
+		if (types[i] == GS_MSG_ALLOC_CREATE)
+			in.u.req.flags = GS_ALLOC_ANY_UID;
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		gs_frame_hdr_decode(b.data, b.len, &h, &err);
+		h.length -= 4;	/* the 1.0 payload */
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		if (types[i] == GS_MSG_ALLOC_CREATE) {
+			assert_int_equal(out.u.req.flags, 0);
+			assert_int_equal(out.u.req.uid, in.u.req.uid);
+		} else {
+			assert_int_equal(out.u.info.flags, 0);
+			assert_int_equal(out.u.info.vtime_ns,
+					 in.u.info.vtime_ns);
+		}
+		gs_msg_clear(&out);
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+	}
+	/* a STATUS_REPLY whose GPU record has no health string */
+	memset(&in, 0, sizeof(in));
+	memset(&g, 0, sizeof(g));
+	memset(&st, 0, sizeof(st));
+	g.index = 0;
+	g.healthy = 0;
+	snprintf(g.health, sizeof(g.health), "x");
+	st.ngpus = 1;
+	st.gpus = &g;
+	in.type = GS_MSG_STATUS_REPLY;
+	in.u.status = st;
+	gs_wbuf_init(&b);
+	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+	/* payload: str policy(2) u64 slice(8) u32 ngpus(4) u16 reclen, then
+	 * the record ending with health (u16 1, "x"), u32 nallocs, u32
+	 * total: drop the health string from the record */
+	{
+		uint8_t *p = b.data + GS_FRAME_HDR_SIZE + 2 + 8 + 4;
+		uint16_t rl = (uint16_t)(p[0] | p[1] << 8);
+		size_t tail = b.len - (size_t)(p + 2 + rl - b.data);
+
+		rl = (uint16_t)(rl - 3);
+		p[0] = (uint8_t)rl;
+		p[1] = (uint8_t)(rl >> 8);
+		memmove(p + 2 + rl, p + 2 + rl + 3, tail);
+		b.len -= 3;
+		gs_frame_hdr_decode(b.data, b.len, &h, &err);
+		h.length -= 3;
+	}
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.ngpus, 1);
+	assert_string_equal(out.u.status.gpus[0].health, "");
+	gs_msg_clear(&out);
+	gs_wbuf_free(&b);
 }
 
 static void mkhdr(uint8_t *buf, uint32_t magic, uint8_t major, uint16_t type,
@@ -544,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_trailing_ignored),
 		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_minor0_frames),
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_status_counts),
