@@ -1,11 +1,14 @@
 #!/bin/sh
 # Integration test of gsharectl against a live gshared (simulated GPU):
-# every subcommand, JSON output, what a non-root user sees, usage errors
+# every subcommand (gpu-fail/gpu-ok and create --any-uid included, with
+# gshare-simjob attaching as nobody), JSON output, what a non-root user
+# sees, usage errors
 # and the message when the agent is not running.  Cleans up on any exit.
 set -u
 B=${B:-build}
 GSHARED=$B/node-agent/gshared
 CTL=$B/node-agent/gsharectl
+SIMJOB=$B/runtime/sim/gshare-simjob
 dir=$(mktemp -d /tmp/gscli.XXXXXX)
 chmod 755 "$dir"
 sock=$dir/gshared.sock
@@ -78,6 +81,37 @@ expect 0 "drain" "" $CTL drain 0
 expect 0 "drained in status" "DRAINED" $CTL status
 expect 1 "create on drained GPU" "GPU 0 is drained" $CTL create --shares 5 --gpu 0
 expect 0 "undrain" "" $CTL undrain 0
+# GPU health: faults injected into a simulated GPU (root only)
+expect 0 "gpu-fail" "" $CTL gpu-fail 1
+expect 0 "unhealthy in status" "UNHEALTHY (fault injected" $CTL status
+h=$($CTL status --json | /usr/bin/python3 -c '
+import json, sys
+g = json.load(sys.stdin)["gpus"][1]
+print(g["healthy"], g["health"])')
+[ "$h" = "False fault injected into a simulated GPU" ] && ok "status --json health" ||
+	bad "status --json health: $h"
+expect 1 "create on unhealthy GPU" "GPU 1 is unhealthy (fault injected" \
+	$CTL create --shares 5 --gpu 1
+expect 1 "nobody gpu-fail" "only root may do this" nobody $CTL gpu-fail 0
+expect 1 "gpu-fail unknown GPU" "no GPU 5 on this node" $CTL gpu-fail 5
+expect 2 "gpu-fail not a number" "is not a number" $CTL gpu-fail x
+expect 0 "gpu-ok" "" $CTL gpu-ok 1
+[ "$(grep -c 'gpu 1 .*: unhealthy (' "$dir/log")" = 1 ] &&
+	ok "one log line per transition" || bad "log: $(grep 'gpu 1' "$dir/log")"
+# allocations any uid may attach to
+expect 0 "create --any-uid" "^3$" $CTL create --shares 5 --gpu 0 --any-uid
+expect 0 "any in status" " 3 *any " $CTL status
+u=$($CTL status --json | /usr/bin/python3 -c '
+import json, sys
+print(sorted((a["id"], a["any_uid"]) for a in
+             json.load(sys.stdin)["allocations"]))')
+[ "$u" = "[(1, False), (2, False), (3, True)]" ] && ok "status --json any_uid" ||
+	bad "status --json any_uid: $u"
+expect 0 "nobody attaches the any-uid allocation" "event=done" \
+	nobody $SIMJOB -s "$sock" -a 3 -d 0.05
+expect 1 "nobody attaches root's allocation" "belongs to uid 0, not 65534" \
+	nobody $SIMJOB -s "$sock" -a 1 -d 0.05
+expect 0 "close any-uid" "allocation 3" $CTL close 3
 expect 1 "nobody set-weight" "only root may do this" nobody $CTL set-weight 2 5
 expect 1 "nobody create" "only root may do this" nobody $CTL create --shares 5
 n=$(nobody $CTL status --json | /usr/bin/python3 -c '

@@ -9,7 +9,10 @@ packs; Allocate returns the environment and the mount and the agent shows
 the allocation, labelled from PodResources; bad requests get a gRPC error
 with a readable message and the plugin keeps serving; allocations of
 deleted pods are closed; health flips when the agent goes away and comes
-back; kubelet restart re-registers within a second; plugin restart
+back, and a GPU's devices when the agent reports it unhealthy (a fault
+injected into a simulated GPU: pushed within a second, both ways);
+owner_uid=any lets a non-root process attach (gshare-simjob as nobody)
+while allocations of owner_uid 0 stay closed to it; kubelet restart re-registers within a second; plugin restart
 rebuilds its state from the agent and PodResources; N Allocates (default
 1000) with flat RSS; clean SIGTERM.  --valgrind runs the plugin under
 valgrind for the whole run and fails on any definite leak or memory
@@ -21,6 +24,7 @@ Waits poll with deadlines; no fixed sleeps decide an outcome.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -40,6 +44,7 @@ PLUGIN = os.path.join(B, "k8s-plugin", "gshare-device-plugin")
 GSHARED = os.path.join(B, "node-agent", "gshared")
 AGENTQ = os.path.join(B, "tests", "k8s", "dp_agentq")
 GSHARECTL = os.path.join(B, "node-agent", "gsharectl")
+SIMJOB = os.path.join(B, "runtime", "sim", "gshare-simjob")
 GSACCT = os.path.join(B, "node-agent", "gsacct", "gsacct")
 NODE = "testnode"
 
@@ -72,6 +77,8 @@ class Env:
     def __init__(self, args):
         self.args = args
         self.tmp = tempfile.mkdtemp(prefix="gshare-k8s-")
+        # a non-root test process (owner_uid=any) must reach the socket
+        os.chmod(self.tmp, 0o755)
         self.run = os.path.join(self.tmp, "run")
         self.dp = os.path.join(self.tmp, "device-plugins")
         self.pr = os.path.join(self.tmp, "pod-resources")
@@ -366,6 +373,32 @@ def run(args):
                    "GPU 1 undrained")
         check(True, "undrain GPU 1: Healthy again")
 
+        # An unhealthy GPU (fault injected into simulated GPU 0): its 100
+        # devices are pushed Unhealthy within a second, and Healthy again
+        # within a second of recovery.
+        def unhealthy():
+            with k.lock:
+                return {i.split("::")[0] for i, h in k.devices.items()
+                        if h == "Unhealthy"}
+        t0 = time.monotonic()
+        env.ctl("gpu-fail", "0")
+        k.wait_for(lambda: k.health_counts() == (100, 100), 1.0 * slow,
+                   "GPU 0's devices Unhealthy within a second")
+        dt = time.monotonic() - t0
+        check(unhealthy() == {uuids[0]},
+              "GPU 0 fault: its 100 devices Unhealthy after %.2f s" % dt)
+        with k.lock:
+            g0 = sorted(i for i in k.devices if i.startswith(uuids[0]) and
+                        i not in k.allocated)
+        expect_error(k, lambda: k.allocate(g0[:1]), inv, "is unhealthy",
+                     "Allocate on the unhealthy GPU")
+        t0 = time.monotonic()
+        env.ctl("gpu-ok", "0")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 1.0 * slow,
+                   "GPU 0's devices Healthy within a second")
+        check(True, "GPU 0 recovered: Healthy again after %.2f s" %
+              (time.monotonic() - t0))
+
         e = k.admit("default", "pod-e", [("main", 1)])["main"]
         check(int(e[1]["GSHARE_ALLOC"]) in env.open_allocs(),
               "plugin still serving after bad requests")
@@ -416,7 +449,7 @@ def run(args):
               "SIGTERM: exit 0 after %.2f s, socket removed" % took)
         before = env.open_allocs()
         n = len(k.registrations)
-        env.start_plugin(["allow_span=true"])
+        env.start_plugin(["allow_span=true", "owner_uid=any"])
         k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
                    "registration after plugin restart")
         k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
@@ -441,6 +474,27 @@ def run(args):
               envs["CUDA_VISIBLE_DEVICES"].count(",") == 1 and
               all(al[x]["shares"] == 1 for x in sids),
               "allow_span: a request over 2 GPUs gets one allocation on each")
+        # owner_uid=any: a non-root process attaches to these; an
+        # allocation of uid 0 stays closed to it.
+        def as_nobody(alloc):
+            return subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534",
+                 "--clear-groups", SIMJOB, "-s", env.sock, "-a",
+                 str(alloc), "-d", "0.05"], capture_output=True, text=True)
+        plain = int(env.ctl("create", "--shares", "1", "--gpu", "1"))
+        st = json.loads(env.ctl("status", "--json"))
+        anyuid = {a["id"]: a["any_uid"] for a in st["allocations"]}
+        check(anyuid.get(sids[0]) is True and anyuid.get(plain) is False,
+              "owner_uid=any: the agent shows the allocations as any-uid")
+        r = as_nobody(sids[0])
+        check(r.returncode == 0 and "event=done" in r.stdout,
+              "owner_uid=any: uid 65534 attaches to allocation %d (%s)" %
+              (sids[0], (r.stdout + r.stderr).strip()[:60]))
+        r = as_nobody(plain)
+        check(r.returncode == 1 and "belongs to uid 0" in r.stderr,
+              "uid 0's allocation: uid 65534 may not attach: " +
+              r.stderr.strip())
+        env.ctl("close", str(plain))
         with k.lock:
             k.pods[("default", "pod-s")] = {"main": span}
             for x in span:
