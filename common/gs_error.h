@@ -29,7 +29,8 @@ enum gs_errcode {
 	GS_ESTATE = 14,		/* call not valid in this state */
 	GS_EDRAINED = 15,	/* GPU drained: no new allocations */
 	GS_ECLOSED = 16,	/* peer closed the connection */
-	GS_EUNHEALTHY = 17,	/* GPU unhealthy: no new allocations */
+	/* 17 is taken by libgshare (GSHARE_EINTERNAL, runtime only) */
+	GS_EUNHEALTHY = 18,	/* GPU unhealthy: no new allocations */
 	GS_ERRCODE_MAX
 };
 
