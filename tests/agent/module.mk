@@ -18,3 +18,12 @@ $(B)/tests/agent/test_loop_alloc.o: CFLAGS += -Inode-agent
 $(B)/tests/agent/test_loop_alloc: $(B)/tests/agent/test_loop_alloc.o \
 	    $(B)/node-agent/loop.o $(B)/node-agent/alloc.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+# a stand-in libnvidia-ml.so.1 (two fake GPUs, health from a state file)
+# for the NVML health path without a GPU
+FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
+TEST_HELPERS += $(FAKE_NVML)
+INTEG_TESTS += tests/agent/test_health_nvml.sh
+$(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<

@@ -1,0 +1,144 @@
+/*
+ * fake_nvml.c — a stand-in libnvidia-ml.so.1 for testing gshared's NVML
+ * health path without a GPU (tests/agent/test_health_nvml.sh).
+ *
+ * It exports the few NVML entry points gshared loads and reports two GPUs,
+ * GPU-fake-0 and GPU-fake-1.  Their health comes from the file named by
+ * $FAKE_NVML_STATE, re-read on every call; a line "N MODE" sets GPU N:
+ *   lost  nvmlDeviceGetPowerUsage answers GPU_IS_LOST
+ *   gone  nvmlDeviceGetHandleByUUID answers NOT_FOUND
+ *   hang  nvmlDeviceGetPowerUsage blocks while the line is there
+ * (at most 60 s).  No file, or no line for a GPU: healthy.  Types follow
+ * the NVML API (int-sized return codes, opaque device pointers).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define NGPUS 2
+
+struct fake_dev {
+	int index;
+};
+
+static struct fake_dev devs[NGPUS] = { { 0 }, { 1 } };
+
+int nvmlInit_v2(void);
+int nvmlShutdown(void);
+const char *nvmlErrorString(int r);
+int nvmlDeviceGetCount_v2(unsigned int *n);
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, struct fake_dev **d);
+int nvmlDeviceGetHandleByUUID(const char *uuid, struct fake_dev **d);
+int nvmlDeviceGetUUID(struct fake_dev *d, char *buf, unsigned int len);
+int nvmlDeviceGetName(struct fake_dev *d, char *buf, unsigned int len);
+int nvmlDeviceGetPowerUsage(struct fake_dev *d, unsigned int *mw);
+int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
+				    unsigned int *n, unsigned long long since);
+
+/* Does the state file hold the line "<index> <mode>"? */
+static int has_mode(int index, const char *mode)
+{
+	const char *path = getenv("FAKE_NVML_STATE");
+	char line[128], want[64];
+	FILE *f;
+	int found = 0;
+
+	if (path == NULL || (f = fopen(path, "r")) == NULL)
+		return 0;
+	snprintf(want, sizeof(want), "%d %s", index, mode);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strcmp(line, want) == 0)
+			found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+int nvmlInit_v2(void)
+{
+	return 0;
+}
+
+int nvmlShutdown(void)
+{
+	return 0;
+}
+
+const char *nvmlErrorString(int r)
+{
+	switch (r) {
+	case 0: return "Success";
+	case 6: return "Not Found";
+	case 15: return "GPU is lost";
+	default: return "Unknown Error";
+	}
+}
+
+int nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	*n = NGPUS;
+	return 0;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, struct fake_dev **d)
+{
+	if (i >= NGPUS)
+		return 2;	/* INVALID_ARGUMENT */
+	*d = &devs[i];
+	return 0;
+}
+
+int nvmlDeviceGetHandleByUUID(const char *uuid, struct fake_dev **d)
+{
+	int i;
+
+	for (i = 0; i < NGPUS; i++) {
+		char u[32];
+
+		snprintf(u, sizeof(u), "GPU-fake-%d", i);
+		if (strcmp(u, uuid) == 0) {
+			if (has_mode(i, "gone"))
+				return 6;
+			*d = &devs[i];
+			return 0;
+		}
+	}
+	return 6;
+}
+
+int nvmlDeviceGetUUID(struct fake_dev *d, char *buf, unsigned int len)
+{
+	snprintf(buf, len, "GPU-fake-%d", d->index);
+	return 0;
+}
+
+int nvmlDeviceGetName(struct fake_dev *d, char *buf, unsigned int len)
+{
+	snprintf(buf, len, "Fake GPU %d", d->index);
+	return 0;
+}
+
+int nvmlDeviceGetPowerUsage(struct fake_dev *d, unsigned int *mw)
+{
+	struct timespec ts = { 0, 20 * 1000000L };
+	int i;
+
+	for (i = 0; i < 3000 && has_mode(d->index, "hang"); i++)
+		nanosleep(&ts, NULL);
+	if (has_mode(d->index, "lost"))
+		return 15;
+	*mw = 50000;
+	return 0;
+}
+
+int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
+				    unsigned int *n, unsigned long long since)
+{
+	(void)d;
+	(void)samples;
+	(void)since;
+	*n = 0;
+	return 6;	/* NOT_FOUND: no samples */
+}
