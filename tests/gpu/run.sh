@@ -65,6 +65,16 @@ for t in vadd stencil sgemm reduce eater server; do
 done
 nvidia-smi -L 2>/dev/null | head -n 1
 
+# the C API with a GPU present (gs_init succeeds, bad launches refused)
+if [ -x "$B/runtime/tests/test_api" ]; then
+	if "$B/runtime/tests/test_api" >"$LOG/api.log" 2>&1; then
+		pass=$((pass + 1)); echo "gpu    PASS api"
+	else
+		fail=$((fail + 1)); failed="$failed api"
+		echo "gpu    FAIL api"; tail -n 20 "$LOG/api.log" | sed 's/^/    | /'
+	fi
+fi
+
 for t in vadd stencil sgemm reduce eater server; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
