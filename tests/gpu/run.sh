@@ -67,7 +67,8 @@ nvidia-smi -L 2>/dev/null | head -n 1
 
 # the C API with a GPU present (gs_init succeeds, bad launches refused)
 if [ -x "$B/runtime/tests/test_api" ]; then
-	if "$B/runtime/tests/test_api" >"$LOG/api.log" 2>&1; then
+	if LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+	    "$B/runtime/tests/test_api" >"$LOG/api.log" 2>&1; then
 		pass=$((pass + 1)); echo "gpu    PASS api"
 	else
 		fail=$((fail + 1)); failed="$failed api"
