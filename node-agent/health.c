@@ -8,6 +8,10 @@
  * does not wait for a full period.  Only an NVML call that never returns
  * can hold the worker; gs_health_free then gives up after 2 s and leaves
  * the thread (and the handle) behind: the process is exiting.
+ *
+ * Why not the usage store's writer thread (store.c): an NVML call that
+ * hangs would then hold up the usage writes too; keeping NVML on its own
+ * thread bounds the damage of a wedged driver to health checks.
  */
 #include <errno.h>
 #include <poll.h>

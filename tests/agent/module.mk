@@ -27,3 +27,12 @@ INTEG_TESTS += tests/agent/test_health_nvml.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+
+# cost of one NVML health check on the machine's GPUs (skips without NVML)
+HEALTH_BENCH := $(B)/tests/agent/bench_health
+TEST_HELPERS += $(HEALTH_BENCH)
+BENCHES += $(HEALTH_BENCH)
+$(B)/tests/agent/bench_health.o: CFLAGS += -Inode-agent
+$(HEALTH_BENCH): $(B)/tests/agent/bench_health.o $(B)/node-agent/gpu.o \
+	    $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) -ldl
