@@ -18,7 +18,7 @@
 #include "agent.h"
 #include "gs_error.h"
 
-#define GS_HEALTH_PERIOD_MS 1000
+#define GS_HEALTH_PERIOD_MS 500
 
 struct gs_health;
 

@@ -1,7 +1,7 @@
 /*
  * bench_health.c — cost of one NVML health check (gpu.c: the device
  * looked up by UUID, then a power query), per GPU, on the machine's real
- * GPUs.  This is what the agent's health worker does every second.
+ * GPUs.  This is what the agent's health worker does every 500 ms.
  *
  *   bench_health [N]     N checks per GPU (default 1000)
  *

@@ -65,7 +65,7 @@ until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
 	kill -0 $pid 2>/dev/null || { bad "gshared exited"; exit 1; }
 	sleep 0.05
 done
-grep -q "GPU health: checking 2 GPUs through NVML every 1000 ms" "$dir/log" &&
+grep -q "GPU health: checking 2 GPUs through NVML every 500 ms" "$dir/log" &&
 	ok "health worker started for 2 NVML GPUs" ||
 	bad "no health worker: $(cat "$dir/log")"
 [ "$(health 0)" = "True " ] && [ "$(health 1)" = "True " ] &&
