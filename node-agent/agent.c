@@ -17,8 +17,9 @@
  * allocations.
  *
  * GPU health: a GPU is unhealthy while the NVML health worker (health.c,
- * through gs_agent_gpu_health) or an injected fault (GPU_FAULT, simulated
- * GPUs only) says so; it then takes no new allocations (GS_EUNHEALTHY),
+ * through gs_agent_gpu_health: its checks, or a critical XID until root
+ * clears it) or an injected fault (GPU_FAULT, simulated GPUs only) says
+ * so; it then takes no new allocations (GS_EUNHEALTHY),
  * existing ones keep running.
  *
  * Token protocol.  The attached connection of an allocation is its job
@@ -134,6 +135,8 @@ const char *gs_agent_gpu_why(const struct gs_gpu *g)
 		return "fault injected into a simulated GPU";
 	if (g->nvml_bad)
 		return g->nvml_why;
+	if (g->xid_bad)
+		return g->xid_why;
 	return "";
 }
 
@@ -149,12 +152,16 @@ void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 	was = g->healthy;
 	if (src == GS_HEALTH_FAULT) {
 		g->sim_fault = !ok;
+	} else if (src == GS_HEALTH_XID) {
+		g->xid_bad = !ok;
+		snprintf(g->xid_why, sizeof(g->xid_why), "%s",
+			 ok || why == NULL ? "" : why);
 	} else {
 		g->nvml_bad = !ok;
 		snprintf(g->nvml_why, sizeof(g->nvml_why), "%s",
 			 ok || why == NULL ? "" : why);
 	}
-	g->healthy = !g->sim_fault && !g->nvml_bad;
+	g->healthy = !g->sim_fault && !g->nvml_bad && !g->xid_bad;
 	if (was && !g->healthy)
 		log_warnx("gpu %d %s: unhealthy (%s); no new allocations",
 			  g->d.index, g->d.uuid, gs_agent_gpu_why(g));
@@ -981,7 +988,8 @@ static void req_drain(struct gs_conn *c, const struct gs_msg *m)
 }
 
 /* Inject or clear a fault on a simulated GPU: the test path for health
- * handling (the device plugin's Unhealthy devices, refused allocations). */
+ * handling (the device plugin's Unhealthy devices, refused allocations).
+ * On a real GPU only clearing is allowed: it forgets a critical XID. */
 static void req_gpu_fault(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_gpu *g;
@@ -994,14 +1002,22 @@ static void req_gpu_fault(struct gs_conn *c, const struct gs_msg *m)
 			  m->u.drain.gpu);
 		return;
 	}
-	if (!g->d.simulated) {
+	if (!g->d.simulated && m->u.drain.on) {
 		reply_err(c, m->seq, GS_EINVAL, "GPU %d is not simulated: "
 			  "faults can only be injected into simulated GPUs",
 			  m->u.drain.gpu);
 		return;
 	}
-	gs_agent_gpu_health(c->ag, (uint32_t)(g - c->ag->gpus),
-			    GS_HEALTH_FAULT, !m->u.drain.on, NULL);
+	if (!g->d.simulated) {
+		if (g->xid_bad)
+			log_info("gpu %d: %s cleared by uid %u", g->d.index,
+				 g->xid_why, (unsigned)c->uid);
+		gs_agent_gpu_health(c->ag, (uint32_t)(g - c->ag->gpus),
+				    GS_HEALTH_XID, 1, NULL);
+	} else {
+		gs_agent_gpu_health(c->ag, (uint32_t)(g - c->ag->gpus),
+				    GS_HEALTH_FAULT, !m->u.drain.on, NULL);
+	}
 	reply_ok(c, m->seq);
 }
 

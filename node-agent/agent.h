@@ -27,10 +27,13 @@ struct gs_gpu {
 	uint32_t shares_total;
 	uint32_t shares_used;	/* sum of guaranteed shares placed here */
 	int drained;		/* no new allocations */
-	int healthy;		/* !nvml_bad && !sim_fault */
+	int healthy;		/* no health source says otherwise */
 	int nvml_bad;		/* the health worker's last NVML check */
 	int sim_fault;		/* fault injected (GPU_FAULT, simulated) */
+	int xid_bad;		/* a critical XID was seen; sticky until
+				 * root clears it (gsharectl gpu-ok) */
 	char nvml_why[GS_LABEL_MAX];	/* why nvml_bad */
+	char xid_why[GS_LABEL_MAX];	/* which XID */
 	struct gs_sched *sched;
 	uint64_t next_ns;	/* when the scheduler wants a step */
 };
@@ -55,11 +58,12 @@ unsigned gs_agent_nclients(const struct gs_agent *ag);
 struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
 
 /* Report the health of GPU slot i (0..ngpus-1) from one source: the
- * NVML health worker (health.c) or an injected fault (GPU_FAULT, for
- * simulated GPUs).  A GPU is healthy when no source says otherwise; an
+ * NVML health worker's checks or critical XIDs (health.c), or an injected
+ * fault (GPU_FAULT, for simulated GPUs).  A GPU is healthy when no source says otherwise; an
  * unhealthy GPU takes no new allocations.  Transitions are logged once.
  * why: reason when !ok (copied). */
-enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2 };
+enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2,
+			GS_HEALTH_XID = 3 };
 void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 			 enum gs_health_source src, int ok, const char *why);
 /* Reason a GPU is unhealthy ("" when healthy); borrowed. */

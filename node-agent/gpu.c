@@ -301,14 +301,29 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
  * Health checks.  A private NVML reference (nvmlInit counts references)
  * with its own symbols, so the worker thread shares no state with the
  * loop thread's NVML users.  The device handle is looked up by UUID on
- * every check: a GPU that fell off the bus is no longer found.
+ * every check: a GPU that fell off the bus is no longer found.  Critical
+ * XID events come from an NVML event set registered for every monitored
+ * GPU at open; when the driver cannot register them (not supported, no
+ * permission) XIDs are simply not watched.
  */
 #define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_NO_PERMISSION 4
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_TIMEOUT 10
+#define NVML_EVENT_XID_CRITICAL 0x8ull
 #define NVML_ERROR_GPU_IS_LOST 15
 #define NVML_ERROR_RESET_REQUIRED 16
 #define NVML_ERROR_UNKNOWN 999
+
+typedef struct nvml_event_set *nvml_evset;
+
+struct nvml_event_data {	/* nvmlEventData_t */
+	nvml_dev device;
+	unsigned long long type;
+	unsigned long long data;	/* the XID */
+	unsigned int gpu_instance, compute_instance;
+	unsigned int spare[8];	/* room should the driver's struct grow */
+};
 
 struct gs_gpu_health {
 	void *h;
@@ -317,10 +332,42 @@ struct gs_gpu_health {
 	const char *(*error_string)(nvml_ret);
 	nvml_ret (*by_uuid)(const char *, nvml_dev *);
 	nvml_ret (*power)(nvml_dev, unsigned int *);
+	nvml_ret (*evset_create)(nvml_evset *);
+	nvml_ret (*evset_free)(nvml_evset);
+	nvml_ret (*register_events)(nvml_dev, unsigned long long, nvml_evset);
+	nvml_ret (*evset_wait)(nvml_evset, struct nvml_event_data *,
+			       unsigned int);
+	nvml_evset evset;	/* NULL: XIDs not watched */
+	nvml_dev dev[GS_MAX_GPUS];	/* handles at open, for events */
 	int32_t index[GS_MAX_GPUS];
 	char uuid[GS_MAX_GPUS][GS_UUID_MAX];
 	uint32_t n;
 };
+
+/* Event set for critical XIDs on every monitored GPU; leaves h->evset
+ * NULL when the driver cannot give one (then XIDs are not watched). */
+static void xid_open(struct gs_gpu_health *h)
+{
+	const char *missing = NULL;
+	nvml_evset set = NULL;
+	uint32_t i;
+
+	NVML_SYM(h, evset_create, "nvmlEventSetCreate");
+	NVML_SYM(h, evset_free, "nvmlEventSetFree");
+	NVML_SYM(h, register_events, "nvmlDeviceRegisterEvents");
+	NVML_SYM(h, evset_wait, "nvmlEventSetWait_v2");
+	if (missing != NULL || h->evset_create(&set) != NVML_SUCCESS)
+		return;
+	for (i = 0; i < h->n; i++) {
+		if (h->by_uuid(h->uuid[i], &h->dev[i]) != NVML_SUCCESS ||
+		    h->register_events(h->dev[i], NVML_EVENT_XID_CRITICAL,
+				       set) != NVML_SUCCESS) {
+			h->evset_free(set);
+			return;
+		}
+	}
+	h->evset = set;
+}
 
 int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
 		       struct gs_gpu_health **out, struct gs_error *err)
@@ -363,6 +410,7 @@ int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
 		gs_error_set(err, GS_EIO, "nvmlInit: %s", u->error_string(r));
 		goto out_close;
 	}
+	xid_open(u);
 	*out = u;
 	return 0;
 out_close:
@@ -376,6 +424,8 @@ void gs_gpu_health_close(struct gs_gpu_health *h)
 {
 	if (h == NULL)
 		return;
+	if (h->evset != NULL)
+		h->evset_free(h->evset);
 	h->shutdown();
 	dlclose(h->h);
 	free(h);
@@ -420,4 +470,51 @@ int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
 		why[0] = '\0';
 		return 1;
 	}
+}
+
+int gs_gpu_health_xids(const struct gs_gpu_health *h)
+{
+	return h->evset != NULL;
+}
+
+int gs_gpu_health_xid_critical(uint64_t xid)
+{
+	/* errors of the application, not of the GPU: graphics engine
+	 * exception, GPU memory page fault, GPU stopped processing,
+	 * preemptive cleanup, video decoder exception, context switch
+	 * timeout */
+	static const uint64_t app[] = { 13, 31, 43, 45, 68, 109 };
+	size_t k;
+
+	for (k = 0; k < sizeof(app) / sizeof(app[0]); k++)
+		if (xid == app[k])
+			return 0;
+	return 1;
+}
+
+int gs_gpu_health_xid_wait(struct gs_gpu_health *h, unsigned int timeout_ms,
+			   uint32_t *i, uint64_t *xid)
+{
+	struct nvml_event_data ev;
+	nvml_ret r;
+	uint32_t k;
+
+	if (h->evset == NULL)
+		return -1;
+	memset(&ev, 0, sizeof(ev));
+	r = h->evset_wait(h->evset, &ev, timeout_ms);
+	if (r == NVML_ERROR_TIMEOUT)
+		return 0;
+	if (r != NVML_SUCCESS)
+		return -1;
+	if (!(ev.type & NVML_EVENT_XID_CRITICAL))
+		return 0;
+	for (k = 0; k < h->n; k++) {
+		if (h->dev[k] == ev.device) {
+			*i = k;
+			*xid = ev.data;
+			return 1;
+		}
+	}
+	return 0;
 }

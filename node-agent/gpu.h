@@ -65,5 +65,15 @@ uint32_t gs_gpu_health_count(const struct gs_gpu_health *h);
 int32_t gs_gpu_health_index(const struct gs_gpu_health *h, uint32_t i);
 int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
 			size_t len);
+/* Critical XID events (nvmlEventTypeXidCriticalError), when the driver
+ * lets open register them for every monitored GPU (xids: 1).  xid_wait
+ * blocks up to timeout_ms: 1 with *i (monitored GPU) and *xid set, 0 on
+ * timeout, -1 when XIDs are not watched or the wait failed.
+ * xid_critical: 0 for the XIDs that report an application's error (13,
+ * 31, 43, 45, 68, 109), 1 for the others. */
+int gs_gpu_health_xids(const struct gs_gpu_health *h);
+int gs_gpu_health_xid_wait(struct gs_gpu_health *h, unsigned int timeout_ms,
+			   uint32_t *i, uint64_t *xid);
+int gs_gpu_health_xid_critical(uint64_t xid);
 
 #endif /* GS_AGENT_GPU_H */

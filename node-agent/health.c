@@ -2,10 +2,14 @@
  * health.c — the NVML health worker (see health.h).
  *
  * Threading: the worker owns the NVML handle (struct gs_gpu_health) and
- * writes only res[] and `fresh` under mu; the loop thread reads them
- * under mu when the eventfd fires and then calls gs_agent_gpu_health.
- * The worker sleeps in poll() on a second eventfd (stop), so stopping
- * does not wait for a full period.  Only an NVML call that never returns
+ * writes only res[], xid[] and `fresh` under mu; the loop thread reads
+ * them under mu when the eventfd fires and then calls
+ * gs_agent_gpu_health.  Between checks the worker waits for critical XID
+ * events in slices of at most XID_SLICE_MS, looking at the stop eventfd
+ * after each; without XID events it sleeps in poll() on the stop eventfd.
+ * Either way stopping does not wait for a full period.  A critical XID
+ * makes its GPU unhealthy until root clears it (gsharectl gpu-ok): the
+ * checks cannot tell when a GPU that reported one is trustworthy again.  Only an NVML call that never returns
  * can hold the worker; gs_health_free then gives up after 2 s and leaves
  * the thread (and the handle) behind: the process is exiting.
  *
@@ -26,10 +30,20 @@
 #include "gs_log.h"
 #include "health.h"
 
+#define XID_SLICE_MS 100
+
 struct health_res {
 	int ok;
 	char why[GS_LABEL_MAX];
 };
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 struct gs_health {
 	struct gs_agent *ag;
@@ -42,17 +56,56 @@ struct gs_health {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	/* signalled when done is set */
 	struct health_res res[GS_MAX_GPUS];
+	uint64_t xid[GS_MAX_GPUS];	/* critical XID not yet applied, 0 */
 	int fresh;		/* res[] not yet applied */
 };
+
+/* Between two checks: wait for critical XIDs (or just for stop) until
+ * the next check is due.  Returns -1 when the worker must stop. */
+static int worker_wait(struct gs_health *h, int *xids)
+{
+	struct pollfd pf = { .fd = h->stop_fd, .events = POLLIN };
+	uint64_t end = mono_ms() + GS_HEALTH_PERIOD_MS, now, x;
+	uint64_t one = 1;
+	uint32_t i;
+	int rc;
+
+	while ((now = mono_ms()) < end) {
+		if (!*xids) {
+			rc = poll(&pf, 1, (int)(end - now));
+			if (rc > 0 || (rc < 0 && errno != EINTR))
+				return -1;
+			continue;
+		}
+		rc = gs_gpu_health_xid_wait(h->nv, (unsigned)(end - now <
+							      XID_SLICE_MS ?
+							      end - now :
+							      XID_SLICE_MS),
+					    &i, &x);
+		if (rc < 0)
+			*xids = 0;	/* the wait failed: checks only */
+		if (rc == 1 && gs_gpu_health_xid_critical(x) && x != 0) {
+			pthread_mutex_lock(&h->mu);
+			h->xid[i] = x;
+			h->fresh = 1;
+			pthread_mutex_unlock(&h->mu);
+			if (write(h->ready_fd, &one, sizeof(one)) < 0 &&
+			    errno != EAGAIN)
+				return -1;
+		}
+		if (poll(&pf, 1, 0) > 0)
+			return -1;
+	}
+	return 0;
+}
 
 static void *worker(void *arg)
 {
 	struct gs_health *h = arg;
 	struct health_res r[GS_MAX_GPUS];
-	struct pollfd pf = { .fd = h->stop_fd, .events = POLLIN };
 	uint32_t i, n = gs_gpu_health_count(h->nv);
 	uint64_t one = 1;
-	int rc;
+	int xids = gs_gpu_health_xids(h->nv);
 
 	for (;;) {
 		for (i = 0; i < n; i++)
@@ -65,9 +118,8 @@ static void *worker(void *arg)
 		if (write(h->ready_fd, &one, sizeof(one)) < 0 &&
 		    errno != EAGAIN)
 			break;
-		rc = poll(&pf, 1, GS_HEALTH_PERIOD_MS);
-		if (rc > 0 || (rc < 0 && errno != EINTR))
-			break;	/* stop requested (or poll failed) */
+		if (worker_wait(h, &xids) < 0)
+			break;	/* stop requested (or a wait failed) */
 	}
 	pthread_mutex_lock(&h->mu);
 	h->done = 1;
@@ -81,8 +133,10 @@ static void on_ready(struct gs_loop *l, int fd, uint32_t events, void *arg)
 {
 	struct gs_health *h = arg;
 	struct health_res r[GS_MAX_GPUS];
+	uint64_t xid[GS_MAX_GPUS];
 	uint32_t i, j, n = gs_gpu_health_count(h->nv);
 	uint64_t v;
+	char why[GS_LABEL_MAX];
 	int fresh;
 
 	(void)l;
@@ -92,6 +146,8 @@ static void on_ready(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	pthread_mutex_lock(&h->mu);
 	fresh = h->fresh;
 	memcpy(r, h->res, n * sizeof(r[0]));
+	memcpy(xid, h->xid, n * sizeof(xid[0]));
+	memset(h->xid, 0, sizeof(h->xid));
 	h->fresh = 0;
 	pthread_mutex_unlock(&h->mu);
 	if (!fresh)
@@ -99,10 +155,17 @@ static void on_ready(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	for (i = 0; i < n; i++) {
 		int32_t idx = gs_gpu_health_index(h->nv, i);
 
-		for (j = 0; j < gs_agent_ngpus(h->ag); j++)
-			if (gs_agent_gpu(h->ag, j)->d.index == idx)
-				gs_agent_gpu_health(h->ag, j, GS_HEALTH_NVML,
-						    r[i].ok, r[i].why);
+		for (j = 0; j < gs_agent_ngpus(h->ag); j++) {
+			if (gs_agent_gpu(h->ag, j)->d.index != idx)
+				continue;
+			gs_agent_gpu_health(h->ag, j, GS_HEALTH_NVML, r[i].ok,
+					    r[i].why);
+			if (xid[i] == 0)
+				continue;
+			snprintf(why, sizeof(why), "critical XID %llu",
+				 (unsigned long long)xid[i]);
+			gs_agent_gpu_health(h->ag, j, GS_HEALTH_XID, 0, why);
+		}
 	}
 }
 
@@ -147,8 +210,10 @@ int gs_health_new(struct gs_agent *ag, struct gs_health **out,
 		goto out_free;
 	}
 	h->started = 1;
-	log_info("GPU health: checking %u GPUs through NVML every %d ms",
-		 gs_gpu_health_count(h->nv), GS_HEALTH_PERIOD_MS);
+	log_info("GPU health: checking %u GPUs through NVML every %d ms, "
+		 "critical XIDs %s", gs_gpu_health_count(h->nv),
+		 GS_HEALTH_PERIOD_MS, gs_gpu_health_xids(h->nv) ?
+		 "watched" : "not watched (the driver gives no events)");
 	*out = h;
 	return 0;
 

@@ -5,7 +5,8 @@
  *
  *   bench_health [N]     N checks per GPU (default 1000)
  *
- * Prints one line per GPU: healthy or not, mean / p50 / p99 / max us.
+ * Prints whether critical XID events could be registered, then one line
+ * per GPU: healthy or not, mean / p50 / p99 / max us.
  * Without NVML or GPUs it says so and exits 0 (nothing to measure).
  */
 #include <stdio.h>
@@ -52,6 +53,8 @@ int main(int argc, char *argv[])
 		printf("bench_health: skipped: %s\n", err.msg);
 		return 0;
 	}
+	printf("critical XID events: %s\n", gs_gpu_health_xids(h) ?
+	       "registered" : "not available");
 	t = calloc((size_t)iters, sizeof(*t));
 	if (t == NULL) {
 		gs_gpu_health_close(h);

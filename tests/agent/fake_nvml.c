@@ -8,8 +8,10 @@
  *   lost  nvmlDeviceGetPowerUsage answers GPU_IS_LOST
  *   gone  nvmlDeviceGetHandleByUUID answers NOT_FOUND
  *   hang  nvmlDeviceGetPowerUsage blocks while the line is there
- * (at most 60 s).  No file, or no line for a GPU: healthy.  Types follow
- * the NVML API (int-sized return codes, opaque device pointers).
+ * (at most 60 s).  No file, or no line for a GPU: healthy.  A line
+ * "N xid K" makes nvmlEventSetWait_v2 deliver one critical-XID event K
+ * for GPU N (each such line once, in file order).  Types follow the NVML
+ * API (int-sized return codes, opaque pointers, nvmlEventData_t).
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +26,17 @@ struct fake_dev {
 
 static struct fake_dev devs[NGPUS] = { { 0 }, { 1 } };
 
+struct fake_event {		/* nvmlEventData_t */
+	struct fake_dev *device;
+	unsigned long long type;
+	unsigned long long data;
+	unsigned int gpu_instance, compute_instance;
+};
+
+static int fake_set;		/* the one event set */
+static char delivered[32][64];	/* "N xid K" lines already delivered */
+static int ndelivered;
+
 int nvmlInit_v2(void);
 int nvmlShutdown(void);
 const char *nvmlErrorString(int r);
@@ -35,6 +48,11 @@ int nvmlDeviceGetName(struct fake_dev *d, char *buf, unsigned int len);
 int nvmlDeviceGetPowerUsage(struct fake_dev *d, unsigned int *mw);
 int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
 				    unsigned int *n, unsigned long long since);
+int nvmlEventSetCreate(int **set);
+int nvmlEventSetFree(int *set);
+int nvmlDeviceRegisterEvents(struct fake_dev *d, unsigned long long types,
+			     int *set);
+int nvmlEventSetWait_v2(int *set, struct fake_event *ev, unsigned int ms);
 
 /* Does the state file hold the line "<index> <mode>"? */
 static int has_mode(int index, const char *mode)
@@ -141,4 +159,74 @@ int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
 	(void)since;
 	*n = 0;
 	return 6;	/* NOT_FOUND: no samples */
+}
+
+int nvmlEventSetCreate(int **set)
+{
+	*set = &fake_set;
+	return 0;
+}
+
+int nvmlEventSetFree(int *set)
+{
+	(void)set;
+	return 0;
+}
+
+int nvmlDeviceRegisterEvents(struct fake_dev *d, unsigned long long types,
+			     int *set)
+{
+	(void)d;
+	(void)set;
+	return types == 0x8ull ? 0 : 3;	/* XID critical only */
+}
+
+/* The first "N xid K" line of the state file not delivered yet. */
+static int next_xid(int *gpu, unsigned long long *xid)
+{
+	const char *path = getenv("FAKE_NVML_STATE");
+	char line[64];
+	FILE *f;
+	int k, found = 0;
+
+	if (path == NULL || (f = fopen(path, "r")) == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%d xid %llu", gpu, xid) != 2 || *gpu < 0 ||
+		    *gpu >= NGPUS)
+			continue;
+		for (k = 0; k < ndelivered; k++)
+			if (strcmp(delivered[k], line) == 0)
+				break;
+		if (k < ndelivered || ndelivered == 32)
+			continue;
+		snprintf(delivered[ndelivered++], sizeof(delivered[0]), "%s",
+			 line);
+		found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+int nvmlEventSetWait_v2(int *set, struct fake_event *ev, unsigned int ms)
+{
+	struct timespec ts = { 0, 10 * 1000000L };
+	unsigned long long xid;
+	unsigned int waited;
+	int gpu;
+
+	(void)set;
+	for (waited = 0;; waited += 10) {
+		if (next_xid(&gpu, &xid)) {
+			memset(ev, 0, sizeof(*ev));
+			ev->device = &devs[gpu];
+			ev->type = 0x8ull;
+			ev->data = xid;
+			return 0;
+		}
+		if (waited >= ms)
+			return 10;	/* TIMEOUT */
+		nanosleep(&ts, NULL);
+	}
 }

@@ -5,7 +5,9 @@
 # Checks: the health worker starts; a lost GPU (GPU_IS_LOST) and a GPU
 # NVML no longer finds turn unhealthy in STATUS within the check period,
 # with NVML's reason, refuse allocations, and recover; one log line per
-# transition; faults cannot be injected into real GPUs; an NVML call that
+# transition; faults cannot be injected into real GPUs; a critical XID
+# (not an application's) makes a GPU unhealthy until `gsharectl gpu-ok`;
+# an NVML call that
 # hangs does not stall the agent (ping and status keep answering) nor
 # SIGTERM.  Polls with deadlines; cleans up on any exit.
 set -u
@@ -65,7 +67,7 @@ until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
 	kill -0 $pid 2>/dev/null || { bad "gshared exited"; exit 1; }
 	sleep 0.05
 done
-grep -q "GPU health: checking 2 GPUs through NVML every 500 ms" "$dir/log" &&
+grep -q "GPU health: checking 2 GPUs through NVML every 500 ms, critical XIDs watched" "$dir/log" &&
 	ok "health worker started for 2 NVML GPUs" ||
 	bad "no health worker: $(cat "$dir/log")"
 [ "$(health 0)" = "True " ] && [ "$(health 1)" = "True " ] &&
@@ -98,6 +100,23 @@ echo "0 gone" > "$state"
 wait_health 0 "False NVML: Not Found" "GPU NVML no longer finds: unhealthy"
 : > "$state"
 wait_health 0 "True " "GPU 0 healthy again"
+
+# Critical XIDs: an application's (13) is ignored, a GPU's (79) makes it
+# unhealthy until root clears it.
+printf '1 xid 13\n1 xid 79\n' > "$state"
+wait_health 1 "False critical XID 79" "critical XID 79: GPU 1 unhealthy"
+grep -q "XID 13" "$dir/log" && bad "XID 13 (an application's error) counted" ||
+	ok "XID 13 (an application's error) ignored"
+echo "0 gone" > "$state"
+wait_health 0 "False NVML: Not Found" "a later check ran"
+[ "$(health 1)" = "False critical XID 79" ] &&
+	ok "the XID outlives later good checks" || bad "XID: $(health 1)"
+: > "$state"
+wait_health 0 "True " "GPU 0 healthy again"
+out=$($CTL -s "$sock" gpu-ok 1 2>&1)
+[ -z "$out" ] && [ "$(health 1)" = "True " ] &&
+	grep -q "gpu 1: critical XID 79 cleared by uid 0" "$dir/log" &&
+	ok "gpu-ok clears the XID" || bad "gpu-ok 1: $out / $(health 1)"
 
 # A hanging NVML call stalls only the worker.
 echo "1 hang" > "$state"
