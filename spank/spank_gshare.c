@@ -38,7 +38,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	gs_spank_opts_init(&gs__st.opts);
 	if (gs_spank_conf_parse(&gs__st.conf, ac, av, &err) < 0) {
 		slurm_error("gshare: plugstack.conf: %s", err.msg);
-		return -1;
+		/* a failing job prolog/epilog drains the node: only log */
+		return ctx == S_CTX_JOB_SCRIPT ? 0 : -1;
 	}
 	gs__st.conf_ok = 1;
 	switch (ctx) {
@@ -84,12 +85,16 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
 	struct gs_error err;
 
-	/* the epilog is its own process: slurm_spank_init ran there too,
-	 * but parse again in case this Slurm calls it without init */
+	/* Slurm 22.05 runs the job epilog in a fresh process that reads
+	 * plugstack.conf again and calls no slurm_spank_init first.  A bad
+	 * argument is logged, and the epilog still succeeds: a failed
+	 * epilog drains the node. */
 	if (!gs__st.conf_ok) {
 		if (gs_spank_conf_parse(&gs__st.conf, ac, av, &err) < 0) {
-			slurm_error("gshare: plugstack.conf: %s", err.msg);
-			return -1;
+			slurm_error("gshare: plugstack.conf: %s; job epilog "
+				    "skipped",
+				    err.msg);
+			return 0;
 		}
 		gs__st.conf_ok = 1;
 	}

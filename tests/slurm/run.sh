@@ -153,13 +153,29 @@ out=$(timeout 20 srun -w n1 --gshare-weight=5 --gshare-priority=high --gshare-mo
 end
 
 begin bad-plugstack-argument
+# every job epilog reads plugstack.conf afresh: let earlier jobs finish
+gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
 set_plugstack timeout=5
 out=$(timeout 20 srun -w n1 true 2>&1) && bad "srun ran with a bad plugstack argument"
 expect "one line naming it" "$out" '^srun: error: gshare: plugstack.conf: argument [0-9]+: timeout: '
 set_plugstack agnet=/x
 out=$(timeout 20 sbatch -w n1 --wrap true 2>&1) && bad "sbatch ran with an unknown key"
 expect "unknown key named" "$out" '^sbatch: error: gshare: plugstack.conf: argument [0-9]+: agnet'
+# a job that ends while plugstack.conf is broken: its epilog logs the
+# error but does not fail (a failed epilog drains the node)
 set_plugstack
+rm -f "$GS_T/go"
+j=$(timeout 20 sbatch --parsable -w n1 -o /dev/null \
+	--wrap "until [ -e '$GS_T/go' ]; do sleep 0.05; done")
+job_running() { [ "$(squeue -h -j "$1" -o %t 2>/dev/null)" = R ]; }
+gs_wait 30 "job $j to run" job_running "$j" || bad "job $j not running"
+set_plugstack timeout=5
+touch "$GS_T/go"
+gs_wait 30 "job $j to complete" gs_no_jobs || bad "job $j stuck"
+set_plugstack
+state=$(sinfo -h -n n1 -o %t)
+[ "$state" = idle ] && ok "node still idle after an epilog with a bad plugstack.conf" ||
+	bad "n1 is '$state': $(sinfo -h -n n1 -o '%t %E')"
 end
 
 # ------------------------------------------------------ agent unreachable
