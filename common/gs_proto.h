@@ -131,7 +131,7 @@ struct gs_labels {
 };
 
 /* Allocation flags (alloc_req and alloc_info, appended in 1.1). */
-#define GS_ALLOC_ANY_UID	0x1u	/* any uid may attach, not only uid */
+#define GS_ALLOC_ANY_UID	0x1u	/* any uid may attach, not just uid */
 #define GS_ALLOC_FLAGS_KNOWN	GS_ALLOC_ANY_UID
 
 struct gs_alloc_req {

@@ -48,7 +48,7 @@ struct dp_cfg {
 	char cluster[GS_LABEL_MAX];
 	char node_name[GS_LABEL_MAX];
 	int allow_span;
-	char owner[16];		/* owner_uid as configured: a uid or "any" */
+	char owner[16];		/* owner_uid as given: a uid or "any" */
 	uint32_t owner_uid;	/* from owner (finish_cfg) */
 	int owner_any;		/* owner is "any": GS_ALLOC_ANY_UID */
 	uint32_t priority;

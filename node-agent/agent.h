@@ -29,7 +29,7 @@ struct gs_gpu {
 	int drained;		/* no new allocations */
 	int healthy;		/* no health source says otherwise */
 	int nvml_bad;		/* the health worker's last NVML check */
-	int sim_fault;		/* fault injected (GPU_FAULT, simulated) */
+	int sim_fault;		/* injected fault (GPU_FAULT, simulated) */
 	int xid_bad;		/* a critical XID was seen; sticky until
 				 * root clears it (gsharectl gpu-ok) */
 	char nvml_why[GS_LABEL_MAX];	/* why nvml_bad */
@@ -59,8 +59,9 @@ struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
 
 /* Report the health of GPU slot i (0..ngpus-1) from one source: the
  * NVML health worker's checks or critical XIDs (health.c), or an injected
- * fault (GPU_FAULT, for simulated GPUs).  A GPU is healthy when no source says otherwise; an
- * unhealthy GPU takes no new allocations.  Transitions are logged once.
+ * fault (GPU_FAULT, for simulated GPUs).  A GPU is healthy when no source
+ * says otherwise; an unhealthy GPU takes no new allocations.  Transitions
+ * are logged once.
  * why: reason when !ok (copied). */
 enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2,
 			GS_HEALTH_XID = 3 };

@@ -9,9 +9,10 @@
  * after each; without XID events it sleeps in poll() on the stop eventfd.
  * Either way stopping does not wait for a full period.  A critical XID
  * makes its GPU unhealthy until root clears it (gsharectl gpu-ok): the
- * checks cannot tell when a GPU that reported one is trustworthy again.  Only an NVML call that never returns
- * can hold the worker; gs_health_free then gives up after 2 s and leaves
- * the thread (and the handle) behind: the process is exiting.
+ * checks cannot tell when a GPU that reported one is trustworthy again.
+ * Only an NVML call that never returns can hold the worker;
+ * gs_health_free then gives up after 2 s and leaves the thread (and the
+ * handle) behind: the process is exiting.
  *
  * Why not the usage store's writer thread (store.c): an NVML call that
  * hangs would then hold up the usage writes too; keeping NVML on its own
