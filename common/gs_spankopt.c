@@ -21,7 +21,8 @@ static const char *const down_names[] = { "fail", "unmanaged", NULL };
 const struct gs_cfg_key gs_spank_conf_keys[] = {
 	GS_CFG_KEY_STRING("agent", struct gs_spank_conf, agent, 1,
 			  GS_DEFAULT_SOCKET, "agent socket path"),
-	GS_CFG_KEY_STRING("gres", struct gs_spank_conf, gres, 1, "gshare",
+	GS_CFG_KEY_STRING("required_gres", struct gs_spank_conf, gres, 1,
+			  "gshare",
 			  "name of the gres that asks for a share"),
 	GS_CFG_KEY_DURATION("timeout", struct gs_spank_conf, timeout_ns,
 			    10 * GS_NS_PER_MS, 60 * GS_NS_PER_S, "2s",

@@ -100,7 +100,7 @@ static void test_conf_args(void **state)
 {
 	struct gs_spank_conf c;
 	struct gs_error err;
-	char *good[] = { "agent=/tmp/x/gshared.sock", "gres=share",
+	char *good[] = { "agent=/tmp/x/gshared.sock", "required_gres=share",
 			 "timeout=250ms", "on_agent_down=unmanaged",
 			 "state_dir=/var/tmp/gs", "admin_comment=no" };
 
@@ -132,7 +132,7 @@ static void test_conf_bad(void **state)
 		{ "on_agent_down=maybe", "on_agent_down" },
 		{ "admin_comment=perhaps", "admin_comment" },
 		{ "state_dir=run", "not an absolute path" },
-		{ "gres=", "gres" },
+		{ "required_gres=", "required_gres" },
 		{ "agent=/run/%x.sock", "unknown '%x'" },
 		{ "agent=/run/%", "unknown" },
 		{ "sacct=sacct", "sacct: 'sacct' is not an absolute path" },
