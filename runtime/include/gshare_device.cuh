@@ -169,13 +169,14 @@ struct gs__blk {
 	/* the suspend flag, fetched asynchronously (cp.async, 16 bytes,
 	 * L2) while a block-task runs */
 	unsigned int flagbuf[4];
-	/* thread 0's loop state lives here, not in registers that every
-	 * thread of the kernel would have to carry */
-	unsigned long long done;
-	long long pre_t, bstart;
-	unsigned int pre, pf, pf_len, bsz, redo_done;
+	/* thread 0's colder loop state (the hot part is in registers) */
+	long long bstart;		/* clock at the batch's start */
+	unsigned int pre;		/* ~0: predecessor unfinished */
+	unsigned int pf, pf_len;	/* fresh range claimed ahead */
+	unsigned int bsz, redo_done, first;
 	unsigned int yields, parked_n;
-	unsigned int lb, cur, end, first;
+	/* the task the body runs */
+	unsigned int lb;
 	unsigned int bx, by, bz;
 	unsigned int gx, gy, gz;
 	unsigned int gen;

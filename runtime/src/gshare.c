@@ -1485,6 +1485,10 @@ gs_finalize(void)
 		while (rt->q.q[i].head != NULL) {
 			struct gs__launch *l =
 			    (struct gs__launch *)rt->q.q[i].head;
+			/* after a failure a kernel may still be running:
+			 * its buffers go only once its stream is idle */
+			if (l->launched)
+				(void)cudaStreamSynchronize(l->stream);
 			gs__queues_remove(&rt->q, l->stream, &l->node);
 			launch_free(l);
 		}
