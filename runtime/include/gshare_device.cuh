@@ -175,18 +175,21 @@ struct gs__blk {
 	unsigned int pf, pf_len;	/* fresh range claimed ahead */
 	unsigned int bsz, redo_done, first;
 	unsigned int yields, parked_n;
-	/* the task the body runs */
-	unsigned int lb;
-	unsigned int bx, by, bz;
+	/* the tasks: [k & 1] is the one the body runs while thread 0 fills
+	 * [(k + 1) & 1] for the next; a warp's parity says which it runs */
+	struct {
+		unsigned int lb, x, y, z;
+	} tk[2];
+	unsigned int cont[2];
+	long long io_res[2];
+	const unsigned char *stage_src[2];	/* inline bytes to copy */
+	unsigned char *stage_dst[2];
+	unsigned int stage_len[2];
+	unsigned int wpar[32];		/* per warp: parity of its task */
 	unsigned int gx, gy, gz;
 	unsigned int gen;
-	int stop, from_redo;
-	unsigned int event;		/* GS__EV_*, set by the body */
-	unsigned int cont;
-	long long io_res;
-	const unsigned char *stage_src;	/* inline bytes to copy, or NULL */
-	unsigned char *stage_dst;
-	unsigned int stage_len;
+	int from_redo;
+	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
 	const unsigned int *flag;
 	struct gs__kstate *ks;
@@ -236,9 +239,15 @@ static __device__ __forceinline__ unsigned int gs__tid(void)
 }
 
 /* Logical block index and grid size (1D, 2D or 3D). */
+static __device__ __forceinline__ unsigned int gs__par(void)
+{
+	return gs__b.wpar[gs__tid() >> 5];
+}
+
 static __device__ __forceinline__ dim3 gs_block_idx(void)
 {
-	return dim3(gs__b.bx, gs__b.by, gs__b.bz);
+	unsigned int p = gs__par();
+	return dim3(gs__b.tk[p].x, gs__b.tk[p].y, gs__b.tk[p].z);
 }
 
 static __device__ __forceinline__ dim3 gs_grid_dim(void)
@@ -249,7 +258,7 @@ static __device__ __forceinline__ dim3 gs_grid_dim(void)
 /* Linear logical block index: x + gx * (y + gy * z). */
 static __device__ __forceinline__ unsigned int gs_block_linear(void)
 {
-	return gs__b.lb;
+	return gs__b.tk[gs__par()].lb;
 }
 
 /*
@@ -298,7 +307,8 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 						  void *dst, unsigned int cont)
 {
 	if (gs__thread0()) {
-		struct gs__rpc *s = &gs__b.rpc[gs__b.lb];
+		unsigned int lb = gs__b.tk[gs__par()].lb;
+		struct gs__rpc *s = &gs__b.rpc[lb];
 		unsigned int pos;
 
 		s->fd = fd;
@@ -312,7 +322,7 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		__threadfence_system();
 		pos = atomicAdd(&gs__b.ks->io_posted, 1u);
 		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
-		    gs__b.lb + 1u;
+		    lb + 1u;
 		__threadfence_system();
 		gs__b.event |= GS__EV_PARK;
 	}
@@ -323,12 +333,12 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
  * gs_io_read that completed otherwise. */
 static __device__ __forceinline__ unsigned int gs_continuation(void)
 {
-	return gs__b.cont;
+	return gs__b.cont[gs__par()];
 }
 
 static __device__ __forceinline__ long long gs_io_result(void)
 {
-	return gs__b.io_res;
+	return gs__b.io_res[gs__par()];
 }
 
 /* Thread 0: append n logical blocks (lo..lo+n1-1, then pf..pf+n-n1-1) to
@@ -408,36 +418,37 @@ static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
 	return 1;
 }
 
-/* Thread 0: publish logical block lb to the body. */
+/* Thread 0: publish logical block lb as task buffer p. */
 static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
 						    unsigned int lb,
-						    int from_redo)
+						    int from_redo,
+						    unsigned int p)
 {
-	gs__b.lb = lb;
+	gs__b.tk[p].lb = lb;
 	if (c.gy == 1u && c.gz == 1u) {
-		gs__b.bx = lb;
+		gs__b.tk[p].x = lb;
 	} else {
 		unsigned int q = lb / c.gx;
-		gs__b.bx = lb - q * c.gx;
-		gs__b.by = q % c.gy;
-		gs__b.bz = q / c.gy;
+		gs__b.tk[p].x = lb - q * c.gx;
+		gs__b.tk[p].y = q % c.gy;
+		gs__b.tk[p].z = q / c.gy;
 	}
 	if (c.rpc == NULL)
 		return;
-	gs__b.cont = 0;
-	gs__b.io_res = 0;
-	gs__b.stage_len = 0;
+	gs__b.cont[p] = 0;
+	gs__b.io_res[p] = 0;
+	gs__b.stage_len[p] = 0;
 	if (from_redo) {
 		volatile struct gs__rpc *s = &c.rpc[lb];
 		if (s->op == GS__RPC_DONE) {
-			gs__b.cont = s->cont;
-			gs__b.io_res = s->result;
+			gs__b.cont[p] = s->cont;
+			gs__b.io_res[p] = s->result;
 			if (s->staged && s->result > 0 && c.io_stage != NULL) {
-				gs__b.stage_src = c.io_stage +
-						  (size_t)lb * GS__INLINE;
-				gs__b.stage_dst = (unsigned char *)(uintptr_t)
-						  s->dst;
-				gs__b.stage_len = (unsigned int)s->result;
+				gs__b.stage_src[p] = c.io_stage +
+						     (size_t)lb * GS__INLINE;
+				gs__b.stage_dst[p] = (unsigned char *)(uintptr_t)
+						     s->dst;
+				gs__b.stage_len[p] = (unsigned int)s->result;
 			}
 			s->op = GS__RPC_FREE;
 		}
@@ -446,11 +457,11 @@ static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
 
 /* All threads: a small read's bytes from inline staging (host-mapped) to
  * their device buffer, before the continuation runs. */
-static __device__ __forceinline__ void gs__copy_in(void)
+static __device__ __forceinline__ void gs__copy_in(unsigned int p)
 {
-	const volatile unsigned char *src = gs__b.stage_src;
-	unsigned char *dst = gs__b.stage_dst;
-	unsigned int n = gs__b.stage_len, i;
+	const volatile unsigned char *src = gs__b.stage_src[p];
+	unsigned char *dst = gs__b.stage_dst[p];
+	unsigned int n = gs__b.stage_len[p], i;
 	unsigned int nt = blockDim.x * blockDim.y * blockDim.z;
 
 	if ((((uintptr_t)dst | n) & 3u) == 0) {
@@ -511,6 +522,34 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	__threadfence_system();
 }
 
+/* Thread 0, between two tasks: decide whether the block goes on and, if
+ * so, publish the next task in buffer p.  Returns 0 (go on), 1 (suspend)
+ * or 2 (no work left). */
+static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
+					       unsigned int *cur,
+					       unsigned int *end,
+					       unsigned int pre_t,
+					       unsigned int p)
+{
+	/* the flag fetched at the start of the task is fresh enough after
+	 * a short one; after a long one, read it again */
+	if (gs__b.pre == ~0u || gs__flag_fetched() >= c.gen)
+		return 1;
+	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES &&
+	    __ldcv(c.flag) >= c.gen)
+		return 1;
+	if (*cur == *end && !gs__claim(c, cur, end))
+		return 2;
+	gs__set_task(c, *cur, gs__b.from_redo, p);
+	return 0;
+}
+
+/*
+ * The persistent loop.  One barrier per task: thread 0 decides the next
+ * task while (after its own part of) the current one runs, into the other
+ * task buffer, and __syncthreads_or both shares the decision and keeps
+ * the next task's body (and its shared memory) away from the current one.
+ */
 template <typename F>
 static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						F body)
@@ -518,7 +557,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	const bool t0 = gs__thread0();
 	/* thread 0's hot state, in registers: the current batch, tasks
 	 * done, the clock when the flag fetch was issued */
-	unsigned int cur = 0, end = 0, done = 0, pre_t = 0;
+	unsigned int cur = 0, end = 0, done = 0, pre_t = 0, k = 0;
+	int stop = 0;
 
 	if (t0) {
 		gs__b.yields = 0;
@@ -530,8 +570,9 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;
 		gs__b.event = 0;
-		gs__b.by = 0;
-		gs__b.bz = 0;
+		gs__b.tk[0].y = gs__b.tk[0].z = 0;
+		gs__b.tk[1].y = gs__b.tk[1].z = 0;
+		gs__b.stage_len[0] = gs__b.stage_len[1] = 0;
 		gs__b.gx = c.gx;
 		gs__b.gy = c.gy;
 		gs__b.gz = c.gz;
@@ -541,7 +582,6 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
-		gs__b.stage_len = 0;
 		gs__b.last_poll = clock64();
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
 		gs__b.pre = 0;
@@ -550,29 +590,15 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		    *(const volatile unsigned int *)c.pred_finished !=
 		    c.pred_seq)
 			gs__b.pre = ~0u;	/* predecessor unfinished */
-		pre_t = (unsigned int)clock();
+		pre_t = (unsigned int)clock() - GS_FLAG_GATE_CYCLES - 1u;
+		stop = gs__next(c, &cur, &end, pre_t, 0);
 	}
-	for (;;) {
-		if (t0) {
-			/* the flag fetched at the start of the task is fresh
-			 * enough after a short one; after a long one, read
-			 * it again */
-			int stop = gs__b.pre == ~0u ||
-				   gs__flag_fetched() >= c.gen;
-			if (!stop && (unsigned int)clock() - pre_t >
-			    GS_FLAG_GATE_CYCLES)
-				stop = __ldcv(c.flag) >= c.gen;
-			if (!stop && cur == end && !gs__claim(c, &cur, &end))
-				stop = 2;
-			if (!stop)
-				gs__set_task(c, cur, gs__b.from_redo);
-			gs__b.stop = stop;
-		}
-		__syncthreads();
-		if (gs__b.stop)
-			break;
-		if (c.io_stage != NULL && gs__b.stage_len != 0) {
-			gs__copy_in();
+	while (!__syncthreads_or(stop)) {
+		const unsigned int p = k & 1u;
+
+		gs__b.wpar[gs__tid() >> 5] = p;	/* every lane, same value */
+		if (c.io_stage != NULL && gs__b.stage_len[p] != 0) {
+			gs__copy_in(p);
 			__syncthreads();
 		}
 		if (t0) {
@@ -587,8 +613,9 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			}
 		}
 		body();
-		__syncthreads();
 		if (t0) {
+			/* thread 0 saw the yield or the I/O request itself:
+			 * both end in a barrier it took part in */
 			unsigned int ev = gs__b.event;
 
 			if (ev == 0) {
@@ -605,7 +632,9 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 				gs__b.event = 0;
 			}
 			cur++;
+			stop = gs__next(c, &cur, &end, pre_t, p ^ 1u);
 		}
+		k++;
 	}
 	if (t0) {
 		/* claimed but not started: back for the next launch */
