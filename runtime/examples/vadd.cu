@@ -26,6 +26,17 @@ GS_KERNEL(vadd, struct vadd_args, p)
 		p.c[i] = p.a[i] + p.b[i];
 }
 
+/* the same over a 3D logical grid: covers gs_block_idx/gs_grid_dim in
+ * three dimensions (check mode only) */
+GS_KERNEL(vadd3, struct vadd_args, p)
+{
+	dim3 b = gs_block_idx(), g = gs_grid_dim();
+	unsigned int blk = (b.z * g.y + b.y) * g.x + b.x;
+	unsigned int i = blk * blockDim.x + threadIdx.x;
+	if (i < p.n)
+		p.c[i] = p.a[i] + p.b[i];
+}
+
 int main(int argc, char **argv)
 {
 	ex_opts o = ex_parse(argc, argv);
@@ -69,6 +80,19 @@ int main(int argc, char **argv)
 						    ref.data(), n, 1e-6);
 				CK(cudaFree(dc[q]));
 			}
+			/* 3D grid covering n: gx * gy * gz >= n / T */
+			unsigned int nb = (n + T - 1) / T;
+			unsigned int gx = 37, gy = 11;
+			unsigned int gz = (nb + gx * gy - 1) / (gx * gy);
+			ex_poison(dp, n * 4);
+			vadd_args p3 = { da, db, dp, n };
+			GK(gs_launch(&vadd3, gs3(gx, gy, gz), gs3(T), 0, &p3,
+				     sizeof p3, NULL));
+			GK(gs_synchronize());
+			CK(cudaMemcpy(c.data(), dp, n * 4,
+				      cudaMemcpyDeviceToHost));
+			fails += ex_compare("vadd 3D gs", c.data(), ref.data(),
+					    n, 1e-6);
 			ex_poison(dp, n * 4);
 			vadd_plain<<<(n + T - 1) / T, T>>>(da, db, dp, n);
 			CK(cudaGetLastError());
