@@ -189,7 +189,6 @@ struct gs__blk {
 	unsigned int gx, gy, gz;
 	unsigned int gen;
 	int from_redo;
-	int have_prev;			/* tk[] holds a previous task */
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
 	const unsigned int *flag;
@@ -425,33 +424,15 @@ static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
 						    int from_redo,
 						    unsigned int p)
 {
-	const unsigned int o = p ^ 1u;
-
 	gs__b.tk[p].lb = lb;
 	if (c.gy == 1u && c.gz == 1u) {
 		gs__b.tk[p].x = lb;
-	} else if (gs__b.have_prev && lb == gs__b.tk[o].lb + 1u) {
-		/* the next block of a batch: step, no division */
-		unsigned int x = gs__b.tk[o].x + 1u, y = gs__b.tk[o].y;
-		unsigned int z = gs__b.tk[o].z;
-
-		if (x == c.gx) {
-			x = 0;
-			if (++y == c.gy) {
-				y = 0;
-				z++;
-			}
-		}
-		gs__b.tk[p].x = x;
-		gs__b.tk[p].y = y;
-		gs__b.tk[p].z = z;
 	} else {
 		unsigned int q = lb / c.gx;
 		gs__b.tk[p].x = lb - q * c.gx;
 		gs__b.tk[p].y = q % c.gy;
 		gs__b.tk[p].z = q / c.gy;
 	}
-	gs__b.have_prev = 1;
 	if (c.rpc == NULL)
 		return;
 	gs__b.cont[p] = 0;
@@ -588,7 +569,6 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.redo_done = 0;
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;
-		gs__b.have_prev = 0;
 		gs__b.event = 0;
 		gs__b.tk[0].y = gs__b.tk[0].z = 0;
 		gs__b.tk[1].y = gs__b.tk[1].z = 0;
