@@ -17,8 +17,28 @@
  * slice_deadline_ns - slice_ns; a suspend whose suspend_set_ns is older
  * than that belongs to an earlier grant and yields no eviction latency.
  *
+ * Agent restarts.  When the connection drops (EOF or a send/receive
+ * error) the session does not fail: the job keeps running on its own
+ * ("standalone": it holds the GPU as if nothing were shared) and the link
+ * state becomes GS_SESSION_RECONNECTING.  At each scheduling point
+ * (gs_session_acquire, and gs_session_progress for a long hold) it tries
+ * to re-attach, at most once per backoff interval (10 ms doubling to 1 s;
+ * one try is a connect and an ATTACH with a 250 ms limit, so the job's
+ * work is never held up for long).  A standalone hold lasts one
+ * SOLO_SLICE: gs_session_progress then sets the page's suspend word itself
+ * so the executor comes back to the loop, which tries again.  On success
+ * the new control page is marked `resumed` before anything else, then
+ * gets the counters of the old one, so the agent's accounting charges the
+ * outage once (node-agent/acct.c); the token protocol starts afresh.  If
+ * the agent answers that the allocation does not exist (or is not ours)
+ * the session stays standalone for good (GS_SESSION_UNMANAGED).
+ * Old pages stay mapped until gs_session_close (a runtime may have
+ * registered the address with the GPU); gs_session_page_epoch tells a
+ * runtime that the page changed.
+ *
  * Not thread-safe; never prints, never exits.
  */
+#include <poll.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -32,8 +52,15 @@
 #include "gs_proto.h"
 #include "gs_session.h"
 
+#define BACKOFF_MIN_NS	(10ull * 1000000)
+#define BACKOFF_MAX_NS	(1000ull * 1000000)
+#define RETRY_TIMEOUT_MS 250
+#define SOLO_SLICE_NS	(50ull * 1000000)
+#define CHECK_NS	(20ull * 1000000)	/* liveness check period */
+#define RETIRED_MAX	8
+
 struct gs_session {
-	struct gs_client *c;
+	struct gs_client *c;	/* NULL while the agent is away */
 	volatile struct gs_ctlpage *page;
 	uint64_t alloc_id;
 	int holding;		/* a grant is held */
@@ -44,6 +71,17 @@ struct gs_session {
 	uint64_t pub_gpu_ns;	/* published by gs_session_progress in */
 	uint64_t pub_tasks;	/* the current grant */
 	uint64_t pub_held_ns;
+
+	char *sock;		/* as given to open (NULL: default) */
+	int timeout_ms;
+	int link;		/* enum gs_session_link */
+	int solo;		/* the current hold is standalone */
+	int lost_in_hold;	/* the link dropped during this hold */
+	uint64_t solo_deadline_ns;
+	uint64_t backoff_ns, next_try_ns, last_check_ns;
+	uint64_t epoch, reattaches;
+	void *retired[RETIRED_MAX];	/* earlier pages, still mapped */
+	unsigned nretired;
 };
 
 static uint64_t
@@ -60,25 +98,16 @@ mono_ns(void)
 	__atomic_store_n(&s->page->f, (v), __ATOMIC_RELEASE)
 #define PAGE_ADD(f, v) PAGE_STORE(f, PAGE_LOAD(f) + (v))
 
-int
-gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
-		struct gs_session **out, struct gs_error *err)
+/* Map and check the control page fd for allocation alloc_id; the fd is
+ * closed in every case. */
+static int
+map_page(int fd, uint64_t alloc_id, volatile struct gs_ctlpage **out,
+	 struct gs_error *err)
 {
-	struct gs_session *s = NULL;
-	struct gs_client *c = NULL;
 	struct stat st;
-	void *map = MAP_FAILED;
+	void *map;
 	volatile struct gs_ctlpage *pg;
-	int fd = -1, rv = -1;
 
-	if (out == NULL || alloc_id == 0)
-		return gs_error_set(err, GS_EINVAL, "session: %s",
-				    out == NULL ? "no output" :
-				    "allocation id 0");
-	if (gs_client_connect(sock, timeout_ms, &c, err) < 0)
-		goto out;
-	if (gs_client_attach(c, alloc_id, &fd, NULL, err) < 0)
-		goto out_client;
 	if (fstat(fd, &st) < 0) {
 		gs_error_errno(err, GS_EIO, "control page fstat");
 		goto out_fd;
@@ -112,29 +141,58 @@ gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
 			     pg->alloc_id, pg->page_size, alloc_id);
 		goto out_map;
 	}
-	s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		gs_error_set(err, GS_ENOMEM, "session: out of memory");
-		goto out_map;
-	}
-	s->c = c;
-	s->page = pg;
-	s->alloc_id = alloc_id;
-	PAGE_STORE(pid, (uint32_t)getpid());
-	PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
-	PAGE_STORE(heartbeat_ns, mono_ns());
 	close(fd);
-	*out = s;
+	*out = pg;
 	return 0;
 
 out_map:
 	munmap(map, GS_CTL_SIZE);
 out_fd:
 	close(fd);
-out_client:
-	gs_client_free(c);
+	return -1;
+}
+
+int
+gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
+		struct gs_session **out, struct gs_error *err)
+{
+	struct gs_session *s = NULL;
+	struct gs_client *c = NULL;
+	volatile struct gs_ctlpage *pg = NULL;
+	int fd = -1;
+
+	if (out == NULL || alloc_id == 0)
+		return gs_error_set(err, GS_EINVAL, "session: %s",
+				    out == NULL ? "no output" :
+				    "allocation id 0");
+	s = calloc(1, sizeof(*s));
+	if (s == NULL || (sock != NULL && (s->sock = strdup(sock)) == NULL)) {
+		gs_error_set(err, GS_ENOMEM, "session: out of memory");
+		goto out;
+	}
+	if (gs_client_connect(sock, timeout_ms, &c, err) < 0)
+		goto out;
+	if (gs_client_attach(c, alloc_id, &fd, NULL, err) < 0)
+		goto out;
+	if (map_page(fd, alloc_id, &pg, err) < 0)
+		goto out;
+	s->c = c;
+	s->page = pg;
+	s->alloc_id = alloc_id;
+	s->timeout_ms = timeout_ms;
+	s->link = GS_SESSION_ATTACHED;
+	PAGE_STORE(pid, (uint32_t)getpid());
+	PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
+	PAGE_STORE(heartbeat_ns, mono_ns());
+	*out = s;
+	return 0;
+
 out:
-	return rv;
+	gs_client_free(c);
+	if (s != NULL)
+		free(s->sock);
+	free(s);
+	return -1;
 }
 
 /* Parse a decimal allocation id: digits only, no sign, not 0. */
@@ -190,9 +248,167 @@ gs_session_close(struct gs_session *s)
 		PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
 		munmap((void *)s->page, GS_CTL_SIZE);
 	}
+	for (unsigned i = 0; i < s->nretired; i++)
+		munmap(s->retired[i], GS_CTL_SIZE);
 	/* Closing the connection gives back a token still held. */
 	gs_client_free(s->c);
+	free(s->sock);
 	free(s);
+}
+
+int
+gs_session_link(const struct gs_session *s)
+{
+	return s->link;
+}
+
+uint64_t
+gs_session_reattaches(const struct gs_session *s)
+{
+	return s->reattaches;
+}
+
+uint64_t
+gs_session_page_epoch(const struct gs_session *s)
+{
+	return s->epoch;
+}
+
+/* An error that means the agent is gone (not a refusal by it). */
+static int
+link_error(const struct gs_error *e)
+{
+	return e->code == GS_ECLOSED || e->code == GS_EIO ||
+		e->code == GS_ETIMEDOUT;
+}
+
+static void
+link_lost(struct gs_session *s)
+{
+	gs_client_free(s->c);
+	s->c = NULL;
+	s->wanting = 0;
+	s->link = GS_SESSION_RECONNECTING;
+	s->backoff_ns = BACKOFF_MIN_NS;
+	s->next_try_ns = mono_ns();	/* first try at the next point */
+}
+
+static void
+backoff(struct gs_session *s, uint64_t now)
+{
+	s->next_try_ns = now + s->backoff_ns;
+	s->backoff_ns *= 2;
+	if (s->backoff_ns > BACKOFF_MAX_NS)
+		s->backoff_ns = BACKOFF_MAX_NS;
+}
+
+/* Take over the new page: `resumed` first, then the old counters (only
+ * ever growing from the new page's zeros), then switch. */
+static void
+adopt_page(struct gs_session *s, volatile struct gs_ctlpage *np)
+{
+	volatile struct gs_ctlpage *op = s->page;
+
+#define CARRY(f) __atomic_store_n(&np->f, \
+		__atomic_load_n(&op->f, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE)
+	__atomic_store_n(&np->resumed, 1u, __ATOMIC_RELEASE);
+	CARRY(gpu_ns);
+	CARRY(held_ns);
+	CARRY(block_tasks);
+	CARRY(suspensions);
+	CARRY(last_evict_ns);
+	CARRY(evict_ns_sum);
+	CARRY(evict_ns_max);
+	CARRY(releases);
+#undef CARRY
+	__atomic_store_n(&np->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&np->state, (uint32_t)GS_CTL_IDLE, __ATOMIC_RELEASE);
+	__atomic_store_n(&np->heartbeat_ns, mono_ns(), __ATOMIC_RELEASE);
+	if (s->nretired == RETIRED_MAX) {
+		munmap(s->retired[0], GS_CTL_SIZE);
+		memmove(&s->retired[0], &s->retired[1],
+			(RETIRED_MAX - 1) * sizeof(s->retired[0]));
+		s->nretired--;
+	}
+	s->retired[s->nretired++] = (void *)op;
+	s->page = np;
+	s->epoch++;
+}
+
+int
+gs_session_poll_link(struct gs_session *s)
+{
+	struct gs_client *c = NULL;
+	volatile struct gs_ctlpage *np;
+	struct gs_error e;
+	uint64_t now = mono_ns();
+	int fd = -1, tmo;
+
+	if (s->link != GS_SESSION_RECONNECTING || s->holding ||
+	    now < s->next_try_ns)
+		return s->link;
+	tmo = s->timeout_ms > 0 && s->timeout_ms < RETRY_TIMEOUT_MS ?
+		s->timeout_ms : RETRY_TIMEOUT_MS;
+	if (gs_client_connect(s->sock, tmo, &c, &e) < 0)
+		goto retry;
+	if (gs_client_attach(c, s->alloc_id, &fd, NULL, &e) < 0) {
+		if (e.code == GS_ENOENT || e.code == GS_EPERM) {
+			/* the agent is back without our allocation */
+			gs_client_free(c);
+			s->link = GS_SESSION_UNMANAGED;
+			return s->link;
+		}
+		goto retry;
+	}
+	if (map_page(fd, s->alloc_id, &np, &e) < 0)
+		goto retry;
+	gs_client_set_timeout(c, s->timeout_ms);
+	adopt_page(s, np);
+	s->c = c;
+	s->link = GS_SESSION_ATTACHED;
+	s->wanting = 0;
+	s->reattaches++;
+	s->backoff_ns = BACKOFF_MIN_NS;
+	return s->link;
+
+retry:
+	gs_client_free(c);
+	backoff(s, mono_ns());
+	return s->link;
+}
+
+/* Hold the GPU without an agent: the executor runs on the current page
+ * (ours alone now), for one SOLO_SLICE while re-attaching is possible. */
+static void
+solo_grant(struct gs_session *s)
+{
+	uint64_t now = mono_ns();
+
+	s->holding = 1;
+	s->solo = 1;
+	s->lost_in_hold = 0;
+	s->wanting = 0;
+	s->slice_ns = s->link == GS_SESSION_RECONNECTING ? SOLO_SLICE_NS : 0;
+	s->solo_deadline_ns = s->slice_ns ? now + s->slice_ns : UINT64_MAX;
+	s->grant_rx_ns = now;
+	s->pub_gpu_ns = 0;
+	s->pub_tasks = 0;
+	s->pub_held_ns = 0;
+	PAGE_STORE(slice_deadline_ns, s->slice_ns ? s->solo_deadline_ns : 0);
+	PAGE_STORE(suspend, (uint32_t)GS_CTL_RUN);
+	PAGE_STORE(state, (uint32_t)GS_CTL_RUNNING);
+	PAGE_STORE(heartbeat_ns, now);
+}
+
+/* Make the executor leave at its next scheduling point (no agent to do
+ * it). */
+static void
+solo_suspend(struct gs_session *s, uint64_t now)
+{
+	if (PAGE_LOAD(suspend) == GS_CTL_SUSPEND)
+		return;
+	PAGE_STORE(suspend_set_ns, now);
+	PAGE_STORE(suspend, (uint32_t)GS_CTL_SUSPEND);
 }
 
 volatile struct gs_ctlpage *
@@ -229,35 +445,80 @@ int
 gs_session_acquire(struct gs_session *s, struct gs_error *err)
 {
 	uint64_t gen = 0, slice = 0;
+	struct gs_error e;
 	int r;
 
 	if (s->holding)
 		return gs_error_set(err, GS_ESTATE, "acquire: the token of "
 				    "allocation %" PRIu64 " is already held",
 				    s->alloc_id);
+	if (s->link == GS_SESSION_RECONNECTING)
+		(void)gs_session_poll_link(s);
+	if (s->link != GS_SESSION_ATTACHED) {
+		solo_grant(s);
+		return 0;
+	}
 	if (!s->wanting) {
-		if (gs_client_token_want(s->c, err) < 0)
-			return -1;
+		if (gs_client_token_want(s->c, &e) < 0) {
+			if (!link_error(&e)) {
+				*err = e;
+				return -1;
+			}
+			link_lost(s);
+			solo_grant(s);
+			return 0;
+		}
 		s->wanting = 1;
 	}
 	PAGE_STORE(state, (uint32_t)GS_CTL_WAITING);
 	PAGE_STORE(heartbeat_ns, mono_ns());
 	do {
-		r = gs_client_wait_grant(s->c, -1, &gen, &slice, err);
-		if (r < 0)
-			return -1;
+		r = gs_client_wait_grant(s->c, -1, &gen, &slice, &e);
+		if (r < 0) {
+			if (!link_error(&e)) {
+				*err = e;
+				return -1;
+			}
+			link_lost(s);
+			solo_grant(s);
+			return 0;
+		}
 	} while (r == 0);
 	s->wanting = 0;
 	s->holding = 1;
+	s->solo = 0;
+	s->lost_in_hold = 0;
 	s->gen = gen;
 	s->slice_ns = slice;
 	s->grant_rx_ns = mono_ns();
+	s->last_check_ns = s->grant_rx_ns;
 	s->pub_gpu_ns = 0;
 	s->pub_tasks = 0;
 	s->pub_held_ns = 0;
 	PAGE_STORE(state, (uint32_t)GS_CTL_RUNNING);
 	PAGE_STORE(heartbeat_ns, s->grant_rx_ns);
 	return 0;
+}
+
+/* While holding a grant of the agent: is the connection still there?
+ * A cheap poll, at most every CHECK_NS. */
+static void
+check_link(struct gs_session *s, uint64_t now)
+{
+	struct pollfd pfd;
+
+	if (s->c == NULL || now - s->last_check_ns < CHECK_NS)
+		return;
+	s->last_check_ns = now;
+	pfd.fd = gs_client_fd(s->c);
+	pfd.events = POLLRDHUP;
+	pfd.revents = 0;
+	if (poll(&pfd, 1, 0) > 0 &&
+	    (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+		link_lost(s);
+		s->lost_in_hold = 1;
+		solo_suspend(s, now);
+	}
 }
 
 int
@@ -283,6 +544,12 @@ gs_session_progress(struct gs_session *s, uint64_t gpu_ns,
 		s->pub_held_ns = held;
 	}
 	PAGE_STORE(heartbeat_ns, now);
+	if (s->solo) {
+		if (now >= s->solo_deadline_ns)
+			solo_suspend(s, now);
+	} else {
+		check_link(s, now);
+	}
 	return 0;
 }
 
@@ -308,9 +575,10 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		   struct gs_error *err)
 {
 	uint32_t reason = r->done ? (uint32_t)GS_REL_IDLE : r->reason;
-	uint64_t now = mono_ns(), ev, held;
+	uint64_t now = mono_ns(), ev = 0, held;
+	struct gs_error e;
 	uint32_t st;
-	int rv;
+	int rv = 0, local, counted;
 
 	if (!s->holding)
 		return gs_error_set(err, GS_ESTATE, "release: allocation %"
@@ -318,10 +586,24 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	if (reason > GS_REL_EXIT)
 		return gs_error_set(err, GS_EINVAL, "release: reason %u",
 				    reason);
-	ev = evict_latency(s, r, reason);
+	/* a suspend that the session set itself (standalone, or the agent
+	 * just vanished) is no eviction */
+	local = s->solo || s->lost_in_hold;
+	counted = reason == GS_REL_SUSPENDED && !local;
+	if (counted)
+		ev = evict_latency(s, r, reason);
 	s->holding = 0;
-	rv = gs_client_token_release(s->c, s->gen, r->gpu_ns, ev, reason,
-				     err);
+	if (s->c != NULL && !s->solo) {
+		if (gs_client_token_release(s->c, s->gen, r->gpu_ns, ev,
+					    reason, &e) < 0) {
+			if (link_error(&e)) {
+				link_lost(s);
+			} else {
+				*err = e;
+				rv = -1;
+			}
+		}
+	}
 	/* The work was done either way: count it. */
 	held = now > s->grant_rx_ns ? now - s->grant_rx_ns : 0;
 	if (r->gpu_ns > s->pub_gpu_ns)
@@ -330,7 +612,7 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		PAGE_ADD(held_ns, held - s->pub_held_ns);
 	if (r->block_tasks > s->pub_tasks)
 		PAGE_ADD(block_tasks, r->block_tasks - s->pub_tasks);
-	if (reason == GS_REL_SUSPENDED) {
+	if (counted) {
 		PAGE_ADD(suspensions, 1);
 		if (ev != 0) {
 			PAGE_STORE(last_evict_ns, ev);
@@ -343,7 +625,7 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	switch (reason) {
 	case GS_REL_SUSPENDED:
 		st = GS_CTL_WAITING;	/* the agent keeps us waiting */
-		s->wanting = 1;
+		s->wanting = s->c != NULL && !local;
 		break;
 	case GS_REL_IOWAIT:
 		st = GS_CTL_IOWAIT;
@@ -352,6 +634,8 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		st = GS_CTL_IDLE;
 		break;
 	}
+	s->solo = 0;
+	s->lost_in_hold = 0;
 	PAGE_STORE(state, st);
 	PAGE_STORE(heartbeat_ns, now);
 	return rv;

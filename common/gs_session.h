@@ -9,6 +9,12 @@
  * time used and the eviction latency, update the page's counters, and
  * repeat until the executor has no more work.  Only the executor differs
  * between the GPU and the simulation.
+ *
+ * The session outlives its agent: if the connection drops, acquire grants
+ * the GPU locally ("standalone") and the job keeps running; the session
+ * re-attaches to the same allocation at later scheduling points (see
+ * gs_session_link) and carries its counters over to the new control page
+ * (marked `resumed`), so usage is charged exactly once.
  * Not thread-safe; never prints.
  */
 #ifndef GS_SESSION_H
@@ -53,17 +59,23 @@ int gs_session_open_env(int timeout_ms, struct gs_session **out,
 			struct gs_error *err);
 void gs_session_close(struct gs_session *s);
 
-/* Borrowed; valid until gs_session_close. */
+/* Borrowed; valid until gs_session_close.  After a re-attach (the agent
+ * restarted) this is a new page; the earlier one stays mapped, but only
+ * the new one is read by the agent: a caller that keeps the pointer (or
+ * registered it with the GPU) must fetch it again when
+ * gs_session_page_epoch changes. */
 volatile struct gs_ctlpage *gs_session_page(struct gs_session *s);
+/* +1 every time the page changes (0 until the first re-attach). */
+uint64_t gs_session_page_epoch(const struct gs_session *s);
 uint64_t gs_session_alloc_id(const struct gs_session *s);
 
 /* Low-level steps, for executors that need them.
  * acquire: sends TOKEN_WANT unless one is outstanding (after a SUSPENDED
  *   release the agent keeps the allocation waiting, so none is sent),
  *   sets the page state WAITING and blocks until TOKEN_GRANT (no timeout:
- *   a busy GPU may make a job wait long); GS_ESTATE if already holding;
- *   GS_ECLOSED / GS_EIO when the agent goes away.  On return the page's
- *   state is RUNNING.
+ *   a busy GPU may make a job wait long); GS_ESTATE if already holding.
+ *   When the agent is away it returns at once with a standalone hold
+ *   (see gs_session_link).  On return the page's state is RUNNING.
  * release: sends TOKEN_RELEASE for the held generation with r->gpu_ns,
  *   the eviction latency (r->exit_ns - page->suspend_set_ns when the
  *   suspend belongs to this grant and r->reason is GS_REL_SUSPENDED, else
@@ -86,6 +98,29 @@ int gs_session_progress(struct gs_session *s, uint64_t gpu_ns,
 /* Grant generation and slice length of the current (or last) grant. */
 uint64_t gs_session_grant_gen(const struct gs_session *s);
 uint64_t gs_session_slice_ns(const struct gs_session *s);
+
+/* Link to the agent.
+ * ATTACHED      connected; the agent schedules the job.
+ * RECONNECTING  the connection dropped (agent killed, restarting): the
+ *               job runs standalone, holding the GPU in slices of 50 ms,
+ *               and re-attaches at scheduling points (acquire; progress
+ *               ends a standalone slice) with backoff 10 ms .. 1 s; one
+ *               try costs a connect and an ATTACH of at most 250 ms.
+ * UNMANAGED     the agent came back without the allocation (ENOENT) or
+ *               refuses it (EPERM): standalone for good, no more tries.
+ * acquire, release and progress never fail because the agent went away
+ * (only refusals by a live agent are errors). */
+enum gs_session_link {
+	GS_SESSION_ATTACHED = 0,
+	GS_SESSION_RECONNECTING = 1,
+	GS_SESSION_UNMANAGED = 2,
+};
+int gs_session_link(const struct gs_session *s);
+/* Re-attaches so far (agent restarts survived). */
+uint64_t gs_session_reattaches(const struct gs_session *s);
+/* While RECONNECTING and not holding: try to re-attach now unless the
+ * backoff says wait.  Returns the link state (acquire calls this). */
+int gs_session_poll_link(struct gs_session *s);
 
 /* The whole loop: returns 0 when the executor reports done (token given
  * back as idle), -1 on error.  When ex->run fails, the token is given

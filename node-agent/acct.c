@@ -257,7 +257,12 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 	}
 	e = &a->ents[a->nents];
 	memset(e, 0, sizeof(*e));
-	if (a->store == NULL ||
+	if (a->store != NULL && m->restored &&
+	    gs_store_adopt_id(a->store, m->agent_id, m->uid, m->gpu,
+			      &e->v.row)) {
+		e->adopted = 1;
+		e->v.row.labels = m->labels;
+	} else if (a->store == NULL ||
 	    !gs_store_adopt(a->store, &m->labels, m->uid, m->gpu, &e->v.row)) {
 		e->v.row.key = a->next_key++;
 		e->v.row.labels = m->labels;

@@ -47,6 +47,9 @@ struct gs_acct_meta {
 	int32_t gpu;
 	char gpu_uuid[GS_UUID_MAX];
 	uint32_t shares, weight, priority, mode;
+	uint32_t restored;	/* 1: the agent restored it from its state
+				 * file after a restart: continue the row
+				 * recovery kept open for this agent_id */
 };
 
 /* One NVML per-process utilization sample (nvmlProcessUtilizationSample_t
@@ -82,7 +85,8 @@ void gs_acct_free(struct gs_acct *a);
 
 /* A new allocation (ALLOC_CREATE).  When the store holds a row left open
  * by a crash for the same job/step/pod, uid and GPU it is re-adopted: its
- * totals continue. */
+ * totals continue.  A restored allocation (m->restored) continues the row
+ * of its own id (gs_store_recover_keep). */
 int gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 		 uint64_t mono, struct gs_error *err);
 /* The job attached: counters are read from page from now on (the current

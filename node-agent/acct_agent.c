@@ -10,10 +10,15 @@
  *
  * The tick never touches the disk: it builds a batch and queues it for the
  * store's writer thread; completions come back on the store's eventfd.
+ * Restart: allocations already in the table when accounting starts are
+ * the ones the agent restored from its state file.  Recovery keeps their
+ * open rows open (gs_store_recover_keep) and each continues its own row,
+ * matched by allocation id; every other row left open closes as NODE_FAIL
+ * (re-adopted by labels if its job comes back with a new allocation).
  * Limits: a SIGHUP reload changes the tick and the retention (seen at the
  * next tick), not the store path or the metrics address; a clean stop
- * leaves open allocations open in the store, so the next start closes
- * them as NODE_FAIL unless their jobs come back.
+ * leaves open allocations open in the store, for the next start to
+ * continue.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -100,6 +105,7 @@ on_created(struct gs_accounting *ac, const struct gs_alloc *a)
 	m.weight = a->weight;
 	m.priority = a->priority;
 	m.mode = a->mode;
+	m.restored = (uint32_t)a->restored;
 	if (gs_acct_open(ac->acct, &m, (int64_t)a->created_unix_ns,
 			 gs_now_ns(), &err) < 0) {
 		log_warnx("accounting: allocation %" PRIu64 ": %s", a->id,
@@ -383,6 +389,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_loop *l = gs_agent_loop(ag);
 	struct gs_accounting *ac;
 	const char *path;
+	struct gs_alloc *a;
+	uint64_t *keep;
+	unsigned nkeep = 0;
 	int n;
 
 	ac = calloc(1, sizeof(*ac));
@@ -396,7 +405,17 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		 cfg->metrics_listen);
 	if (gs_store_open(path, 0, &ac->store, err) < 0)
 		goto out_free;
-	n = gs_store_recover(ac->store, real_now() - ADOPT_WINDOW_NS, err);
+	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
+	if (keep == NULL) {
+		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+		goto out_free;
+	}
+	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
+	     a = gs_alloc_next(gs_agent_allocs(ag), a))
+		keep[nkeep++] = a->id;
+	n = gs_store_recover_keep(ac->store, real_now() - ADOPT_WINDOW_NS,
+				  keep, nkeep, err);
+	free(keep);
 	if (n < 0)
 		goto out_free;
 	if (n > 0)
@@ -434,6 +453,10 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		gs_error_set(err, GS_ENOMEM, "accounting: too many observers");
 		goto out_free;
 	}
+	/* the allocations restored from the state file */
+	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
+	     a = gs_alloc_next(gs_agent_allocs(ag), a))
+		on_created(ac, a);
 	if (gs_loop_add_tick(l, ac->period, on_tick, ac, err) < 0)
 		goto out_free;
 	log_info("accounting: usage store %s, tick %.3f s", path,

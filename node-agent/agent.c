@@ -55,6 +55,7 @@
 
 #include "agent.h"
 #include "gs_log.h"
+#include "state.h"
 
 #define RBUF_INIT	4096u
 #define OUT_MAX		(4u << 20)
@@ -93,6 +94,8 @@ struct gs_agent {
 	unsigned nconns;
 	int stopping;
 	uint64_t refused_logged;
+	char state_path[512];	/* the allocation table file */
+	uint64_t state_failed;	/* saves that failed in a row */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -215,6 +218,152 @@ static struct gs_gpu *gpu_by_index(struct gs_agent *ag, int32_t index)
 		if (ag->gpus[i].d.index == index)
 			return &ag->gpus[i];
 	return NULL;
+}
+
+/* ---- the allocation table file (state.h) ---- */
+
+/* Write the table so a restarted agent gets it back.  Called after every
+ * create, close, weight/priority and label change; a failure is logged
+ * (once per run of failures) and the next change tries again. */
+static void state_save(struct gs_agent *ag)
+{
+	struct gs_state st;
+	struct gs_state_alloc sa;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	struct gs_error err;
+
+	memset(&st, 0, sizeof(st));
+	st.next_id = gs_alloc_next_id(ag->allocs);
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		memset(&sa, 0, sizeof(sa));
+		sa.id = a->id;
+		sa.gpu = a->gpu;
+		g = gpu_by_index(ag, a->gpu);
+		if (g != NULL)
+			snprintf(sa.gpu_uuid, sizeof(sa.gpu_uuid), "%s",
+				 g->d.uuid);
+		sa.shares = a->shares;
+		sa.weight = a->weight;
+		sa.priority = a->priority;
+		sa.mode = a->mode;
+		sa.uid = a->uid;
+		sa.flags = a->flags;
+		sa.created_unix_ns = a->created_unix_ns;
+		sa.labels = a->labels;
+		if (gs_state_add(&st, &sa, &err) < 0)
+			goto fail;
+	}
+	if (gs_state_save(ag->state_path, &st, &err) < 0)
+		goto fail;
+	if (ag->state_failed > 0)
+		log_info("state file %s written again", ag->state_path);
+	ag->state_failed = 0;
+	gs_state_clear(&st);
+	return;
+fail:
+	if (ag->state_failed++ == 0)
+		log_warnx("state file: %s; allocations changed since the last "
+			  "good write would not survive an agent restart",
+			  err.msg);
+	gs_state_clear(&st);
+}
+
+/* Can record r of the previous run be put back?  NULL if so, else why
+ * not. */
+static const char *restore_refusal(struct gs_agent *ag,
+				   const struct gs_state_alloc *r)
+{
+	struct gs_gpu *g = gpu_by_index(ag, r->gpu);
+
+	if (g == NULL)
+		return "its GPU is gone";
+	if (strcmp(g->d.uuid, r->gpu_uuid) != 0)
+		return "its GPU was replaced (other UUID)";
+	if (r->shares < 1 || r->shares > g->shares_total - g->shares_used)
+		return "its shares no longer fit the GPU";
+	if (r->weight < 1 || r->weight > WEIGHT_MAX ||
+	    r->priority > GS_SCHED_PRIO_MAX || r->mode > GS_MODE_SPACE ||
+	    (r->flags & ~GS_ALLOC_FLAGS_KNOWN))
+		return "its weight, priority, mode or flags are invalid";
+	return NULL;
+}
+
+/* Put back the allocations of the previous run (state file), with their
+ * ids.  Those that cannot be restored are dropped: the usage store then
+ * closes their rows as NODE_FAIL.  A damaged file or one of another
+ * format version is kept aside as <file>.bad and the agent starts empty. */
+static void state_restore(struct gs_agent *ag)
+{
+	struct gs_state st;
+	struct gs_error err;
+	struct gs_alloc_req req;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	char bad[sizeof(ag->state_path) + 8];
+	const char *why;
+	unsigned i, nok = 0;
+	int r;
+
+	r = gs_state_load(ag->state_path, &st, &err);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		snprintf(bad, sizeof(bad), "%s.bad", ag->state_path);
+		log_warnx("cannot restore allocations: %s: %s; starting with "
+			  "none (their usage rows close as NODE_FAIL); the "
+			  "file is kept as %s", ag->state_path, err.msg, bad);
+		if (rename(ag->state_path, bad) < 0)
+			log_warn("rename %s", ag->state_path);
+		return;
+	}
+	gs_alloc_set_next_id(ag->allocs, st.next_id);
+	for (i = 0; i < st.n; i++) {
+		const struct gs_state_alloc *sa = &st.v[i];
+
+		why = restore_refusal(ag, sa);
+		if (why != NULL) {
+			log_warnx("allocation %llu (gpu %d, job '%s' pod '%s') "
+				  "not restored: %s; closed as NODE_FAIL",
+				  (unsigned long long)sa->id, sa->gpu,
+				  sa->labels.job, sa->labels.pod, why);
+			continue;
+		}
+		g = gpu_by_index(ag, sa->gpu);
+		memset(&req, 0, sizeof(req));
+		req.gpu = sa->gpu;
+		req.shares = sa->shares;
+		req.weight = sa->weight;
+		req.priority = sa->priority;
+		req.mode = sa->mode;
+		req.uid = sa->uid;
+		req.flags = sa->flags;
+		req.labels = sa->labels;
+		a = gs_alloc_restore(ag->allocs, sa->id, &req,
+				     sa->created_unix_ns);
+		if (a == NULL || gs_sched_add(g->sched, a->id, a->weight,
+					      a->priority, gs_now_ns()) < 0) {
+			log_warnx("allocation %llu not restored: out of "
+				  "memory", (unsigned long long)sa->id);
+			if (a != NULL)
+				gs_alloc_remove(ag->allocs, a->id);
+			continue;
+		}
+		g->shares_used += a->shares;
+		nok++;
+		log_info("allocation %llu restored: gpu %d, %u shares, weight "
+			 "%u, priority %u, uid %u, job '%s' pod '%s'",
+			 (unsigned long long)a->id, a->gpu, a->shares,
+			 a->weight, a->priority, a->uid, a->labels.job,
+			 a->labels.pod);
+	}
+	log_info("restored %u of %u allocation(s) from %s; next id %llu", nok,
+		 st.n, ag->state_path,
+		 (unsigned long long)gs_alloc_next_id(ag->allocs));
+	gs_state_clear(&st);
+	if (nok != st.n)
+		state_save(ag);
 }
 
 /* ---- output ---- */
@@ -639,6 +788,7 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		 a->gpu, a->shares, a->weight, a->priority, a->uid,
 		 (a->flags & GS_ALLOC_ANY_UID) ? " (any uid may attach)" : "",
 		 a->labels.job, a->labels.pod);
+	state_save(ag);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
 	memset(&rep, 0, sizeof(rep));
@@ -705,6 +855,7 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 		 1e9, (double)a->held_ns / 1e9,
 		 (unsigned long long)a->suspensions);
 	gs_alloc_remove(ag->allocs, a->id);
+	state_save(ag);
 	conn_queue(c, &rep);
 }
 
@@ -720,6 +871,7 @@ static void req_label(struct gs_conn *c, const struct gs_msg *m)
 		return;
 	a->labels = m->u.label.labels;
 	gs_alloc_notify(c->ag->allocs, GS_AEV_STATE, a);
+	state_save(c->ag);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
@@ -960,6 +1112,7 @@ static void req_set(struct gs_conn *c, const struct gs_msg *m)
 			gs_sched_set_priority(g->sched, a->id, v);
 	}
 	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
+	state_save(ag);
 	log_info("allocation %llu: %s %u", (unsigned long long)a->id,
 		 m->type == GS_MSG_SET_WEIGHT ? "weight" : "priority", v);
 	if (g != NULL) {
@@ -1495,6 +1648,16 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		goto out_free;
 	if (open_socket(ag, err) < 0)
 		goto out_free;
+	/* only once the socket is ours: a second gshared must not touch the
+	 * running one's file */
+	if (snprintf(ag->state_path, sizeof(ag->state_path), "%s/%s",
+		     cfg->state_dir, GS_STATE_FILE) >=
+	    (int)sizeof(ag->state_path)) {
+		gs_error_set(err, GS_ECONFIG, "state_dir too long: %s",
+			     cfg->state_dir);
+		goto out_free;
+	}
+	state_restore(ag);
 	if (gs_loop_add_fd(ag->loop, ag->lfd, EPOLLIN, on_listen, ag,
 			   err) < 0 ||
 	    gs_loop_add_fd(ag->loop, ag->sfd, EPOLLIN, on_signal, ag,

@@ -77,9 +77,9 @@ void gs_alloc_notify(struct gs_alloc_table *t, int event,
 		t->obs[i].fn(t->obs[i].ctx, event, a);
 }
 
-struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
-			      const struct gs_alloc_req *req,
-			      uint64_t now_unix_ns)
+static struct gs_alloc *alloc_put(struct gs_alloc_table *t, uint64_t id,
+				  const struct gs_alloc_req *req,
+				  uint64_t now_unix_ns)
 {
 	struct gs_alloc *a;
 
@@ -95,7 +95,7 @@ struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
 	a = calloc(1, sizeof(*a));
 	if (a == NULL)
 		return NULL;
-	a->id = t->next_id++;
+	a->id = id;
 	a->gpu = req->gpu;
 	a->shares = req->shares;
 	a->weight = req->weight;
@@ -108,8 +108,47 @@ struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
 	a->state = GS_ASTATE_CREATED;
 	a->ctl_fd = -1;
 	t->v[t->n++] = a;
-	gs_alloc_notify(t, GS_AEV_CREATED, a);
+	if (id >= t->next_id)
+		t->next_id = id + 1;
 	return a;
+}
+
+struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
+			      const struct gs_alloc_req *req,
+			      uint64_t now_unix_ns)
+{
+	struct gs_alloc *a = alloc_put(t, t->next_id, req, now_unix_ns);
+
+	if (a != NULL)
+		gs_alloc_notify(t, GS_AEV_CREATED, a);
+	return a;
+}
+
+struct gs_alloc *gs_alloc_restore(struct gs_alloc_table *t, uint64_t id,
+				  const struct gs_alloc_req *req,
+				  uint64_t created_unix_ns)
+{
+	struct gs_alloc *a;
+
+	if (id == 0 || id == UINT64_MAX ||
+	    (t->n > 0 && t->v[t->n - 1]->id >= id))
+		return NULL;
+	a = alloc_put(t, id, req, created_unix_ns);
+	if (a != NULL) {
+		a->restored = 1;
+	}
+	return a;
+}
+
+uint64_t gs_alloc_next_id(const struct gs_alloc_table *t)
+{
+	return t->next_id;
+}
+
+void gs_alloc_set_next_id(struct gs_alloc_table *t, uint64_t id)
+{
+	if (id > t->next_id)
+		t->next_id = id;
 }
 
 static int find_idx(const struct gs_alloc_table *t, uint64_t id)

@@ -29,6 +29,8 @@ struct gs_alloc {
 	struct gs_labels labels;
 	uint64_t created_unix_ns;
 	uint32_t state;		/* enum gs_alloc_state */
+	int restored;		/* taken over from the previous agent run
+				 * (state file), not created in this one */
 
 	/* attachment: the job process's connection (NULL: none) */
 	struct gs_conn *conn;
@@ -75,6 +77,17 @@ void gs_alloc_notify(struct gs_alloc_table *t, int event,
 struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
 			      const struct gs_alloc_req *req,
 			      uint64_t now_unix_ns);
+/* Put back a record of the previous agent run with its own id (the
+ * state file, at start-up): ids must come in increasing order, above
+ * every record already present; the id counter moves past it.  No
+ * observer is told (none is registered yet).  NULL on out of memory or
+ * an id out of order. */
+struct gs_alloc *gs_alloc_restore(struct gs_alloc_table *t, uint64_t id,
+				  const struct gs_alloc_req *req,
+				  uint64_t created_unix_ns);
+/* The id the next gs_alloc_add gives; set_next_id only raises it. */
+uint64_t gs_alloc_next_id(const struct gs_alloc_table *t);
+void gs_alloc_set_next_id(struct gs_alloc_table *t, uint64_t id);
 /* Borrowed, or NULL. */
 struct gs_alloc *gs_alloc_get(struct gs_alloc_table *t, uint64_t id);
 /* Notify CLOSED, unmap/close the page, free the record. */

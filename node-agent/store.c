@@ -44,6 +44,9 @@ struct gs_store {
 	/* adoption candidates from gs_store_recover */
 	struct gs_store_alloc *orph;
 	unsigned norph;
+	/* rows of allocations the agent restored (gs_store_recover_keep) */
+	struct gs_store_alloc *kept;
+	unsigned nkept;
 
 	/* writer thread */
 	int started;
@@ -419,6 +422,7 @@ gs_store_close(struct gs_store *s)
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s->orph);
+	free(s->kept);
 	free(s);
 }
 
@@ -643,12 +647,29 @@ gs_store_write(struct gs_store *s, struct gs_store_batch *b,
 
 /* ---- recovery ---- */
 
+static int
+kept_id(const uint64_t *ids, unsigned n, uint64_t id)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (ids[i] == id)
+			return 1;
+	return 0;
+}
+
 int
 gs_store_recover(struct gs_store *s, int64_t since_ns, struct gs_error *err)
 {
+	return gs_store_recover_keep(s, since_ns, NULL, 0, err);
+}
+
+int
+gs_store_recover_keep(struct gs_store *s, int64_t since_ns,
+		      const uint64_t *keep, unsigned nkeep,
+		      struct gs_error *err)
+{
 	static const char sel[] =
 		"SELECT " ALLOC_COLS " FROM allocs WHERE end_ns = 0"
-		" OR (state = ?1 AND end_ns >= ?2)";
+		" OR (state = ?1 AND end_ns >= ?2) ORDER BY key DESC";
 	sqlite3_stmt *st = NULL, *up = NULL;
 	struct gs_store_alloc a, *na;
 	int rc, rv = -1, nclosed = 0;
@@ -668,6 +689,27 @@ gs_store_recover(struct gs_store *s, int64_t since_ns, struct gs_error *err)
 	sqlite3_bind_int64(st, 2, since_ns);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		read_alloc(st, &a);
+		if (a.end_ns == 0 && kept_id(keep, nkeep, a.agent_id)) {
+			/* the newest open row of a restored allocation
+			 * stays open; older ones with the same id (ids of
+			 * agents before the state file) close below */
+			int dup = 0;
+
+			for (unsigned i = 0; i < s->nkept; i++)
+				dup |= s->kept[i].agent_id == a.agent_id;
+			if (!dup) {
+				na = realloc(s->kept, (s->nkept + 1) *
+					     sizeof(*na));
+				if (na == NULL) {
+					gs_error_set(err, GS_ENOMEM, "usage "
+						     "store: out of memory");
+					goto out_rollback;
+				}
+				s->kept = na;
+				s->kept[s->nkept++] = a;
+				continue;
+			}
+		}
 		if (a.end_ns == 0) {
 			a.end_ns = a.last_ns > a.start_ns ? a.last_ns :
 				a.start_ns;
@@ -701,6 +743,7 @@ gs_store_recover(struct gs_store *s, int64_t since_ns, struct gs_error *err)
 out_rollback:
 	exec(s, "ROLLBACK", NULL);
 	s->norph = 0;
+	s->nkept = 0;
 out_finalize:
 	sqlite3_finalize(st);
 	sqlite3_finalize(up);
@@ -729,6 +772,22 @@ gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 		row->end_ns = 0;
 		row->state = GS_SST_RUNNING;
 		s->orph[i] = s->orph[--s->norph];
+		return 1;
+	}
+	return 0;
+}
+
+int
+gs_store_adopt_id(struct gs_store *s, uint64_t agent_id, uint32_t uid,
+		  int32_t gpu, struct gs_store_alloc *row)
+{
+	for (unsigned i = 0; i < s->nkept; i++) {
+		const struct gs_store_alloc *o = &s->kept[i];
+
+		if (o->agent_id != agent_id || o->uid != uid || o->gpu != gpu)
+			continue;
+		*row = *o;
+		s->kept[i] = s->kept[--s->nkept];
 		return 1;
 	}
 	return 0;

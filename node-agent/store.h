@@ -128,6 +128,18 @@ int gs_store_last_tick(struct gs_store *s, uint64_t *out,
  * number of rows closed now, or -1. */
 int gs_store_recover(struct gs_store *s, int64_t since_ns,
 		     struct gs_error *err);
+/* Same, except that open rows whose agent_id is in keep[0..nkeep-1] (the
+ * allocations the agent restored from its state file) stay open and wait
+ * for gs_store_adopt_id; of several open rows with one id only the newest
+ * is kept. */
+int gs_store_recover_keep(struct gs_store *s, int64_t since_ns,
+			  const uint64_t *keep, unsigned nkeep,
+			  struct gs_error *err);
+/* A restored allocation: when recovery kept an open row with this
+ * agent_id, uid and GPU, fill *row with it (totals kept), forget it and
+ * return 1; else 0. */
+int gs_store_adopt_id(struct gs_store *s, uint64_t agent_id, uint32_t uid,
+		      int32_t gpu, struct gs_store_alloc *row);
 /* A new allocation with these identity fields appeared: when it matches a
  * recovered row (same cluster, job, step, namespace, pod, container, uid
  * and GPU), fill *row with that row (state RUNNING, end 0, totals kept),

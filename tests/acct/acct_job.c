@@ -13,8 +13,10 @@
  * measurement:  "JOB gpu_ns=N held_ns=N tasks=N suspensions=N attaches=N".
  *
  * --reconnect: when the agent goes away, wait for it to come back (up to
- * 30 s), create the allocation again with the same labels and GPU, attach
- * and go on — what a re-registering plugin and a reconnecting runtime do.
+ * 30 s) and attach to the same allocation again (the agent restores its
+ * allocations, as the runtime's session expects); only if the agent no
+ * longer knows it, create it again with the same labels and GPU — what a
+ * re-registering plugin does.
  * The new page's counters continue the old ones and the page says so
  * (`resumed`); --fresh-counters starts them again at zero instead.
  *
@@ -43,6 +45,7 @@ struct job {
 	struct gs_alloc_req req;
 	uint64_t work_ns, task_ns;
 	int reconnect, close_at_end, fresh;
+	int attach_only;	/* setup: never create (closing) */
 	uint64_t hog_ns;	/* --hog-ms: misbehaving job */
 	unsigned hogs;
 	struct gs_client *c;
@@ -83,39 +86,63 @@ drop(struct job *j)
 	j->c = NULL;
 }
 
-/* Connect, create, attach, map.  Retries for up to `wait_ms`. */
+/* Connect, attach (the allocation j->id when there is one and the agent
+ * still has it, else a new one), map.  Retries for up to `wait_ms`.
+ * *gone (may be NULL) is set when the agent no longer had j->id. */
 static int
-setup(struct job *j, int wait_ms, struct gs_error *err)
+setup(struct job *j, int wait_ms, int *gone, struct gs_error *err)
 {
 	struct gs_alloc_info info;
 	uint64_t deadline = mono() + (uint64_t)wait_ms * 1000000u;
-	int fd;
+	int fd = -1, r;
 	void *p;
 
+	if (gone != NULL)
+		*gone = 0;
 	for (;;) {
-		if (gs_client_connect(j->sock, 5000, &j->c, err) == 0 &&
-		    gs_client_alloc_create(j->c, &j->req, &info, err) == 0)
+		r = gs_client_connect(j->sock, 5000, &j->c, err);
+		if (r == 0 && j->id != 0) {
+			r = gs_client_attach(j->c, j->id, &fd, NULL, err);
+			if (r == 0)
+				break;
+			if (err->code == GS_ENOENT) {
+				if (gone != NULL)
+					*gone = 1;
+				if (j->attach_only) {
+					gs_client_free(j->c);
+					j->c = NULL;
+					return 0;
+				}
+				j->id = 0;
+				r = 0;
+			}
+		}
+		if (r == 0 && j->id == 0 &&
+		    gs_client_alloc_create(j->c, &j->req, &info, err) == 0) {
+			j->id = info.id;
+			/* a re-registration names the same GPU */
+			j->req.gpu = info.gpu;
+			if (gs_client_attach(j->c, j->id, &fd, NULL, err) < 0)
+				return -1;
 			break;
+		}
 		gs_client_free(j->c);
 		j->c = NULL;
 		if (mono() > deadline)
 			return -1;
 		sleep_ns(20000000);
 	}
-	j->id = info.id;
-	j->req.gpu = info.gpu;	/* a re-registration names the same GPU */
-	if (gs_client_attach(j->c, j->id, &fd, NULL, err) < 0)
-		return -1;
 	p = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)
 		return gs_error_errno(err, GS_EIO, "mmap");
 	j->page = p;
-	__atomic_store_n(&j->page->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
 	/* after an agent restart the counters continue (the page contract's
-	 * `resumed`), unless --fresh-counters asks for the other behaviour */
+	 * `resumed`, set before any counter), unless --fresh-counters asks
+	 * for the other behaviour */
 	if (j->attaches > 0 && !j->fresh)
 		__atomic_store_n(&j->page->resumed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&j->page->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
 	if (j->fresh)
 		memset(&j->pc, 0, sizeof(j->pc));
 	j->attaches++;
@@ -242,6 +269,7 @@ main(int argc, char **argv)
 	};
 	struct job j;
 	struct gs_error err;
+	int gone = 0;
 	int ch;
 
 	memset(&j, 0, sizeof(j));
@@ -281,7 +309,7 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (setup(&j, 5000, &err) < 0) {
+	if (setup(&j, 5000, NULL, &err) < 0) {
 		fprintf(stderr, "acct_job %s: %s\n", j.req.labels.job, err.msg);
 		return 1;
 	}
@@ -312,7 +340,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 		drop(&j);
-		if (setup(&j, 30000, &err) < 0) {
+		if (setup(&j, 30000, NULL, &err) < 0) {
 			fprintf(stderr, "acct_job %s: agent did not come back: %s\n",
 				j.req.labels.job, err.msg);
 			return 1;
@@ -329,8 +357,13 @@ main(int argc, char **argv)
 			/* agent restarted between the last run and the
 			 * close: come back and close (nothing more to run) */
 			drop(&j);
-			if (setup(&j, 30000, &err) < 0)
+			j.attach_only = 1;
+			if (setup(&j, 30000, &gone, &err) < 0)
 				return 1;
+			if (gone)	/* the close was done before the
+					 * restart: the agent did not keep it */
+				break;
+			publish(&j, GS_CTL_IDLE);
 		}
 	}
 	printf("%s%s%s gpu_ns=%" PRIu64 " held_ns=%" PRIu64 " tasks=%" PRIu64

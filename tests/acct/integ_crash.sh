@@ -5,9 +5,9 @@
 # Before each kill the test reads, read-only, which ticks are committed and
 # every allocation's GPU time; after each restart the store must pass
 # PRAGMA integrity_check, hold every one of those ticks and at least that
-# GPU time.  The jobs reconnect and re-register (as a plugin and runtime
-# would); their old rows are re-adopted, so in the end there are exactly
-# 16 rows, all COMPLETED, and each row's GPU time is at most what its job
+# GPU time.  The agent restores its allocations (same ids) and the jobs
+# re-attach to them, as the runtime does; each continues its own row, so
+# in the end there are exactly 16 rows, all COMPLETED, and each row's GPU time is at most what its job
 # measured itself and, summed over the jobs, within 1% of it: a job that
 # re-attaches marks its page `resumed` and continues its counters, so even
 # usage not yet committed at a kill is charged once.

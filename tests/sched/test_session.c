@@ -8,7 +8,9 @@
  * bad magic / version / allocation / size), grants the token, sets
  * SUSPEND in the page, and records every TOKEN_WANT and TOKEN_RELEASE so
  * the tests can check what the session sent and what it wrote into the
- * page.  Also: environment handling.  (That the library never prints or
+ * page; it can drop the connection at the first TOKEN_WANT and then
+ * serve a second one (a restarted agent, with or without the allocation).
+ * Also: environment handling.  (That the library never prints or
  * exits is checked on its object file by session_noprint.sh.)
  */
 #include <errno.h>
@@ -45,6 +47,11 @@ struct fake {
 	enum page_kind kind;
 	int suspend_first;	/* set SUSPEND 20 ms into the first grant */
 	int close_on_want;	/* drop the connection at the first WANT */
+	int reattach;		/* after that drop, serve a second
+				 * connection: 1 normally (new page),
+				 * 2 answering ATTACH with ENOENT */
+	volatile struct gs_ctlpage *page0;	/* first page, kept */
+	int pfd0;
 	/* recorded */
 	int wants, releases;
 	struct gs_release rel[8];
@@ -167,57 +174,81 @@ fake_main(void *arg)
 {
 	struct fake *f = arg;
 	uint8_t buf[70000];
-	size_t len = 0, used;
+	size_t len;
+	size_t used;
 	struct gs_msg m, rep;
 	struct gs_error err;
-	int cfd, r;
+	int cfd, r, conn;
 	ssize_t n;
 
-	cfd = accept(f->lfd, NULL, NULL);
-	if (cfd < 0)
-		return NULL;
-	for (;;) {
-		n = read(cfd, buf + len, sizeof(buf) - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		while ((r = gs_frame_parse(buf, len, &m, &used, &err)) == 1) {
-			memmove(buf, buf + used, len - used);
-			len -= used;
-			memset(&rep, 0, sizeof(rep));
-			switch (m.type) {
-			case GS_MSG_ATTACH:
-				if (make_page(f) < 0)
-					goto out;
-				rep.type = GS_MSG_ATTACHED;
-				rep.seq = m.seq;
-				rep.u.info.id = m.u.id;
-				send_msg(cfd, &rep, f->pfd);
+	for (conn = 0; conn < (f->reattach ? 2 : 1); conn++) {
+		cfd = accept(f->lfd, NULL, NULL);
+		if (cfd < 0)
+			return NULL;
+		len = 0;
+		for (;;) {
+			n = read(cfd, buf + len, sizeof(buf) - len);
+			if (n <= 0)
 				break;
-			case GS_MSG_TOKEN_WANT:
-				f->wants++;
-				if (f->close_on_want)
-					goto out;
-				grant(f, cfd);
-				break;
-			case GS_MSG_TOKEN_RELEASE:
-				if (f->releases < 8)
-					f->rel[f->releases] = m.u.release;
-				f->releases++;
-				/* the agent keeps a suspended job waiting */
-				if (m.u.release.reason == GS_REL_SUSPENDED)
+			len += (size_t)n;
+			while ((r = gs_frame_parse(buf, len, &m, &used,
+						   &err)) == 1) {
+				memmove(buf, buf + used, len - used);
+				len -= used;
+				memset(&rep, 0, sizeof(rep));
+				switch (m.type) {
+				case GS_MSG_ATTACH:
+					if (conn == 1 && f->reattach == 2) {
+						rep.type = GS_MSG_ERROR;
+						rep.seq = m.seq;
+						rep.u.error.code = GS_ENOENT;
+						snprintf(rep.u.error.msg,
+							 GS_ERRMSG_MAX,
+							 "no allocation");
+						send_msg(cfd, &rep, -1);
+						break;
+					}
+					if (conn == 1) {
+						f->page0 = f->page;
+						f->pfd0 = f->pfd;
+					}
+					if (make_page(f) < 0)
+						goto out;
+					rep.type = GS_MSG_ATTACHED;
+					rep.seq = m.seq;
+					rep.u.info.id = m.u.id;
+					send_msg(cfd, &rep, f->pfd);
+					break;
+				case GS_MSG_TOKEN_WANT:
+					f->wants++;
+					if (f->close_on_want) {
+						f->close_on_want = 0;
+						goto out;
+					}
 					grant(f, cfd);
-				break;
-			default:
-				break;
+					break;
+				case GS_MSG_TOKEN_RELEASE:
+					if (f->releases < 8)
+						f->rel[f->releases] =
+							m.u.release;
+					f->releases++;
+					/* the agent keeps a suspended job
+					 * waiting */
+					if (m.u.release.reason ==
+					    GS_REL_SUSPENDED)
+						grant(f, cfd);
+					break;
+				default:
+					break;
+				}
+				gs_msg_clear(&m);
 			}
-			gs_msg_clear(&m);
+			if (r < 0)
+				break;
 		}
-		if (r < 0)
-			break;
-	}
 out:
-	close(cfd);
+		close(cfd);
+	}
 	return NULL;
 }
 
@@ -229,6 +260,7 @@ fake_start(struct fake *f, enum page_kind kind)
 	memset(f, 0, sizeof(*f));
 	f->kind = kind;
 	f->pfd = -1;
+	f->pfd0 = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/gssess.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/s.sock", f->dir);
@@ -256,6 +288,10 @@ fake_stop(struct fake *f)
 		close(f->pfd);
 	if (f->page != NULL)
 		munmap((void *)f->page, GS_CTL_SIZE);
+	if (f->pfd0 >= 0)
+		close(f->pfd0);
+	if (f->page0 != NULL)
+		munmap((void *)f->page0, GS_CTL_SIZE);
 	unlink(f->path);
 	rmdir(f->dir);
 }
@@ -522,7 +558,28 @@ test_executor_error(void **state)
 	assert_int_equal(f.rel[0].gpu_ns, 1000);
 }
 
-/* The agent goes away while the job waits for the token. */
+/* One standalone hold: acquire without an agent, run, release. */
+static void
+solo_hold(struct gs_session *s, uint64_t gpu_ns, uint64_t tasks)
+{
+	struct gs_run_result res;
+	struct gs_error err;
+
+	assert_int_equal(gs_session_acquire(s, &err), 0);
+	assert_true(gs_session_holding(s));
+	assert_int_equal(gs_session_page(s)->suspend, GS_CTL_RUN);
+	memset(&res, 0, sizeof(res));
+	res.reason = GS_REL_SUSPENDED;	/* a standalone slice ended */
+	res.gpu_ns = gpu_ns;
+	res.block_tasks = tasks;
+	res.exit_ns = mono_ns();
+	assert_int_equal(gs_session_release(s, &res, &err), 0);
+	assert_false(gs_session_holding(s));
+}
+
+/* The agent goes away while the job waits for the token: the job gets a
+ * standalone hold and keeps running; with no agent to come back, it stays
+ * RECONNECTING and its usage keeps counting on the page. */
 static void
 test_agent_gone(void **state)
 {
@@ -536,11 +593,99 @@ test_agent_gone(void **state)
 	fake_go(&f);
 	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
 			 0);
-	assert_int_equal(gs_session_acquire(s, &err), -1);
-	assert_true(err.code == GS_ECLOSED || err.code == GS_EIO);
-	assert_false(gs_session_holding(s));
+	assert_int_equal(gs_session_link(s), GS_SESSION_ATTACHED);
+	solo_hold(s, 3000, 3);
+	assert_int_equal(gs_session_link(s), GS_SESSION_RECONNECTING);
+	fake_stop(&f);		/* socket gone: re-attaching fails */
+	solo_hold(s, 2000, 2);
+	assert_int_equal(gs_session_link(s), GS_SESSION_RECONNECTING);
+	assert_int_equal(gs_session_page(s)->gpu_ns, 5000);
+	assert_int_equal(gs_session_page(s)->block_tasks, 5);
+	/* self-made suspends are no evictions */
+	assert_int_equal(gs_session_page(s)->suspensions, 0);
+	assert_int_equal(gs_session_reattaches(s), 0);
+	assert_int_equal(gs_session_page_epoch(s), 0);
+	gs_session_close(s);
+}
+
+/* The agent comes back with the allocation: the session re-attaches,
+ * marks the new page resumed with the old counters, and speaks the token
+ * protocol again. */
+static void
+test_reattach(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_run_result res;
+	struct gs_error err;
+	volatile struct gs_ctlpage *p, *p0;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.close_on_want = 1;
+	f.reattach = 1;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	p0 = gs_session_page(s);
+	solo_hold(s, 7000, 7);
+	assert_int_equal(gs_session_link(s), GS_SESSION_RECONNECTING);
+	/* the next scheduling point re-attaches and waits for a grant */
+	assert_int_equal(gs_session_acquire(s, &err), 0);
+	assert_int_equal(gs_session_link(s), GS_SESSION_ATTACHED);
+	assert_int_equal(gs_session_reattaches(s), 1);
+	assert_int_equal(gs_session_page_epoch(s), 1);
+	p = gs_session_page(s);
+	assert_true(p != p0);
+	assert_int_equal(p0->gpu_ns, 7000);	/* still mapped */
+	assert_int_equal(p->resumed, 1);
+	assert_int_equal(f.page->resumed, 1);	/* the agent's view */
+	assert_int_equal(f.page0->resumed, 0);
+	assert_int_equal(p->gpu_ns, 7000);
+	assert_int_equal(p->block_tasks, 7);
+	assert_int_equal(p->pid, (uint32_t)getpid());
+	assert_int_equal(gs_session_grant_gen(s), 1);
+	memset(&res, 0, sizeof(res));
+	res.done = 1;
+	res.gpu_ns = 1000;
+	res.block_tasks = 1;
+	res.exit_ns = mono_ns();
+	assert_int_equal(gs_session_release(s, &res, &err), 0);
+	assert_int_equal(p->gpu_ns, 8000);
 	gs_session_close(s);
 	fake_stop(&f);
+	assert_int_equal(f.wants, 2);
+	assert_int_equal(f.releases, 1);
+	assert_int_equal(f.rel[0].gen, 1);
+	assert_int_equal(f.rel[0].gpu_ns, 1000);
+}
+
+/* The agent comes back without the allocation: unmanaged for good, the
+ * job runs on. */
+static void
+test_unmanaged(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.close_on_want = 1;
+	f.reattach = 2;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	solo_hold(s, 1000, 1);
+	/* this one's acquire gets ENOENT */
+	solo_hold(s, 1000, 1);
+	assert_int_equal(gs_session_link(s), GS_SESSION_UNMANAGED);
+	fake_stop(&f);
+	solo_hold(s, 1000, 1);
+	assert_int_equal(gs_session_link(s), GS_SESSION_UNMANAGED);
+	assert_int_equal(gs_session_page(s)->gpu_ns, 3000);
+	assert_int_equal(gs_session_reattaches(s), 0);
+	gs_session_close(s);
 }
 
 int
@@ -553,6 +698,8 @@ main(void)
 		cmocka_unit_test(test_page_counters),
 		cmocka_unit_test(test_executor_error),
 		cmocka_unit_test(test_agent_gone),
+		cmocka_unit_test(test_reattach),
+		cmocka_unit_test(test_unmanaged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

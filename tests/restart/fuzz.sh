@@ -1,0 +1,41 @@
+#!/bin/sh
+# Run the state file fuzzer for a bounded time (FUZZ_SECONDS, default 10)
+# from seeds written the way gshared writes them.
+set -u
+B=${B:-build}
+F=$B/tests/restart/fuzz_state
+secs=${FUZZ_SECONDS:-10}
+dir=$(mktemp -d /tmp/gsfuzz-state.XXXXXX)
+trap 'rm -rf "$dir"' EXIT INT TERM
+mkdir "$dir/seeds"
+# crc32 of the body, as state.c computes it
+seed() {	# NAME BODY COUNT
+	crc=$(printf '%s' "$2" | /usr/bin/python3 -c \
+		'import sys, zlib; print("%08x" % zlib.crc32(sys.stdin.buffer.read()))')
+	printf '%send allocs=%s crc32=%s\n' "$2" "$3" "$crc" > "$dir/seeds/$1"
+}
+L=' cluster=c1 job=42 step=0 node=n1 ns= pod= container= user=bob account=a%20b'
+seed empty "$(printf 'gshare-allocs 1\nnext_id 1\n')
+" 0
+seed one "gshare-allocs 1
+next_id 8
+alloc id=3 gpu=0 uuid=GPU-sim-0 shares=10 weight=1 priority=16 mode=0 uid=0 flags=0 created=1795292656000000000$L
+" 1
+seed two "gshare-allocs 1
+next_id 18
+alloc id=3 gpu=0 uuid=GPU-sim-0 shares=10 weight=1 priority=16 mode=0 uid=0 flags=1 created=1$L
+alloc id=17 gpu=1 uuid=GPU-sim-1 shares=90 weight=900 priority=31 mode=1 uid=1000 flags=0 created=2 cluster= job= step= node= ns=kube pod=p%25%3D container=c user= account=
+" 2
+top=$(pwd)
+cd "$dir" || exit 1
+"$top/$F" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 \
+	-print_final_stats=1 "$dir/seeds" > "$dir/log" 2>&1
+rc=$?
+tail -n 4 "$dir/log"
+if [ $rc != 0 ]; then
+	grep -v '^#' "$dir/log" | tail -n 40
+	for c in "$dir"/crash-* "$dir"/timeout-*; do
+		[ -e "$c" ] && { echo "input $c:"; od -c "$c" | head -20; }
+	done
+fi
+exit $rc

@@ -1,0 +1,23 @@
+# tests/restart — agent restart survival: the allocation table file
+# (node-agent/state.c: unit test and fuzzer) and the end-to-end test of
+# jobs running through a kill -9 / SIGTERM of gshared.
+
+UNIT_TESTS += $(B)/tests/restart/test_state
+$(B)/tests/restart/test_state.o: CFLAGS += -Inode-agent
+$(B)/tests/restart/test_state: $(B)/tests/restart/test_state.o \
+	    $(B)/node-agent/state.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+INTEG_TESTS += tests/restart/integ_restart.sh
+
+# libFuzzer target for the state file decoder; tests/restart/fuzz.sh runs
+# it for a bounded time
+FUZZ_STATE := $(B)/tests/restart/fuzz_state
+FUZZERS += $(FUZZ_STATE)
+TEST_HELPERS += $(FUZZ_STATE)
+INTEG_TESTS += tests/restart/fuzz.sh
+$(FUZZ_STATE): tests/restart/fuzz_state.c node-agent/state.c \
+	    node-agent/state.h common/gs_error.c common/gs_error.h
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) -Inode-agent -o $@ tests/restart/fuzz_state.c \
+	    node-agent/state.c common/gs_error.c

@@ -1,0 +1,343 @@
+/*
+ * test_state.c — unit tests of the allocation table file (state.c):
+ * round trips (escaped labels, empty table, large ids), atomic save/load,
+ * and every rejection path of the decoder (foreign magic and version,
+ * damaged bytes, checksum, counts, order, ranges, escapes, lengths,
+ * truncation, trailing bytes).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "state.h"
+
+static void fill(struct gs_state_alloc *a, uint64_t id)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->gpu = 1;
+	snprintf(a->gpu_uuid, sizeof(a->gpu_uuid), "GPU-sim-%llu",
+		 (unsigned long long)id);
+	a->shares = 30;
+	a->weight = 7;
+	a->priority = 16;
+	a->mode = 1;
+	a->uid = 1000;
+	a->flags = 1;
+	a->created_unix_ns = 1795292656000000000ull + id;
+	snprintf(a->labels.cluster, sizeof(a->labels.cluster), "c1");
+	snprintf(a->labels.job, sizeof(a->labels.job), "%llu",
+		 (unsigned long long)(4000 + id));
+	snprintf(a->labels.step, sizeof(a->labels.step), "batch");
+	snprintf(a->labels.ns, sizeof(a->labels.ns), "team a");
+	snprintf(a->labels.pod, sizeof(a->labels.pod), "p%%o=d\twith\xc3\xa9");
+	snprintf(a->labels.user, sizeof(a->labels.user), "bob");
+}
+
+/* encode st, decode it back, compare */
+static void roundtrip(const struct gs_state *st)
+{
+	struct gs_state back;
+	struct gs_error err;
+	char *buf;
+	size_t len;
+
+	assert_int_equal(gs_state_encode(st, &buf, &len, &err), 0);
+	assert_int_equal(strlen(buf), len);
+	assert_int_equal(gs_state_decode(buf, len, &back, &err), 0);
+	assert_int_equal(back.next_id, st->next_id);
+	assert_int_equal(back.n, st->n);
+	if (st->n)
+		assert_memory_equal(back.v, st->v, st->n * sizeof(*st->v));
+	gs_state_clear(&back);
+	free(buf);
+}
+
+static void test_roundtrip(void **state)
+{
+	struct gs_state st;
+	struct gs_state_alloc a;
+	struct gs_error err;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	st.next_id = 1;
+	roundtrip(&st);			/* empty table */
+	st.next_id = 100;
+	for (uint64_t id = 3; id < 100; id += 17) {
+		fill(&a, id);
+		assert_int_equal(gs_state_add(&st, &a, &err), 0);
+	}
+	roundtrip(&st);
+	/* labels filled to their limit, every escaped byte */
+	fill(&a, 99);
+	memset(a.labels.pod, '%', sizeof(a.labels.pod) - 1);
+	a.labels.pod[sizeof(a.labels.pod) - 1] = '\0';
+	for (size_t i = 0; i < sizeof(a.labels.account) - 1; i++)
+		a.labels.account[i] = (char)(1 + i * 4);
+	st.v[st.n - 1] = a;
+	roundtrip(&st);
+	/* extreme numbers */
+	st.next_id = UINT64_MAX;
+	st.v[st.n - 1].id = UINT64_MAX - 1;
+	st.v[st.n - 1].gpu = INT32_MAX;
+	st.v[st.n - 1].uid = UINT32_MAX;
+	st.v[st.n - 1].created_unix_ns = UINT64_MAX;
+	roundtrip(&st);
+	gs_state_clear(&st);
+}
+
+static char *good_text(size_t *len)
+{
+	struct gs_state st;
+	struct gs_state_alloc a;
+	struct gs_error err;
+	char *buf;
+
+	memset(&st, 0, sizeof(st));
+	st.next_id = 9;
+	fill(&a, 2);
+	assert_int_equal(gs_state_add(&st, &a, &err), 0);
+	fill(&a, 5);
+	assert_int_equal(gs_state_add(&st, &a, &err), 0);
+	assert_int_equal(gs_state_encode(&st, &buf, len, &err), 0);
+	gs_state_clear(&st);
+	return buf;
+}
+
+/* Recompute the end line's checksum so a test reaches the check it
+ * means rather than the checksum. */
+static uint32_t crc(const char *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+	for (size_t i = 0; i < n; i++) {
+		c ^= (uint8_t)p[i];
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+	}
+	return ~c;
+}
+
+/* body (without end line) + a correct end line for `count` records */
+static char *with_end(const char *body, unsigned count)
+{
+	size_t n = strlen(body);
+	char *out = malloc(n + 64);
+
+	assert_non_null(out);
+	snprintf(out, n + 64, "%send allocs=%u crc32=%08x\n", body, count,
+		 crc(body, n));
+	return out;
+}
+
+static void expect_bad(const char *text, size_t len, int code,
+		       const char *needle)
+{
+	struct gs_state st;
+	struct gs_error err;
+
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(gs_state_decode(text, len, &st, &err), -1);
+	assert_int_equal(err.code, code);
+	if (strstr(err.msg, needle) == NULL)
+		fail_msg("error '%s' does not mention '%s'", err.msg, needle);
+	assert_int_equal(st.n, 0);
+	assert_null(st.v);
+}
+
+static void expect_str(const char *text, int code, const char *needle)
+{
+	expect_bad(text, strlen(text), code, needle);
+}
+
+static void expect_bad_body(const char *body, unsigned count, int code,
+			    const char *needle)
+{
+	char *t = with_end(body, count);
+
+	expect_bad(t, strlen(t), code, needle);
+	free(t);
+}
+
+#define REC(id, rest) "alloc id=" #id " gpu=0 uuid=G shares=1 weight=1 " \
+	"priority=0 mode=0 uid=0 flags=0 created=1" rest
+#define LABELS " cluster= job=j step= node= ns= pod= container= user= " \
+	"account="
+
+static void test_reject(void **state)
+{
+	size_t len;
+	char *g = good_text(&len), *t;
+
+	(void)state;
+	/* the good one decodes */
+	{
+		struct gs_state st;
+		struct gs_error err;
+
+		assert_int_equal(gs_state_decode(g, len, &st, &err), 0);
+		assert_int_equal(st.n, 2);
+		gs_state_clear(&st);
+	}
+	/* every proper prefix is refused */
+	for (size_t n = 0; n < len; n++) {
+		struct gs_state st;
+		struct gs_error err;
+
+		assert_int_equal(gs_state_decode(g, n, &st, &err), -1);
+		assert_int_equal(err.code, GS_EPROTO);
+	}
+	/* any flipped byte is refused */
+	t = malloc(len);
+	assert_non_null(t);
+	for (size_t i = 0; i < len; i++) {
+		struct gs_state st;
+		struct gs_error err;
+
+		memcpy(t, g, len);
+		t[i] ^= 0x01;
+		assert_int_equal(gs_state_decode(t, len, &st, &err), -1);
+	}
+	free(t);
+	/* trailing bytes */
+	t = malloc(len + 2);
+	assert_non_null(t);
+	memcpy(t, g, len);
+	memcpy(t + len, "x\n", 2);
+	expect_bad(t, len + 2, GS_EPROTO, "after the end line");
+	free(t);
+	free(g);
+
+	expect_str("", GS_EPROTO, "ends");
+	expect_str("hello\n", GS_EPROTO, "not a gshare allocation table");
+	expect_str("gshare-allocs 2\nnext_id 1\nend allocs=0 crc32=0\n",
+		   GS_EVERSION, "version 2");
+	expect_str("gshare-allocs 01\n", GS_EPROTO, "leading zero");
+	expect_str("gshare-allocs 1\nnext_id 0\n", GS_EPROTO, "next_id 0");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(3, LABELS) "\n", 2,
+			GS_EPROTO, "counts 2");
+	t = with_end("gshare-allocs 1\nnext_id 9\n", 0);
+	t[strlen(t) - 2] ^= 0x01;	/* last crc digit */
+	expect_bad(t, strlen(t), GS_EPROTO, "checksum");
+	free(t);
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(5, LABELS) "\n"
+			REC(3, LABELS) "\n", 2, GS_EPROTO, "not increasing");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(9, LABELS) "\n", 1,
+			GS_EPROTO, "not below next_id");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(0, LABELS) "\n", 1,
+			GS_EPROTO, "id 0");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n"
+			"alloc id=1 gpu=-1 uuid=G shares=1 weight=1 priority=0"
+			" mode=0 uid=0 flags=0 created=1" LABELS "\n", 1,
+			GS_EPROTO, "not a number: gpu");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n"
+			"alloc id=1 gpu=0 uuid=G shares=4294967296 weight=1 "
+			"priority=0 mode=0 uid=0 flags=0 created=1" LABELS
+			"\n", 1, GS_EPROTO, "out of range: shares");
+	expect_bad_body("gshare-allocs 1\nnext_id 99999999999999999999\n", 0,
+			GS_EPROTO, "out of range");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, " cluster=%4")
+			" job=j step= node= ns= pod= container= user= "
+			"account=\n", 1, GS_EPROTO, "bad escape in cluster");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, " cluster=%00")
+			" job=j step= node= ns= pod= container= user= "
+			"account=\n", 1, GS_EPROTO, "NUL byte");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, " cluster=%4a")
+			" job=j step= node= ns= pod= container= user= "
+			"account=\n", 1, GS_EPROTO, "bad escape");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, " cluster=a\tb")
+			" job=j step= node= ns= pod= container= user= "
+			"account=\n", 1, GS_EPROTO, "bad byte in cluster");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, " job=j") "\n",
+			1, GS_EPROTO, "expected cluster");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, LABELS) " x\n",
+			1, GS_EPROTO, "trailing");
+	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(1, LABELS) "\n"
+			"garbage\n", 1, GS_EPROTO, "line 4");
+	/* a label one byte longer than its field */
+	{
+		char body[512], longv[GS_LABEL_MAX + 1];
+
+		memset(longv, 'x', GS_LABEL_MAX);
+		longv[GS_LABEL_MAX] = '\0';
+		snprintf(body, sizeof(body), "gshare-allocs 1\nnext_id 9\n"
+			 REC(1, " cluster=%s") " job=j step= node= ns= pod= "
+			 "container= user= account=\n", longv);
+		expect_bad_body(body, 1, GS_EPROTO, "too long: cluster");
+	}
+	expect_str("gshare-allocs 1\nnext_id 9\nend allocs=0 crc32=xyz\n",
+		   GS_EPROTO, "crc32");
+}
+
+static void test_files(void **state)
+{
+	char dir[] = "/tmp/gs-state-test.XXXXXX", path[256], tmp[300];
+	struct gs_state st, back;
+	struct gs_state_alloc a;
+	struct gs_error err;
+	struct stat sb;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/allocs", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* no file: 0, empty */
+	assert_int_equal(gs_state_load(path, &back, &err), 0);
+	assert_int_equal(back.n, 0);
+	memset(&st, 0, sizeof(st));
+	st.next_id = 12;
+	fill(&a, 11);
+	assert_int_equal(gs_state_add(&st, &a, &err), 0);
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	assert_int_equal(stat(tmp, &sb), -1);	/* renamed away */
+	assert_int_equal(gs_state_load(path, &back, &err), 1);
+	assert_int_equal(back.n, 1);
+	assert_memory_equal(back.v, st.v, sizeof(a));
+	gs_state_clear(&back);
+	/* overwrite with an empty table */
+	gs_state_clear(&st);
+	st.next_id = 12;
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	assert_int_equal(gs_state_load(path, &back, &err), 1);
+	assert_int_equal(back.n, 0);
+	assert_int_equal(back.next_id, 12);
+	/* damaged file */
+	f = fopen(path, "a");
+	assert_non_null(f);
+	fputs("junk\n", f);
+	fclose(f);
+	assert_int_equal(gs_state_load(path, &back, &err), -1);
+	assert_int_equal(err.code, GS_EPROTO);
+	/* a directory where the file should be */
+	unlink(path);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(gs_state_load(path, &back, &err), -1);
+	assert_int_equal(gs_state_save(path, &st, &err), -1);
+	assert_int_equal(stat(tmp, &sb), -1);	/* no temporary left */
+	rmdir(path);
+	/* unwritable directory path */
+	snprintf(path, sizeof(path), "%s/nodir/allocs", dir);
+	assert_int_equal(gs_state_save(path, &st, &err), -1);
+	assert_int_equal(err.code, GS_EIO);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_reject),
+		cmocka_unit_test(test_files),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
