@@ -58,7 +58,7 @@ struct gs__kstate {
 	unsigned long long done;	/* logical blocks completed */
 	unsigned long long neg_tmin;	/* max of ~start (globaltimer) */
 	unsigned long long _rsv0;
-	unsigned int parked;		/* blocks parked on I/O, this launch */
+	unsigned int parked;		/* blocks parked on I/O */
 	unsigned int overflow;		/* redo ring overflow (bug) */
 	unsigned int io_posted;		/* RPC ring position */
 	unsigned int finished;		/* seq of the launch that finished
@@ -91,7 +91,7 @@ struct gs__status {
 struct gs__rpc {
 	unsigned int op;
 	int fd;
-	long long off;			/* < 0: read from a stream (pipe) */
+	long long off;			/* < 0: from a stream (pipe) */
 	unsigned long long len;
 	unsigned long long dst;		/* device pointer */
 	long long result;		/* bytes read, or -errno */
@@ -208,7 +208,8 @@ static __shared__ __align__(16) struct gs__blk gs__b;
  * waits for it.  .cg reads L2, where the watcher's atomicMax lands. */
 static __device__ __forceinline__ void gs__flag_fetch(const unsigned int *f)
 {
-	unsigned int dst = (unsigned int)__cvta_generic_to_shared(gs__b.flagbuf);
+	unsigned int dst =
+	    (unsigned int)__cvta_generic_to_shared(gs__b.flagbuf);
 
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
 		     "cp.async.commit_group;\n" :: "r"(dst), "l"(f) : "memory");
@@ -446,8 +447,8 @@ static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
 			if (s->staged && s->result > 0 && c.io_stage != NULL) {
 				gs__b.stage_src[p] = c.io_stage +
 						     (size_t)lb * GS__INLINE;
-				gs__b.stage_dst[p] = (unsigned char *)(uintptr_t)
-						     s->dst;
+				gs__b.stage_dst[p] =
+				    (unsigned char *)(uintptr_t)s->dst;
 				gs__b.stage_len[p] = (unsigned int)s->result;
 			}
 			s->op = GS__RPC_FREE;
@@ -596,7 +597,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	while (!__syncthreads_or(stop)) {
 		const unsigned int p = k & 1u;
 
-		gs__b.wpar[gs__tid() >> 5] = p;	/* every lane, same value */
+		/* every lane writes the same value */
+		gs__b.wpar[gs__tid() >> 5] = p;
 		if (c.io_stage != NULL && gs__b.stage_len[p] != 0) {
 			gs__copy_in(p);
 			__syncthreads();
@@ -677,7 +679,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		return (int)cudaGetLastError();				\
 	}								\
 	extern "C" const struct gs_kernel name = {			\
-		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name,	\
+		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name, \
 		name##__occ, name##__launch };				\
 	static __device__ __forceinline__ void name##__body(		\
 	    const argtype &argname)

@@ -66,12 +66,12 @@ uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
 /* Runtime configuration from the environment. */
 struct gs__config {
 	unsigned int batch;		/* GSHARE_BATCH, 0: adaptive */
-	uint64_t force_min_ns;		/* GSHARE_FORCE_SUSPEND_US=MIN:MAX */
+	uint64_t force_min_ns;		/* GSHARE_FORCE_SUSPEND_US */
 	uint64_t force_max_ns;		/* 0: off */
-	unsigned int watch_ns;		/* GSHARE_WATCH_NS, default 1000 */
+	unsigned int watch_ns;		/* GSHARE_WATCH_NS (1000) */
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
-	uint64_t seed;			/* GSHARE_SEED, default from time */
+	uint64_t seed;			/* GSHARE_SEED, 0: time */
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

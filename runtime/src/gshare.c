@@ -125,9 +125,9 @@ struct gs__rt {
 	void *stage;
 	struct gs__pending_read *pend;
 	size_t npend, cappend;
-	int io_kernels;			/* records with GS_KF_IO queued */
+	int io_kernels;			/* GS_KF_IO records queued */
 	struct gs_stats stats;
-	uint64_t evs[GS__EVS];		/* eviction latency samples (ring) */
+	uint64_t evs[GS__EVS];		/* eviction latencies (ring) */
 	uint64_t nevs;
 	struct gs__launch **tmp;	/* scratch: launched records */
 	size_t ntmp, captmp;
@@ -449,7 +449,8 @@ serve_fd(int fd)
 	cudaError_t e = cudaSuccess;
 
 	for (j = 0; j < rt->npend && k < 256; j++) {
-		volatile struct gs__rpc *s = &rt->pend[j].l->rpc[rt->pend[j].lb];
+		volatile struct gs__rpc *s =
+		    &rt->pend[j].l->rpc[rt->pend[j].lb];
 		unsigned long long l1 = s->len > GS__STAGE ? GS__STAGE : s->len;
 
 		if (s->fd != fd)
@@ -472,15 +473,18 @@ serve_fd(int fd)
 		volatile struct gs__rpc *s = &p->l->rpc[p->lb];
 		long long res;
 
-		if (n < 0)
+		if (n < 0) {
 			res = -errno;
-		else if ((unsigned long long)n > q * len)
-			res = (long long)((unsigned long long)n - q * len > len ?
-					  len : (unsigned long long)n - q * len);
-		else if (q == 0)
+		} else if ((unsigned long long)n > q * len) {
+			unsigned long long left =
+			    (unsigned long long)n - q * len;
+
+			res = (long long)(left > len ? len : left);
+		} else if (q == 0) {
 			res = 0;	/* end of file */
-		else
+		} else {
 			break;		/* no bytes left for this one */
+		}
 		s->staged = 0;
 		if (res > 0 && p->l->istage != NULL && len <= GS__INLINE) {
 			memcpy(p->l->istage + (size_t)p->lb * GS__INLINE,
