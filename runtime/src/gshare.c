@@ -103,6 +103,7 @@ struct gs__rt {
 	struct gs_ctlpage *fake;		/* forced mode */
 	volatile struct gs_ctlpage *d_page;	/* device view */
 	int page_registered;
+	uint64_t page_epoch;	/* gs_session_page_epoch of page */
 	cudaStream_t wstream, iostream;
 	unsigned int *d_flag;
 	volatile unsigned int *quit, *d_quit;
@@ -993,6 +994,32 @@ drive_standalone(void)
 	return 0;
 }
 
+static int map_page(void);
+
+/* The session re-attached to a restarted agent and has a new control page
+ * (gs_session_page_epoch): the device watcher must read that one.  The
+ * last hold's watcher is told to quit; wait for it before the old page
+ * is unregistered. */
+static int
+follow_page(void)
+{
+	uint64_t ep = gs_session_page_epoch(rt->sess);
+	cudaError_t e;
+
+	if (ep == rt->page_epoch)
+		return 0;
+	e = cudaStreamSynchronize(rt->wstream);
+	if (!CU_OK(e))
+		return cufail(e, "watcher stream");
+	if (rt->page_registered) {
+		cudaHostUnregister((void *)(uintptr_t)rt->page);
+		rt->page_registered = 0;
+	}
+	rt->page = gs_session_page(rt->sess);
+	rt->page_epoch = ep;
+	return map_page();
+}
+
 /* Executor for gs_session_run: one token hold. */
 static int
 exec_run(void *ctx, volatile struct gs_ctlpage *page,
@@ -1001,6 +1028,10 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 	int rc;
 
 	(void)ctx;
+	if (follow_page() < 0) {
+		*err = last_err;
+		return -1;
+	}
 	rc = run_hold(page, res);
 	if (rc < 0) {
 		*err = last_err;
