@@ -8,7 +8,10 @@
 # outage, re-attach to the same allocations, and then obey the new
 # agent's suspends on their new control pages: the agent logs no
 # escalation ("ignored a suspend") after the restart, both allocations
-# see suspensions again, and both jobs exit 0.  A third job, gs-sgemm
+# see suspensions again, the eaters' eviction latency in their last three
+# 1 s windows (well after the restart) stays under EVICT_MAX_US (a device
+# watcher still reading the old page leaves only at the host's next look,
+# milliseconds later), and both jobs exit 0.  A third job, gs-sgemm
 # --check, runs through the restart and must still compute exactly.
 # Usage: tests/restart/gpu_restart.sh [BUILD_DIR]
 set -u
@@ -16,6 +19,7 @@ B=${1:-build}
 TMP=$(mktemp -d /tmp/gs-gpurestart.XXXXXX)
 . tests/gpu/agent.sh
 EX=$B/runtime/examples
+EVICT_MAX_US=${EVICT_MAX_US:-1000}
 P1=""; P2=""; P3=""
 cleanup() {
 	for p in $P1 $P2 $P3; do kill -9 "$p" 2>/dev/null; done
@@ -100,6 +104,13 @@ P1=""; P2=""
 wait "$P3" || fail "sgemm failed"
 P3=""
 grep -q "^check sgemm ok" "$TMP/j3.log" || fail "sgemm check"
+for j in 1 2; do
+	grep '^window eater' "$TMP/j$j.log" | tail -n 3 |
+	    sed 's/.*evict_avg_us=//' | while read -r ev; do
+		/usr/bin/python3 -c "import sys; sys.exit(0 if $ev < $EVICT_MAX_US else 1)" ||
+			{ echo "eater $j: eviction $ev us after the restart"; exit 1; }
+	done || fail "eviction latency after the restart"
+done
 grep "^check " "$TMP/j3.log"
 tail -n 3 "$TMP/j1.log" "$TMP/j2.log"
 echo "PASS"
