@@ -111,6 +111,8 @@ struct gs__rt {
 							 * time */
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
+	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
+	uint64_t next_progress_ns;	/* next gs_session_progress */
 	struct gs__status *st, *d_st;
 	struct gs__kstate *d_ks;
 	unsigned int *free_slots, nfree;
@@ -702,6 +704,17 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 					 __ATOMIC_RELEASE);
 			deadline = 0;
 		}
+		/* attached: publish progress about every ms (the agent's
+		 * accounting sees long holds; the session ends standalone
+		 * slices and watches its link there) */
+		if (rt->sess != NULL && page != NULL &&
+		    now >= rt->next_progress_ns) {
+			struct gs_error perr;
+
+			rt->next_progress_ns = now + 1000000u;
+			(void)gs_session_progress(rt->sess, rt->hold_gpu_ns,
+						  rt->hold_tasks, &perr);
+		}
 		if ((iter & 255u) == 0) {
 			for (i = 0; i < rt->ntmp; i++) {
 				e = cudaStreamQuery(rt->tmp[i]->stream);
@@ -893,6 +906,9 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 	int susp = 0, runnable, rc;
 
 	memset(res, 0, sizeof(*res));
+	rt->hold_gpu_ns = 0;
+	rt->hold_tasks = 0;
+	rt->next_progress_ns = 0;
 	for (;;) {
 		unsigned int gen = ++rt->gen;
 
@@ -922,6 +938,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			return -1;
 		res->gpu_ns += gpu;
 		res->block_tasks += tasks;
+		rt->hold_gpu_ns = res->gpu_ns;
+		rt->hold_tasks = res->block_tasks;
 		res->exit_ns = exit_ns;
 		if (gs__queues_total(&rt->q) == 0) {
 			res->done = 1;

@@ -14,7 +14,9 @@
 #   4. attached to a real agent (a private gshared started here): pairs of
 #      examples share the GPU with an always-busy eater under the agent's
 #      1 ms slices, each checked the same way (skipped with a note when
-#      gshared is not built).
+#      gshared is not built);
+#   5. the agent is killed (-9) and restarted while an attached eater runs:
+#      the job must finish and check out.
 # Usage: tests/gpu/run.sh [BUILD_DIR]   (default build; needs a GPU)
 # Exit status 0 only if every run passed.  Runs in about 2–4 minutes.
 set -u
@@ -114,10 +116,49 @@ attached() {	# label a b
 	kill "$pc" 2>/dev/null; wait "$pc" 2>/dev/null
 	for i in $ia $ib $ic; do ctl close "$i" >/dev/null 2>&1; done
 }
+# 5. the agent dies (kill -9) and comes back while an attached job runs:
+# the job goes on standalone, re-attaches, and still checks out
+restart() {
+	ia=$(ctl create --shares 30 --weight 1) &&
+	ic=$(ctl create --shares 30 --weight 1) || {
+		fail=$((fail + 1)); failed="$failed restart/create"; return; }
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic timeout -k 5 120 \
+	    "$EX/gs-eater" --run 100 >"$LOG/competitor-restart.log" 2>&1 &
+	pc=$!
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	    "$EX/gs-eater" --check 4 >"$LOG/eater-restart.log" 2>&1 &
+	pa=$!
+	# wait (deadline 30 s) until the agent has suspended the job once
+	i=0
+	while [ "$(ctl status 2>/dev/null |
+	    awk -v id="$ia" '$1 == id { print $11 }')" = 0 ] && [ $i -lt 300 ]; do
+		i=$((i + 1)); sleep 0.1
+	done
+	kill -9 "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null
+	AGENT_PID=""
+	cp "$TMP/gshared.log" "$LOG/gshared-before-restart.log"
+	if ! agent_start 1ms; then
+		fail=$((fail + 1)); failed="$failed restart/agent"
+		kill "$pa" "$pc" 2>/dev/null; return
+	fi
+	if wait "$pa" && grep -q "^check eater ok" "$LOG/eater-restart.log"; then
+		pass=$((pass + 1))
+		printf 'gpu    PASS %-8s %-10s %s\n' eater restart \
+		    "$(grep '^check ' "$LOG/eater-restart.log" | cut -d' ' -f4-9)"
+	else
+		fail=$((fail + 1)); failed="$failed eater/restart"
+		printf 'gpu    FAIL %-8s %-10s\n' eater restart
+		tail -n 20 "$LOG/eater-restart.log" | sed 's/^/    | /'
+	fi
+	kill "$pc" 2>/dev/null; wait "$pc" 2>/dev/null
+	ctl close "$ia" >/dev/null 2>&1; ctl close "$ic" >/dev/null 2>&1
+}
+
 if agent_start 1ms; then
 	attached agent eater sgemm
 	attached agent vadd reduce
 	attached agent stencil server
+	restart
 	cp "$TMP/gshared.log" "$LOG/gshared.log"
 	agent_stop
 else
