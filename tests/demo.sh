@@ -10,7 +10,10 @@
 # Hook for other jobs: DEMO_JOB is the command run for each job; it gets
 # GSHARE_SOCKET, GSHARE_ALLOC, DEMO_NAME and DEMO_SECONDS in its
 # environment and should run ~DEMO_SECONDS busy on the GPU through
-# libgshare's host loop.  Default: the simulated job,
+# libgshare's host loop.  Default: when gshared found a real GPU and the
+# runtime's examples are built (nvcc present), the GPU eater example
+#   gs-eater --run $DEMO_SECONDS   (libgshare, persistent kernels)
+# else the simulated job,
 #   gshare-simjob -n $DEMO_NAME -d $DEMO_SECONDS
 # DEMO_SECONDS (default 15) changes the length.
 set -u
@@ -18,6 +21,7 @@ B=${B:-build}
 GSHARED=$B/node-agent/gshared
 CTL=$B/node-agent/gsharectl
 SIM=$B/runtime/sim/gshare-simjob
+EATER=$B/runtime/examples/gs-eater
 PY=/usr/bin/python3
 DEMO_SECONDS=${DEMO_SECONDS:-15}
 DEMO_JOB=${DEMO_JOB:-}
@@ -85,6 +89,17 @@ until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
 	sleep 0.05
 done
 sed 's/^/  | /' "$dir/gshared.log"
+
+# A real GPU and a built runtime: the jobs are real GPU jobs.
+if [ -z "$DEMO_JOB" ] && [ -x "$EATER" ] &&
+   $CTL -s "$sock" status --json 2>/dev/null |
+   $PY -c 'import json,sys; g=json.load(sys.stdin)["gpus"]; sys.exit(0 if g and not g[0]["simulated"] else 1)'
+then
+	DEMO_JOB="exec $EATER --run \$DEMO_SECONDS"
+	echo "demo: real GPU found: each job is $EATER (libgshare)"
+else
+	[ -n "$DEMO_JOB" ] || echo "demo: no GPU found: each job is the simulated job $SIM"
+fi
 
 for spec in demo-a:20 demo-b:30 demo-c:50; do
 	name=${spec%%:*}
