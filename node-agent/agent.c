@@ -1122,18 +1122,30 @@ static void req_set(struct gs_conn *c, const struct gs_msg *m)
 	reply_ok(c, m->seq);
 }
 
-static void req_drain(struct gs_conn *c, const struct gs_msg *m)
+/* DRAIN and GPU_FAULT: root only, naming one of this node's GPUs (both
+ * carry it in the drain payload).  Replies with the error and returns NULL
+ * when the request cannot go on. */
+static struct gs_gpu *root_gpu_request(struct gs_conn *c,
+				       const struct gs_msg *m)
 {
 	struct gs_gpu *g;
 
 	if (need_root(c, m) < 0)
-		return;
+		return NULL;
 	g = gpu_by_index(c->ag, m->u.drain.gpu);
-	if (g == NULL) {
+	if (g == NULL)
 		reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this node",
 			  m->u.drain.gpu);
+	return g;
+}
+
+static void req_drain(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_gpu *g;
+
+	g = root_gpu_request(c, m);
+	if (g == NULL)
 		return;
-	}
 	g->drained = m->u.drain.on ? 1 : 0;
 	log_info("gpu %d %s", g->d.index,
 		 g->drained ? "drained" : "accepts allocations again");
@@ -1147,14 +1159,9 @@ static void req_gpu_fault(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_gpu *g;
 
-	if (need_root(c, m) < 0)
+	g = root_gpu_request(c, m);
+	if (g == NULL)
 		return;
-	g = gpu_by_index(c->ag, m->u.drain.gpu);
-	if (g == NULL) {
-		reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this node",
-			  m->u.drain.gpu);
-		return;
-	}
 	if (!g->d.simulated && m->u.drain.on) {
 		reply_err(c, m->seq, GS_EINVAL, "GPU %d is not simulated: "
 			  "faults can only be injected into simulated GPUs",
