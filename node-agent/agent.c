@@ -198,6 +198,7 @@ static void sched_params_of(const struct gs_agent_config *c,
 	p->grace_ns = c->grace_ns;
 	p->escalation = c->escalation;
 	p->aging_ns = c->aging_ns ? c->aging_ns : c->slice_ns;
+	p->idle_grace_ns = c->idle_grace_ns;
 }
 
 static struct gs_gpu *gpu_of(struct gs_agent *ag, const struct gs_alloc *a)

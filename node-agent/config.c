@@ -38,6 +38,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_DURATION("aging", C, aging_ns, 0, 3600 * GS_NS_PER_S, "0",
 			    "dynamic-priority: wait per class boost "
 			    "(0: one slice)"),
+	GS_CFG_KEY_DURATION("idle_grace", C, idle_grace_ns, 0, GS_NS_PER_S,
+			    "2ms", "idle gap that keeps a job's place "
+			    "(0: off)"),
 	GS_CFG_KEY_ENUM("log", C, log, log_names, "syslog",
 			"log target (-d logs to stderr)"),
 	GS_CFG_KEY_STRING("log_file", C, log_file, 0, NULL,

@@ -29,6 +29,7 @@
 #define NCLASS (GS_SCHED_PRIO_MAX + 1u)
 #define DEF_SLICE_NS 4000000ull
 #define DEF_GRACE_NS 100000000ull
+#define DEF_IDLE_GRACE_NS 2000000ull
 
 struct ent {
 	uint64_t id;
@@ -40,6 +41,8 @@ struct ent {
 	uint8_t suspending;	/* SUSPEND sent, no release yet */
 	uint8_t revoked;	/* escalated, token taken, no release yet */
 	uint8_t held_back;	/* serving its overrun penalty */
+	uint8_t can_return;	/* went idle as holder: may come back */
+	uint8_t back;		/* came back within the idle grace */
 	uint64_t vtime;
 	uint64_t gpu_ns;	/* total charged GPU time */
 	uint64_t wait_since;	/* DYNPRIO aging origin */
@@ -49,6 +52,8 @@ struct ent {
 	uint64_t revoked_at;
 	uint64_t hold_until;	/* held_back: penalty end */
 	uint64_t skip_ns;	/* not charged at release (policy change) */
+	uint64_t idle_at;	/* can_return: time of the idle release */
+	uint64_t lag;		/* can_return: vtime below the others then */
 };
 
 struct gs_sched {
@@ -69,6 +74,7 @@ gs_sched_params_default(struct gs_sched_params *p)
 	p->grace_ns = DEF_GRACE_NS;
 	p->escalation = GS_ESC_HOLD;
 	p->aging_ns = DEF_SLICE_NS;
+	p->idle_grace_ns = DEF_IDLE_GRACE_NS;
 }
 
 static void
@@ -129,8 +135,11 @@ gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 	for (c = 0; c < NCLASS; c++)
 		if (s->floor[c] > m)
 			m = s->floor[c];
-	for (i = 0; i < s->n; i++)
+	for (i = 0; i < s->n; i++) {
 		s->e[i].vtime = m;
+		s->e[i].can_return = 0;	/* lags of the old epoch */
+		s->e[i].back = 0;
+	}
 	for (c = 0; c < NCLASS; c++)
 		s->floor[c] = m;
 	/* The holder's grant so far belongs to the old epoch too. */
@@ -255,14 +264,53 @@ class_has_other(const struct gs_sched *s, const struct ent *e, unsigned skip)
 	return 0;
 }
 
+/* Least projected vtime of the active entries of e's class other than
+ * e (UINT64_MAX: none). */
+static uint64_t
+others_min(const struct gs_sched *s, const struct ent *e, uint64_t now)
+{
+	uint64_t m = UINT64_MAX;
+	unsigned i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct ent *o = &s->e[i];
+
+		if (o == e || !o->active || o->revoked ||
+		    cls(s, o) != cls(s, e))
+			continue;
+		if (proj_vt(o, now) < m)
+			m = proj_vt(o, now);
+	}
+	return m;
+}
+
 /* The activation reset: an entry that starts wanting the GPU begins at
- * its class floor, so idling saves nothing up. */
+ * its class floor, so idling saves nothing up.  Within the idle grace
+ * after an idle release as holder it keeps its own vtime, but no further
+ * below the floor than the lag it had then, or the grace's worth of its
+ * own GPU time if that is more. */
 static void
 activate(struct gs_sched *s, struct ent *e, uint64_t now)
 {
+	uint64_t f;
+
 	update_floors(s, now);
-	if (e->vtime < s->floor[cls(s, e)])
-		e->vtime = s->floor[cls(s, e)];
+	f = s->floor[cls(s, e)];
+	e->back = e->can_return && s->p.idle_grace_ns != 0 &&
+		  now >= e->idle_at && now - e->idle_at < s->p.idle_grace_ns;
+	e->can_return = 0;
+	if (e->back) {
+		/* It keeps its own vtime, unless that lies further below
+		 * the floor than its lag or the grace's worth of its own
+		 * GPU time: no saving up over many short gaps. */
+		uint64_t bank = charge_of(s->p.idle_grace_ns, e->weight);
+
+		if (e->lag > bank)
+			bank = e->lag;
+		f = f > bank ? f - bank : 0;
+	}
+	if (e->vtime < f)
+		e->vtime = f;
 	e->active = 1;
 	e->wait_since = now;
 }
@@ -349,6 +397,8 @@ gs_sched_set_priority(struct gs_sched *s, uint64_t id, uint32_t prio)
 		return 0;
 	e->prio = prio;
 	e->eff = prio;
+	e->can_return = 0;	/* its lag was against the old class */
+	e->back = 0;
 	/* Entering another class: no burst against its members. */
 	if (s->p.policy != GS_POLICY_WFQ && e->active && !e->revoked) {
 		update_floors(s, 0);	/* no clock here: no projection */
@@ -402,6 +452,7 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		e->suspending = 0;
 		e->held_back = 1;
 		e->hold_until = sat_add(now, over);
+		e->can_return = 0;
 	} else if (s->hidx == i) {
 		uint64_t c = gpu_ns > e->skip_ns ? gpu_ns - e->skip_ns : 0;
 
@@ -411,6 +462,16 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		e->holding = 0;
 		e->suspending = 0;
 		s->hidx = -1;
+		if (idle) {
+			/* How far below the others it is: kept if it comes
+			 * back within the idle grace. */
+			uint64_t m = others_min(s, e, now);
+
+			e->can_return = 1;
+			e->idle_at = now;
+			e->lag = m != UINT64_MAX && m > e->vtime
+					 ? m - e->vtime : 0;
+		}
 	} else {
 		return -1;	/* not holding the token */
 	}
@@ -574,6 +635,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 		h->holding = 1;
 		h->suspending = 0;
 		h->held_back = 0;
+		h->back = 0;
 		h->grant_at = now;
 		h->skip_ns = 0;
 		h->slice_end = sat_add(now, s->p.slice_ns);
@@ -599,6 +661,11 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			goto out;
 		}
 		if (s->p.policy != GS_POLICY_WFQ && c->prio > h->eff)
+			preempt = 1;
+		else if (c->back && c->eff == eff_prio(s, h, now) &&
+			 c->vtime <= proj_vt(h, now))
+			/* Back from a short gap, owed the GPU: the holder
+			 * only filled the gap. */
 			preempt = 1;
 		else if (now >= h->slice_end) {
 			uint32_t ec = c->eff, eh = eff_prio(s, h, now);

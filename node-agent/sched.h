@@ -10,7 +10,8 @@
  *  - WFQ: virtual time per allocation; the active allocation with the least
  *    vtime runs next; a release charges gpu_ns * WEIGHT_SCALE / weight; an
  *    allocation that becomes active starts at max(own vtime, min vtime of
- *    the active set) so idling saves nothing up (GLoop §5.3, LoGA §3.4).
+ *    the active set) so idling saves nothing up (GLoop §5.3, LoGA §3.4),
+ *    except after an idle gap shorter than idle_grace_ns (below).
  *    Work-conserving: a lone active allocation keeps the token with no
  *    suspends at all.
  *  - PRIORITY: the highest priority class that is active runs, WFQ within
@@ -36,6 +37,19 @@
  *    of its active entries, never going backwards; when a class empties
  *    the floor keeps the last leaver's vtime.  Weight changes affect only
  *    future charges.
+ *  - Idle grace: a holder that releases as idle and wants again less than
+ *    idle_grace_ns later (a job that synchronizes: its kernels finished,
+ *    the next ones follow microseconds later) keeps its own vtime instead
+ *    of the activation reset, bounded: it starts no further below the
+ *    floor than max(its lag when it went idle — how far below the least
+ *    vtime of the others in its class it was, earned while active — and
+ *    idle_grace_ns of its own GPU time), so it banks at most the grace's
+ *    worth beyond its lag and many short gaps save nothing up.  Until its
+ *    next grant it preempts at once a holder of its class whose projected
+ *    vtime is >= its own (the allocation that filled the gap) instead of
+ *    waiting for that holder's slice end.  Gaps of idle_grace_ns or more,
+ *    idle releases of escalated holders, a class change, a policy change
+ *    and idle_grace_ns = 0 get the plain activation reset.
  *  - PRIORITY / DYNPRIO preempt at once only when a waiter's static
  *    priority beats the holder's; DYNPRIO ages waiters by one class per
  *    aging_ns waited (aging_ns 0: slice_ns), capped at GS_SCHED_BOOST_MAX,
@@ -79,6 +93,7 @@ struct gs_sched_params {
 	uint64_t grace_ns;	/* suspend → escalate */
 	uint32_t escalation;	/* enum gs_escalation */
 	uint64_t aging_ns;	/* dynamic priority: wait per class boost */
+	uint64_t idle_grace_ns;	/* short idle gaps keep the vtime (0: off) */
 };
 
 enum gs_sched_act_kind {
@@ -105,7 +120,8 @@ struct gs_sched_entry_info {
 
 struct gs_sched;
 
-/* Defaults: WFQ, 4 ms slices, 100 ms grace, HOLD, aging = slice. */
+/* Defaults: WFQ, 4 ms slices, 100 ms grace, HOLD, aging = slice, 2 ms
+ * idle grace. */
 void gs_sched_params_default(struct gs_sched_params *p);
 
 /* NULL on out of memory. */

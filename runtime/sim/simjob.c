@@ -313,7 +313,7 @@ usage(FILE *f)
 "  -w, --work SEC        stop after this much simulated GPU time\n"
 "      --at NS           start at this CLOCK_MONOTONIC time (shared window)\n"
 "      --busy-ms N       duty cycle: N ms of GPU work, then\n"
-"      --idle-ms N       N ms idle (released as IOWAIT)\n"
+"      --idle-ms N       N ms idle (released as IOWAIT; fractions: 0.02)\n"
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
 "  -j, --json            JSON lines instead of key=value\n"
@@ -357,6 +357,25 @@ parse_sec(const char *opt, const char *v, uint64_t *out)
 		return -1;
 	}
 	*out = (uint64_t)(x * 1e9);
+	return 0;
+}
+
+/* Milliseconds, fractions allowed (0.02: 20 us). */
+static int
+parse_ms(const char *opt, const char *v, uint64_t *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || end == v || !(x >= 0) ||
+	    x > 1e9) {
+		fprintf(stderr, "gshare-simjob: %s: '%s' is not a number of "
+			"milliseconds\n", opt, v);
+		return -1;
+	}
+	*out = (uint64_t)(x * 1e6 + 0.5);
 	return 0;
 }
 
@@ -484,14 +503,12 @@ main(int argc, char **argv)
 				return 2;
 			break;
 		case OPT_BUSY:
-			if (parse_u64("--busy-ms", optarg, &v) < 0)
+			if (parse_ms("--busy-ms", optarg, &m.busy_ns) < 0)
 				return 2;
-			m.busy_ns = v * NS_PER_MS;
 			break;
 		case OPT_IDLE:
-			if (parse_u64("--idle-ms", optarg, &v) < 0)
+			if (parse_ms("--idle-ms", optarg, &m.idle_ns) < 0)
 				return 2;
-			m.idle_ns = v * NS_PER_MS;
 			break;
 		case OPT_OVERRUN:
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)

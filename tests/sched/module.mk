@@ -21,6 +21,8 @@ BENCHES += $(B)/tests/sched/bench_sched tests/sched/bench_shares.sh
 
 # End to end: gshared + three gshare-simjob, weights 1:2:3 (about 20 s).
 INTEG_TESTS += tests/sched/integ_shares.sh
+# Idle grace: 1:3 with the weight-3 job synchronizing every 3 ms (10 s).
+INTEG_TESTS += tests/sched/integ_idle.sh
 # Non-cooperating holder: escalation hold, then kill after SIGHUP (14 s).
 INTEG_TESTS += tests/sched/integ_noncoop.sh
 # Static priority preemption and dynamic priority without starvation (14 s).

@@ -438,6 +438,128 @@ test_activation_reset_long_grant(void **state)
 	gs_sched_free(m.s);
 }
 
+/* A job that synchronizes often: weight 3, bursts of 3 ms of GPU work with
+ * a 20 us idle gap between them (kernels done, the token released as
+ * idle, the next kernels launched), against an always-busy weight-1 job.
+ * The gaps are shorter than the idle grace, so they must not cost the
+ * weight-3 job its place: 25/75 within 1 point in every 1 s window. */
+static void
+check_short_gaps(uint64_t busy, uint64_t gap, double tol)
+{
+	struct sim m;
+	double share[MAXJ];
+	struct sjob *b;
+	int win;
+
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	b = sim_add(&m, 3, 1);
+	b->busy_ns = busy;
+	b->idle_ns = gap;
+	start_all(&m);
+	sim_run(&m, m.now + 500 * MS);	/* warm-up */
+	for (win = 0; win < 10; win++) {
+		sim_window(&m, 1 * SEC, share);
+		if (share[0] < 25.0 - tol || share[0] > 25.0 + tol ||
+		    share[1] < 75.0 - tol || share[1] > 75.0 + tol)
+			fail_msg("busy %llu us gap %llu us, window %d: "
+				 "%.2f/%.2f%% want 25/75",
+				 (unsigned long long)(busy / 1000),
+				 (unsigned long long)(gap / 1000), win,
+				 share[0], share[1]);
+		/* work-conserving: the gaps are filled */
+		assert_true(share[0] + share[1] > 99.0);
+	}
+	print_message("  busy %llu us, gap %llu us: %.2f/%.2f%%, %llu "
+		      "suspends\n", (unsigned long long)(busy / 1000),
+		      (unsigned long long)(gap / 1000), share[0], share[1],
+		      (unsigned long long)m.acts[GS_ACT_SUSPEND]);
+	gs_sched_free(m.s);
+}
+
+static void
+test_short_idle_gaps(void **state)
+{
+	(void)state;
+	check_short_gaps(3 * MS, 20000, 1.0);
+	/* Other periods and gaps.  A gap is charged as at an activation
+	 * when the job's lag exceeds the grace's worth (gap * 3 of its GPU
+	 * time here), hence the wider margin where gaps are 2% of the
+	 * period (measured 26.1/73.9 and 26.0/74.0 at worst). */
+	check_short_gaps(1 * MS, 20000, 1.5);
+	check_short_gaps(10 * MS, 200000, 1.5);
+}
+
+/* The idle grace: gaps of the grace or more get the plain activation
+ * reset (as does idle_grace 0), and a job whose gaps stay under the grace
+ * saves nothing up while it uses less than its share. */
+static void
+test_idle_grace_bounded(void **state)
+{
+	struct gs_sched_params p;
+	struct sim m;
+	double share[MAXJ];
+	struct sjob *b;
+	int i, g;
+
+	(void)state;
+	for (g = 0; g < 2; g++) {
+		/* g 0: grace off, 20 us gaps; g 1: 2.5 ms gaps > grace */
+		sim_init(&m, GS_POLICY_WFQ);
+		if (g == 0) {
+			gs_sched_params_default(&p);
+			p.idle_grace_ns = 0;
+			gs_sched_set_params(m.s, &p);
+		}
+		sim_add(&m, 1, 1);
+		b = sim_add(&m, 3, 1);
+		b->busy_ns = 3 * MS;
+		b->idle_ns = g == 0 ? 20000 : 2500000;
+		start_all(&m);
+		sim_run(&m, m.now + 500 * MS);
+		sim_window(&m, 2 * SEC, share);
+		print_message("  grace %s, gap %s: %.2f/%.2f%%\n",
+			      g == 0 ? "off" : "2 ms", g == 0 ? "20 us" :
+			      "2.5 ms", share[0], share[1]);
+		/* reset every gap: the weight-3 job loses its place (a
+		 * slice of the other job per burst) */
+		assert_true(share[1] < 50.0);
+		gs_sched_free(m.s);
+	}
+
+	/* B (weight 1) uses 1 ms per 2.5 ms with 1.5 ms gaps for 3 s, under
+	 * its 50% share: it gets what it asks for, and then, always busy,
+	 * no burst beyond its share. */
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add(&m, 1, 1);
+	b = sim_add(&m, 1, 1);
+	b->busy_ns = 1 * MS;
+	b->idle_ns = 1500000;
+	start_all(&m);
+	sim_window(&m, 3 * SEC, share);
+	print_message("  light B with short gaps: %.2f%%\n", share[1]);
+	assert_true(share[1] > 35.0 && share[1] < 41.0);
+	b->busy_ns = 0;
+	b->idle_ns = 0;
+	b->burst_left = NEVER;
+	if (b->holding)
+		b->stop_at = NEVER;
+	if (!b->wanting) {
+		b->want_at = NEVER;
+		job_want(&m, b);
+		sim_step(&m);
+	}
+	for (i = 0; i < 5; i++) {
+		sim_window(&m, 100 * MS, share);
+		if (share[1] > 50.0 + 4.5)
+			fail_msg("B after its short gaps, window %d: %.2f%% "
+				 "(saved up)", i, share[1]);
+	}
+	sim_window(&m, 1 * SEC, share);
+	assert_true(share[1] > 49.0 && share[1] < 51.0);
+	gs_sched_free(m.s);
+}
+
 /* Static priorities: an arriving higher class preempts at once; a lower
  * class gets only what the higher leaves. */
 static void
@@ -951,6 +1073,8 @@ main(void)
 		cmocka_unit_test(test_work_conserving_lone),
 		cmocka_unit_test(test_activation_reset),
 		cmocka_unit_test(test_activation_reset_long_grant),
+		cmocka_unit_test(test_short_idle_gaps),
+		cmocka_unit_test(test_idle_grace_bounded),
 		cmocka_unit_test(test_priority_preempts),
 		cmocka_unit_test(test_dynprio_never_starves),
 		cmocka_unit_test(test_noncoop_held_back),
