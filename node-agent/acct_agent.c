@@ -390,7 +390,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_accounting *ac;
 	const char *path;
 	struct gs_alloc *a;
-	uint64_t *keep;
+	uint64_t *keep, next_id;
 	unsigned nkeep = 0;
 	int n;
 
@@ -422,6 +422,11 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		log_warnx("usage store %s: %d allocation(s) left open by the "
 			  "previous run closed as NODE_FAIL (re-adopted if "
 			  "their jobs come back)", path, n);
+	/* ids are never reused, even when the allocation table file was
+	 * lost or damaged: start above every id the store has seen */
+	if (gs_store_next_agent_id(ac->store, &next_id, err) < 0)
+		goto out_free;
+	gs_alloc_set_next_id(gs_agent_allocs(ag), next_id);
 	if (gs_acct_new(ac->store, &ac->acct, err) < 0)
 		goto out_free;
 	open_estimates(ac);

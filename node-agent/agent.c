@@ -34,6 +34,10 @@
  * closes it, and a new process of the owner may attach again and gets
  * the same control page.
  *
+ * Restarts: the allocation table is saved to <state_dir>/allocs after
+ * every create, close, weight/priority and label change, and restored at
+ * start-up with the same ids (state_restore; docs/agent.md, Restarts).
+ *
  * Limits: STATUS_REPLY must fit one frame (64 KiB, ~200 allocations with
  * short labels); beyond that the reply lists the first allocations that
  * fit and the log says so.
@@ -223,10 +227,14 @@ static struct gs_gpu *gpu_by_index(struct gs_agent *ag, int32_t index)
 
 /* ---- the allocation table file (state.h) ---- */
 
-/* Write the table so a restarted agent gets it back.  Called after every
- * create, close, weight/priority and label change; a failure is logged
- * (once per run of failures) and the next change tries again. */
-static void state_save(struct gs_agent *ag)
+/* Write the table, less allocation `skip` (0: none), so a restarted agent
+ * gets it back.  Called after every create, weight/priority and label
+ * change, and at a close before the allocation's usage row is closed: a
+ * kill in between then leaves the allocation in the file with its row
+ * still open, never a restored allocation whose row is already closed.
+ * A failure is logged (once per run of failures) and the next change
+ * tries again. */
+static void state_save_skip(struct gs_agent *ag, uint64_t skip)
 {
 	struct gs_state st;
 	struct gs_state_alloc sa;
@@ -238,6 +246,8 @@ static void state_save(struct gs_agent *ag)
 	st.next_id = gs_alloc_next_id(ag->allocs);
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
+		if (a->id == skip)
+			continue;
 		memset(&sa, 0, sizeof(sa));
 		sa.id = a->id;
 		sa.gpu = a->gpu;
@@ -269,6 +279,11 @@ fail:
 			  "good write would not survive an agent restart",
 			  err.msg);
 	gs_state_clear(&st);
+}
+
+static void state_save(struct gs_agent *ag)
+{
+	state_save_skip(ag, 0);
 }
 
 /* Can record r of the previous run be put back?  NULL if so, else why
@@ -855,8 +870,8 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 		 "suspensions", (unsigned long long)a->id, (double)a->gpu_ns /
 		 1e9, (double)a->held_ns / 1e9,
 		 (unsigned long long)a->suspensions);
+	state_save_skip(ag, a->id);
 	gs_alloc_remove(ag->allocs, a->id);
-	state_save(ag);
 	conn_queue(c, &rep);
 }
 

@@ -2,7 +2,9 @@
  * alloc.h — gshared's allocation table.
  *
  * One record per allocation from ALLOC_CREATE to ALLOC_CLOSE, kept in id
- * order (ids are never reused within one agent run).  The table only
+ * order.  Ids are never reused: the agent restores records of its
+ * previous run with their ids (gs_alloc_restore, from state.c's file) and
+ * the counter continues above every id given before.  The table only
  * stores; the agent (agent.c) enforces admission and permissions and the
  * scheduler keeps the policy state.  Observers are told about creation,
  * state changes and closing (the accounting store hooks in here).

@@ -454,6 +454,14 @@ gs_store_next_key(struct gs_store *s, uint64_t *out, struct gs_error *err)
 }
 
 int
+gs_store_next_agent_id(struct gs_store *s, uint64_t *out,
+		       struct gs_error *err)
+{
+	return one_u64(s, "SELECT COALESCE(MAX(agent_id), 0) + 1 FROM allocs",
+		       out, err);
+}
+
+int
 gs_store_last_tick(struct gs_store *s, uint64_t *out, struct gs_error *err)
 {
 	return one_u64(s, "SELECT COALESCE(MAX(tick), 0) FROM ticks", out, err);

@@ -117,6 +117,9 @@ int gs_store_migrate(struct gs_store *s, int target, struct gs_error *err);
 /* Next free allocation key (max(key)+1), read once at startup. */
 int gs_store_next_key(struct gs_store *s, uint64_t *out,
 		      struct gs_error *err);
+/* Above every allocation id (agent_id) the store has seen. */
+int gs_store_next_agent_id(struct gs_store *s, uint64_t *out,
+			   struct gs_error *err);
 /* Highest committed tick number (0 when none). */
 int gs_store_last_tick(struct gs_store *s, uint64_t *out,
 		       struct gs_error *err);

@@ -16,7 +16,9 @@
 #     its usage row is NODE_FAIL; a new allocation gets an id above every
 #     earlier one.
 #  5. Restart with a corrupt state file: the agent starts, logs why, keeps
-#     the file aside, and the allocations it held close as NODE_FAIL.
+#     the file aside, and the allocations it held close as NODE_FAIL; new
+#     ids still continue above the old ones (from the usage store).  A job
+#     attached to one of them finds it gone and runs on unmanaged.
 set -u
 B=${B:-build}
 GSHARED=$B/node-agent/gshared
@@ -249,10 +251,14 @@ A5=$(ctl create --shares 10 --gpu 0 --job r5) || fail "create"
 [ "$A5" -gt "$A4" ] || fail "new allocation id $A5 reuses an earlier one"
 echo "GPU gone: allocation $A4 NODE_FAIL; new id $A5"
 
-# ---- 5. corrupt state file ----
+# ---- 5. corrupt state file; a job whose allocation is then gone ----
 A6=$(ctl create --shares 10 --gpu 0 --job r6) || fail "create"
 wait_for 5 sh -c "[ \"\$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE job IN ('r5','r6')\")\" = 2 ]" ||
 	fail "rows of r5/r6 not stored"
+"$SIM" --socket "$T/sock" --alloc "$A6" --name j6 --duration 4 \
+	--task-us 500 --json > "$T/j6.out" 2> "$T/j6.err" &
+JOBS=$!
+A1=$A6 A2=$A6 A3=$A6 wait_for 10 all_attached || fail "j6 did not attach"
 kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
 sed -i 's/shares=10/shares=1x/' "$T/state/allocs"
 start_agent
@@ -264,5 +270,18 @@ ids=$(attached | sed 's/:[0-9]*//g')
 n=$(sqlite3 -readonly "$T/state/usage.db" \
 	"SELECT COUNT(*) FROM allocs WHERE job IN ('r5','r6') AND state = 4")
 [ "$n" = 2 ] || fail "$n of 2 allocations NODE_FAIL after a corrupt state file"
-echo "corrupt state file: agent started, allocations NODE_FAIL"
+# j6 cannot re-attach (ENOENT): it runs on unmanaged, alone on the GPU,
+# and ends normally having had the GPU all the time
+wait "$JOBS" || fail "j6 failed once its allocation was gone"
+JOBS=""
+$PY - "$T/j6.out" <<'EOF' || fail "j6 did not run on unmanaged"
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1]) if '"event":"done"' in l][-1]
+print("unmanaged job: gpu_s %.3f of wall_s %.3f" % (d["gpu_s"], d["wall_s"]))
+sys.exit(0 if d["gpu_s"] >= 0.9 * d["wall_s"] else 1)
+EOF
+# the id counter is lost with the file: the usage store still knows it
+A7=$(ctl create --shares 10 --gpu 0 --job r7) || fail "create"
+[ "$A7" -gt "$A6" ] || fail "id $A7 after a corrupt state file reuses one"
+echo "corrupt state file: agent started, allocations NODE_FAIL, next id $A7"
 echo "PASS"

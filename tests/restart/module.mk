@@ -21,3 +21,12 @@ $(FUZZ_STATE): tests/restart/fuzz_state.c node-agent/state.c \
 	@mkdir -p $(@D)
 	$(CLANG) $(FUZZ_CFLAGS) -Inode-agent -o $@ tests/restart/fuzz_state.c \
 	    node-agent/state.c common/gs_error.c
+
+# cost of one save / load of the table file (docs/benchmarks.md, restart)
+BENCH_STATE := $(B)/tests/restart/bench_state
+TEST_HELPERS += $(BENCH_STATE)
+BENCHES += $(BENCH_STATE)
+$(B)/tests/restart/bench_state.o: CFLAGS += -Inode-agent
+$(BENCH_STATE): $(B)/tests/restart/bench_state.o $(B)/node-agent/state.o \
+	    $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^
