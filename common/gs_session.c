@@ -244,6 +244,13 @@ gs_session_close(struct gs_session *s)
 {
 	if (s == NULL)
 		return;
+	/* The job ends while the agent is away: one last try (backoff or
+	 * not), so that a restarted agent gets the counters of the outage
+	 * on a resumed page; the agent reads them at its next tick. */
+	if (s->link == GS_SESSION_RECONNECTING && !s->holding) {
+		s->next_try_ns = 0;
+		(void)gs_session_poll_link(s);
+	}
 	if (s->page != NULL) {
 		PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
 		munmap((void *)s->page, GS_CTL_SIZE);

@@ -57,6 +57,9 @@ int gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
  * when neither is set (standalone mode); -1 when they are set but bad. */
 int gs_session_open_env(int timeout_ms, struct gs_session **out,
 			struct gs_error *err);
+/* While the agent is away (RECONNECTING), close first makes one last try
+ * to re-attach (at most ~250 ms), so a restarted agent is handed the
+ * counters of the outage. */
 void gs_session_close(struct gs_session *s);
 
 /* Borrowed; valid until gs_session_close.  After a re-attach (the agent

@@ -660,6 +660,33 @@ test_reattach(void **state)
 	assert_int_equal(f.rel[0].gpu_ns, 1000);
 }
 
+/* The job ends while the agent is away; the agent is back by then: close
+ * re-attaches once and leaves the outage's counters on a resumed page. */
+static void
+test_close_reattach(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	f.close_on_want = 1;
+	f.reattach = 1;
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	solo_hold(s, 9000, 9);
+	assert_int_equal(gs_session_link(s), GS_SESSION_RECONNECTING);
+	gs_session_close(s);
+	assert_non_null(f.page0);	/* a second page was made */
+	assert_int_equal(f.page->resumed, 1);
+	assert_int_equal(f.page->gpu_ns, 9000);
+	assert_int_equal(f.page->block_tasks, 9);
+	assert_int_equal(f.page->state, GS_CTL_IDLE);
+	fake_stop(&f);
+}
+
 /* The agent comes back without the allocation: unmanaged for good, the
  * job runs on. */
 static void
@@ -699,6 +726,7 @@ main(void)
 		cmocka_unit_test(test_executor_error),
 		cmocka_unit_test(test_agent_gone),
 		cmocka_unit_test(test_reattach),
+		cmocka_unit_test(test_close_reattach),
 		cmocka_unit_test(test_unmanaged),
 	};
 
