@@ -13,6 +13,8 @@ GSACCT_LIB_OBJS := $(B)/node-agent/gsacct/acctfmt.o \
 
 BINS     += $(GSACCT)
 DEB_PKGS += libsqlite3-dev sqlite3
+# the accounting integration tests: a real Prometheus server, curl for its API
+DEB_PKGS += prometheus curl procps
 
 $(B)/node-agent/gsacct/%.o: CFLAGS += -Inode-agent -Inode-agent/gsacct
 
