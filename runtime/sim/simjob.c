@@ -630,11 +630,24 @@ out:
 	if (rc == 0)
 		report(&m, "done", mono_ns(), 0);
 	gs_session_close(m.sess);
-	if (created != 0 && ctl != NULL &&
-	    gs_client_alloc_close(ctl, created, NULL, &err) < 0) {
-		fprintf(stderr, "gshare-simjob: closing allocation %" PRIu64
-			": %s\n", created, err.msg);
-		rc = 1;
+	if (created != 0 && ctl != NULL) {
+		int r = gs_client_alloc_close(ctl, created, NULL, &err);
+
+		if (r < 0 && (err.code == GS_ECLOSED || err.code == GS_EIO)) {
+			/* the agent restarted meanwhile and kept the
+			 * allocation: close it over a new connection */
+			gs_client_free(ctl);
+			ctl = NULL;
+			r = gs_client_connect(sock, 5000, &ctl, &err);
+			if (r == 0)
+				r = gs_client_alloc_close(ctl, created, NULL,
+							  &err);
+		}
+		if (r < 0) {
+			fprintf(stderr, "gshare-simjob: closing allocation %"
+				PRIu64 ": %s\n", created, err.msg);
+			rc = 1;
+		}
 	}
 	gs_client_free(ctl);
 	return rc;

@@ -8,7 +8,8 @@
 #     grows during the outage); the restarted agent restores the same
 #     allocation ids and the jobs re-attach; over a window after that the
 #     shares are again 1/6, 2/6, 3/6 within SHARE_TOL.
-#  2. SIGTERM and restart: the same again (a clean stop keeps them too).
+#  2. SIGTERM and restart: the same again (a clean stop keeps them too);
+#     a job that created its own allocation closes it after the restart.
 #  3. When the jobs are done: `gsharectl close` works on the restored
 #     allocations; gsacct's GPU seconds per job equal what each job
 #     measured within 1%, rows COMPLETED.
@@ -193,13 +194,23 @@ EOF
 	fail "shares did not converge to 1:2:3 after the restart"
 
 # ---- 2. SIGTERM, clean restart ----
+# plus a job that created its own allocation (--create) on GPU 1: it
+# must close it over a new connection when it ends after the restart
+"$SIM" --socket "$T/sock" --create 10 --gpu 1 --name j4 --duration 4 \
+	--task-us 500 > "$T/j4.out" 2> "$T/j4.err" &
+J4=$!
+JOBS="$JOBS $J4"
+wait_for 10 sh -c "$CTL -s $T/sock status | grep -q j4" ||
+	fail "j4 did not create its allocation"
 kill -TERM "$AGENT"; wait "$AGENT"; rc=$?; AGENT=""
 [ $rc = 0 ] || fail "agent exit status $rc on SIGTERM"
 start_agent
 wait_for 10 all_attached || fail "jobs did not re-attach after SIGTERM"
+wait "$J4" || fail "j4 (--create) failed across the restart: $(cat "$T/j4.err")"
+JOBS=$(echo "$JOBS" | sed "s/ $J4//")
 ids=$(attached | sed 's/:[0-9]*//g')
-[ "$ids" = "$IDS0" ] || fail "allocation ids after SIGTERM: '$ids'"
-echo "SIGTERM: allocations kept, jobs re-attached"
+[ "$ids" = "$IDS0" ] || fail "allocation ids after SIGTERM: '$ids' (j4's closed?)"
+echo "SIGTERM: allocations kept, jobs re-attached; j4 closed its own"
 
 # ---- 3. the jobs end; close; accounting ----
 for p in $JOBS; do wait "$p" || fail "a job failed"; done
