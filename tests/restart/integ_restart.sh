@@ -2,8 +2,7 @@
 # Agent restart: running jobs survive the agent going away, re-attach to
 # the same allocations, and nothing is lost or counted twice.
 #
-# One simulated GPU (plus a second one for an allocation without a job),
-# three gshare-simjob jobs of weights 1:2:3 sharing GPU 0.
+# One simulated GPU, three gshare-simjob jobs of weights 1:2:3 sharing it.
 #  1. kill -9 of the agent mid-run: the jobs keep running (their GPU time
 #     grows during the outage); the restarted agent restores the same
 #     allocation ids and the jobs re-attach; over a window after that the
@@ -13,9 +12,9 @@
 #  3. When the jobs are done: `gsharectl close` works on the restored
 #     allocations; gsacct's GPU seconds per job equal what each job
 #     measured within 1%, rows COMPLETED.
-#  4. Restart with the second GPU gone: its allocation is not restored and
-#     its usage row is NODE_FAIL; a new allocation gets an id above every
-#     earlier one.
+#  4. A run with a second GPU and an allocation on it, then a restart with
+#     that GPU gone: the allocation is not restored and its usage row is
+#     NODE_FAIL; a new allocation gets an id above every earlier one.
 #  5. Restart with a corrupt state file: the agent starts, logs why, keeps
 #     the file aside, and the allocations it held close as NODE_FAIL; new
 #     ids still continue above the old ones (from the usage store).  A job
@@ -122,13 +121,12 @@ EOF
 
 [ -x "$SIM" ] || fail "$SIM not built"
 mkdir -p "$T/state"
-write_conf 2
+write_conf 1
 start_agent
 A1=$(ctl create --shares 10 --weight 1 --gpu 0 --job r1) || fail "create"
 A2=$(ctl create --shares 10 --weight 2 --gpu 0 --job r2) || fail "create"
 A3=$(ctl create --shares 10 --weight 3 --gpu 0 --job r3) || fail "create"
-A4=$(ctl create --shares 10 --weight 1 --gpu 1 --job r4) || fail "create"
-IDS0="$A1 $A2 $A3 $A4"
+IDS0="$A1 $A2 $A3"
 
 AT=$(( $(mono_now) + 300000000 ))
 for n in 1 2 3; do
@@ -162,8 +160,8 @@ for p in $JOBS; do
 	kill -0 "$p" 2>/dev/null || fail "a job died with the agent"
 done
 start_agent
-grep -q "restored 4 of 4 allocation" "$T/agent.log" ||
-	fail "agent did not restore the 4 allocations"
+grep -q "restored 3 of 3 allocation" "$T/agent.log" ||
+	fail "agent did not restore the 3 allocations"
 wait_for 10 all_attached || fail "jobs did not re-attach after kill -9"
 ids=$(attached | sed 's/:[0-9]*//g')
 [ "$ids" = "$IDS0" ] || fail "allocation ids after restart: '$ids', want '$IDS0'"
@@ -196,7 +194,7 @@ EOF
 # ---- 2. SIGTERM, clean restart ----
 # plus a job that created its own allocation (--create) on GPU 1: it
 # must close it over a new connection when it ends after the restart
-"$SIM" --socket "$T/sock" --create 10 --gpu 1 --name j4 --duration 4 \
+"$SIM" --socket "$T/sock" --create 10 --gpu 0 --name j4 --duration 4 \
 	--task-us 500 > "$T/j4.out" 2> "$T/j4.err" &
 J4=$!
 JOBS="$JOBS $J4"
@@ -248,6 +246,13 @@ EOF
 	fail "accounting does not match what the jobs measured"
 
 # ---- 4. a GPU gone ----
+# a second GPU appears for one run, gets an allocation, and is gone again
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+write_conf 2
+start_agent
+A4=$(ctl create --shares 10 --weight 1 --gpu 1 --job r4) || fail "create"
+wait_for 5 sh -c "[ \"\$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE job = 'r4'\")\" = 1 ]" ||
+	fail "row of r4 not stored"
 kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
 write_conf 1
 start_agent
