@@ -9,45 +9,18 @@
 # was.  Target (DESIGN §6): <= 1 point per 1 s window, 2-8 jobs.
 # Usage: tests/sched/bench_shares.sh [SECONDS] [TASK_US]
 set -u
-B=${B:-build}
-GSHARED=$B/node-agent/gshared
-CTL=$B/node-agent/gsharectl
-SIM=$B/runtime/sim/gshare-simjob
-PY=/usr/bin/python3
 secs=${1:-10}
 task=${2:-500}
-dir=$(mktemp -d /tmp/gsbench.XXXXXX)
-sock=$dir/gshared.sock
-apid=""
-jpids=""
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gsbench
 
-cleanup() {
-	for p in $jpids; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-cat > "$dir/gshare.yaml" <<CONF
-socket: $sock
-state_dir: $dir/state
-metrics_listen: ""
-log: stderr
+gs_agent_conf <<CONF
 gpus:
   simulated: 1
 policy: wfq
 slice: 4ms
 CONF
-$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
-apid=$!
-deadline=$(( $(date +%s) + 15 ))
-until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
-	kill -0 $apid 2>/dev/null || { echo "gshared exited" >&2; exit 1; }
-	[ "$(date +%s)" -lt $deadline ] || { echo "gshared did not start" >&2; exit 1; }
-	sleep 0.05
-done
+gs_agent_start
 
 echo "weighted share error, gshared + gshare-simjob, ${secs} s per set," \
 	"${task} us block-tasks, slice 4 ms, $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"

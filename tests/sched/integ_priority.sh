@@ -10,35 +10,9 @@
 #     still gets more.
 # Shares are measured by the jobs.  Cleans up everything on any exit.
 set -u
-B=${B:-build}
-GSHARED=$B/node-agent/gshared
-CTL=$B/node-agent/gsharectl
-SIM=$B/runtime/sim/gshare-simjob
-PY=/usr/bin/python3
-dir=$(mktemp -d /tmp/gsprio.XXXXXX)
-sock=$dir/gshared.sock
-apid=""
-jpids=""
-fail=0
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gsprio
 
-cleanup() {
-	for p in $jpids; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
-	wait 2>/dev/null
-	if [ $fail != 0 ]; then
-		echo "--- agent log" >&2
-		tail -n 30 "$dir/log" >&2
-		for f in "$dir"/*.out; do
-			[ -f "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-		done
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'fail=1; exit 1' INT TERM
-
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 check() {	# DESCRIPTION PYTHON-EXPRESSION
 	if $PY -c "import sys; sys.exit(0 if ($2) else 1)" 2>/dev/null; then
 		ok "$1"
@@ -47,16 +21,8 @@ check() {	# DESCRIPTION PYTHON-EXPRESSION
 	fi
 }
 
-for b in $GSHARED $CTL $SIM; do
-	[ -x "$b" ] || { bad "$b not built"; exit 1; }
-done
-
 conf() {
-	cat > "$dir/gshare.yaml" <<CONF
-socket: $sock
-state_dir: $dir/state
-metrics_listen: ""
-log: stderr
+	gs_agent_conf <<CONF
 gpus:
   simulated: 1
 policy: $1
@@ -65,34 +31,12 @@ aging: 0
 CONF
 }
 conf priority
-$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
-apid=$!
-deadline=$(( $(date +%s) + 15 ))
-until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
-	kill -0 $apid 2>/dev/null || { bad "gshared exited"; exit 1; }
-	[ "$(date +%s)" -lt $deadline ] || { bad "gshared did not start"; exit 1; }
-	sleep 0.05
-done
-ok "gshared up (policy priority)"
+gs_agent_start "policy priority"
 
 lo=$($CTL -s "$sock" create --shares 40 --priority low --job lo) ||
 	{ bad "create low"; exit 1; }
 hi=$($CTL -s "$sock" create --shares 40 --priority high --job hi) ||
 	{ bad "create high"; exit 1; }
-
-# wait_jobs SECONDS: wait for $jpids with a deadline
-wait_jobs() {
-	deadline=$(( $(date +%s) + $1 ))
-	for p in $jpids; do
-		while kill -0 "$p" 2>/dev/null; do
-			[ "$(date +%s)" -lt $deadline ] ||
-				{ bad "jobs did not finish in time"; exit 1; }
-			sleep 0.2
-		done
-		wait "$p" || bad "job pid $p exited with status $?"
-	done
-	jpids=""
-}
 
 # gpu FILE T: GPU seconds the job reported at wall time T
 gpu() {
@@ -114,8 +58,8 @@ jpids="$!"
 $SIM -s "$sock" -a "$hi" -n hi -d 2 --at $((at + 2000000000)) \
 	>"$dir/p-hi.out" 2>&1 &
 jpids="$jpids $!"
-wait_jobs 40
-hs=$(sed -n 's/.*event=done.* share=\([^ ]*\).*/\1/p' "$dir/p-hi.out")
+gs_wait_jobs 40
+hs=$(gs_field "$dir/p-hi.out" share)
 l2=$(gpu "$dir/p-lo.out" 2)
 l4=$(gpu "$dir/p-lo.out" 4)
 l6=$(gpu "$dir/p-lo.out" 6)
@@ -135,9 +79,9 @@ $SIM -s "$sock" -a "$lo" -n lo -d 4 --at $at >"$dir/d-lo.out" 2>&1 &
 jpids="$!"
 $SIM -s "$sock" -a "$hi" -n hi -d 4 --at $at >"$dir/d-hi.out" 2>&1 &
 jpids="$jpids $!"
-wait_jobs 40
-ls=$(sed -n 's/.*event=done.* share=\([^ ]*\).*/\1/p' "$dir/d-lo.out")
-hs=$(sed -n 's/.*event=done.* share=\([^ ]*\).*/\1/p' "$dir/d-hi.out")
+gs_wait_jobs 40
+ls=$(gs_field "$dir/d-lo.out" share)
+hs=$(gs_field "$dir/d-hi.out" share)
 check "dynamic-priority: low not starved ($ls), high gets more ($hs)" \
 	"0.05 <= $ls <= 0.45 and $hs > $ls"
 

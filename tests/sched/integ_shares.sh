@@ -12,59 +12,18 @@
 # three allocations while they run.  Cleans up every process and file on
 # any exit.
 set -u
-B=${B:-build}
-GSHARED=$B/node-agent/gshared
-CTL=$B/node-agent/gsharectl
-SIM=$B/runtime/sim/gshare-simjob
-PY=/usr/bin/python3
-dir=$(mktemp -d /tmp/gsshares.XXXXXX)
-sock=$dir/gshared.sock
-apid=""
-jpids=""
-fail=0
+GS_LOG_TAIL=40
+GS_OUT_GLOB="j*.out"
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gsshares
 
-cleanup() {
-	for p in $jpids; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
-	wait 2>/dev/null
-	if [ $fail != 0 ]; then
-		echo "--- agent log" >&2
-		tail -n 40 "$dir/log" >&2
-		for f in "$dir"/j*.out; do
-			[ -f "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }
-		done
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'fail=1; exit 1' INT TERM
-
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
-
-for b in $GSHARED $CTL $SIM; do
-	[ -x "$b" ] || { bad "$b not built"; exit 1; }
-done
-
-cat > "$dir/gshare.yaml" <<CONF
-socket: $sock
-state_dir: $dir/state
-metrics_listen: ""
-log: stderr
+gs_agent_conf <<CONF
 gpus:
   simulated: 1
 policy: wfq
 slice: 4ms
 CONF
-$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
-apid=$!
-deadline=$(( $(date +%s) + 15 ))
-until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
-	kill -0 $apid 2>/dev/null || { bad "gshared exited"; exit 1; }
-	[ "$(date +%s)" -lt $deadline ] || { bad "gshared did not start"; exit 1; }
-	sleep 0.05
-done
-ok "gshared up (simulated GPU)"
+gs_agent_start "simulated GPU"
 
 # All three start at the same CLOCK_MONOTONIC instant, 1.5 s from now
 # (time to connect, create and attach on a loaded machine).
@@ -80,23 +39,11 @@ start_job j3 30:3 10
 
 # While they run, the agent lists the three allocations.
 sleep 3
-n=$($CTL -s "$sock" status --json 2>/dev/null | $PY -c '
-import json, sys
-print(len(json.load(sys.stdin)["allocations"]))' 2>/dev/null)
+n=$(gs_nallocs)
 [ "$n" = 3 ] && ok "agent lists 3 allocations" || bad "agent lists ${n:-?} allocations"
 
 # Wait for the jobs, with a deadline (they end by themselves at 10/16 s).
-deadline=$(( $(date +%s) + 60 ))
-for p in $jpids; do
-	while kill -0 "$p" 2>/dev/null; do
-		if [ "$(date +%s)" -ge $deadline ]; then
-			bad "jobs did not finish in time"; exit 1
-		fi
-		sleep 0.2
-	done
-	wait "$p" || bad "job pid $p exited with status $?"
-done
-jpids=""
+gs_wait_jobs 60
 
 $PY - "$dir" <<'EOF' || fail=1
 import sys
@@ -158,9 +105,7 @@ sys.exit(0 if ok else 1)
 EOF
 
 # Every allocation was closed by its job; the agent is still serving.
-n=$($CTL -s "$sock" status --json 2>/dev/null | $PY -c '
-import json, sys
-print(len(json.load(sys.stdin)["allocations"]))' 2>/dev/null)
+n=$(gs_nallocs)
 [ "$n" = 0 ] && ok "allocations closed, agent alive" || bad "after the jobs: ${n:-?} allocations"
 
 [ $fail = 0 ] && echo "integ_shares: all passed"
