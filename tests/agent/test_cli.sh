@@ -5,25 +5,10 @@
 # sees, usage errors
 # and the message when the agent is not running.  Cleans up on any exit.
 set -u
-B=${B:-build}
-GSHARED=$B/node-agent/gshared
-CTL=$B/node-agent/gsharectl
-SIMJOB=$B/runtime/sim/gshare-simjob
-dir=$(mktemp -d /tmp/gscli.XXXXXX)
+GS_LOG_TAIL=+1
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gscli "$SIM"
 chmod 755 "$dir"
-sock=$dir/gshared.sock
-pid=""
-fail=0
-
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	[ $fail = 0 ] || cat "$dir/log" >&2
-	rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 # expect RC DESCRIPTION PATTERN COMMAND...: exit status and output match
 expect() {
 	want=$1 desc=$2 pat=$3; shift 3
@@ -42,22 +27,11 @@ expect 1 "agent not running" "cannot connect to gshared at $sock (is the agent r
 	$CTL -s "$sock" status
 expect 2 "usage" "usage: gsharectl" $CTL -s "$sock" frobnicate
 
-cat > "$dir/gshare.yaml" <<CONF
-socket: $sock
-state_dir: $dir/state
-metrics_listen: ""
+gs_agent_conf <<CONF
 gpus:
   simulated: 2
 CONF
-$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
-pid=$!
-i=0
-until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
-	i=$((i + 1))
-	[ $i -gt 300 ] && { bad "gshared did not start"; exit 1; }
-	kill -0 $pid 2>/dev/null || { bad "gshared exited"; exit 1; }
-	sleep 0.05
-done
+gs_agent_start
 ok "gshared up"
 
 export GSHARE_SOCKET=$sock
@@ -108,9 +82,9 @@ print(sorted((a["id"], a["any_uid"]) for a in
 [ "$u" = "[(1, False), (2, False), (3, True)]" ] && ok "status --json any_uid" ||
 	bad "status --json any_uid: $u"
 expect 0 "nobody attaches the any-uid allocation" "event=done" \
-	nobody $SIMJOB -s "$sock" -a 3 -d 0.05
+	nobody $SIM -s "$sock" -a 3 -d 0.05
 expect 1 "nobody attaches root's allocation" "belongs to uid 0, not 65534" \
-	nobody $SIMJOB -s "$sock" -a 1 -d 0.05
+	nobody $SIM -s "$sock" -a 1 -d 0.05
 expect 0 "close any-uid" "allocation 3" $CTL close 3
 expect 1 "nobody set-weight" "only root may do this" nobody $CTL set-weight 2 5
 expect 1 "nobody create" "only root may do this" nobody $CTL create --shares 5
@@ -122,15 +96,15 @@ expect 0 "close" "allocation 1: gpu time" $CTL close 1
 expect 1 "close again" "no allocation 1" $CTL close 1
 expect 0 "ping" "ok" $CTL ping
 
-kill -TERM $pid
+kill -TERM $apid
 i=0
-while kill -0 $pid 2>/dev/null; do
+while kill -0 $apid 2>/dev/null; do
 	i=$((i + 1))
 	[ $i -gt 200 ] && { bad "no exit on SIGTERM"; break; }
 	sleep 0.05
 done
-wait $pid; rc=$?
-pid=""
+wait $apid; rc=$?
+apid=""
 [ $rc = 0 ] && ok "SIGTERM: exit 0" || bad "SIGTERM: exit $rc"
 [ -e "$sock" ] && bad "socket left behind" || ok "socket removed"
 exit $fail

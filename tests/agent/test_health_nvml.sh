@@ -11,24 +11,10 @@
 # hangs does not stall the agent (ping and status keep answering) nor
 # SIGTERM.  Polls with deadlines; cleans up on any exit.
 set -u
-B=${B:-build}
-GSHARED=$B/node-agent/gshared
-CTL=$B/node-agent/gsharectl
-dir=$(mktemp -d /tmp/gshealth.XXXXXX)
-sock=$dir/gshared.sock
+GS_LOG_TAIL=+1
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gshealth
 state=$dir/nvml-state
-pid=""
-fail=0
-
-cleanup() {
-	[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	[ $fail = 0 ] || cat "$dir/log" >&2
-	rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1" >&2; fail=1; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # health GPU: "True " / "False NVML: GPU is lost" from status --json
 health() {
@@ -50,23 +36,12 @@ wait_health() {
 	ok "$3 after $(( $(ms) - t0 )) ms"
 }
 
-cat > "$dir/gshare.yaml" <<CONF
-socket: $sock
-state_dir: $dir/state
-metrics_listen: ""
+gs_agent_conf <<CONF
 gpus: nvml
 CONF
 : > "$state"
-LD_LIBRARY_PATH=$B/tests/agent/fakenvml FAKE_NVML_STATE=$state \
-	$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
-pid=$!
-i=0
-until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
-	i=$((i + 1))
-	[ $i -gt 300 ] && { bad "gshared did not start"; exit 1; }
-	kill -0 $pid 2>/dev/null || { bad "gshared exited"; exit 1; }
-	sleep 0.05
-done
+gs_agent_start "" LD_LIBRARY_PATH=$B/tests/agent/fakenvml \
+	FAKE_NVML_STATE=$state
 grep -q "GPU health: checking 2 GPUs through NVML every 500 ms, critical XIDs watched" "$dir/log" &&
 	ok "health worker started for 2 NVML GPUs" ||
 	bad "no health worker: $(cat "$dir/log")"
@@ -134,13 +109,13 @@ done
 [ "$(health 1)" = "True " ] && ok "hung check keeps the last state" ||
 	bad "hung: $(health 1)"
 t0=$(ms)
-kill -TERM $pid
-while kill -0 $pid 2>/dev/null; do
+kill -TERM $apid
+while kill -0 $apid 2>/dev/null; do
 	[ $(( $(ms) - t0 )) -gt 10000 ] && { bad "no exit on SIGTERM"; break; }
 	sleep 0.05
 done
-wait $pid; rc=$?
-pid=""
+wait $apid; rc=$?
+apid=""
 [ $rc = 0 ] && ok "SIGTERM with NVML hung: exit 0 after $(( $(ms) - t0 )) ms" ||
 	bad "SIGTERM: exit $rc"
 grep -q "health worker stuck in NVML" "$dir/log" && ok "stuck worker logged" ||

@@ -4,17 +4,21 @@
 # leave removed on any exit.
 #
 #   . tests/lib/agent.sh
-#   gs_agent_init NAME       temp dir /tmp/NAME.XXXXXX, traps, $dir $sock
+#   gs_agent_init NAME [BIN...]  temp dir /tmp/NAME.XXXXXX, traps,
+#                            $dir $sock; gshared, gsharectl, BINs built
 #   gs_agent_conf <<CONF     write $dir/gshare.yaml: socket, state_dir,
 #   ...                      metrics_listen, log, then the lines given
 #   CONF
-#   gs_agent_start [LABEL]   start gshared on it, wait for ping (15 s)
+#   gs_agent_start [LABEL [VAR=VALUE...]]
+#                            start gshared on it (with VARs in its
+#                            environment), wait for ping (15 s)
 #   $SIM ... & jpids="$jpids $!"
 #   gs_wait_jobs SECONDS     wait for $jpids (deadline), check exit codes
 #
 # Sets B GSHARED CTL SIM PY dir sock apid jpids fail.  On exit with
-# fail != 0 the end of the agent log (GS_LOG_TAIL lines, default 30) and
-# the job outputs ($dir/$GS_OUT_GLOB, default *.out) go to stderr.
+# fail != 0 the end of the agent log (GS_LOG_TAIL lines, default 30; +1
+# for all of it) and the job outputs ($dir/$GS_OUT_GLOB, default *.out)
+# go to stderr.
 
 B=${B:-build}
 GSHARED=$B/node-agent/gshared
@@ -42,12 +46,13 @@ gs_agent_cleanup() {
 	rm -rf "$dir"
 }
 
-gs_agent_init() {	# NAME: temp dir, socket path, traps, binaries built
+gs_agent_init() {	# NAME [BIN...]: temp dir, socket, traps, binaries built
 	dir=$(mktemp -d "/tmp/$1.XXXXXX") || { bad "mktemp"; exit 1; }
+	shift
 	sock=$dir/gshared.sock
 	trap gs_agent_cleanup EXIT
 	trap 'fail=1; exit 1' INT TERM
-	for b in $GSHARED $CTL $SIM; do
+	for b in $GSHARED $CTL "$@"; do
 		[ -x "$b" ] || { bad "$b not built"; exit 1; }
 	done
 }
@@ -62,8 +67,10 @@ gs_agent_conf() {	# config lines on stdin, after the common ones
 	} > "$dir/gshare.yaml"
 }
 
-gs_agent_start() {	# [LABEL]: start gshared, wait until it answers
-	$GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
+gs_agent_start() {	# [LABEL [VAR=VALUE...]]: start, wait for an answer
+	gs_label=${1:-}
+	[ $# = 0 ] || shift
+	env "$@" $GSHARED -d -f "$dir/gshare.yaml" 2>"$dir/log" &
 	apid=$!
 	deadline=$(( $(date +%s) + 15 ))
 	until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
@@ -72,7 +79,7 @@ gs_agent_start() {	# [LABEL]: start gshared, wait until it answers
 			{ bad "gshared did not start"; exit 1; }
 		sleep 0.05
 	done
-	[ -z "${1:-}" ] || ok "gshared up ($1)"
+	[ -z "$gs_label" ] || ok "gshared up ($gs_label)"
 }
 
 gs_wait_exit() {	# SECONDS: until every job in $jpids exited, or fail

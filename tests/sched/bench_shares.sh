@@ -12,7 +12,7 @@ set -u
 secs=${1:-10}
 task=${2:-500}
 . "$(dirname "$0")/../lib/agent.sh"
-gs_agent_init gsbench
+gs_agent_init gsbench "$SIM"
 
 gs_agent_conf <<CONF
 gpus:

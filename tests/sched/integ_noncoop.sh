@@ -12,7 +12,7 @@
 # Shares are measured by the jobs.  Cleans up everything on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
-gs_agent_init gsnoncoop
+gs_agent_init gsnoncoop "$SIM"
 
 conf() {
 	gs_agent_conf <<CONF

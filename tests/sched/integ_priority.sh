@@ -11,7 +11,7 @@
 # Shares are measured by the jobs.  Cleans up everything on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
-gs_agent_init gsprio
+gs_agent_init gsprio "$SIM"
 
 check() {	# DESCRIPTION PYTHON-EXPRESSION
 	if $PY -c "import sys; sys.exit(0 if ($2) else 1)" 2>/dev/null; then

@@ -15,7 +15,7 @@ set -u
 GS_LOG_TAIL=40
 GS_OUT_GLOB="j*.out"
 . "$(dirname "$0")/../lib/agent.sh"
-gs_agent_init gsshares
+gs_agent_init gsshares "$SIM"
 
 gs_agent_conf <<CONF
 gpus:
@@ -45,62 +45,21 @@ n=$(gs_nallocs)
 # Wait for the jobs, with a deadline (they end by themselves at 10/16 s).
 gs_wait_jobs 60
 
-$PY - "$dir" <<'EOF' || fail=1
+$PY - "$dir" "$(dirname "$0")/../lib" <<'EOF' || fail=1
 import sys
 
 d = sys.argv[1]
-
-def lines(name):
-    out = []
-    for ln in open(f"{d}/{name}.out"):
-        kv = dict(x.split("=", 1) for x in ln.split() if "=" in x)
-        if "event" in kv:
-            out.append(kv)
-    return out
-
-def gpu_at(name, t):
-    """GPU seconds the job measured at wall time t (a progress line)."""
-    if t == 0.0:
-        return 0.0
-    best = None
-    for kv in lines(name):
-        w = float(kv["wall_s"])
-        if best is None or abs(w - t) < abs(best[0] - t):
-            best = (w, float(kv["gpu_s"]))
-    if best is None or abs(best[0] - t) > 0.3:
-        raise SystemExit(f"FAIL {name}: no report near t={t}s")
-    return best[1]
-
-def check(label, names, t0, t1, want):
-    g = [gpu_at(n, t1) - gpu_at(n, t0) for n in names]
-    tot = sum(g)
-    util = tot / (t1 - t0)
-    ok = True
-    for n, x, w in zip(names, g, want):
-        s = 100.0 * x / tot
-        good = abs(s - 100.0 * w) <= 2.0
-        ok &= good
-        print(f"{'ok  ' if good else 'FAIL'} {label}: {n} share {s:.2f}% "
-              f"(want {100.0 * w:.2f}% +-2), {x:.3f} GPU s")
-    # Hand-overs cost a little device time (more on a loaded host);
-    # without absorbing, phase 2 would be at ~50%.
-    good = util >= 0.65
-    ok &= good
-    print(f"{'ok  ' if good else 'FAIL'} {label}: GPU busy {100 * util:.1f}%"
-          " of the window (want >= 65%)")
-    return ok
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[2])
+from simjob_out import lines, check, summary
 
 # j3's final line says where it ended: exactly 10 s of its window.
-fin = [kv for kv in lines("j3") if kv["event"] == "done"]
+fin = [kv for kv in lines(d, "j3") if kv["event"] == "done"]
 if not fin or abs(float(fin[0]["wall_s"]) - 10.0) > 0.01:
     raise SystemExit("FAIL j3 did not finish its 10 s")
-ok = check("all three", ["j1", "j2", "j3"], 0.0, 10.0, [1/6, 2/6, 3/6])
-ok &= check("after j3 stopped", ["j1", "j2"], 11.0, 16.0, [1/3, 2/3])
-for n in ("j1", "j2", "j3"):
-    kv = [x for x in lines(n) if x["event"] == "done"][0]
-    print(f"     {n}: gpu {kv['gpu_s']} s over {kv['wall_s']} s, "
-          f"{kv['grants']} grants, {kv['suspensions']} suspensions, "
-          f"eviction avg {kv['evict_avg_us']} us")
+ok = check(d, "all three", ["j1", "j2", "j3"], 0.0, 10.0, [1/6, 2/6, 3/6])
+ok &= check(d, "after j3 stopped", ["j1", "j2"], 11.0, 16.0, [1/3, 2/3])
+summary(d, ("j1", "j2", "j3"))
 sys.exit(0 if ok else 1)
 EOF
 
