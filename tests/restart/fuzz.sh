@@ -3,11 +3,8 @@
 # from seeds written the way gshared writes them.
 set -u
 B=${B:-build}
-F=$B/tests/restart/fuzz_state
-secs=${FUZZ_SECONDS:-10}
-dir=$(mktemp -d /tmp/gsfuzz-state.XXXXXX)
-trap 'rm -rf "$dir"' EXIT INT TERM
-mkdir "$dir/seeds"
+. "$(dirname "$0")/../lib/fuzz.sh"
+gs_fuzz_init gsfuzz-state
 # crc32 of the body, as state.c computes it
 seed() {	# NAME BODY COUNT
 	crc=$(printf '%s' "$2" | /usr/bin/python3 -c \
@@ -26,16 +23,4 @@ next_id 18
 alloc id=3 gpu=0 uuid=GPU-sim-0 shares=10 weight=1 priority=16 mode=0 uid=0 flags=1 created=1$L
 alloc id=17 gpu=1 uuid=GPU-sim-1 shares=90 weight=900 priority=31 mode=1 uid=1000 flags=0 created=2 cluster= job= step= node= ns=kube pod=p%25%3D container=c user= account=
 " 2
-top=$(pwd)
-cd "$dir" || exit 1
-"$top/$F" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 \
-	-print_final_stats=1 "$dir/seeds" > "$dir/log" 2>&1
-rc=$?
-tail -n 4 "$dir/log"
-if [ $rc != 0 ]; then
-	grep -v '^#' "$dir/log" | tail -n 40
-	for c in "$dir"/crash-* "$dir"/timeout-*; do
-		[ -e "$c" ] && { echo "input $c:"; od -c "$c" | head -20; }
-	done
-fi
-exit $rc
+gs_fuzz_run "$B/tests/restart/fuzz_state" "${FUZZ_SECONDS:-10}" 4096
