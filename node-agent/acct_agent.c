@@ -185,11 +185,13 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 		st = GS_SST_CANCELLED;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
-	/* make the final usage durable now rather than at the next tick,
-	 * unless the writer is busy (a burst of closes: the tick takes the
-	 * rest) */
-	if (gs_store_queued(ac->store) == 0)
-		do_tick(ac, gs_now_ns());
+	/* make the final usage durable before the agent forgets the
+	 * allocation (its table file is rewritten right after): a restart
+	 * must find either the allocation or its final row */
+	do_tick(ac, gs_now_ns());
+	if (gs_store_flush(ac->store, 2000) < 0)
+		log_warnx("accounting: allocation %" PRIu64 ": final usage "
+			  "not written within 2 s", a->id);
 }
 
 static void
@@ -458,7 +460,21 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		gs_error_set(err, GS_ENOMEM, "accounting: too many observers");
 		goto out_free;
 	}
-	/* the allocations restored from the state file */
+	/* the allocations restored from the state file: those whose usage
+	 * row is already final were closed just before the agent died */
+	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
+	if (keep == NULL) {
+		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");
+		goto out_free;
+	}
+	nkeep = 0;
+	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
+	     a = gs_alloc_next(gs_agent_allocs(ag), a))
+		if (gs_store_closed_id(ac->store, a->id))
+			keep[nkeep++] = a->id;
+	for (unsigned i = 0; i < nkeep; i++)
+		gs_agent_forget(ag, keep[i]);
+	free(keep);
 	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
 	     a = gs_alloc_next(gs_agent_allocs(ag), a))
 		on_created(ac, a);

@@ -227,14 +227,10 @@ static struct gs_gpu *gpu_by_index(struct gs_agent *ag, int32_t index)
 
 /* ---- the allocation table file (state.h) ---- */
 
-/* Write the table, less allocation `skip` (0: none), so a restarted agent
- * gets it back.  Called after every create, weight/priority and label
- * change, and at a close before the allocation's usage row is closed: a
- * kill in between then leaves the allocation in the file with its row
- * still open, never a restored allocation whose row is already closed.
- * A failure is logged (once per run of failures) and the next change
- * tries again. */
-static void state_save_skip(struct gs_agent *ag, uint64_t skip)
+/* Write the table so a restarted agent gets it back.  Called after every create, close, weight/priority and
+ * label change.  A failure is logged (once per run of failures) and the
+ * next change tries again. */
+static void state_save(struct gs_agent *ag)
 {
 	struct gs_state st;
 	struct gs_state_alloc sa;
@@ -246,8 +242,6 @@ static void state_save_skip(struct gs_agent *ag, uint64_t skip)
 	st.next_id = gs_alloc_next_id(ag->allocs);
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
-		if (a->id == skip)
-			continue;
 		memset(&sa, 0, sizeof(sa));
 		sa.id = a->id;
 		sa.gpu = a->gpu;
@@ -281,9 +275,22 @@ fail:
 	gs_state_clear(&st);
 }
 
-static void state_save(struct gs_agent *ag)
+void gs_agent_forget(struct gs_agent *ag, uint64_t id)
 {
-	state_save_skip(ag, 0);
+	struct gs_alloc *a = gs_alloc_get(ag->allocs, id);
+	struct gs_gpu *g;
+
+	if (a == NULL || !a->restored || a->conn != NULL)
+		return;
+	g = gpu_of(ag, a);
+	if (g != NULL) {
+		gs_sched_remove(g->sched, a->id, gs_now_ns());
+		g->shares_used -= a->shares;
+	}
+	log_info("allocation %llu: closed before the restart (its usage row "
+		 "is final); not restored", (unsigned long long)id);
+	gs_alloc_remove(ag->allocs, id);
+	state_save(ag);
 }
 
 /* Can record r of the previous run be put back?  NULL if so, else why
@@ -870,8 +877,12 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 		 "suspensions", (unsigned long long)a->id, (double)a->gpu_ns /
 		 1e9, (double)a->held_ns / 1e9,
 		 (unsigned long long)a->suspensions);
-	state_save_skip(ag, a->id);
+	/* the usage row is final and durable first (the accounting
+	 * observer flushes it), then the table file forgets the allocation:
+	 * a kill in between leaves it in the file with a final row, and the
+	 * next start drops it (gs_agent_forget) */
 	gs_alloc_remove(ag->allocs, a->id);
+	state_save(ag);
 	conn_queue(c, &rep);
 }
 

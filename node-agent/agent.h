@@ -67,6 +67,11 @@ enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2,
 			GS_HEALTH_XID = 3 };
 void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 			 enum gs_health_source src, int ok, const char *why);
+/* Drop allocation id, restored from the state file, that was in fact
+ * closed before the restart (accounting found its usage row final): a
+ * kill between the row's commit and the file's rewrite.  Only before any
+ * job attached; observers are told CLOSED. */
+void gs_agent_forget(struct gs_agent *ag, uint64_t id);
 /* Reason a GPU is unhealthy ("" when healthy); borrowed. */
 const char *gs_agent_gpu_why(const struct gs_gpu *g);
 

@@ -53,6 +53,8 @@ struct gs_store {
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t idle_cv;	/* the writer finished a batch */
+	int writing;		/* a batch is being written */
 	struct qnode *qhead, *qtail;
 	unsigned qlen;
 	int stopping;
@@ -367,6 +369,7 @@ gs_store_open(const char *path, int flags, struct gs_store **out,
 	s->rdonly = (flags & GS_STORE_RDONLY) != 0;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
+	pthread_cond_init(&s->idle_cv, NULL);
 	oflags = s->rdonly ? SQLITE_OPEN_READONLY :
 		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
 	if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX,
@@ -421,6 +424,7 @@ gs_store_close(struct gs_store *s)
 		close(s->efd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->idle_cv);
 	free(s->orph);
 	free(s->kept);
 	free(s);
@@ -786,6 +790,23 @@ gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 }
 
 int
+gs_store_closed_id(struct gs_store *s, uint64_t agent_id)
+{
+	char sql[160];
+	struct gs_error err;
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < s->nkept; i++)
+		if (s->kept[i].agent_id == agent_id)
+			return 0;
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM allocs WHERE "
+		 "agent_id = %" PRIu64 " AND end_ns != 0", agent_id);
+	if (one_u64(s, sql, &n, &err) < 0)
+		return 0;
+	return n > 0;
+}
+
+int
 gs_store_adopt_id(struct gs_store *s, uint64_t agent_id, uint32_t uid,
 		  int32_t gpu, struct gs_store_alloc *row)
 {
@@ -926,6 +947,7 @@ writer_main(void *arg)
 		if (s->qhead == NULL)
 			s->qtail = NULL;
 		s->qlen--;
+		s->writing = 1;
 		pthread_mutex_unlock(&s->mu);
 
 		memset(&d, 0, sizeof(d));
@@ -946,8 +968,35 @@ writer_main(void *arg)
 		gs_store_batch_free(n->b);
 		free(n);
 		post_done(s, &d);
+		pthread_mutex_lock(&s->mu);
+		s->writing = 0;
+		pthread_cond_broadcast(&s->idle_cv);
+		pthread_mutex_unlock(&s->mu);
 	}
 	return NULL;
+}
+
+int
+gs_store_flush(struct gs_store *s, int timeout_ms)
+{
+	struct timespec dl;
+	int rv = 0;
+
+	if (!s->started)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->mu);
+	while ((s->qhead != NULL || s->writing) && rv == 0)
+		if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &dl) != 0)
+			rv = -1;
+	pthread_mutex_unlock(&s->mu);
+	return rv;
 }
 
 int

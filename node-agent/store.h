@@ -143,6 +143,10 @@ int gs_store_recover_keep(struct gs_store *s, int64_t since_ns,
  * return 1; else 0. */
 int gs_store_adopt_id(struct gs_store *s, uint64_t agent_id, uint32_t uid,
 		      int32_t gpu, struct gs_store_alloc *row);
+/* After gs_store_recover_keep: 1 when no open row of this agent_id was
+ * kept but a final one exists (the allocation was closed and its row
+ * committed before the agent died, the table file not yet rewritten). */
+int gs_store_closed_id(struct gs_store *s, uint64_t agent_id);
 /* A new allocation with these identity fields appeared: when it matches a
  * recovered row (same cluster, job, step, namespace, pod, container, uid
  * and GPU), fill *row with that row (state RUNNING, end 0, totals kept),
@@ -187,6 +191,10 @@ int gs_store_event_fd(const struct gs_store *s);
  * disk cannot keep up: the caller keeps its deltas for the next tick). */
 int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		    struct gs_error *err);
+/* Wait until every queued batch is written (at most timeout_ms; -1 on
+ * timeout).  The agent uses it to make a close's final row durable
+ * before it forgets the allocation. */
+int gs_store_flush(struct gs_store *s, int timeout_ms);
 /* Batches queued and not yet written. */
 unsigned gs_store_queued(struct gs_store *s);
 /* Collect up to max completions; returns how many. */

@@ -12,10 +12,13 @@
 #  3. When the jobs are done: `gsharectl close` works on the restored
 #     allocations; gsacct's GPU seconds per job equal what each job
 #     measured within 1%, rows COMPLETED.
-#  4. A run with a second GPU and an allocation on it, then a restart with
+#  4. A restart with the table file as it was before those closes (a kill
+#     after the final rows were written, before the file was): the closed
+#     allocations are not revived.
+#  5. A run with a second GPU and an allocation on it, then a restart with
 #     that GPU gone: the allocation is not restored and its usage row is
 #     NODE_FAIL; a new allocation gets an id above every earlier one.
-#  5. Restart with a corrupt state file: the agent starts, logs why, keeps
+#  6. Restart with a corrupt state file: the agent starts, logs why, keeps
 #     the file aside, and the allocations it held close as NODE_FAIL; new
 #     ids still continue above the old ones (from the usage store).  A job
 #     attached to one of them finds it gone and runs on unmanaged.
@@ -213,6 +216,7 @@ echo "SIGTERM: allocations kept, jobs re-attached; j4 closed its own"
 # ---- 3. the jobs end; close; accounting ----
 for p in $JOBS; do wait "$p" || fail "a job failed"; done
 JOBS=""
+cp "$T/state/allocs" "$T/allocs.before-close"
 for id in $A1 $A2 $A3; do
 	ctl close "$id" > /dev/null || fail "gsharectl close $id (restored)"
 done
@@ -245,7 +249,24 @@ sys.exit(0 if ok else 1)
 EOF
 	fail "accounting does not match what the jobs measured"
 
-# ---- 4. a GPU gone ----
+# ---- 4. a kill after the final rows of a close, before the table file
+# was rewritten (simulated by putting the old file back): the closed
+# allocations are not revived, their rows stay COMPLETED ----
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+cp "$T/allocs.before-close" "$T/state/allocs"
+start_agent
+for id in $A1 $A2 $A3; do
+	grep -q "allocation $id: closed before the restart" "$T/agent.log" ||
+		fail "closed allocation $id revived from an old table file"
+done
+ids=$(attached | sed 's/:[0-9]*//g')
+[ "$ids" = "" ] || fail "closed allocations restored: '$ids'"
+n=$(sqlite3 -readonly "$T/state/usage.db" \
+	"SELECT COUNT(*) FROM allocs WHERE job IN ('r1','r2','r3') AND state = 1")
+[ "$n" = 3 ] || fail "rows of the closed allocations: $n COMPLETED, want 3"
+echo "stale table file: closed allocations not revived"
+
+# ---- 5. a GPU gone ----
 # a second GPU appears for one run, gets an allocation, and is gone again
 kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
 write_conf 2
@@ -267,7 +288,7 @@ A5=$(ctl create --shares 10 --gpu 0 --job r5) || fail "create"
 [ "$A5" -gt "$A4" ] || fail "new allocation id $A5 reuses an earlier one"
 echo "GPU gone: allocation $A4 NODE_FAIL; new id $A5"
 
-# ---- 5. corrupt state file; a job whose allocation is then gone ----
+# ---- 6. corrupt state file; a job whose allocation is then gone ----
 A6=$(ctl create --shares 10 --gpu 0 --job r6) || fail "create"
 wait_for 5 sh -c "[ \"\$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE job IN ('r5','r6')\")\" = 2 ]" ||
 	fail "rows of r5/r6 not stored"
