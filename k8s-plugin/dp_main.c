@@ -205,9 +205,10 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 	p->gpus = gpus;
 	p->ngpus = st->ngpus;
 
-	/* Allocations the agent no longer has.  A restarted agent numbers
-	 * its allocations afresh, so the same id must also be ours, on the
-	 * same GPU, with the same shares. */
+	/* Allocations the agent no longer has.  A restarted agent restores
+	 * its table with the same ids and never reuses one; still, an id
+	 * only counts as the same allocation when it is ours, on the same
+	 * GPU, with the same shares (a lost table file starts afresh). */
 	for (i = 0; i < p->st.n;) {
 		for (j = 0; j < st->nallocs; j++)
 			if (st->allocs[j].id == p->st.a[i].id &&
