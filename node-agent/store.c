@@ -537,6 +537,21 @@ bind_u64(sqlite3_stmt *st, int i, uint64_t v)
 	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
 }
 
+/* The eight usage columns, in struct gs_usage order, from column i on:
+ * allocation totals and per-tick samples store the same fields. */
+static void
+bind_usage(sqlite3_stmt *st, int i, const struct gs_usage *u)
+{
+	bind_u64(st, i, u->gpu_ns);
+	bind_u64(st, i + 1, u->held_ns);
+	bind_u64(st, i + 2, u->share_ns);
+	bind_u64(st, i + 3, u->wall_ns);
+	bind_u64(st, i + 4, u->block_tasks);
+	bind_u64(st, i + 5, u->suspensions);
+	bind_u64(st, i + 6, u->evict_ns_sum);
+	bind_u64(st, i + 7, u->evict_ns_max);
+}
+
 static int
 write_alloc(struct gs_store *s, const struct gs_store_alloc *a,
 	    struct gs_error *err)
@@ -568,14 +583,7 @@ write_alloc(struct gs_store *s, const struct gs_store_alloc *a,
 	sqlite3_bind_int64(st, 21, a->last_ns);
 	bind_u64(st, 22, a->state);
 	bind_u64(st, 23, a->estimate);
-	bind_u64(st, 24, a->tot.gpu_ns);
-	bind_u64(st, 25, a->tot.held_ns);
-	bind_u64(st, 26, a->tot.share_ns);
-	bind_u64(st, 27, a->tot.wall_ns);
-	bind_u64(st, 28, a->tot.block_tasks);
-	bind_u64(st, 29, a->tot.suspensions);
-	bind_u64(st, 30, a->tot.evict_ns_sum);
-	bind_u64(st, 31, a->tot.evict_ns_max);
+	bind_usage(st, 24, &a->tot);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
@@ -595,14 +603,7 @@ write_sample(struct gs_store *s, const struct gs_store_sample *x,
 	sqlite3_bind_int64(st, 2, x->t_ns);
 	bind_u64(st, 3, x->dt_ns);
 	bind_u64(st, 4, x->estimate);
-	bind_u64(st, 5, x->d.gpu_ns);
-	bind_u64(st, 6, x->d.held_ns);
-	bind_u64(st, 7, x->d.share_ns);
-	bind_u64(st, 8, x->d.wall_ns);
-	bind_u64(st, 9, x->d.block_tasks);
-	bind_u64(st, 10, x->d.suspensions);
-	bind_u64(st, 11, x->d.evict_ns_sum);
-	bind_u64(st, 12, x->d.evict_ns_max);
+	bind_usage(st, 5, &x->d);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
