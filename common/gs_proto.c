@@ -31,17 +31,24 @@ const char *gs_priority_name(uint32_t p)
 	return p < NELEM(prio_names) ? prio_names[p] : "?";
 }
 
-int gs_priority_parse(const char *s, uint32_t *out)
+/* Index of s in names[0..n), the enum value it names; -1 if absent. */
+static int name_index(const char *const *names, size_t n, const char *s,
+		      uint32_t *out)
 {
 	uint32_t i;
 
-	for (i = 0; s != NULL && i < NELEM(prio_names); i++) {
-		if (strcmp(s, prio_names[i]) == 0) {
+	for (i = 0; s != NULL && i < n; i++) {
+		if (strcmp(s, names[i]) == 0) {
 			*out = i;
 			return 0;
 		}
 	}
 	return -1;
+}
+
+int gs_priority_parse(const char *s, uint32_t *out)
+{
+	return name_index(prio_names, NELEM(prio_names), s, out);
 }
 
 const char *gs_mode_name(uint32_t m)
@@ -51,15 +58,7 @@ const char *gs_mode_name(uint32_t m)
 
 int gs_mode_parse(const char *s, uint32_t *out)
 {
-	uint32_t i;
-
-	for (i = 0; s != NULL && i < NELEM(mode_names); i++) {
-		if (strcmp(s, mode_names[i]) == 0) {
-			*out = i;
-			return 0;
-		}
-	}
-	return -1;
+	return name_index(mode_names, NELEM(mode_names), s, out);
 }
 
 const char *gs_alloc_state_name(uint32_t s)
