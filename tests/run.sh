@@ -28,6 +28,13 @@ for t in "$@"; do
 	else
 		fail=$((fail + 1)); failed="$failed $t"
 		printf '%-6s FAIL %-50s (rc=%s)\n' "$label" "$t" "$rc"
+		# the first failures say most; the tail says how it ended
+		if grep -qE 'FAIL|FATAL' "$logdir/$name.log"; then
+			echo "    | first failures:"
+			grep -m 30 -E 'FAIL|FATAL' "$logdir/$name.log" |
+				sed 's/^/    | /'
+			echo "    | last lines:"
+		fi
 		sed 's/^/    | /' "$logdir/$name.log" | tail -n 60
 	fi
 done

@@ -37,6 +37,9 @@ end() {
 	else
 		FAIL=$((FAIL + 1))
 		FAILED="$FAILED $CASE"
+		# what the nodes look like explains most failures (a drained
+		# node leaves every later job pending)
+		gs_log "nodes after $CASE: $(sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';')"
 	fi
 }
 
@@ -164,11 +167,15 @@ expect "unknown key named" "$out" '^sbatch: error: gshare: plugstack.conf: argum
 # a job that ends while plugstack.conf is broken: its epilog logs the
 # error but does not fail (a failed epilog drains the node)
 set_plugstack
-rm -f "$GS_T/go"
+# The batch step must have started before plugstack.conf breaks: squeue
+# says R as soon as slurmctld allocates, but slurmstepd reads
+# plugstack.conf later, and a batch step that fails to launch drains
+# the node ("batch job complete failure") for every later case.
+rm -f "$GS_T/go" "$GS_T/started"
 j=$(timeout 20 sbatch --parsable -w n1 -o /dev/null \
-	--wrap "until [ -e '$GS_T/go' ]; do sleep 0.05; done")
-job_running() { [ "$(squeue -h -j "$1" -o %t 2>/dev/null)" = R ]; }
-gs_wait 30 "job $j to run" job_running "$j" || bad "job $j not running"
+	--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done")
+gs_wait 30 "job $j to start its script" test -e "$GS_T/started" ||
+	bad "job $j did not start: $(squeue -h -j "$j" -o '%t %r')"
 set_plugstack timeout=5
 touch "$GS_T/go"
 gs_wait 30 "job $j to complete" gs_no_jobs || bad "job $j stuck"
