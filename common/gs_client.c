@@ -492,11 +492,30 @@ int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 	return 0;
 }
 
+/* Append page's allocations to st (ids must keep ascending).  Returns
+ * 1 when appended, 0 when the page made no progress, -1 out of memory. */
+static int status_append(struct gs_status *st, const struct gs_status *page)
+{
+	struct gs_alloc_info *v;
+	uint64_t last = st->allocs[st->nallocs - 1].id;
+
+	if (page->nallocs == 0 || page->allocs[0].id <= last)
+		return 0;
+	v = realloc(st->allocs, (st->nallocs + page->nallocs) * sizeof(*v));
+	if (v == NULL)
+		return -1;
+	memcpy(v + st->nallocs, page->allocs, page->nallocs * sizeof(*v));
+	st->allocs = v;
+	st->nallocs += page->nallocs;
+	return 1;
+}
+
 int gs_client_status(struct gs_client *c, struct gs_status **out,
 		     struct gs_error *err)
 {
 	struct gs_msg req = { .type = GS_MSG_STATUS }, rep;
 	struct gs_status *st;
+	int rv;
 
 	if (request(c, &req, &rep, err) < 0)
 		return -1;
@@ -508,6 +527,32 @@ int gs_client_status(struct gs_client *c, struct gs_status **out,
 		return gs_error_set(err, GS_ENOMEM, "out of memory");
 	}
 	*st = rep.u.status; /* takes the arrays */
+	/* Later pages: the allocations after the last one listed.  GPU
+	 * records and the policy come from the first page.  An allocation
+	 * created or closed between pages may be missed or listed; every
+	 * other one is listed once.  A page that does not move forward
+	 * (an agent that ignores after_id) ends the walk. */
+	while (st->more && st->nallocs > 0) {
+		req.type = GS_MSG_STATUS;
+		req.u.after_id = st->allocs[st->nallocs - 1].id;
+		if (request(c, &req, &rep, err) < 0 ||
+		    expect(&rep, GS_MSG_STATUS_REPLY, err) < 0) {
+			gs_status_free(st);
+			return -1;
+		}
+		rv = status_append(st, &rep.u.status);
+		st->more = rv > 0 ? rep.u.status.more : 0;
+		if (rep.u.status.nallocs_total > st->nallocs_total)
+			st->nallocs_total = rep.u.status.nallocs_total;
+		gs_msg_clear(&rep);
+		if (rv < 0) {
+			gs_status_free(st);
+			return gs_error_set(err, GS_ENOMEM, "out of memory");
+		}
+	}
+	if (st->nallocs_total < st->nallocs)
+		st->nallocs_total = st->nallocs;
+	st->more = 0;
 	*out = st;
 	return 0;
 }

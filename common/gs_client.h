@@ -47,7 +47,10 @@ int gs_client_alloc_label(struct gs_client *c, uint64_t id,
 int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 		     struct gs_alloc_info *info, struct gs_error *err);
 
-/* *out is allocated; free with gs_status_free. */
+/* Every allocation the caller may see, in ascending id order: asks page
+ * after page when they do not fit one reply (agents since 1.2; an older
+ * agent's single page may be short of nallocs_total).  *out is
+ * allocated; free with gs_status_free. */
 int gs_client_status(struct gs_client *c, struct gs_status **out,
 		     struct gs_error *err);
 

@@ -333,7 +333,9 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+		break;
 	case GS_MSG_STATUS:
+		w64(w, m->u.after_id);
 		break;
 	case GS_MSG_ALLOC_CREATE:
 		w32(w, (uint32_t)m->u.req.gpu);
@@ -385,6 +387,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		}
 		w32(w, st->nallocs_total > st->nallocs ? st->nallocs_total
 						       : st->nallocs);
+		w32(w, st->more ? 1u : 0u);
 		break;
 	case GS_MSG_SET_WEIGHT:
 	case GS_MSG_SET_PRIORITY:
@@ -522,6 +525,14 @@ static uint32_t r32_opt(struct rd *r)
 	return r32(r);
 }
 
+/* A u64 appended in a newer minor: 0 when the frame ends before it. */
+static uint64_t r64_opt(struct rd *r)
+{
+	if (r->bad || r->len - r->off < 8)
+		return 0;
+	return r64(r);
+}
+
 static void rinfo(struct rd *r, struct gs_alloc_info *a)
 {
 	a->id = r64(r);
@@ -628,6 +639,7 @@ static int rstatus(struct rd *r, struct gs_status *st, struct gs_error *err)
 		n = r32(r);
 		if (n > st->nallocs)
 			st->nallocs_total = n;
+		st->more = r32_opt(r) != 0 ? 1u : 0u;	/* 1.2 */
 	}
 	return 0;
 }
@@ -675,7 +687,9 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+		break;
 	case GS_MSG_STATUS:
+		m->u.after_id = r64_opt(&r);	/* 1.2 */
 		break;
 	case GS_MSG_ALLOC_CREATE:
 		m->u.req.gpu = (int32_t)r32(&r);

@@ -29,7 +29,7 @@
  *   ATTACH          O  {id}                       → ATTACHED + fd (SCM_RIGHTS)
  *   TOKEN_WANT      O  {}  (attached conn only)   → no reply; GRANT event later
  *   TOKEN_RELEASE   O  gs_release                 → no reply
- *   STATUS          A  {}                         → STATUS_REPLY (non-root: own
+ *   STATUS          A  {after_id}                 → STATUS_REPLY (non-root: own
  *                                                    allocations only)
  *   SET_WEIGHT      R  {id, weight}               → OK
  *   SET_PRIORITY    R  {id, priority}             → OK
@@ -53,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		1
+#define GS_PROTO_MINOR		2
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -183,11 +183,14 @@ struct gs_status {
 	struct gs_gpu_info *gpus;
 	uint32_t nallocs;
 	struct gs_alloc_info *allocs;
-	uint32_t nallocs_total;	/* allocations the caller may see; more
-				 * than nallocs when the reply had to be
-				 * cut to fit one frame (a field appended
+	uint32_t nallocs_total;	/* allocations the caller may see in all;
+				 * more than nallocs when the listing
+				 * takes several pages (a field appended
 				 * after the arrays: decoders of frames
 				 * without it set nallocs) */
+	uint32_t more;		/* 1.2, absent: 0.  1: allocations with
+				 * larger ids did not fit; ask again with
+				 * after_id = the last id listed */
 };
 
 /* Frame header codec.  decode checks magic, major and length bound and
@@ -213,7 +216,8 @@ void gs_status_free(struct gs_status *st);
  * Message codec.  One struct gs_msg holds any message; `type` selects the
  * union member:
  *   ERROR                 error {code, message}
- *   OK, PING, TOKEN_WANT, STATUS     (no payload)
+ *   OK, PING, TOKEN_WANT  (no payload)
+ *   STATUS                after_id (1.2; absent: 0)
  *   ALLOC_CREATE          req
  *   ALLOC_INFO, ATTACHED  info
  *   ALLOC_CLOSE, ATTACH   id
@@ -247,6 +251,7 @@ struct gs_msg {
 		} grant;
 		struct gs_release release;
 		struct gs_status status;
+		uint64_t after_id;	/* STATUS: list ids > after_id */
 		struct {
 			uint64_t id;
 			struct gs_labels labels;

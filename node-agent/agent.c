@@ -38,9 +38,10 @@
  * every create, close, weight/priority and label change, and restored at
  * start-up with the same ids (state_restore; docs/agent.md, Restarts).
  *
- * Limits: STATUS_REPLY must fit one frame (64 KiB, ~200 allocations with
- * short labels); beyond that the reply lists the first allocations that
- * fit and the log says so.
+ * Paging: STATUS_REPLY must fit one frame (64 KiB: ~200 allocations with
+ * short labels, ~85 with every label at its longest); the reply lists
+ * the allocations after the request's after_id that fit, ascending, and
+ * sets `more` when some did not (gs_client_status asks again).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1045,7 +1046,7 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_alloc *a;
 	struct gs_error err;
 	size_t start;
-	uint32_t i, n = 0;
+	uint32_t i, n = 0, total = 0;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_STATUS_REPLY;
@@ -1079,15 +1080,23 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		gi->simulated = (uint32_t)g->d.simulated;
 		gi->holder = gs_sched_holder(g->sched);
 	}
+	/* nallocs_total counts every allocation the caller may see; the
+	 * page lists those after after_id, ascending */
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (c->uid == 0 || a->uid == c->uid)
+			total++;
+	}
+	for (a = gs_alloc_after(ag->allocs, m->u.after_id); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
 		if (c->uid != 0 && a->uid != c->uid)
 			continue;
 		fill_info(ag, a, &st->allocs[n++]);
 	}
 	st->nallocs = n;
-	st->nallocs_total = n;
-	/* too many to fit one frame: list fewer */
+	st->nallocs_total = total;
+	/* too many to fit one frame: list fewer, the client asks again
+	 * after the last id listed */
 	for (;;) {
 		start = c->out.len;
 		if (gs_msg_encode(&rep, &c->out, &err) == 0)
@@ -1098,8 +1107,7 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 			break;
 		}
 		st->nallocs = st->nallocs * 9 / 10;
-		log_warnx("STATUS: listing only %u of %u allocations",
-			  st->nallocs, n);
+		st->more = 1;
 	}
 	gs_msg_clear(&rep);
 }

@@ -196,6 +196,21 @@ struct gs_alloc *gs_alloc_first(struct gs_alloc_table *t)
 	return t->n ? t->v[0] : NULL;
 }
 
+struct gs_alloc *gs_alloc_after(struct gs_alloc_table *t, uint64_t id)
+{
+	unsigned lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (t->v[mid]->id <= id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->n ? t->v[lo] : NULL;
+}
+
 struct gs_alloc *gs_alloc_next(struct gs_alloc_table *t,
 			       const struct gs_alloc *a)
 {

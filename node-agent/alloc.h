@@ -96,6 +96,9 @@ struct gs_alloc *gs_alloc_get(struct gs_alloc_table *t, uint64_t id);
 void gs_alloc_remove(struct gs_alloc_table *t, uint64_t id);
 
 struct gs_alloc *gs_alloc_first(struct gs_alloc_table *t);
+/* The allocation with the smallest id greater than id, or NULL (ids
+ * ascend along first/next). */
+struct gs_alloc *gs_alloc_after(struct gs_alloc_table *t, uint64_t id);
 struct gs_alloc *gs_alloc_next(struct gs_alloc_table *t,
 			       const struct gs_alloc *a);
 unsigned gs_alloc_count(const struct gs_alloc_table *t);

@@ -234,8 +234,9 @@ static void print_table(const struct gs_status *st)
 			       getuid() == 0 ? "" : " of yours");
 	}
 	if (st->nallocs_total > st->nallocs)
-		printf("\n(showing %u of %u allocations: the reply is limited "
-		       "to one frame)\n", st->nallocs, st->nallocs_total);
+		printf("\n(showing %u of %u allocations: the agent is older "
+		       "than protocol 1.2 and sends one frame only)\n",
+		       st->nallocs, st->nallocs_total);
 }
 
 static int cmd_create(struct gs_client *c, int argc, char **argv)

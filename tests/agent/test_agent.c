@@ -3,7 +3,8 @@
  *
  * Starts build/node-agent/gshared -d on a temporary socket with one
  * simulated GPU and drives it with the real client library and raw
- * sockets: admission and placement, permissions for a non-root peer
+ * sockets: admission and placement, STATUS paged over several frames
+ * (100 allocations with labels at their longest), permissions for a non-root peer
  * (the checks run in a child that switched to uid/gid 65534, `nobody`),
  * allocations any uid may attach to (GS_ALLOC_ANY_UID), GPU health
  * through injected faults (status, refused allocations, one log line per
@@ -778,6 +779,159 @@ static void hdr(uint8_t *b, uint32_t magic, uint8_t major, uint16_t type,
 	gs_frame_hdr_encode(&h, b);
 }
 
+/* ---- STATUS over several frames ---- */
+
+#define NPAGED 100
+
+/* One STATUS frame on a fresh connection, as a 1.1 client sends it (no
+ * after_id): the first page.  0, or -1 with a failed check. */
+static int raw_status(struct gs_msg *rep)
+{
+	static uint8_t buf[GS_FRAME_HDR_SIZE + GS_FRAME_MAX_PAYLOAD];
+	struct gs_frame_hdr h;
+	struct gs_error err;
+	int64_t deadline = now_ms() + 3000;
+	size_t have = 0, want = GS_FRAME_HDR_SIZE;
+	int fd = raw_connect(), rv = -1;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	hdr(buf, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_STATUS, 0);
+	if (write(fd, buf, GS_FRAME_HDR_SIZE) != GS_FRAME_HDR_SIZE)
+		goto out;
+	while (have < want && now_ms() < deadline) {
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		n = read(fd, buf + have, want - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		if (have == GS_FRAME_HDR_SIZE && want == GS_FRAME_HDR_SIZE) {
+			if (gs_frame_hdr_decode(buf, have, &h, &err) < 0)
+				break;
+			want += h.length;
+		}
+	}
+	CHECK(have == want && want > GS_FRAME_HDR_SIZE,
+	      "raw STATUS: %zu of %zu bytes", have, want);
+	if (have == want && want > GS_FRAME_HDR_SIZE &&
+	    gs_msg_decode(&h, buf + GS_FRAME_HDR_SIZE, rep, &err) == 0 &&
+	    rep->type == GS_MSG_STATUS_REPLY)
+		rv = 0;
+out:
+	close(fd);
+	return rv;
+}
+
+/* Label every field at its longest, so NPAGED records overflow a frame. */
+static void long_labels(struct gs_labels *l, unsigned k)
+{
+	memset(l, 0, sizeof(*l));
+	memset(l->cluster, 'c', sizeof(l->cluster) - 1);
+	memset(l->step, 's', sizeof(l->step) - 1);
+	memset(l->node, 'n', sizeof(l->node) - 1);
+	memset(l->ns, 'N', sizeof(l->ns) - 1);
+	memset(l->pod, 'p', sizeof(l->pod) - 1);
+	memset(l->container, 'k', sizeof(l->container) - 1);
+	memset(l->user, 'u', sizeof(l->user) - 1);
+	memset(l->account, 'a', sizeof(l->account) - 1);
+	snprintf(l->job, sizeof(l->job), "paged-%u", k);
+}
+
+static void nobody_pages(void *arg)
+{
+	const uint64_t *ids = arg;
+	struct gs_client *c = conn();
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	uint32_t i;
+
+	if (gs_client_status(c, &st, &err) < 0) {
+		CHECK(0, "status as nobody: %s", err.msg);
+		gs_client_free(c);
+		return;
+	}
+	CHECK(st->nallocs == NPAGED / 2 && st->nallocs_total == NPAGED / 2,
+	      "nobody sees %u (total %u), want %u", st->nallocs,
+	      st->nallocs_total, NPAGED / 2);
+	for (i = 0; i < st->nallocs && i < NPAGED / 2; i++)
+		CHECK(st->allocs[i].id == ids[2 * i + 1] &&
+		      st->allocs[i].uid == NOBODY,
+		      "nobody's record %u: id %llu uid %u", i,
+		      (unsigned long long)st->allocs[i].id,
+		      st->allocs[i].uid);
+	gs_status_free(st);
+	gs_client_free(c);
+}
+
+static void test_status_pages(struct gs_client *root)
+{
+	uint64_t ids[NPAGED];
+	struct gs_alloc_req r;
+	struct gs_alloc_info info;
+	struct gs_status *st = NULL;
+	struct gs_labels want;
+	struct gs_msg page;
+	struct gs_error err;
+	unsigned k;
+	int rc;
+
+	/* 100 one-share allocations with long labels (every other one
+	 * nobody's): ~77 KiB of records, more than one frame holds */
+	memset(ids, 0, sizeof(ids));
+	for (k = 0; k < NPAGED; k++) {
+		memset(&r, 0, sizeof(r));
+		r.gpu = -1;
+		r.shares = 1;
+		r.uid = k % 2 ? NOBODY : 0;
+		long_labels(&r.labels, k);
+		if (gs_client_alloc_create(root, &r, &info, &err) < 0) {
+			CHECK(0, "create %u: %s", k, err.msg);
+			goto out;
+		}
+		ids[k] = info.id;
+	}
+	memset(&page, 0, sizeof(page));
+	if (raw_status(&page) == 0) {
+		CHECK(page.u.status.more == 1 && page.u.status.nallocs > 0 &&
+		      page.u.status.nallocs < NPAGED &&
+		      page.u.status.nallocs_total == NPAGED,
+		      "first page: %u listed, total %u, more %u",
+		      page.u.status.nallocs, page.u.status.nallocs_total,
+		      page.u.status.more);
+		gs_msg_clear(&page);
+	} else {
+		CHECK(0, "raw STATUS failed");
+	}
+	if (gs_client_status(root, &st, &err) < 0) {
+		CHECK(0, "status: %s", err.msg);
+		goto out;
+	}
+	CHECK(st->nallocs == NPAGED && st->nallocs_total == NPAGED &&
+	      st->more == 0, "status lists %u of %u (more %u)", st->nallocs,
+	      st->nallocs_total, st->more);
+	for (k = 0; k < st->nallocs && k < NPAGED; k++) {
+		long_labels(&want, k);
+		CHECK(st->allocs[k].id == ids[k] &&
+		      memcmp(&st->allocs[k].labels, &want, sizeof(want)) == 0,
+		      "record %u: id %llu, want %llu, job '%s'", k,
+		      (unsigned long long)st->allocs[k].id,
+		      (unsigned long long)ids[k], st->allocs[k].labels.job);
+	}
+	gs_status_free(st);
+	rc = run_as_nobody(nobody_pages, ids);
+	CHECK(rc == 0, "nobody's paged status (rc %d)", rc);
+out:
+	for (k = 0; k < NPAGED; k++)
+		if (ids[k] != 0 &&
+		    gs_client_alloc_close(root, ids[k], NULL, &err) < 0)
+			CHECK(0, "close %llu: %s", (unsigned long long)ids[k],
+			      err.msg);
+}
+
 static void test_malformed(struct gs_client *bystander)
 {
 	uint8_t b[4096];
@@ -1099,6 +1253,7 @@ int main(int argc, char *argv[])
 	bystander = conn();
 
 	test_admission(root);
+	test_status_pages(root);
 	test_permissions(root);
 	test_any_uid(root);
 	test_tokens(root);

@@ -101,7 +101,9 @@ static int sample(uint16_t type, struct gs_msg *m)
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+		break;
 	case GS_MSG_STATUS:
+		m->u.after_id = 0x1234567890ull;
 		break;
 	case GS_MSG_ALLOC_CREATE:
 		m->u.req.gpu = -1;
@@ -158,6 +160,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 		}
 		m->u.status.nallocs = 3;
 		m->u.status.nallocs_total = 3;
+		m->u.status.more = 1;
 		m->u.status.allocs = calloc(3, sizeof(struct gs_alloc_info));
 		for (i = 0; i < 3; i++)
 			fill_info(&m->u.status.allocs[i], i + 1);
@@ -201,6 +204,7 @@ static void assert_msg_equal(const struct gs_msg *a, const struct gs_msg *b)
 		assert_int_equal(x->ngpus, y->ngpus);
 		assert_int_equal(x->nallocs, y->nallocs);
 		assert_int_equal(x->nallocs_total, y->nallocs_total);
+		assert_int_equal(x->more, y->more);
 		assert_memory_equal(x->gpus, y->gpus,
 				    x->ngpus * sizeof(*x->gpus));
 		assert_memory_equal(x->allocs, y->allocs,
@@ -284,10 +288,13 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
-		/* STATUS_REPLY ends with an optional field (nallocs_total),
-		 * ALLOC_CREATE / ALLOC_INFO / ATTACHED with flags (1.1) */
+		/* STATUS_REPLY ends with two optional fields (nallocs_total,
+		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE /
+		 * ALLOC_INFO / ATTACHED end with flags (1.1) */
 		if (all_types[i] == GS_MSG_STATUS_REPLY ||
-		    all_types[i] == GS_MSG_ALLOC_CREATE ||
+		    all_types[i] == GS_MSG_STATUS)
+			full -= 8;
+		else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
 		    all_types[i] == GS_MSG_ALLOC_INFO ||
 		    all_types[i] == GS_MSG_ATTACHED)
 			full -= 4;
@@ -517,13 +524,36 @@ static void test_status_total(void **state)
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
 				       &err), 0);
 	assert_int_equal(out.u.status.nallocs_total, 250);
+	assert_int_equal(out.u.status.more, 1);
 	gs_msg_clear(&out);
-	h.length -= 4; /* as an older agent sends it */
+	h.length -= 4; /* as a 1.1 agent sends it: no `more` */
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.nallocs_total, 250);
+	assert_int_equal(out.u.status.more, 0);
+	gs_msg_clear(&out);
+	h.length -= 4; /* as a 1.0 agent sends it: no total either */
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
 				       &err), 0);
 	assert_int_equal(out.u.status.nallocs, 3);
 	assert_int_equal(out.u.status.nallocs_total, 3);
+	assert_int_equal(out.u.status.more, 0);
 	gs_msg_clear(&out);
+	gs_msg_clear(&in);
+	gs_wbuf_free(&b);
+	/* a STATUS from a 1.1 client (no after_id) asks from the start */
+	sample(GS_MSG_STATUS, &in);
+	gs_wbuf_init(&b);
+	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+	gs_frame_hdr_decode(b.data, b.len, &h, &err);
+	assert_int_equal(h.length, 8);
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.after_id, 0x1234567890ull);
+	h.length = 0;
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.after_id, 0);
 	gs_msg_clear(&in);
 	gs_wbuf_free(&b);
 }
