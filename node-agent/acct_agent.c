@@ -15,18 +15,26 @@
  * open rows open (gs_store_recover_keep) and each continues its own row,
  * matched by allocation id; every other row left open closes as NODE_FAIL
  * (re-adopted by labels if its job comes back with a new allocation).
+ * Who may read the store: its files (the database, -wal, -shm) are mode
+ * 0640, group store_group, so that only root and gsacct (installed setgid
+ * to that group) read them; 0600 when the group does not exist; 0644
+ * (world-readable, as before) with store_group "".  See store_protect().
  * Limits: a SIGHUP reload changes the tick and the retention (seen at the
- * next tick), not the store path or the metrics address; a clean stop
- * leaves open allocations open in the store, for the next start to
- * continue.
+ * next tick), not the store path, its group or the metrics address; a
+ * clean stop leaves open allocations open in the store, for the next
+ * start to continue.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "acct.h"
 #include "acct_agent.h"
@@ -57,6 +65,7 @@ struct gs_accounting {
 	uint64_t period, due;
 	uint32_t retention_days;
 	char path[512];			/* store path in use */
+	char group[33];			/* store_group in use */
 	char metrics_addr[64];		/* metrics_listen in use */
 	uint64_t warned_busy;
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
@@ -234,6 +243,106 @@ store_path(const struct gs_agent_config *cfg, char *buf, size_t n)
 		snprintf(buf, n, "%s/usage.db", cfg->state_dir);
 }
 
+/*
+ * Give one of the store's files `mode`, the agent's own user as owner
+ * (root) and, when gid is not (gid_t)-1, that group.  The main file is created when missing (an empty file is a
+ * new SQLite database); a missing -wal/-shm is fine.  Symbolic links and
+ * anything but a regular file are refused: root changes these files.
+ * *changed (may be NULL) is set when the mode or group was different.
+ */
+static int
+protect_file(const char *path, int create, mode_t mode, gid_t gid,
+	     int *changed, struct gs_error *err)
+{
+	struct stat st;
+	int fd, rv = -1;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+		  (create ? O_CREAT : 0), mode);
+	if (fd < 0) {
+		if (!create && errno == ENOENT)
+			return 0;
+		return gs_error_errno(err, GS_EIO, "usage store %s", path);
+	}
+	if (fstat(fd, &st) < 0) {
+		gs_error_errno(err, GS_EIO, "usage store %s: fstat", path);
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		gs_error_set(err, GS_EIO, "usage store %s: not a regular file",
+			     path);
+		goto out_close;
+	}
+	/* owner and group first, then the mode: group read is granted only
+	 * once the file has the right group */
+	if (st.st_uid != geteuid() || (gid != (gid_t)-1 && st.st_gid != gid)) {
+		if (fchown(fd, geteuid(), gid) < 0) {
+			gs_error_errno(err, GS_EIO, "usage store %s: cannot "
+				       "give it to uid %u group %d (gshared "
+				       "runs as root?)", path,
+				       (unsigned)geteuid(), (int)gid);
+			goto out_close;
+		}
+		if (changed != NULL)
+			*changed = 1;
+	}
+	if ((st.st_mode & 07777) != mode) {
+		if (fchmod(fd, mode) < 0) {
+			gs_error_errno(err, GS_EIO, "usage store %s: chmod "
+				       "%04o", path, (unsigned)mode);
+			goto out_close;
+		}
+		if (changed != NULL)
+			*changed = 1;
+	}
+	rv = 0;
+out_close:
+	close(fd);
+	return rv;
+}
+
+/*
+ * The store's database file and its -wal/-shm companions: 0640 and group
+ * store_group; 0600 (root only) when that group does not exist; 0644 with
+ * store_group "".  Before SQLite opens it (create = 1), so that what
+ * SQLite creates inherits it: SQLite gives a new -wal/-shm the database
+ * file's mode and, when it runs as root, its owner and group.  Companions
+ * an earlier run left (a crash, an older gshare) are fixed here too, and
+ * once more after the open (create = 0), which would catch a SQLite that
+ * did otherwise.  *mode and *gid (may be NULL) get what was applied.
+ */
+static int
+store_protect(const struct gs_agent_config *cfg, const char *path,
+	      int create, mode_t *mode_out, gid_t *gid_out, int *changed,
+	      struct gs_error *err)
+{
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	mode_t mode = 0644;
+	gid_t gid = (gid_t)-1;
+	char f[sizeof(((struct gs_accounting *)0)->path) + 8];
+
+	if (cfg->store_group[0] != '\0') {
+		const struct group *gr = getgrnam(cfg->store_group);
+
+		mode = 0600;
+		if (gr != NULL) {
+			mode = 0640;
+			gid = gr->gr_gid;
+		}
+	}
+	for (unsigned i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(f, sizeof(f), "%s%s", path, sfx[i]);
+		if (protect_file(f, create && i == 0, mode, gid, changed,
+				 err) < 0)
+			return -1;
+	}
+	if (mode_out != NULL)
+		*mode_out = mode;
+	if (gid_out != NULL)
+		*gid_out = gid;
+	return 0;
+}
+
 static int64_t
 retention_ns(uint32_t days)
 {
@@ -260,6 +369,12 @@ reload(struct gs_accounting *ac, struct gs_loop *l)
 		snprintf(ac->path, sizeof(ac->path), "%s", path);
 		snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
 			 cfg->metrics_listen);
+	}
+	if (strcmp(cfg->store_group, ac->group) != 0) {
+		log_warnx("reload: store_group change needs a restart; "
+			  "keeping '%s'", ac->group);
+		snprintf(ac->group, sizeof(ac->group), "%s",
+			 cfg->store_group);
 	}
 	if (cfg->acct_tick_ns != ac->period) {
 		log_info("accounting: tick %.3f s -> %.3f s",
@@ -394,7 +509,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_alloc *a;
 	uint64_t *keep, next_id;
 	unsigned nkeep = 0;
-	int n;
+	int n, changed = 0;
+	mode_t mode;
+	gid_t gid;
 
 	ac = calloc(1, sizeof(*ac));
 	if (ac == NULL)
@@ -405,8 +522,27 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	path = ac->path;
 	snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
 		 cfg->metrics_listen);
+	snprintf(ac->group, sizeof(ac->group), "%s", cfg->store_group);
+	if (store_protect(cfg, path, 1, &mode, &gid, NULL, err) < 0)
+		goto out_free;
 	if (gs_store_open(path, 0, &ac->store, err) < 0)
 		goto out_free;
+	if (store_protect(cfg, path, 0, NULL, NULL, &changed, err) < 0)
+		goto out_free;
+	if (changed)
+		log_warnx("usage store %s: SQLite created its -wal/-shm with "
+			  "another mode or group; fixed", path);
+	if (cfg->store_group[0] == '\0')
+		log_info("usage store %s: mode 0644, readable by every local "
+			 "user (store_group is empty)", path);
+	else if (gid == (gid_t)-1)
+		log_warnx("usage store %s: group '%s' (store_group) does not "
+			  "exist: mode 0600, only root can read usage (gsacct "
+			  "fails for other users); create the group and "
+			  "restart gshared", path, cfg->store_group);
+	else
+		log_info("usage store %s: mode %04o, group %s", path,
+			 (unsigned)mode, cfg->store_group);
 	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
 	if (keep == NULL) {
 		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");

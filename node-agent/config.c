@@ -53,6 +53,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			    "period of the accounting tick"),
 	GS_CFG_KEY_STRING("usage_db", C, usage_db, 0, NULL,
 			  "usage store (empty: <state_dir>/usage.db)"),
+	GS_CFG_KEY_STRING("store_group", C, store_group, 0, "gshare",
+			  "group that may read the usage store (gsacct's "
+			  "setgid group; empty: world-readable)"),
 	GS_CFG_KEY_UINT("usage_retention_days", C, retention_days, 0, 36500,
 			"90", "days of per-tick samples kept (0: forever)"),
 	GS_CFG_KEY_STRING("metrics_listen", C, metrics_listen, 0,
@@ -222,6 +225,31 @@ static int validate(const struct gs_agent_config *c, const char *file,
 	return 0;
 }
 
+/* A group name as useradd/groupadd take it: [A-Za-z0-9_.-], not starting
+ * with '-', at most 32 characters (the field's size enforces the length).
+ * Empty is valid (no group: the store stays world-readable). */
+static int check_group(const struct gs_agent_config *c,
+		       const struct gs_ynode *root, const char *file,
+		       struct gs_error *err)
+{
+	const struct gs_ynode *n = gs_ynode_get(root, "store_group");
+	const char *p;
+
+	for (p = c->store_group; *p != '\0'; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
+		    (*p == '-' && p != c->store_group))
+			continue;
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s:%d: store_group: '%s' is not a group "
+				    "name (letters, digits, '_', '.', '-'; "
+				    "not starting with '-')", file,
+				    n != NULL ? n->key_line : 0,
+				    c->store_group);
+	}
+	return 0;
+}
+
 int gs_agent_config_load(const char *path, struct gs_agent_config *c,
 			 struct gs_error *err)
 {
@@ -235,7 +263,8 @@ int gs_agent_config_load(const char *path, struct gs_agent_config *c,
 	if (gs_cfg_apply_yaml(gs_agent_keys, &t, root, path, gpus_entry, &t,
 			      err) < 0)
 		goto out_free;
-	if (validate(&t, path, err) < 0)
+	if (check_group(&t, root, path, err) < 0 ||
+	    validate(&t, path, err) < 0)
 		goto out_free;
 	*c = t;
 	rv = 0;

@@ -50,6 +50,7 @@ struct gs_agent_config {
 	/* accounting (node-agent/acct_agent.c) */
 	uint64_t acct_tick_ns;	/* accounting tick */
 	char usage_db[256];	/* "": <state_dir>/usage.db */
+	char store_group[33];	/* group of the store file ("": 0644) */
 	uint32_t retention_days;	/* 0: keep usage forever */
 	char metrics_listen[64];	/* "": no metrics endpoint */
 

@@ -8,15 +8,29 @@
  * grouped by job: a job row sums its steps (shown as JobID.Step);
  * Kubernetes allocations appear as namespace/pod/container.
  * Errors are sacct-style ("gsacct: error: ...") with exit status 1.
+ *
+ * The store is readable by root and the group gshared's store_group names
+ * only; gsacct is installed setgid to that group.  The group serves for
+ * one thing: opening the default store (GSACCT_STORE, fixed at build
+ * time) and reading it once, so that SQLite has the database, its -wal
+ * and -shm open.  It is put aside (effective gid = real gid) as the
+ * program starts, taken back around that open, then dropped for good
+ * (real, effective and saved gid all the caller's) before any output,
+ * any file created and any row parsed.  A store named by --store or
+ * $GSHARE_STORE, when not the default path, is opened after the drop with
+ * the caller's own rights, so neither can point the group at another
+ * file.  The rows shown are filtered by the real uid either way.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,7 +38,12 @@
 #include "plot.h"
 #include "store.h"
 
-#define DEFAULT_STORE	"/var/lib/gshare/usage.db"
+/* gshared's default store (state_dir /var/lib/gshare); the only one
+ * opened with the setgid group.  `make GSACCT_STORE=...` changes it. */
+#ifndef GSACCT_STORE
+#define GSACCT_STORE	"/var/lib/gshare/usage.db"
+#endif
+#define DEFAULT_STORE	GSACCT_STORE
 #define MAX_LIST	256
 #define PLOT_BINS	300
 
@@ -48,7 +67,7 @@ struct opts {
 };
 
 /* Group of allocations shown together: one Slurm job or one pod. */
-struct group {
+struct job_group {
 	struct gs_row job;		/* job (aggregate) row */
 	struct gs_store_alloc *members;
 	unsigned nmembers;
@@ -56,7 +75,7 @@ struct group {
 };
 
 struct collect {
-	struct group *g;
+	struct job_group *g;
 	unsigned ng, cap;
 	int64_t now_ns;
 	int oom;
@@ -90,6 +109,95 @@ die(const char *fmt, ...)
 	fputc('\n', stderr);
 	free_splits();
 	exit(1);
+}
+
+/* ---- the setgid group ---- */
+
+static int setgid_run;		/* started setgid (egid != gid) */
+static int privileged;		/* the group not yet dropped for good */
+static gid_t priv_gid;		/* that group */
+
+/* At start: remember the setgid group and put it aside (it stays only as
+ * the saved gid, for priv_raise). */
+static void
+priv_init(void)
+{
+	gid_t r, e, s;
+
+	if (getresgid(&r, &e, &s) < 0)
+		die("getresgid: %s", strerror(errno));
+	if (e == r && s == r)
+		return;
+	setgid_run = privileged = 1;
+	priv_gid = e;
+	if (setresgid((gid_t)-1, r, (gid_t)-1) < 0)
+		die("cannot set the effective group: %s", strerror(errno));
+}
+
+static void
+priv_raise(void)
+{
+	if (setresgid((gid_t)-1, priv_gid, (gid_t)-1) < 0)
+		die("cannot take group %u back: %s", (unsigned)priv_gid,
+		    strerror(errno));
+}
+
+/* For good: real, effective and saved gid the caller's; checked. */
+static void
+priv_drop(void)
+{
+	gid_t g = getgid(), r, e, s;
+
+	if (!privileged)
+		return;
+	if (setresgid(g, g, g) < 0)
+		die("cannot drop group %u: %s", (unsigned)priv_gid,
+		    strerror(errno));
+	if (getresgid(&r, &e, &s) < 0 || r != g || e != g || s != g)
+		die("cannot drop group %u", (unsigned)priv_gid);
+	privileged = 0;
+}
+
+/* The store could not be opened: when the caller may not read it, say
+ * why, rather than SQLite's "unable to open database file". */
+static void __attribute__((noreturn))
+die_store(const char *path, int used_group, const struct gs_error *err)
+{
+	struct stat st;
+	const struct group *gr;
+	char gname[64];
+
+	if (stat(path, &st) < 0) {
+		if (errno == EACCES)
+			die("usage store %s: permission denied: a directory "
+			    "above it is not searchable", path);
+		die("%s", err->msg);
+	}
+	if (access(path, R_OK) == 0 || errno != EACCES)
+		die("%s", err->msg);
+	gr = getgrgid(st.st_gid);
+	if (gr != NULL)
+		snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+	else
+		snprintf(gname, sizeof(gname), "%u", (unsigned)st.st_gid);
+	if (!(st.st_mode & S_IRGRP))
+		die("usage store %s: permission denied: readable by its owner "
+		    "only (mode %04o); gshared makes it so when the group "
+		    "named by its store_group does not exist (see gsacct(1))",
+		    path, (unsigned)(st.st_mode & 07777));
+	if (used_group && st.st_gid == priv_gid)
+		die("%s", err->msg);
+	if (used_group)
+		die("usage store %s: permission denied: readable by group %s "
+		    "(mode %04o), not by gsacct's group %u", path, gname,
+		    (unsigned)(st.st_mode & 07777), (unsigned)priv_gid);
+	if (setgid_run && st.st_gid == priv_gid)
+		die("usage store %s: permission denied: gsacct reads with its "
+		    "group only the default store %s", path, DEFAULT_STORE);
+	die("usage store %s: permission denied: readable by root and group "
+	    "%s only (mode %04o), and this gsacct is not installed setgid %s "
+	    "(see gsacct(1))", path, gname, (unsigned)(st.st_mode & 07777),
+	    gname);
 }
 
 static void
@@ -221,7 +329,7 @@ static int
 collect_cb(void *arg, const struct gs_store_alloc *in)
 {
 	struct collect *c = arg;
-	struct group *g = NULL;
+	struct job_group *g = NULL;
 	struct gs_store_alloc ta = *in, *a = &ta;
 	int slurm = a->labels.job[0] != '\0';
 
@@ -240,7 +348,7 @@ collect_cb(void *arg, const struct gs_store_alloc *in)
 	if (g == NULL) {
 		if (c->ng == c->cap) {
 			unsigned nc = c->cap ? c->cap * 2 : 64;
-			struct group *ng = realloc(c->g, nc * sizeof(*ng));
+			struct job_group *ng = realloc(c->g, nc * sizeof(*ng));
 
 			if (ng == NULL) {
 				c->oom = 1;
@@ -272,7 +380,7 @@ collect_cb(void *arg, const struct gs_store_alloc *in)
 
 /* Job row alone when the job is one step-less allocation. */
 static int
-single(const struct group *g)
+single(const struct job_group *g)
 {
 	return !g->slurm || (g->nmembers == 1 && !g->members[0].labels.step[0]);
 }
@@ -285,7 +393,7 @@ each_row(const struct collect *c, int allocs_only, row_fn fn, void *arg)
 	struct gs_row r;
 
 	for (unsigned i = 0; i < c->ng; i++) {
-		const struct group *g = &c->g[i];
+		const struct job_group *g = &c->g[i];
 
 		if (single(g)) {
 			gs_row_from_alloc(&r, &g->members[0], c->now_ns);
@@ -370,7 +478,7 @@ plot(struct gs_store *st, const struct collect *c, const struct opts *o,
 	if (c->ng == 0 || t1 <= t0)
 		die("--plot: no usage in the selected window");
 	for (unsigned i = 0; i < c->ng; i++) {
-		const struct group *g = &c->g[i];
+		const struct job_group *g = &c->g[i];
 
 		for (unsigned k = 0; k < g->nmembers; k++) {
 			const struct gs_store_alloc *a = &g->members[k];
@@ -463,7 +571,9 @@ main(int argc, char **argv)
 	const char *fmt = NULL, *tstart = NULL, *tend = NULL;
 	time_t now = time(NULL);
 	uint32_t me = getuid();
-	int ch, is_long = 0;
+	int ch, is_long = 0, with_group, rc;
+
+	priv_init();
 
 	/* reproducible reports (and tests): a fixed "now" */
 	if (getenv("GSACCT_NOW") != NULL && *getenv("GSACCT_NOW") != '\0') {
@@ -508,11 +618,13 @@ main(int argc, char **argv)
 		case 'n': o.noheader = 1; break;
 		case OPT_JSON: o.json = 1; break;
 		case 'e':
+			priv_drop();
 			gs_print_helpformat(stdout);
 			return 0;
 		case OPT_PLOT: o.plot = optarg; break;
 		case OPT_STORE: o.store = optarg; break;
 		case 'h':
+			priv_drop();
 			usage(stdout);
 			return 0;
 		case ':':
@@ -566,8 +678,17 @@ main(int argc, char **argv)
 		o.nuids = 1;
 	}
 
-	if (gs_store_open(o.store, GS_STORE_RDONLY, &st, &err) < 0)
-		die("%s", err.msg);
+	/* the group for the default store only; its first read (the schema
+	 * version) is done inside gs_store_open, with -wal/-shm opened */
+	with_group = privileged && strcmp(o.store, DEFAULT_STORE) == 0;
+	if (with_group)
+		priv_raise();
+	else
+		priv_drop();
+	rc = gs_store_open(o.store, GS_STORE_RDONLY, &st, &err);
+	priv_drop();
+	if (rc < 0)
+		die_store(o.store, with_group, &err);
 	memset(&f, 0, sizeof(f));
 	f.jobs = o.jobs;
 	f.njobs = o.njobs;

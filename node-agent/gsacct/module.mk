@@ -18,6 +18,12 @@ DEB_PKGS += prometheus curl procps
 
 $(B)/node-agent/gsacct/%.o: CFLAGS += -Inode-agent -Inode-agent/gsacct
 
+# The store gsacct opens with its setgid group (gshared's default
+# <state_dir>/usage.db) and that group (gshared's store_group default).
+GSACCT_STORE ?= /var/lib/gshare/usage.db
+GSACCT_GROUP ?= gshare
+$(B)/node-agent/gsacct/gsacct.o: CFLAGS += -DGSACCT_STORE='"$(GSACCT_STORE)"'
+
 $(GSACCT): $(B)/node-agent/gsacct/gsacct.o $(GSACCT_LIB_OBJS) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(ACCT_LDLIBS)
 
@@ -25,5 +31,17 @@ INSTALL_RULES += install-gsacct
 .PHONY: install-gsacct
 install-gsacct: $(GSACCT)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 755 $(GSACCT) $(DESTDIR)$(PREFIX)/bin/gsacct
+	@if [ "$$(id -u)" = 0 ] && \
+	    getent group $(GSACCT_GROUP) > /dev/null; then \
+		echo "install -m 2755 -g $(GSACCT_GROUP) $(GSACCT)" \
+		    "$(DESTDIR)$(PREFIX)/bin/gsacct"; \
+		install -m 2755 -g $(GSACCT_GROUP) $(GSACCT) \
+		    $(DESTDIR)$(PREFIX)/bin/gsacct; \
+	else \
+		install -m 755 $(GSACCT) $(DESTDIR)$(PREFIX)/bin/gsacct && \
+		echo "note: gsacct installed without setgid (group" \
+		    "$(GSACCT_GROUP) missing, or not root): other users" \
+		    "cannot read the usage store with it; see" \
+		    "docs/accounting.md, \"Reading it\""; \
+	fi
 	install -m 644 docs/man/gsacct.1 $(DESTDIR)$(PREFIX)/share/man/man1/

@@ -10,6 +10,9 @@ set -u
 . tests/acct/lib.sh
 
 port=$(free_port)
+# the store readable by every user (store_group ""), for the check as
+# nobody below; tests/acct/integ_perm.sh covers the group
+STORE_GROUP=""
 write_conf 200ms 1 "127.0.0.1:$port"
 # old usage (2023) in the store: the default retention (90 days) must
 # purge it in small batches while the agent runs

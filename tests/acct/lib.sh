@@ -33,7 +33,7 @@ wait_for() {
 	return 0
 }
 
-# write_conf TICK NGPUS METRICS_ADDR
+# write_conf TICK NGPUS METRICS_ADDR (store_group: $STORE_GROUP when set)
 write_conf() {
 	cat > "$T/gshare.yaml" <<EOC
 socket: $T/sock
@@ -44,6 +44,8 @@ metrics_listen: "$3"
 grace: ${GRACE:-100ms}
 log: stderr
 EOC
+	[ -z "${STORE_GROUP+set}" ] ||
+		echo "store_group: \"$STORE_GROUP\"" >> "$T/gshare.yaml"
 }
 
 # started() LINE: this start's log (from LINE on) says accounting is up

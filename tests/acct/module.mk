@@ -63,3 +63,7 @@ $(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(FUZZ_GSACCT_SRCS) -lsqlite3 -lpthread
 INTEG_TESTS += tests/acct/integ_overrun.sh
+# who may read the usage store: store_group, gsacct setgid (as root: a
+# temporary group, runuser, a private mount namespace)
+INTEG_TESTS += tests/acct/integ_perm.sh
+DEB_PKGS += passwd util-linux mount
