@@ -67,6 +67,9 @@ struct gs_accounting {
 	char path[512];			/* store path in use */
 	char group[33];			/* store_group in use */
 	char metrics_addr[64];		/* metrics_listen in use */
+	/* what the config said at the last reload: a change from these is
+	 * warned about once */
+	char cfg_path[512], cfg_group[33], cfg_metrics[64];
 	uint64_t warned_busy;
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct shadow *sh;
@@ -360,22 +363,24 @@ reload(struct gs_accounting *ac, struct gs_loop *l)
 	char path[512];
 
 	store_path(cfg, path, sizeof(path));
-	if (strcmp(path, ac->path) != 0 ||
-	    strcmp(cfg->metrics_listen, ac->metrics_addr) != 0) {
+	/* the store and the metrics address keep their start-up values;
+	 * say so once per change, naming what stays in use */
+	if ((strcmp(path, ac->cfg_path) != 0 ||
+	     strcmp(cfg->metrics_listen, ac->cfg_metrics) != 0) &&
+	    (strcmp(path, ac->path) != 0 ||
+	     strcmp(cfg->metrics_listen, ac->metrics_addr) != 0))
 		log_warnx("reload: usage store or metrics address change "
 			  "needs a restart; keeping %s and '%s'", ac->path,
 			  ac->metrics_addr);
-		/* say it once per reload, not at every tick */
-		snprintf(ac->path, sizeof(ac->path), "%s", path);
-		snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
-			 cfg->metrics_listen);
-	}
-	if (strcmp(cfg->store_group, ac->group) != 0) {
+	if (strcmp(cfg->store_group, ac->cfg_group) != 0 &&
+	    strcmp(cfg->store_group, ac->group) != 0)
 		log_warnx("reload: store_group change needs a restart; "
 			  "keeping '%s'", ac->group);
-		snprintf(ac->group, sizeof(ac->group), "%s",
-			 cfg->store_group);
-	}
+	snprintf(ac->cfg_path, sizeof(ac->cfg_path), "%s", path);
+	snprintf(ac->cfg_metrics, sizeof(ac->cfg_metrics), "%s",
+		 cfg->metrics_listen);
+	snprintf(ac->cfg_group, sizeof(ac->cfg_group), "%s",
+		 cfg->store_group);
 	if (cfg->acct_tick_ns != ac->period) {
 		log_info("accounting: tick %.3f s -> %.3f s",
 			 (double)ac->period / 1e9,
@@ -523,6 +528,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	snprintf(ac->metrics_addr, sizeof(ac->metrics_addr), "%s",
 		 cfg->metrics_listen);
 	snprintf(ac->group, sizeof(ac->group), "%s", cfg->store_group);
+	memcpy(ac->cfg_path, ac->path, sizeof(ac->cfg_path));
+	memcpy(ac->cfg_metrics, ac->metrics_addr, sizeof(ac->cfg_metrics));
+	memcpy(ac->cfg_group, ac->group, sizeof(ac->cfg_group));
 	if (store_protect(cfg, path, 1, &mode, &gid, NULL, err) < 0)
 		goto out_free;
 	if (gs_store_open(path, 0, &ac->store, err) < 0)
