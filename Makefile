@@ -11,6 +11,8 @@
 #   FUZZERS       libFuzzer binaries built by `make fuzz`
 #   DEB_PKGS      Debian packages the build and tests need
 #   INSTALL_RULES make targets that `make install` runs
+#   SAN_TEST_BINS programs built with ASan+UBSan under build/san for the
+#                 integration tests that run them (paths under build/san)
 
 B        ?= build
 PREFIX   ?= /usr/local
@@ -37,9 +39,10 @@ FUZZERS     :=
 DEB_PKGS    := build-essential pkg-config libcmocka-dev libyaml-dev clang \
 	       python3
 INSTALL_RULES :=
+SAN_TEST_BINS :=
 
 .PHONY: all test test-units test-integ check-units bench fuzz sanitize \
-	install demo deps clean
+	san-test-bins install demo deps clean
 all:
 
 include $(sort $(wildcard */module.mk */*/module.mk))
@@ -58,6 +61,7 @@ deps:
 # every unit test and every integration test.
 test: deps
 	@$(MAKE) --no-print-directory all-tests
+	@$(MAKE) --no-print-directory san-test-bins
 	@tests/run.sh units $(UNIT_TESTS)
 	@tests/run.sh integ $(INTEG_TESTS)
 
@@ -75,13 +79,18 @@ fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZERS)
 
 # ASan+UBSan build of everything the unit tests need, in its own tree.
-sanitize: deps
-	@$(MAKE) --no-print-directory B=build/san \
+SAN_MAKE := $(MAKE) --no-print-directory B=build/san \
 	    OPT='-O1 -g -fno-omit-frame-pointer' \
 	    EXTRA_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=undefined -U_FORTIFY_SOURCE' \
-	    EXTRA_LDFLAGS='-fsanitize=address,undefined' all-tests
+	    EXTRA_LDFLAGS='-fsanitize=address,undefined'
+sanitize: deps
+	@$(SAN_MAKE) all-tests
 	@ASAN_OPTIONS=detect_leaks=1 tests/run.sh units \
 	    $(patsubst $(B)/%,build/san/%,$(UNIT_TESTS))
+
+# The sanitized programs some integration tests run.
+san-test-bins:
+	@$(SAN_MAKE) $(SAN_TEST_BINS)
 
 install: all $(INSTALL_RULES)
 

@@ -641,6 +641,8 @@ gs_accounting_free(struct gs_accounting *ac)
 	if (ac == NULL)
 		return;
 	l = gs_agent_loop(ac->ag);
+	/* the agent outlives this: its shutdown detaches jobs */
+	gs_alloc_unobserve(gs_agent_allocs(ac->ag), observer, ac);
 	if (ac->acct != NULL && ac->store != NULL)
 		do_tick(ac, gs_now_ns());	/* last usage */
 	if (ac->store != NULL) {

@@ -68,6 +68,21 @@ int gs_alloc_observe(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
 	return 0;
 }
 
+void gs_alloc_unobserve(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
+			void *ctx)
+{
+	unsigned i;
+
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].fn != fn || t->obs[i].ctx != ctx)
+			continue;
+		memmove(&t->obs[i], &t->obs[i + 1],
+			(t->nobs - i - 1) * sizeof(t->obs[0]));
+		t->nobs--;
+		return;
+	}
+}
+
 void gs_alloc_notify(struct gs_alloc_table *t, int event,
 		     const struct gs_alloc *a)
 {

@@ -68,9 +68,12 @@ struct gs_alloc_table *gs_alloc_table_new(void);
 /* Frees every record (unmaps pages, closes fds); no observer calls. */
 void gs_alloc_table_free(struct gs_alloc_table *t);
 
-/* Up to 4 observers. */
+/* Up to 4 observers.  An observer freed before the table must
+ * unobserve first: the agent's shutdown still changes states. */
 int gs_alloc_observe(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
 		     void *ctx);
+void gs_alloc_unobserve(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
+			void *ctx);
 void gs_alloc_notify(struct gs_alloc_table *t, int event,
 		     const struct gs_alloc *a);
 

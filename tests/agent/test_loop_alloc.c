@@ -198,8 +198,30 @@ static void test_alloc_table(void **state)
 	}
 	assert_int_equal(n, gs_alloc_count(t));
 	assert_int_equal(n, 40 - 14 + 1);
+	/* gs_alloc_after: the first id above any id, present or not */
+	assert_int_equal(gs_alloc_after(t, 0)->id, ids[1]);
+	assert_int_equal(gs_alloc_after(t, ids[0])->id, ids[1]);
+	assert_int_equal(gs_alloc_after(t, ids[1])->id, ids[2]);
+	assert_int_equal(gs_alloc_after(t, ids[2])->id, ids[4]);
+	assert_true(gs_alloc_after(t, ids[39])->id > ids[39]);
+	assert_null(gs_alloc_after(t, UINT64_MAX));
 	gs_alloc_remove(t, 999999); /* unknown: no-op */
 	assert_int_equal(o.closed, 14);
+	/* an observer that unobserves hears nothing more; others still do */
+	{
+		struct obs_ctx o2;
+
+		memset(&o2, 0, sizeof(o2));
+		assert_int_equal(gs_alloc_observe(t, observer, &o2), 0);
+		gs_alloc_unobserve(t, observer, &o);
+		gs_alloc_unobserve(t, observer, &o); /* twice: no-op */
+		gs_alloc_remove(t, ids[1]);
+		assert_int_equal(o.closed, 14);
+		assert_int_equal(o2.closed, 1);
+		gs_alloc_unobserve(t, observer, &o2);
+		gs_alloc_remove(t, ids[2]);
+		assert_int_equal(o2.closed, 1);
+	}
 	gs_alloc_table_free(t);
 	gs_alloc_table_free(NULL);
 }
