@@ -6,7 +6,7 @@ TEST_HELPERS += $(AGENT_TEST) $(AGENT_BENCH)
 INTEG_TESTS += $(AGENT_TEST) tests/agent/test_cli.sh
 # gshared under ASan+UBSan through shutdown and restart with jobs attached
 SAN_TEST_BINS += build/san/node-agent/gshared
-INTEG_TESTS += tests/agent/shutdown_asan.sh
+INTEG_TESTS += tests/agent/shutdown_asan.sh tests/agent/test_agent_asan.sh
 BENCHES += $(AGENT_BENCH)
 
 $(AGENT_TEST): $(B)/tests/agent/test_agent.o $(GSCOMMON) | $(GSHARED)

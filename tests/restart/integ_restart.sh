@@ -24,7 +24,7 @@
 #     attached to one of them finds it gone and runs on unmanaged.
 set -u
 B=${B:-build}
-GSHARED=$B/node-agent/gshared
+GSHARED=${GSHARED:-$B/node-agent/gshared}
 CTL=$B/node-agent/gsharectl
 GSACCT=$B/node-agent/gsacct/gsacct
 SIM=$B/runtime/sim/gshare-simjob

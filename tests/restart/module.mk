@@ -8,7 +8,7 @@ $(B)/tests/restart/test_state: $(B)/tests/restart/test_state.o \
 	    $(B)/node-agent/state.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
 
-INTEG_TESTS += tests/restart/integ_restart.sh
+INTEG_TESTS += tests/restart/integ_restart.sh tests/restart/integ_restart_asan.sh
 
 # libFuzzer target for the state file decoder; tests/restart/fuzz.sh runs
 # it for a bounded time
