@@ -42,7 +42,7 @@ INSTALL_RULES :=
 SAN_TEST_BINS :=
 
 .PHONY: all test test-units test-integ check-units bench fuzz sanitize \
-	san-test-bins install demo deps clean
+	install demo deps clean
 all:
 
 include $(sort $(wildcard */module.mk */*/module.mk))
@@ -58,11 +58,13 @@ deps:
 	@tests/deps.sh $(sort $(DEB_PKGS))
 
 # `make test` installs what it needs (as root), then builds and runs
-# every unit test and every integration test.
+# every unit test (plain, then under ASan+UBSan) and every integration
+# test (some of them against sanitized programs).
 test: deps
 	@$(MAKE) --no-print-directory all-tests
-	@$(MAKE) --no-print-directory san-test-bins
+	@$(SAN_MAKE) all-tests $(SAN_TEST_BINS)
 	@tests/run.sh units $(UNIT_TESTS)
+	@$(SAN_UNITS)
 	@tests/run.sh integ $(INTEG_TESTS)
 
 test-units: deps
@@ -83,14 +85,11 @@ SAN_MAKE := $(MAKE) --no-print-directory B=build/san \
 	    OPT='-O1 -g -fno-omit-frame-pointer' \
 	    EXTRA_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=undefined -U_FORTIFY_SOURCE' \
 	    EXTRA_LDFLAGS='-fsanitize=address,undefined'
+SAN_UNITS := ASAN_OPTIONS=detect_leaks=1 tests/run.sh san \
+	    $(patsubst $(B)/%,build/san/%,$(filter $(B)/%,$(UNIT_TESTS)))
 sanitize: deps
 	@$(SAN_MAKE) all-tests
-	@ASAN_OPTIONS=detect_leaks=1 tests/run.sh units \
-	    $(patsubst $(B)/%,build/san/%,$(UNIT_TESTS))
-
-# The sanitized programs some integration tests run.
-san-test-bins:
-	@$(SAN_MAKE) $(SAN_TEST_BINS)
+	@$(SAN_UNITS)
 
 install: all $(INSTALL_RULES)
 
