@@ -411,13 +411,18 @@ j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
 step_alloc() { allocs n1 | grep -q " job=$j step=0 .*shares=20 "; }
 gs_wait 20 "step $j.0 allocation" step_alloc || bad "no allocation: $(allocs n1)"
 # this cluster's stepd: the parent of the step's task (job ids repeat
-# across clusters that other test runs may have on this host)
-task=$(scontrol listpids "$j.0" n1 2>/dev/null | awk '$2 == "'"$j"'" && $3 == "0" { print $1; exit }')
-stepd=""
-if [ -n "$task" ]; then
+# across clusters that other test runs may have on this host).  The
+# allocation is made before the task starts: wait for the task too.
+find_stepd() {
+	local task
+	stepd=""
+	task=$(scontrol listpids "$j.0" n1 2>/dev/null | awk '$2 == "'"$j"'" && $3 == "0" { print $1; exit }')
+	[ -n "$task" ] || return 1
 	stepd=$(ps -o ppid= -p "$task" | tr -d ' ')
-	[ "$(ps -o args= -p "$stepd" 2>/dev/null)" = "slurmstepd: [$j.0]" ] || stepd=""
-fi
+	[ "$(ps -o args= -p "$stepd" 2>/dev/null)" = "slurmstepd: [$j.0]" ] ||
+		{ stepd=""; return 1; }
+}
+gs_wait 20 "the slurmstepd of $j.0" find_stepd || stepd=""
 if [ -n "$stepd" ]; then
 	kill -KILL "$stepd"
 	gs_wait 10 "slurmstepd $stepd to die" bash -c "! kill -0 $stepd 2>/dev/null"
