@@ -250,16 +250,15 @@ static int check_group(const struct gs_agent_config *c,
 	return 0;
 }
 
-int gs_agent_config_load(const char *path, struct gs_agent_config *c,
-			 struct gs_error *err)
+/* Defaults, then the parsed document root (freed here); c is written
+ * only on success. */
+static int load_root(struct gs_ynode *root, const char *path,
+		     struct gs_agent_config *c, struct gs_error *err)
 {
 	struct gs_agent_config t;
-	struct gs_ynode *root = NULL;
 	int rv = -1;
 
 	gs_agent_config_defaults(&t);
-	if (gs_yaml_load_file(path, &root, err) < 0)
-		return -1;
 	if (gs_cfg_apply_yaml(gs_agent_keys, &t, root, path, gpus_entry, &t,
 			      err) < 0)
 		goto out_free;
@@ -271,6 +270,27 @@ int gs_agent_config_load(const char *path, struct gs_agent_config *c,
 out_free:
 	gs_ynode_free(root);
 	return rv;
+}
+
+int gs_agent_config_load(const char *path, struct gs_agent_config *c,
+			 struct gs_error *err)
+{
+	struct gs_ynode *root = NULL;
+
+	if (gs_yaml_load_file(path, &root, err) < 0)
+		return -1;
+	return load_root(root, path, c, err);
+}
+
+int gs_agent_config_load_string(const char *text, size_t len,
+				const char *name, struct gs_agent_config *c,
+				struct gs_error *err)
+{
+	struct gs_ynode *root = NULL;
+
+	if (gs_yaml_load_string(text, len, name, &root, err) < 0)
+		return -1;
+	return load_root(root, name, c, err);
 }
 
 int gs_agent_config_print(const struct gs_agent_config *c, FILE *f)

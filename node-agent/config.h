@@ -14,6 +14,7 @@
 #ifndef GS_AGENT_CONFIG_H
 #define GS_AGENT_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -67,6 +68,10 @@ void gs_agent_config_defaults(struct gs_agent_config *c);
 /* Defaults, then the file.  GS_ECONFIG "file:line: key: message". */
 int gs_agent_config_load(const char *path, struct gs_agent_config *c,
 			 struct gs_error *err);
+/* The same from memory (the fuzzer's entry); name is used in messages. */
+int gs_agent_config_load_string(const char *text, size_t len,
+				const char *name, struct gs_agent_config *c,
+				struct gs_error *err);
 int gs_agent_config_print(const struct gs_agent_config *c, FILE *f);
 
 #endif /* GS_AGENT_CONFIG_H */
