@@ -67,26 +67,22 @@ wait_for 10 grep -q "reload: usage store or metrics address change needs a resta
 [ ! -e "$T/other.db" ] || fail "a reload opened another store"
 grep -q "needs a restart; keeping $T/state/usage.db and" "$T/agent.log" ||
 	fail "the warning does not name the store in use: $(grep 'needs a restart' "$T/agent.log")"
-# the same config again: no second warning, and the store in use is
-# still the one named (not the refused path)
-nrel=$(grep -c "configuration reloaded" "$T/agent.log")
-kill -HUP "$AGENT"
-wait_for 10 sh -c "[ \$(grep -c 'configuration reloaded' '$T/agent.log') -gt $nrel ]" ||
-	fail "second reload not logged"
-before=$(ticks)
-wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/state/usage.db' 'SELECT COUNT(*) FROM ticks') -ge $((before + 3)) ]" ||
-	fail "no ticks after the second reload"
-[ "$(grep -c 'needs a restart' "$T/agent.log")" = 1 ] ||
-	fail "warned again for an unchanged config: $(grep 'needs a restart' "$T/agent.log")"
+# reload_settled WHAT: SIGHUP, wait for the reload and three more ticks
+# of the store in use; then exactly one "needs a restart" warning so far
+reload_settled() {
+	nrel=$(grep -c "configuration reloaded" "$T/agent.log")
+	kill -HUP "$AGENT"
+	wait_for 10 sh -c "[ \$(grep -c 'configuration reloaded' '$T/agent.log') -gt $nrel ]" ||
+		fail "$1: reload not logged"
+	before=$(ticks)
+	wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/state/usage.db' 'SELECT COUNT(*) FROM ticks') -ge $((before + 3)) ]" ||
+		fail "$1: no ticks after the reload"
+	[ "$(grep -c 'needs a restart' "$T/agent.log")" = 1 ] ||
+		fail "$1: warned again: $(grep 'needs a restart' "$T/agent.log" | tail -1)"
+}
+# the same config again: no second warning
+reload_settled "unchanged config"
 # back to the path in use: nothing to warn about
 sed -i '/^usage_db: /d' "$T/gshare.yaml"
-nrel=$(grep -c "configuration reloaded" "$T/agent.log")
-kill -HUP "$AGENT"
-wait_for 10 sh -c "[ \$(grep -c 'configuration reloaded' '$T/agent.log') -gt $nrel ]" ||
-	fail "third reload not logged"
-before=$(ticks)
-wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/state/usage.db' 'SELECT COUNT(*) FROM ticks') -ge $((before + 3)) ]" ||
-	fail "no ticks after the third reload"
-[ "$(grep -c 'needs a restart' "$T/agent.log")" = 1 ] ||
-	fail "warned after the config went back to the store in use: $(grep 'needs a restart' "$T/agent.log" | tail -1)"
+reload_settled "config back to the store in use"
 echo "overrun: ok"
