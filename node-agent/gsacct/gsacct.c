@@ -35,15 +35,23 @@
 #include <unistd.h>
 
 #include "acctfmt.h"
+#include "config.h"
 #include "plot.h"
 #include "store.h"
 
-/* gshared's default store (state_dir /var/lib/gshare); the only one
- * opened with the setgid group.  `make GSACCT_STORE=...` changes it. */
+/* The default store is the one gshared's config file names (usage_db,
+ * else <state_dir>/usage.db), read from GSACCT_CONFIG, a root-owned path
+ * fixed at build time; without that file, GSACCT_STORE.  It is the only
+ * store opened with the setgid group.  `make SYSCONFDIR=... GSACCT_STORE=...`
+ * change them. */
 #ifndef GSACCT_STORE
 #define GSACCT_STORE	"/var/lib/gshare/usage.db"
 #endif
-#define DEFAULT_STORE	GSACCT_STORE
+#ifndef GSACCT_CONFIG
+#define GSACCT_CONFIG	"/etc/gshare/gshare.yaml"
+#endif
+static char default_store[512] = GSACCT_STORE;
+#define DEFAULT_STORE	default_store
 #define MAX_LIST	256
 #define PLOT_BINS	300
 
@@ -200,6 +208,32 @@ die_store(const char *path, int used_group, const struct gs_error *err)
 	    gname);
 }
 
+/* default_store from gshared's config file when there is one; a file
+ * that does not load is reported and the built-in path used. */
+static void
+resolve_default_store(void)
+{
+	struct gs_agent_config c;
+	struct gs_error err;
+	int n;
+
+	if (access(GSACCT_CONFIG, F_OK) < 0)
+		return;
+	if (gs_agent_config_load(GSACCT_CONFIG, &c, &err) < 0) {
+		fprintf(stderr, "gsacct: warning: %s; using %s\n", err.msg,
+			default_store);
+		return;
+	}
+	if (c.usage_db[0] != '\0')
+		n = snprintf(default_store, sizeof(default_store), "%s",
+			     c.usage_db);
+	else
+		n = snprintf(default_store, sizeof(default_store),
+			     "%s/usage.db", c.state_dir);
+	if (n < 0 || (size_t)n >= sizeof(default_store))
+		die("%s: usage store path too long", GSACCT_CONFIG);
+}
+
 static void
 usage(FILE *f)
 {
@@ -220,10 +254,11 @@ usage(FILE *f)
 	      "  -n, --noheader         no header\n"
 	      "      --json             JSON, every field\n"
 	      "  -e, --helpformat       list the fields\n"
-	      "      --plot=FILE.svg    stacked timeline of each job's GPU share\n"
-	      "      --store=PATH       usage store (default $GSHARE_STORE or "
-	      DEFAULT_STORE ")\n"
-	      "TIME: HH:MM[:SS], MMDD[YY][-HH:MM[:SS]], MM/DD[/YY], YYYY-MM-DD[THH:MM[:SS]],\n"
+	      "      --plot=FILE.svg    stacked timeline of each job's GPU share\n",
+	      f);
+	fprintf(f, "      --store=PATH       usage store (default $GSHARE_STORE "
+		"or %s)\n", DEFAULT_STORE);
+	fputs("TIME: HH:MM[:SS], MMDD[YY][-HH:MM[:SS]], MM/DD[/YY], YYYY-MM-DD[THH:MM[:SS]],\n"
 	      "      now[-+]N[seconds|minutes|hours|days|weeks], today, midnight, noon\n",
 	      f);
 }
@@ -574,6 +609,7 @@ main(int argc, char **argv)
 	int ch, is_long = 0, with_group, rc;
 
 	priv_init();
+	resolve_default_store();
 
 	/* reproducible reports (and tests): a fixed "now" */
 	if (getenv("GSACCT_NOW") != NULL && *getenv("GSACCT_NOW") != '\0') {

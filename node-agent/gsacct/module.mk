@@ -18,14 +18,22 @@ DEB_PKGS += prometheus curl procps
 
 $(B)/node-agent/gsacct/%.o: CFLAGS += -Inode-agent -Inode-agent/gsacct
 
-# The store gsacct opens with its setgid group (gshared's default
-# <state_dir>/usage.db) and that group (gshared's store_group default).
+# The store gsacct opens with its setgid group: the one gshared's config
+# file names (the file gshared reads without -f), else GSACCT_STORE
+# (gshared's default <state_dir>/usage.db); and that group (gshared's
+# store_group default).
 GSACCT_STORE ?= /var/lib/gshare/usage.db
+GSACCT_CONFIG ?= $(SYSCONFDIR)/gshare/gshare.yaml
 GSACCT_GROUP ?= gshare
-$(B)/node-agent/gsacct/gsacct.o: CFLAGS += -DGSACCT_STORE='"$(GSACCT_STORE)"'
+$(B)/node-agent/gsacct/gsacct.o: CFLAGS += -DGSACCT_STORE='"$(GSACCT_STORE)"' \
+	-DGSACCT_CONFIG='"$(GSACCT_CONFIG)"'
 
-$(GSACCT): $(B)/node-agent/gsacct/gsacct.o $(GSACCT_LIB_OBJS) $(GSCOMMON)
-	$(CC) $(LDFLAGS) -o $@ $^ $(ACCT_LDLIBS)
+# config.o: the default store comes from gshared's config file (config.o
+# checks metrics_listen with metrics.o, which needs acct.o)
+$(GSACCT): $(B)/node-agent/gsacct/gsacct.o $(GSACCT_LIB_OBJS) \
+	   $(B)/node-agent/config.o $(B)/node-agent/metrics.o \
+	   $(B)/node-agent/acct.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) $(ACCT_LDLIBS)
 
 INSTALL_RULES += install-gsacct
 .PHONY: install-gsacct

@@ -84,5 +84,32 @@ if [ $? != 1 ] || ! grep -q "no usage in the selected window" "$tmp/err"; then
 	echo "plot of nothing: want an error"; fail=1
 fi
 
+# The default store follows gshared's config file (gsacct-cfgtest reads
+# $B/tests/acct/cfgtest/gshare.yaml; its built-in store does not exist)
+cfgt=$B/tests/acct/gsacct-cfgtest
+cfgdir=$B/tests/acct/cfgtest
+rm -rf "$cfgdir"
+default_of() { "$cfgt" --help | sed -n 's/.*default $GSHARE_STORE or \(.*\))$/\1/p'; }
+[ "$(default_of)" = /nonexistent/gshare/usage.db ] ||
+	{ echo "no config file: default $(default_of)"; fail=1; }
+mkdir -p "$cfgdir"
+printf 'state_dir: %s\n' "$tmp" > "$cfgdir/gshare.yaml"
+[ "$(default_of)" = "$tmp/usage.db" ] ||
+	{ echo "state_dir: default $(default_of)"; fail=1; }
+got=$("$cfgt" -j 4242 -X -n -P -o JobID 2>&1)
+[ "$got" = 4242 ] || { echo "state_dir: no --store read: $got"; fail=1; }
+printf 'state_dir: /elsewhere\nusage_db: %s/usage.db\n' "$tmp" > "$cfgdir/gshare.yaml"
+[ "$(default_of)" = "$tmp/usage.db" ] ||
+	{ echo "usage_db: default $(default_of)"; fail=1; }
+# a config that does not load: warned, built-in default kept
+printf 'state_dir: [\n' > "$cfgdir/gshare.yaml"
+got=$("$cfgt" -j 4242 -X -n -P -o JobID 2>&1)
+case $got in
+*"gsacct: warning: "*"/tests/acct/cfgtest/gshare.yaml:"*"; using /nonexistent/gshare/usage.db"*) ;;
+*) echo "bad config: $got"; fail=1 ;;
+esac
+rm -rf "$cfgdir"
+[ $fail = 0 ] && echo "golden: config-file default store ok"
+
 [ $fail = 0 ] && echo "golden: all cases match"
 exit $fail

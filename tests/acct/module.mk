@@ -34,6 +34,22 @@ $(B)/tests/acct/acct_fill: $(B)/tests/acct/acct_fill.o \
 
 TEST_HELPERS += $(B)/tests/acct/acct_fill $(GSACCT)
 
+# gsacct whose gshared config file is $(B)/tests/acct/cfgtest/gshare.yaml
+# and whose built-in store does not exist: golden.sh checks that the
+# default store follows the config file
+GSACCT_CFGTEST := $(B)/tests/acct/gsacct-cfgtest
+$(B)/tests/acct/gsacct-cfgtest.o: node-agent/gsacct/gsacct.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Inode-agent -Inode-agent/gsacct \
+	    -DGSACCT_STORE='"/nonexistent/gshare/usage.db"' \
+	    -DGSACCT_CONFIG='"$(abspath $(B))/tests/acct/cfgtest/gshare.yaml"' \
+	    -c -o $@ $<
+$(GSACCT_CFGTEST): $(B)/tests/acct/gsacct-cfgtest.o $(GSACCT_LIB_OBJS) \
+		   $(B)/node-agent/config.o $(B)/node-agent/metrics.o \
+		   $(B)/node-agent/acct.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) $(ACCT_LDLIBS)
+TEST_HELPERS += $(GSACCT_CFGTEST)
+
 INTEG_TESTS += tests/acct/golden.sh
 
 $(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
