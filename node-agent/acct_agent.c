@@ -248,60 +248,66 @@ store_path(const struct gs_agent_config *cfg, char *buf, size_t n)
 
 /*
  * Give one of the store's files `mode`, the agent's own user as owner
- * (root) and, when gid is not (gid_t)-1, that group.  The main file is created when missing (an empty file is a
- * new SQLite database); a missing -wal/-shm is fine.  Symbolic links and
- * anything but a regular file are refused: root changes these files.
- * *changed (may be NULL) is set when the mode or group was different.
+ * (root) and, when gid is not (gid_t)-1, that group.  The main file is
+ * created when missing (an empty file is a new SQLite database); a
+ * missing -wal/-shm is fine.  Symbolic links and anything but a regular
+ * file are refused: root changes these files.  *changed (may be NULL) is
+ * set when the mode or group was different.
+ *
+ * The files are never opened here: SQLite holds POSIX record locks on
+ * them, and closing any descriptor of a file drops every lock the process
+ * has on it; a reader then finds the WAL index unowned, rebuilds it and
+ * the writer's mapping of it faults (SIGBUS).  Only the creation of a
+ * missing database file, before SQLite opens it, uses a descriptor.
  */
 static int
 protect_file(const char *path, int create, mode_t mode, gid_t gid,
 	     int *changed, struct gs_error *err)
 {
 	struct stat st;
-	int fd, rv = -1;
+	int fd;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-		  (create ? O_CREAT : 0), mode);
-	if (fd < 0) {
-		if (!create && errno == ENOENT)
+	if (lstat(path, &st) < 0) {
+		if (errno != ENOENT)
+			return gs_error_errno(err, GS_EIO, "usage store %s",
+					      path);
+		if (!create)
 			return 0;
-		return gs_error_errno(err, GS_EIO, "usage store %s", path);
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CREAT | O_CLOEXEC,
+			  mode);
+		if (fd < 0)
+			return gs_error_errno(err, GS_EIO, "usage store %s",
+					      path);
+		close(fd);
+		if (lstat(path, &st) < 0)
+			return gs_error_errno(err, GS_EIO, "usage store %s",
+					      path);
 	}
-	if (fstat(fd, &st) < 0) {
-		gs_error_errno(err, GS_EIO, "usage store %s: fstat", path);
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		gs_error_set(err, GS_EIO, "usage store %s: not a regular file",
-			     path);
-		goto out_close;
-	}
+	if (!S_ISREG(st.st_mode))
+		return gs_error_set(err, GS_EIO, "usage store %s: not a "
+				    "regular file", path);
 	/* owner and group first, then the mode: group read is granted only
 	 * once the file has the right group */
 	if (st.st_uid != geteuid() || (gid != (gid_t)-1 && st.st_gid != gid)) {
-		if (fchown(fd, geteuid(), gid) < 0) {
-			gs_error_errno(err, GS_EIO, "usage store %s: cannot "
-				       "give it to uid %u group %d (gshared "
-				       "runs as root?)", path,
-				       (unsigned)geteuid(), (int)gid);
-			goto out_close;
-		}
+		if (lchown(path, geteuid(), gid) < 0)
+			return gs_error_errno(err, GS_EIO, "usage store %s: "
+					      "cannot give it to uid %u group "
+					      "%d (gshared runs as root?)",
+					      path, (unsigned)geteuid(),
+					      (int)gid);
 		if (changed != NULL)
 			*changed = 1;
 	}
 	if ((st.st_mode & 07777) != mode) {
-		if (fchmod(fd, mode) < 0) {
-			gs_error_errno(err, GS_EIO, "usage store %s: chmod "
-				       "%04o", path, (unsigned)mode);
-			goto out_close;
-		}
+		/* a regular file per lstat just above, in root's directory */
+		if (chmod(path, mode) < 0)
+			return gs_error_errno(err, GS_EIO, "usage store %s: "
+					      "chmod %04o", path,
+					      (unsigned)mode);
 		if (changed != NULL)
 			*changed = 1;
 	}
-	rv = 0;
-out_close:
-	close(fd);
-	return rv;
+	return 0;
 }
 
 /*

@@ -2,7 +2,7 @@
 # (sourced).  Every test gets a private directory $T, removed on exit with
 # every process it started (agent, jobs, prometheus).
 B=${B:-build}
-GSHARED=$B/node-agent/gshared
+GSHARED=${GSHARED:-$B/node-agent/gshared}
 GSACCT=$B/node-agent/gsacct/gsacct
 JOB=$B/tests/acct/acct_job
 T=$(mktemp -d /tmp/gs-acct.XXXXXX)
