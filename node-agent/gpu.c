@@ -36,12 +36,64 @@ static const char *nv_err(const struct nvml *nv, nvml_ret r)
 	return nv->error_string ? nv->error_string(r) : "unknown NVML error";
 }
 
-#define NVML_SYM(nv, field, sym)                                             \
+/* Resolve sym from the library handle `lib` into obj->field; a missing
+ * symbol is named in the caller's `missing`. */
+#define NVML_SYM_IN(lib, obj, field, sym)                                    \
 	do {                                                                 \
-		*(void **)(&(nv)->field) = dlsym((nv)->h, sym);              \
-		if ((nv)->field == NULL)                                     \
+		*(void **)(&(obj)->field) = dlsym(lib, sym);                 \
+		if ((obj)->field == NULL)                                    \
 			missing = sym;                                       \
 	} while (0)
+#define NVML_SYM(nv, field, sym) NVML_SYM_IN((nv)->h, nv, field, sym)
+
+/* What the usage sampler and the health checker both need: their own
+ * handle on the library (each lives on its own thread, opened and closed
+ * on its own), initialized, with devices looked up by UUID. */
+struct nvml_lib {
+	void *h;
+	nvml_ret (*init)(void);
+	nvml_ret (*shutdown)(void);
+	const char *(*error_string)(nvml_ret);
+	nvml_ret (*by_uuid)(const char *, nvml_dev *);
+};
+
+/* dlopen, the common entry points and nvmlInit.  0, or -1 with nothing
+ * left open. */
+static int nvml_lib_open(struct nvml_lib *l, struct gs_error *err)
+{
+	const char *missing = NULL;
+	nvml_ret r;
+
+	memset(l, 0, sizeof(*l));
+	l->h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (l->h == NULL)
+		return gs_error_set(err, GS_EIO, "NVML not available: %s",
+				    dlerror());
+	NVML_SYM(l, init, "nvmlInit_v2");
+	NVML_SYM(l, shutdown, "nvmlShutdown");
+	NVML_SYM(l, error_string, "nvmlErrorString");
+	NVML_SYM(l, by_uuid, "nvmlDeviceGetHandleByUUID");
+	if (missing != NULL) {
+		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
+		goto out_close;
+	}
+	r = l->init();
+	if (r != NVML_SUCCESS) {
+		gs_error_set(err, GS_EIO, "nvmlInit: %s", l->error_string(r));
+		goto out_close;
+	}
+	return 0;
+out_close:
+	dlclose(l->h);
+	l->h = NULL;
+	return -1;
+}
+
+static void nvml_lib_close(struct nvml_lib *l)
+{
+	l->shutdown();
+	dlclose(l->h);
+}
 
 static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
 			 struct gs_error *err)
@@ -185,11 +237,7 @@ struct nvml_proc_util {		/* nvmlProcessUtilizationSample_t */
 };
 
 struct gs_gpu_util {
-	void *h;
-	nvml_ret (*init)(void);
-	nvml_ret (*shutdown)(void);
-	const char *(*error_string)(nvml_ret);
-	nvml_ret (*by_uuid)(const char *, nvml_dev *);
+	struct nvml_lib lib;
 	nvml_ret (*proc_util)(nvml_dev, struct nvml_proc_util *,
 			      unsigned int *, unsigned long long);
 	int32_t index[GS_MAX_GPUS];
@@ -212,43 +260,28 @@ int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
 	u = calloc(1, sizeof(*u));
 	if (u == NULL)
 		return gs_error_set(err, GS_ENOMEM, "out of memory");
-	u->h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (u->h == NULL) {
-		gs_error_set(err, GS_EIO, "NVML not available: %s", dlerror());
+	if (nvml_lib_open(&u->lib, err) < 0)
 		goto out_free;
-	}
-	NVML_SYM(u, init, "nvmlInit_v2");
-	NVML_SYM(u, shutdown, "nvmlShutdown");
-	NVML_SYM(u, error_string, "nvmlErrorString");
-	NVML_SYM(u, by_uuid, "nvmlDeviceGetHandleByUUID");
-	NVML_SYM(u, proc_util, "nvmlDeviceGetProcessUtilization");
+	NVML_SYM_IN(u->lib.h, u, proc_util, "nvmlDeviceGetProcessUtilization");
 	if (missing != NULL) {
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
 	}
-	r = u->init();
-	if (r != NVML_SUCCESS) {
-		gs_error_set(err, GS_EIO, "nvmlInit: %s",
-			     u->error_string(r));
-		goto out_close;
-	}
 	for (i = 0; i < n && i < GS_MAX_GPUS; i++) {
-		r = u->by_uuid(gpus[i].uuid, &u->dev[i]);
+		r = u->lib.by_uuid(gpus[i].uuid, &u->dev[i]);
 		if (r != NVML_SUCCESS) {
 			gs_error_set(err, GS_EIO,
 				     "nvmlDeviceGetHandleByUUID(%s): %s",
-				     gpus[i].uuid, u->error_string(r));
-			goto out_shutdown;
+				     gpus[i].uuid, u->lib.error_string(r));
+			goto out_close;
 		}
 		u->index[i] = gpus[i].index;
 	}
 	u->n = i;
 	*out = u;
 	return 0;
-out_shutdown:
-	u->shutdown();
 out_close:
-	dlclose(u->h);
+	nvml_lib_close(&u->lib);
 out_free:
 	free(u);
 	return -1;
@@ -258,8 +291,7 @@ void gs_gpu_util_close(struct gs_gpu_util *u)
 {
 	if (u == NULL)
 		return;
-	u->shutdown();
-	dlclose(u->h);
+	nvml_lib_close(&u->lib);
 	free(u);
 }
 
@@ -283,7 +315,7 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 	if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
 		return gs_error_set(err, GS_EIO,
 				    "nvmlDeviceGetProcessUtilization: %s",
-				    u->error_string(r));
+				    u->lib.error_string(r));
 	if (cnt > sizeof(s) / sizeof(s[0]))
 		cnt = sizeof(s) / sizeof(s[0]);
 	for (i = 0; i < cnt && n < max; i++) {
@@ -326,11 +358,7 @@ struct nvml_event_data {	/* nvmlEventData_t */
 };
 
 struct gs_gpu_health {
-	void *h;
-	nvml_ret (*init)(void);
-	nvml_ret (*shutdown)(void);
-	const char *(*error_string)(nvml_ret);
-	nvml_ret (*by_uuid)(const char *, nvml_dev *);
+	struct nvml_lib lib;
 	nvml_ret (*power)(nvml_dev, unsigned int *);
 	nvml_ret (*evset_create)(nvml_evset *);
 	nvml_ret (*evset_free)(nvml_evset);
@@ -352,14 +380,14 @@ static void xid_open(struct gs_gpu_health *h)
 	nvml_evset set = NULL;
 	uint32_t i;
 
-	NVML_SYM(h, evset_create, "nvmlEventSetCreate");
-	NVML_SYM(h, evset_free, "nvmlEventSetFree");
-	NVML_SYM(h, register_events, "nvmlDeviceRegisterEvents");
-	NVML_SYM(h, evset_wait, "nvmlEventSetWait_v2");
+	NVML_SYM_IN(h->lib.h, h, evset_create, "nvmlEventSetCreate");
+	NVML_SYM_IN(h->lib.h, h, evset_free, "nvmlEventSetFree");
+	NVML_SYM_IN(h->lib.h, h, register_events, "nvmlDeviceRegisterEvents");
+	NVML_SYM_IN(h->lib.h, h, evset_wait, "nvmlEventSetWait_v2");
 	if (missing != NULL || h->evset_create(&set) != NVML_SUCCESS)
 		return;
 	for (i = 0; i < h->n; i++) {
-		if (h->by_uuid(h->uuid[i], &h->dev[i]) != NVML_SUCCESS ||
+		if (h->lib.by_uuid(h->uuid[i], &h->dev[i]) != NVML_SUCCESS ||
 		    h->register_events(h->dev[i], NVML_EVENT_XID_CRITICAL,
 				       set) != NVML_SUCCESS) {
 			h->evset_free(set);
@@ -374,7 +402,6 @@ int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
 {
 	struct gs_gpu_health *u;
 	const char *missing = NULL;
-	nvml_ret r;
 	uint32_t i;
 
 	u = calloc(1, sizeof(*u));
@@ -391,30 +418,17 @@ int gs_gpu_health_open(const struct gs_gpu_desc *gpus, uint32_t n,
 		gs_error_set(err, GS_EUNSUPP, "no NVML GPUs to monitor");
 		goto out_free;
 	}
-	u->h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (u->h == NULL) {
-		gs_error_set(err, GS_EIO, "NVML not available: %s", dlerror());
+	if (nvml_lib_open(&u->lib, err) < 0)
 		goto out_free;
-	}
-	NVML_SYM(u, init, "nvmlInit_v2");
-	NVML_SYM(u, shutdown, "nvmlShutdown");
-	NVML_SYM(u, error_string, "nvmlErrorString");
-	NVML_SYM(u, by_uuid, "nvmlDeviceGetHandleByUUID");
-	NVML_SYM(u, power, "nvmlDeviceGetPowerUsage");
+	NVML_SYM_IN(u->lib.h, u, power, "nvmlDeviceGetPowerUsage");
 	if (missing != NULL) {
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
-		goto out_close;
-	}
-	r = u->init();
-	if (r != NVML_SUCCESS) {
-		gs_error_set(err, GS_EIO, "nvmlInit: %s", u->error_string(r));
-		goto out_close;
+		nvml_lib_close(&u->lib);
+		goto out_free;
 	}
 	xid_open(u);
 	*out = u;
 	return 0;
-out_close:
-	dlclose(u->h);
 out_free:
 	free(u);
 	return -1;
@@ -426,8 +440,7 @@ void gs_gpu_health_close(struct gs_gpu_health *h)
 		return;
 	if (h->evset != NULL)
 		h->evset_free(h->evset);
-	h->shutdown();
-	dlclose(h->h);
+	nvml_lib_close(&h->lib);
 	free(h);
 }
 
@@ -452,9 +465,9 @@ int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
 		snprintf(why, len, "not monitored");
 		return 0;
 	}
-	r = h->by_uuid(h->uuid[i], &d);
+	r = h->lib.by_uuid(h->uuid[i], &d);
 	if (r != NVML_SUCCESS) {
-		snprintf(why, len, "NVML: %s", h->error_string(r));
+		snprintf(why, len, "NVML: %s", h->lib.error_string(r));
 		return 0;
 	}
 	r = h->power(d, &mw);
@@ -463,7 +476,7 @@ int gs_gpu_health_check(struct gs_gpu_health *h, uint32_t i, char *why,
 	case NVML_ERROR_RESET_REQUIRED:
 	case NVML_ERROR_DRIVER_NOT_LOADED:
 	case NVML_ERROR_UNKNOWN:
-		snprintf(why, len, "NVML: %s", h->error_string(r));
+		snprintf(why, len, "NVML: %s", h->lib.error_string(r));
 		return 0;
 	default:
 		/* success, not supported, no permission, ...: alive */
