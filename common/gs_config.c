@@ -402,7 +402,7 @@ static int yaml_plain_ok(const char *s)
 	for (i = 0; special[i] != NULL; i++)
 		if (strcasecmp(s, special[i]) == 0)
 			return 0;
-	if (*s == '-' || *s == '.')
+	if (*s == '-' || *s == '.' || *s == '@')	/* '@' is reserved */
 		return 0;
 	for (p = s; *p != '\0'; p++)
 		if (!isalnum((unsigned char)*p) && strchr("_./-+@", *p) == NULL)
@@ -410,21 +410,82 @@ static int yaml_plain_ok(const char *s)
 	return 1;
 }
 
+/*
+ * Length of the UTF-8 sequence at p and its code point in *cp; 0 for a
+ * byte that does not start a well-formed sequence (the caller then
+ * escapes that single byte).
+ */
+static int utf8_decode(const unsigned char *p, uint32_t *cp)
+{
+	int n, i;
+
+	if (p[0] < 0xc2 || p[0] > 0xf4)
+		return 0;
+	n = p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : 4;
+	*cp = p[0] & (0x7f >> n);
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 3 && *cp < 0x800) || (n == 4 && *cp < 0x10000) ||
+	    *cp > 0x10ffff || (*cp >= 0xd800 && *cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * Code points a YAML reader must not meet raw inside a quoted scalar:
+ * the C1 controls (U+0085, NEL, is also a line break and would be
+ * folded to a space), the line and paragraph separators, the byte-order
+ * mark and the two non-characters libyaml refuses.
+ */
+static int needs_escape(uint32_t cp)
+{
+	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+	       cp == 0xfeff || cp == 0xfffe || cp == 0xffff;
+}
+
+/*
+ * Double-quoted YAML scalar that reads back as exactly s: backslash and
+ * quote escaped, ASCII controls as \xNN, the code points above as
+ * \uNNNN.  A byte that is not well-formed UTF-8 (never so for a value
+ * read from YAML, which libyaml has already checked) is printed as \xNN,
+ * which reads back as the Latin-1 character of that byte.
+ */
 static int print_quoted(FILE *f, const char *s)
 {
-	const unsigned char *p;
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	int n;
 
 	if (fputc('"', f) == EOF)
 		return -1;
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+	while (*p != '\0') {
 		if (*p == '"' || *p == '\\') {
 			if (fprintf(f, "\\%c", *p) < 0)
 				return -1;
+			p++;
 		} else if (*p < 0x20 || *p == 0x7f) {
 			if (fprintf(f, "\\x%02x", *p) < 0)
 				return -1;
-		} else if (fputc(*p, f) == EOF) {
-			return -1;
+			p++;
+		} else if (*p < 0x80) {
+			if (fputc(*p, f) == EOF)
+				return -1;
+			p++;
+		} else if ((n = utf8_decode(p, &cp)) == 0) {
+			if (fprintf(f, "\\x%02x", *p) < 0)
+				return -1;
+			p++;
+		} else if (needs_escape(cp)) {
+			if (fprintf(f, "\\u%04x", (unsigned)cp) < 0)
+				return -1;
+			p += n;
+		} else {
+			if (fwrite(p, 1, (size_t)n, f) != (size_t)n)
+				return -1;
+			p += n;
 		}
 	}
 	return fputc('"', f) == EOF ? -1 : 0;
