@@ -31,11 +31,14 @@ $(K8S_AGENTQ): $(B)/tests/k8s/dp_agentq.o $(GSCOMMON)
 INTEG_TESTS += tests/k8s/test_plugin.py tests/k8s/plugin_valgrind.sh
 BENCHES += tests/k8s/bench_allocate.sh
 
-# libFuzzer target over the pure modules (make fuzz).
+# libFuzzer target over the pure modules; make test runs it briefly.
 K8S_FUZZ := $(B)/fuzz/fuzz_dp
 FUZZERS += $(K8S_FUZZ)
+TEST_HELPERS += $(K8S_FUZZ)
+INTEG_TESTS += tests/k8s/fuzz.sh
 $(K8S_FUZZ): tests/k8s/fuzz_dp.c k8s-plugin/dp_logic.c k8s-plugin/dp_state.c \
 	     common/gs_error.c
 	@mkdir -p $(@D)
 	$(CLANG) -std=gnu11 -D_GNU_SOURCE -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -Icommon -Ik8s-plugin -o $@ $^
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -Icommon -Ik8s-plugin -o $@ $^
