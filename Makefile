@@ -41,7 +41,7 @@ DEB_PKGS    := build-essential pkg-config libcmocka-dev libyaml-dev clang \
 INSTALL_RULES :=
 SAN_TEST_BINS :=
 
-.PHONY: all test test-units test-integ check-units bench fuzz sanitize \
+.PHONY: all test test-units test-integ check-units bench fuzz sanitize san-tests \
 	install demo deps clean
 all:
 
@@ -62,7 +62,7 @@ deps:
 # test (some of them against sanitized programs).
 test: deps
 	@$(MAKE) --no-print-directory all-tests
-	@$(SAN_MAKE) all-tests $(SAN_TEST_BINS)
+	@$(SAN_MAKE) san-tests $(SAN_TEST_BINS)
 	@tests/run.sh units $(UNIT_TESTS)
 	@$(SAN_UNITS)
 	@tests/run.sh integ $(INTEG_TESTS)
@@ -72,6 +72,10 @@ test-units: deps
 	@tests/run.sh units $(UNIT_TESTS)
 
 all-tests: all $(UNIT_TESTS) $(TEST_HELPERS)
+
+# What the sanitized tree needs: the unit test programs (the libFuzzer
+# targets carry their own sanitizers and stay in $(B)).
+san-tests: $(filter $(B)/%,$(UNIT_TESTS))
 
 bench: deps
 	@$(MAKE) --no-print-directory all-tests
@@ -88,7 +92,7 @@ SAN_MAKE := $(MAKE) --no-print-directory B=build/san \
 SAN_UNITS := ASAN_OPTIONS=detect_leaks=1 tests/run.sh san \
 	    $(patsubst $(B)/%,build/san/%,$(filter $(B)/%,$(UNIT_TESTS)))
 sanitize: deps
-	@$(SAN_MAKE) all-tests
+	@$(SAN_MAKE) san-tests $(SAN_TEST_BINS)
 	@$(SAN_UNITS)
 
 install: all $(INSTALL_RULES)
