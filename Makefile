@@ -18,6 +18,8 @@ B        ?= build
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 SYSCONFDIR ?= /etc
+# the config file gshared reads without -f (gsacct finds the store by it)
+GSHARED_CONFIG ?= $(SYSCONFDIR)/gshare/gshare.yaml
 CC       ?= gcc
 CLANG    ?= clang
 
@@ -41,10 +43,12 @@ DEB_PKGS    := build-essential pkg-config libcmocka-dev libyaml-dev clang \
 INSTALL_RULES :=
 SAN_TEST_BINS :=
 
-.PHONY: all test test-units test-integ check-units bench fuzz sanitize san-tests \
+.PHONY: all test test-units test-integ check-units bench fuzz sanitize san-tests FORCE \
 	install demo deps clean
 all:
 
+PATHS_STAMP := $(B)/build-paths
+BUILD_PATHS :=
 include $(sort $(wildcard */module.mk */*/module.mk))
 
 all: $(BINS) $(LIBS)
@@ -56,6 +60,15 @@ $(B)/%.o: %.c
 
 deps:
 	@tests/deps.sh $(sort $(DEB_PKGS))
+
+# Paths compiled into programs (BUILD_PATHS, added to by the modules):
+# objects that embed one depend on $(PATHS_STAMP), which is rewritten only
+# when a value changes, so `make install SYSCONFDIR=...` after a plain
+# `make` rebuilds them.
+$(PATHS_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(BUILD_PATHS)' | cmp -s - $@ || echo '$(BUILD_PATHS)' > $@
+FORCE:
 
 # `make test` installs what it needs (as root), then builds and runs
 # every unit test (plain, then under ASan+UBSan) and every integration

@@ -4,8 +4,9 @@
  *   gshared [-d] [-v] [-f FILE]     run (daemonize unless -d)
  *   gshared -n [-f FILE]            check the config, print it normalized
  *
- * Without -f, /etc/gshare/gshare.yaml is read when it exists, else the
- * built-in defaults are used.  -d stays in the foreground and logs to
+ * Without -f, GS_DEFAULT_CONFIG (/etc/gshare/gshare.yaml unless built with
+ * another SYSCONFDIR) is read when it exists, else the built-in defaults
+ * are used.  -d stays in the foreground and logs to
  * stderr.
  */
 #include <errno.h>
@@ -19,13 +20,15 @@
 #include "gs_log.h"
 #include "health.h"
 
-#define DEFAULT_CONFIG "/etc/gshare/gshare.yaml"
+#ifndef GS_DEFAULT_CONFIG
+#define GS_DEFAULT_CONFIG "/etc/gshare/gshare.yaml"
+#endif
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: gshared [-dnv] [-f config]\n"
 		"  -d  stay in the foreground, log to stderr\n"
-		"  -f  configuration file (default " DEFAULT_CONFIG ")\n"
+		"  -f  configuration file (default " GS_DEFAULT_CONFIG ")\n"
 		"  -n  check the configuration, print it normalized, exit\n"
 		"  -v  verbose (debug) logging\n");
 	exit(2);
@@ -61,8 +64,8 @@ int main(int argc, char *argv[])
 	}
 	if (optind != argc)
 		usage();
-	if (path == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
-		path = DEFAULT_CONFIG;
+	if (path == NULL && access(GS_DEFAULT_CONFIG, F_OK) == 0)
+		path = GS_DEFAULT_CONFIG;
 	if (path != NULL) {
 		if (gs_agent_config_load(path, &cfg, &err) < 0) {
 			fprintf(stderr, "gshared: %s\n", err.msg);

@@ -12,6 +12,9 @@ AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
 AGENT_LDLIBS := $(GSCOMMON) $(GSCOMMON_LDLIBS) -ldl -lsqlite3 -lpthread
 
 GSHARED   := $(B)/node-agent/gshared
+BUILD_PATHS += $(GSHARED_CONFIG)
+$(B)/node-agent/gshared.o: CFLAGS += -DGS_DEFAULT_CONFIG='"$(GSHARED_CONFIG)"'
+$(B)/node-agent/gshared.o: $(PATHS_STAMP)
 GSHARECTL := $(B)/node-agent/gsharectl
 BINS += $(GSHARED) $(GSHARECTL)
 

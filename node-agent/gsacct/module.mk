@@ -23,10 +23,12 @@ $(B)/node-agent/gsacct/%.o: CFLAGS += -Inode-agent -Inode-agent/gsacct
 # (gshared's default <state_dir>/usage.db); and that group (gshared's
 # store_group default).
 GSACCT_STORE ?= /var/lib/gshare/usage.db
-GSACCT_CONFIG ?= $(SYSCONFDIR)/gshare/gshare.yaml
+GSACCT_CONFIG ?= $(GSHARED_CONFIG)
 GSACCT_GROUP ?= gshare
+BUILD_PATHS += $(GSACCT_STORE) $(GSACCT_CONFIG)
 $(B)/node-agent/gsacct/gsacct.o: CFLAGS += -DGSACCT_STORE='"$(GSACCT_STORE)"' \
 	-DGSACCT_CONFIG='"$(GSACCT_CONFIG)"'
+$(B)/node-agent/gsacct/gsacct.o: $(PATHS_STAMP)
 
 # config.o: the default store comes from gshared's config file (config.o
 # checks metrics_listen with metrics.o, which needs acct.o)
