@@ -100,6 +100,7 @@ struct gs_agent {
 	int stopping;
 	uint64_t refused_logged;
 	char state_path[512];	/* the allocation table file */
+	uint64_t state_seq;	/* generation of its last load or save */
 	uint64_t state_failed;	/* saves that failed in a row */
 };
 
@@ -240,6 +241,7 @@ static void state_save(struct gs_agent *ag)
 	struct gs_error err;
 
 	memset(&st, 0, sizeof(st));
+	st.seq = ag->state_seq + 1;
 	st.next_id = gs_alloc_next_id(ag->allocs);
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
@@ -263,6 +265,7 @@ static void state_save(struct gs_agent *ag)
 	}
 	if (gs_state_save(ag->state_path, &st, &err) < 0)
 		goto fail;
+	ag->state_seq = st.seq;
 	if (ag->state_failed > 0)
 		log_info("state file %s written again", ag->state_path);
 	ag->state_failed = 0;
@@ -316,8 +319,9 @@ static const char *restore_refusal(struct gs_agent *ag,
 
 /* Put back the allocations of the previous run (state file), with their
  * ids.  Those that cannot be restored are dropped: the usage store then
- * closes their rows as NODE_FAIL.  A damaged file or one of another
- * format version is kept aside as <file>.bad and the agent starts empty. */
+ * closes their rows as NODE_FAIL.  When no copy of the table is valid
+ * (damaged, or of another format version) the files are kept aside as
+ * <file>.bad and the agent starts empty. */
 static void state_restore(struct gs_agent *ag)
 {
 	struct gs_state st;
@@ -325,23 +329,26 @@ static void state_restore(struct gs_agent *ag)
 	struct gs_alloc_req req;
 	struct gs_alloc *a;
 	struct gs_gpu *g;
-	char bad[sizeof(ag->state_path) + 8];
 	const char *why;
-	unsigned i, nok = 0;
+	unsigned i, nok = 0, skipped = 0;
 	int r;
 
-	r = gs_state_load(ag->state_path, &st, &err);
+	r = gs_state_load(ag->state_path, &st, &skipped, &err);
 	if (r == 0)
 		return;
 	if (r < 0) {
-		snprintf(bad, sizeof(bad), "%s.bad", ag->state_path);
-		log_warnx("cannot restore allocations: %s: %s; starting with "
+		log_warnx("cannot restore allocations: %s; starting with "
 			  "none (their usage rows close as NODE_FAIL); the "
-			  "file is kept as %s", ag->state_path, err.msg, bad);
-		if (rename(ag->state_path, bad) < 0)
-			log_warn("rename %s", ag->state_path);
+			  "files are kept aside as %s*.bad", err.msg,
+			  ag->state_path);
+		gs_state_set_aside(ag->state_path);
 		return;
 	}
+	if (skipped > 0)
+		log_info("state file: %u damaged copy skipped (a save cut "
+			 "short); generation %llu used", skipped,
+			 (unsigned long long)st.seq);
+	ag->state_seq = st.seq;
 	gs_alloc_set_next_id(ag->allocs, st.next_id);
 	for (i = 0; i < st.n; i++) {
 		const struct gs_state_alloc *sa = &st.v[i];

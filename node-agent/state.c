@@ -11,7 +11,8 @@
  * usage rows are matched to it by allocation id when the agent restarts.
  *
  * Format (text, one record per line, every line ends with '\n'):
- *   gshare-allocs 1
+ *   gshare-allocs 2
+ *   seq 41                                  (version 2 only)
  *   next_id 8
  *   alloc id=3 gpu=0 uuid=GPU-x shares=10 weight=1 priority=1 mode=0
  *         uid=0 flags=0 created=NS cluster= job=42 step=0 node= ns= pod=
@@ -143,8 +144,8 @@ int gs_state_encode(const struct gs_state *st, char **out, size_t *len,
 	struct sbuf b = { NULL, 0, 0, 0 };
 	unsigned i;
 
-	sb_printf(&b, MAGIC " %d\nnext_id %" PRIu64 "\n", GS_STATE_VERSION,
-		  st->next_id);
+	sb_printf(&b, MAGIC " %d\nseq %" PRIu64 "\nnext_id %" PRIu64 "\n",
+		  GS_STATE_VERSION, st->seq, st->next_id);
 	for (i = 0; i < st->n; i++) {
 		const struct gs_state_alloc *a = &st->v[i];
 		const struct gs_labels *l = &a->labels;
@@ -368,10 +369,14 @@ int gs_state_decode(const char *buf, size_t len, struct gs_state *st,
 	}
 	if (num(&r, "version", UINT32_MAX, &v) < 0 || at_eol(&r) < 0)
 		return -1;
-	if (v != GS_STATE_VERSION)
+	if (v != 1 && v != GS_STATE_VERSION)
 		return gs_error_set(err, GS_EVERSION, "state file: format "
 				    "version %" PRIu64 ", this gshared reads "
-				    "only version %d", v, GS_STATE_VERSION);
+				    "versions 1 and %d", v, GS_STATE_VERSION);
+	if (v >= 2 && (next_line(&r, &cur, bufend) < 0 || lit(&r, "seq ") < 0 ||
+		       num(&r, "seq", UINT64_MAX, &st->seq) < 0 ||
+		       at_eol(&r) < 0))
+		goto fail;
 	if (next_line(&r, &cur, bufend) < 0 || lit(&r, "next_id ") < 0 ||
 	    num(&r, "next_id", UINT64_MAX, &st->next_id) < 0 ||
 	    at_eol(&r) < 0)
@@ -442,76 +447,113 @@ fail:
 
 /* ---- files ---- */
 
+static int write_all(int fd, const char *buf, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < len) {
+		n = pwrite(fd, buf + off, len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* fsync the directory of path (makes a create, unlink or rename in it
+ * durable) */
+static void sync_dir(const char *path)
+{
+	char dir[512], *slash;
+	int dfd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
+}
+
+static int slot_path(char *out, size_t cap, const char *path, unsigned i,
+		     struct gs_error *err)
+{
+	if (snprintf(out, cap, "%s.%u", path, i) >= (int)cap)
+		return gs_error_set(err, GS_EINVAL, "state file path too "
+				    "long: %s", path);
+	return 0;
+}
+
 int gs_state_save(const char *path, const struct gs_state *st,
 		  struct gs_error *err)
 {
-	char tmp[512], dir[512], *slash;
+	char slot[512];
 	char *buf = NULL;
-	size_t len, off = 0;
-	ssize_t n;
-	int fd = -1, dfd, rv = -1;
+	size_t len;
+	int fd, created = 0, rv = -1;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return gs_error_set(err, GS_EINVAL, "state file path too "
-				    "long: %s", path);
+	if (slot_path(slot, sizeof(slot), path, (unsigned)(st->seq % 2),
+		      err) < 0)
+		return -1;
 	if (gs_state_encode(st, &buf, &len, err) < 0)
 		return -1;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(slot, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		fd = open(slot, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		created = 1;
+	}
 	if (fd < 0) {
-		gs_error_errno(err, GS_EIO, "open %s", tmp);
+		gs_error_errno(err, GS_EIO, "open %s", slot);
 		goto out;
 	}
-	while (off < len) {
-		n = write(fd, buf + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			gs_error_errno(err, GS_EIO, "write %s", tmp);
-			goto out_unlink;
-		}
-		off += (size_t)n;
+	/* A crash anywhere from here to the end of fdatasync leaves this
+	 * slot torn (its checksum fails) and the other one whole. */
+	if (write_all(fd, buf, len) < 0) {
+		gs_error_errno(err, GS_EIO, "write %s", slot);
+		goto out_close;
 	}
-	if (fsync(fd) < 0) {
-		gs_error_errno(err, GS_EIO, "fsync %s", tmp);
-		goto out_unlink;
+	if (ftruncate(fd, (off_t)len) < 0) {
+		gs_error_errno(err, GS_EIO, "truncate %s", slot);
+		goto out_close;
+	}
+	if ((created ? fsync(fd) : fdatasync(fd)) < 0) {
+		gs_error_errno(err, GS_EIO, "fsync %s", slot);
+		goto out_close;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		gs_error_errno(err, GS_EIO, "close %s", tmp);
-		goto out_unlink;
+		gs_error_errno(err, GS_EIO, "close %s", slot);
+		goto out;
 	}
 	fd = -1;
-	if (rename(tmp, path) < 0) {
-		gs_error_errno(err, GS_EIO, "rename %s", tmp);
-		goto out_unlink;
-	}
-	/* make the rename itself durable */
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash != NULL) {
-		if (slash == dir)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
-		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			(void)fsync(dfd);
-			close(dfd);
-		}
-	}
+	/* an older agent's file would win over the slots at the next load:
+	 * gone for good before this save counts as done */
+	if (unlink(path) == 0)
+		created = 1;
+	if (created)
+		sync_dir(path);
 	rv = 0;
-	goto out;
-out_unlink:
-	unlink(tmp);
-out:
+out_close:
 	if (fd >= 0)
 		close(fd);
+out:
 	free(buf);
 	return rv;
 }
 
-int gs_state_load(const char *path, struct gs_state *st,
-		  struct gs_error *err)
+/* Read and decode one file: 1 loaded, 0 absent, -1 invalid. */
+static int load_one(const char *path, struct gs_state *st,
+		    struct gs_error *err)
 {
 	struct stat sb;
 	char *buf = NULL;
@@ -553,11 +595,83 @@ int gs_state_load(const char *path, struct gs_state *st,
 			break;
 		off += (size_t)n;
 	}
-	if (gs_state_decode(buf, off, st, err) < 0)
+	if (gs_state_decode(buf, off, st, err) < 0) {
+		char msg[GS_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		gs_error_set(err, err->code, "%s: %s", path, msg);
 		goto out;
+	}
 	rv = 1;
 out:
 	free(buf);
 	close(fd);
 	return rv;
+}
+
+int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
+		  struct gs_error *err)
+{
+	struct gs_state cand;
+	struct gs_error e1, first;
+	char name[512];
+	unsigned i, nbad = 0;
+	int r, found = 0, have = 0;
+
+	memset(st, 0, sizeof(*st));
+	memset(&first, 0, sizeof(first));
+	/* i = 0, 1: the slots; 2: an older agent's file at path */
+	for (i = 0; i < 3; i++) {
+		if (i < 2) {
+			if (slot_path(name, sizeof(name), path, i, err) < 0)
+				return -1;
+		} else {
+			snprintf(name, sizeof(name), "%s", path);
+		}
+		memset(&e1, 0, sizeof(e1));
+		r = load_one(name, &cand, &e1);
+		if (r == 0)
+			continue;
+		found = 1;
+		if (r < 0) {
+			if (nbad++ == 0)
+				first = e1;
+			continue;
+		}
+		if (!have || i == 2 || cand.seq > st->seq) {
+			gs_state_clear(st);
+			*st = cand;
+			have = 1;
+		} else {
+			gs_state_clear(&cand);
+		}
+	}
+	if (skipped != NULL)
+		*skipped = nbad;
+	if (have)
+		return 1;
+	if (!found)
+		return 0;
+	*err = first;
+	return -1;
+}
+
+int gs_state_set_aside(const char *path)
+{
+	char name[512], bad[520];
+	unsigned i;
+	int n = 0;
+
+	for (i = 0; i < 3; i++) {
+		if (i < 2)
+			snprintf(name, sizeof(name), "%s.%u", path, i);
+		else
+			snprintf(name, sizeof(name), "%s", path);
+		snprintf(bad, sizeof(bad), "%s.bad", name);
+		if (rename(name, bad) == 0)
+			n++;
+	}
+	if (n > 0)
+		sync_dir(path);
+	return n;
 }

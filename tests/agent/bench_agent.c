@@ -7,6 +7,10 @@
  * round trips through the client library for a fixed time: first PING,
  * then STATUS.  Prints requests per second, per-request latency
  * percentiles and the agent's CPU time per request (from /proc).
+ * Then one client creates and closes 300 one-share allocations in turn
+ * (what a plugin does per job step or container): the round-trip
+ * percentiles of each, which include the allocation table write (create,
+ * close) and the wait for the usage row's commit (close).
  * A last phase attaches 8 busy jobs (weights 1..8) that spin on their
  * control page while holding the token and release on SUSPEND, and
  * prints the agent's CPU use (% of one core), token hand-overs per
@@ -322,6 +326,55 @@ static void run_phase(const char *name, struct worker *w, int n,
 	       (unsigned long long)errors);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One client, create then close, npairs times: round-trip percentiles. */
+static int run_create_close(struct gs_client *c, int npairs)
+{
+	static uint64_t tc[1000], tx[1000];
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct gs_error err;
+	uint64_t t0;
+	int i;
+
+	if (npairs > 1000)
+		npairs = 1000;
+	memset(&req, 0, sizeof(req));
+	req.gpu = 0;
+	req.shares = 1;
+	for (i = 0; i < npairs; i++) {
+		snprintf(req.labels.job, sizeof(req.labels.job), "%d",
+			 5000 + i);
+		t0 = now_ns();
+		if (gs_client_alloc_create(c, &req, &info, &err) < 0) {
+			fprintf(stderr, "create: %s\n", err.msg);
+			return -1;
+		}
+		tc[i] = now_ns() - t0;
+		t0 = now_ns();
+		if (gs_client_alloc_close(c, info.id, NULL, &err) < 0) {
+			fprintf(stderr, "close: %s\n", err.msg);
+			return -1;
+		}
+		tx[i] = now_ns() - t0;
+	}
+	qsort(tc, (size_t)npairs, sizeof(tc[0]), cmp_u64);
+	qsort(tx, (size_t)npairs, sizeof(tx[0]), cmp_u64);
+	printf("CREATE   1 client  %5d calls  p50 %5.0f us  p99 %6.0f us\n",
+	       npairs, (double)tc[npairs / 2] / 1e3,
+	       (double)tc[npairs * 99 / 100] / 1e3);
+	printf("CLOSE    1 client  %5d calls  p50 %5.0f us  p99 %6.0f us\n",
+	       npairs, (double)tx[npairs / 2] / 1e3,
+	       (double)tx[npairs * 99 / 100] / 1e3);
+	return 0;
+}
+
 int main(int argc, char *argv[])
 {
 	static struct worker w[MAX_CLIENTS];
@@ -395,6 +448,8 @@ int main(int argc, char *argv[])
 	run_phase("STATUS", w, n, secs);
 	for (i = 0; i < n; i++)
 		gs_client_free(w[i].c);
+	if (run_create_close(root, 300) < 0)
+		return 1;
 	if (run_jobs(root, secs < 5 ? 5 : secs) < 0)
 		return 1;
 	gs_client_free(root);

@@ -18,6 +18,7 @@
 #  5. A run with a second GPU and an allocation on it, then a restart with
 #     that GPU gone: the allocation is not restored and its usage row is
 #     NODE_FAIL; a new allocation gets an id above every earlier one.
+#  5b. A kill in the middle of a table save: the other slot is restored.
 #  6. Restart with a corrupt state file: the agent starts, logs why, keeps
 #     the file aside, and the allocations it held close as NODE_FAIL; new
 #     ids still continue above the old ones (from the usage store).  A job
@@ -123,7 +124,7 @@ EOF
 }
 
 [ -x "$SIM" ] || fail "$SIM not built"
-mkdir -p "$T/state"
+mkdir -p "$T/state" "$T/before-close"
 write_conf 1
 start_agent
 A1=$(ctl create --shares 10 --weight 1 --gpu 0 --job r1) || fail "create"
@@ -216,7 +217,8 @@ echo "SIGTERM: allocations kept, jobs re-attached; j4 closed its own"
 # ---- 3. the jobs end; close; accounting ----
 for p in $JOBS; do wait "$p" || fail "a job failed"; done
 JOBS=""
-cp "$T/state/allocs" "$T/allocs.before-close"
+cp "$T/state/allocs.0" "$T/state/allocs.1" "$T/before-close/" ||
+	fail "no table files to keep"
 for id in $A1 $A2 $A3; do
 	ctl close "$id" > /dev/null || fail "gsharectl close $id (restored)"
 done
@@ -253,7 +255,8 @@ EOF
 # was rewritten (simulated by putting the old file back): the closed
 # allocations are not revived, their rows stay COMPLETED ----
 kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
-cp "$T/allocs.before-close" "$T/state/allocs"
+cp "$T/before-close/allocs.0" "$T/before-close/allocs.1" "$T/state/" ||
+	fail "cannot put the old table files back"
 start_agent
 for id in $A1 $A2 $A3; do
 	grep -q "allocation $id: closed before the restart" "$T/agent.log" ||
@@ -288,6 +291,21 @@ A5=$(ctl create --shares 10 --gpu 0 --job r5) || fail "create"
 [ "$A5" -gt "$A4" ] || fail "new allocation id $A5 reuses an earlier one"
 echo "GPU gone: allocation $A4 NODE_FAIL; new id $A5"
 
+# ---- 5b. a kill in the middle of a save: the slot being written (the
+# older generation) is torn, the newer one has every acknowledged change
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+g0=$(sed -n 's/^seq //p' "$T/state/allocs.0")
+g1=$(sed -n 's/^seq //p' "$T/state/allocs.1")
+[ -n "$g0" ] && [ -n "$g1" ] || fail "table slots without a generation"
+if [ "$g0" -lt "$g1" ]; then old=0; else old=1; fi
+head -c 100 "$T/state/allocs.$old" > "$T/torn" && mv "$T/torn" "$T/state/allocs.$old"
+start_agent
+grep -q "damaged copy skipped" "$T/agent.log" ||
+	fail "no log line for the torn table slot"
+ids=$(attached | sed 's/:[0-9]*//g')
+[ "$ids" = "$A5" ] || fail "after a torn slot: allocations '$ids', want $A5"
+echo "torn table slot: generation $g0/$g1, the newer one restored ($A5)"
+
 # ---- 6. corrupt state file; a job whose allocation is then gone ----
 A6=$(ctl create --shares 10 --gpu 0 --job r6) || fail "create"
 wait_for 5 sh -c "[ \"\$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) FROM allocs WHERE job IN ('r5','r6')\")\" = 2 ]" ||
@@ -297,11 +315,12 @@ wait_for 5 sh -c "[ \"\$(sqlite3 -readonly $T/state/usage.db \"SELECT COUNT(*) F
 JOBS=$!
 A1=$A6 A2=$A6 A3=$A6 wait_for 10 all_attached || fail "j6 did not attach"
 kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
-sed -i 's/shares=10/shares=1x/' "$T/state/allocs"
+for f in "$T"/state/allocs.0 "$T"/state/allocs.1; do echo junk >> "$f"; done
 start_agent
 grep -q "cannot restore allocations: .*allocs" "$T/agent.log" ||
 	fail "no log line for the corrupt state file"
-[ -f "$T/state/allocs.bad" ] || fail "corrupt file not kept aside"
+[ -f "$T/state/allocs.0.bad" ] && [ -f "$T/state/allocs.1.bad" ] ||
+	fail "corrupt files not kept aside"
 ids=$(attached | sed 's/:[0-9]*//g')
 [ "$ids" = "" ] || fail "allocations restored from a corrupt file: '$ids'"
 n=$(sqlite3 -readonly "$T/state/usage.db" \

@@ -1,6 +1,7 @@
 /*
  * test_state.c — unit tests of the allocation table file (state.c):
- * round trips (escaped labels, empty table, large ids), atomic save/load,
+ * round trips (escaped labels, empty table, large ids), the two slot
+ * files (generations, a torn slot, an older agent's file, set aside),
  * and every rejection path of the decoder (foreign magic and version,
  * damaged bytes, checksum, counts, order, ranges, escapes, lengths,
  * truncation, trailing bytes).
@@ -218,8 +219,27 @@ static void test_reject(void **state)
 
 	expect_str("", GS_EPROTO, "ends");
 	expect_str("hello\n", GS_EPROTO, "not a gshare allocation table");
-	expect_str("gshare-allocs 2\nnext_id 1\nend allocs=0 crc32=0\n",
-		   GS_EVERSION, "version 2");
+	expect_str("gshare-allocs 3\nseq 1\nnext_id 1\nend allocs=0 "
+		   "crc32=0\n", GS_EVERSION, "version 3");
+	expect_bad_body("gshare-allocs 2\nnext_id 1\n", 0, GS_EPROTO, "line 2");
+	expect_bad_body("gshare-allocs 2\nseq -1\nnext_id 1\n", 0, GS_EPROTO,
+			"seq");
+	expect_bad_body("gshare-allocs 2\nseq 18446744073709551616\n"
+			"next_id 1\n", 0, GS_EPROTO, "out of range");
+	/* version 1 (older agents) still reads, generation 0 */
+	{
+		char *v1 = with_end("gshare-allocs 1\nnext_id 9\n"
+				    REC(3, LABELS) "\n", 1);
+		struct gs_state st;
+		struct gs_error err;
+
+		assert_int_equal(gs_state_decode(v1, strlen(v1), &st, &err),
+				 0);
+		assert_int_equal(st.n, 1);
+		assert_int_equal(st.seq, 0);
+		gs_state_clear(&st);
+		free(v1);
+	}
 	expect_str("gshare-allocs 01\n", GS_EPROTO, "leading zero");
 	expect_str("gshare-allocs 1\nnext_id 0\n", GS_EPROTO, "next_id 0");
 	expect_bad_body("gshare-allocs 1\nnext_id 9\n" REC(3, LABELS) "\n", 2,
@@ -277,57 +297,124 @@ static void test_reject(void **state)
 		   GS_EPROTO, "crc32");
 }
 
+static void append(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "a");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int exists(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0;
+}
+
+/* load path, expect result r, generation seq and n allocations */
+static void expect_load(const char *path, int r, uint64_t seq, unsigned n,
+			unsigned skipped)
+{
+	struct gs_state back;
+	struct gs_error err;
+	unsigned sk = 99;
+
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(gs_state_load(path, &back, &sk, &err), r);
+	assert_int_equal(back.seq, seq);
+	assert_int_equal(back.n, n);
+	if (r >= 0)
+		assert_int_equal(sk, skipped);
+	gs_state_clear(&back);
+}
+
 static void test_files(void **state)
 {
-	char dir[] = "/tmp/gs-state-test.XXXXXX", path[256], tmp[300];
+	char dir[] = "/tmp/gs-state-test.XXXXXX", path[256], s0[300],
+	     s1[300], b0[320], b1[320];
 	struct gs_state st, back;
 	struct gs_state_alloc a;
 	struct gs_error err;
-	struct stat sb;
+	char *v1;
 	FILE *f;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/allocs", dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	snprintf(s0, sizeof(s0), "%s.0", path);
+	snprintf(s1, sizeof(s1), "%s.1", path);
+	snprintf(b0, sizeof(b0), "%s.bad", s0);
+	snprintf(b1, sizeof(b1), "%s.bad", s1);
 	/* no file: 0, empty */
-	assert_int_equal(gs_state_load(path, &back, &err), 0);
-	assert_int_equal(back.n, 0);
+	expect_load(path, 0, 0, 0, 0);
+	/* generation 1 goes to slot 1, 2 to slot 0 */
 	memset(&st, 0, sizeof(st));
+	st.seq = 1;
 	st.next_id = 12;
 	fill(&a, 11);
 	assert_int_equal(gs_state_add(&st, &a, &err), 0);
 	assert_int_equal(gs_state_save(path, &st, &err), 0);
-	assert_int_equal(stat(tmp, &sb), -1);	/* renamed away */
-	assert_int_equal(gs_state_load(path, &back, &err), 1);
+	assert_true(exists(s1) && !exists(s0));
+	assert_int_equal(gs_state_load(path, &back, NULL, &err), 1);
 	assert_int_equal(back.n, 1);
 	assert_memory_equal(back.v, st.v, sizeof(a));
 	gs_state_clear(&back);
-	/* overwrite with an empty table */
 	gs_state_clear(&st);
+	st.seq = 2;
 	st.next_id = 12;
 	assert_int_equal(gs_state_save(path, &st, &err), 0);
-	assert_int_equal(gs_state_load(path, &back, &err), 1);
-	assert_int_equal(back.n, 0);
-	assert_int_equal(back.next_id, 12);
-	/* damaged file */
-	f = fopen(path, "a");
+	assert_true(exists(s0));
+	expect_load(path, 1, 2, 0, 0);
+	/* a save cut short: the newest slot is torn, the other one is used */
+	append(s0, "junk\n");
+	expect_load(path, 1, 1, 1, 1);
+	/* saving that generation again repairs it (in place, shorter) */
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	expect_load(path, 1, 2, 0, 0);
+	/* generation 3 overwrites slot 1 in place, shorter than before */
+	st.seq = 3;
+	st.next_id = 13;
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	expect_load(path, 1, 3, 0, 0);
+	/* an older agent's version 1 file wins over the slots until a save
+	 * of this version removes it */
+	v1 = with_end("gshare-allocs 1\nnext_id 9\n" REC(3, LABELS) "\n", 1);
+	f = fopen(path, "w");
 	assert_non_null(f);
-	fputs("junk\n", f);
-	fclose(f);
-	assert_int_equal(gs_state_load(path, &back, &err), -1);
+	fputs(v1, f);
+	assert_int_equal(fclose(f), 0);
+	free(v1);
+	expect_load(path, 1, 0, 1, 0);
+	st.seq = 1;
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	assert_false(exists(path));
+	expect_load(path, 1, 2, 0, 0);	/* slot 0 (2) > slot 1 (now 1) */
+	/* every copy damaged: -1 naming the file, then kept aside */
+	append(s0, "junk\n");
+	append(s1, "junk\n");
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(gs_state_load(path, &back, NULL, &err), -1);
 	assert_int_equal(err.code, GS_EPROTO);
-	/* a directory where the file should be */
-	unlink(path);
-	assert_int_equal(mkdir(path, 0700), 0);
-	assert_int_equal(gs_state_load(path, &back, &err), -1);
+	assert_non_null(strstr(err.msg, s0));
+	assert_int_equal(gs_state_set_aside(path), 2);
+	assert_true(exists(b0) && exists(b1) && !exists(s0) && !exists(s1));
+	expect_load(path, 0, 0, 0, 0);
+	unlink(b0);
+	unlink(b1);
+	/* a directory where a slot should be */
+	assert_int_equal(mkdir(s0, 0700), 0);
+	expect_load(path, -1, 0, 0, 0);
+	st.seq = 2;
 	assert_int_equal(gs_state_save(path, &st, &err), -1);
-	assert_int_equal(stat(tmp, &sb), -1);	/* no temporary left */
-	rmdir(path);
+	assert_int_equal(err.code, GS_EIO);
+	rmdir(s0);
 	/* unwritable directory path */
 	snprintf(path, sizeof(path), "%s/nodir/allocs", dir);
 	assert_int_equal(gs_state_save(path, &st, &err), -1);
 	assert_int_equal(err.code, GS_EIO);
+	gs_state_clear(&st);
 	rmdir(dir);
 }
 
