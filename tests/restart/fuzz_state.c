@@ -29,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (gs_state_decode(buf, len, &back, &err) < 0)
 		abort();
 	if (back.n != st.n || back.next_id != st.next_id ||
+	    back.seq != st.seq ||
 	    (st.n && memcmp(back.v, st.v, st.n * sizeof(*st.v)) != 0))
 		abort();
 	gs_state_clear(&back);
