@@ -615,6 +615,7 @@ int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
 	struct gs_state cand;
 	struct gs_error e1, first;
 	char name[512];
+	uint64_t maxseq = 0;
 	unsigned i, nbad = 0;
 	int r, found = 0, have = 0;
 
@@ -638,6 +639,8 @@ int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
 				first = e1;
 			continue;
 		}
+		if (i < 2 && cand.seq > maxseq)
+			maxseq = cand.seq;
 		if (!have || i == 2 || cand.seq > st->seq) {
 			gs_state_clear(st);
 			*st = cand;
@@ -646,6 +649,10 @@ int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
 			gs_state_clear(&cand);
 		}
 	}
+	/* an older agent's table (generation 0) wins; the next save must
+	 * still go above any slot a newer agent left before a downgrade */
+	if (have && st->seq < maxseq)
+		st->seq = maxseq;
 	if (skipped != NULL)
 		*skipped = nbad;
 	if (have)

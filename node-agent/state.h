@@ -67,7 +67,9 @@ int gs_state_save(const char *path, const struct gs_state *st,
 		  struct gs_error *err);
 /* Read both slots, and path itself when it exists (a version 1 file of an
  * older agent, which then wins: only an agent of this version removes
- * it); keep the valid table of the highest generation.  1: loaded (with
+ * it; st->seq is then the highest generation of the slots, so that the
+ * next save goes above them); keep the valid table of the highest
+ * generation.  1: loaded (with
  * *skipped, if not NULL, the number of files that were there but
  * invalid: a slot torn by a crash during a save); 0: no file (st empty);
  * -1: files there, none valid (err says why the first one is not). */
