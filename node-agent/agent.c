@@ -101,6 +101,7 @@ struct gs_agent {
 	uint64_t refused_logged;
 	char state_path[512];	/* the allocation table file */
 	uint64_t state_seq;	/* generation of its last load or save */
+	int state_old_file;	/* an older agent's file still to remove */
 	uint64_t state_failed;	/* saves that failed in a row */
 };
 
@@ -242,6 +243,7 @@ static void state_save(struct gs_agent *ag)
 
 	memset(&st, 0, sizeof(st));
 	st.seq = ag->state_seq + 1;
+	st.old_file = ag->state_old_file;
 	st.next_id = gs_alloc_next_id(ag->allocs);
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
@@ -266,6 +268,7 @@ static void state_save(struct gs_agent *ag)
 	if (gs_state_save(ag->state_path, &st, &err) < 0)
 		goto fail;
 	ag->state_seq = st.seq;
+	ag->state_old_file = 0;
 	if (ag->state_failed > 0)
 		log_info("state file %s written again", ag->state_path);
 	ag->state_failed = 0;
@@ -349,6 +352,7 @@ static void state_restore(struct gs_agent *ag)
 			 "short); generation %llu used", skipped,
 			 (unsigned long long)st.seq);
 	ag->state_seq = st.seq;
+	ag->state_old_file = st.old_file;
 	gs_alloc_set_next_id(ag->allocs, st.next_id);
 	for (i = 0; i < st.n; i++) {
 		const struct gs_state_alloc *sa = &st.v[i];

@@ -485,10 +485,17 @@ static void sync_dir(const char *path)
 	}
 }
 
-static int slot_path(char *out, size_t cap, const char *path, unsigned i,
+/* The files of the table at path: 0, 1 the slots (path.0, path.1);
+ * OLD_FILE an older agent's single file (path itself). */
+#define OLD_FILE	2
+
+static int file_name(char *out, size_t cap, const char *path, unsigned i,
 		     struct gs_error *err)
 {
-	if (snprintf(out, cap, "%s.%u", path, i) >= (int)cap)
+	int n = i == OLD_FILE ? snprintf(out, cap, "%s", path) :
+				snprintf(out, cap, "%s.%u", path, i);
+
+	if (n < 0 || (size_t)n >= cap)
 		return gs_error_set(err, GS_EINVAL, "state file path too "
 				    "long: %s", path);
 	return 0;
@@ -502,7 +509,7 @@ int gs_state_save(const char *path, const struct gs_state *st,
 	size_t len;
 	int fd, created = 0, rv = -1;
 
-	if (slot_path(slot, sizeof(slot), path, (unsigned)(st->seq % 2),
+	if (file_name(slot, sizeof(slot), path, (unsigned)(st->seq % 2),
 		      err) < 0)
 		return -1;
 	if (gs_state_encode(st, &buf, &len, err) < 0)
@@ -538,7 +545,7 @@ int gs_state_save(const char *path, const struct gs_state *st,
 	fd = -1;
 	/* an older agent's file would win over the slots at the next load:
 	 * gone for good before this save counts as done */
-	if (unlink(path) == 0)
+	if (st->old_file && unlink(path) == 0)
 		created = 1;
 	if (created)
 		sync_dir(path);
@@ -617,31 +624,28 @@ int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
 	char name[512];
 	uint64_t maxseq = 0;
 	unsigned i, nbad = 0;
-	int r, found = 0, have = 0;
+	int r, found = 0, have = 0, old_file = 0;
 
 	memset(st, 0, sizeof(*st));
 	memset(&first, 0, sizeof(first));
-	/* i = 0, 1: the slots; 2: an older agent's file at path */
-	for (i = 0; i < 3; i++) {
-		if (i < 2) {
-			if (slot_path(name, sizeof(name), path, i, err) < 0)
-				return -1;
-		} else {
-			snprintf(name, sizeof(name), "%s", path);
-		}
+	for (i = 0; i <= OLD_FILE; i++) {
+		if (file_name(name, sizeof(name), path, i, err) < 0)
+			return -1;
 		memset(&e1, 0, sizeof(e1));
 		r = load_one(name, &cand, &e1);
 		if (r == 0)
 			continue;
 		found = 1;
+		if (i == OLD_FILE)
+			old_file = 1;
 		if (r < 0) {
 			if (nbad++ == 0)
 				first = e1;
 			continue;
 		}
-		if (i < 2 && cand.seq > maxseq)
+		if (i != OLD_FILE && cand.seq > maxseq)
 			maxseq = cand.seq;
-		if (!have || i == 2 || cand.seq > st->seq) {
+		if (!have || i == OLD_FILE || cand.seq > st->seq) {
 			gs_state_clear(st);
 			*st = cand;
 			have = 1;
@@ -653,6 +657,7 @@ int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,
 	 * still go above any slot a newer agent left before a downgrade */
 	if (have && st->seq < maxseq)
 		st->seq = maxseq;
+	st->old_file = old_file;
 	if (skipped != NULL)
 		*skipped = nbad;
 	if (have)
@@ -669,11 +674,9 @@ int gs_state_set_aside(const char *path)
 	unsigned i;
 	int n = 0;
 
-	for (i = 0; i < 3; i++) {
-		if (i < 2)
-			snprintf(name, sizeof(name), "%s.%u", path, i);
-		else
-			snprintf(name, sizeof(name), "%s", path);
+	for (i = 0; i <= OLD_FILE; i++) {
+		if (file_name(name, sizeof(name), path, i, NULL) < 0)
+			continue;
 		snprintf(bad, sizeof(bad), "%s.bad", name);
 		if (rename(name, bad) == 0)
 			n++;

@@ -39,6 +39,8 @@ struct gs_state_alloc {
 
 struct gs_state {
 	uint64_t seq;		/* generation (version 1 files: 0) */
+	int old_file;		/* load: an older agent's file is there;
+				 * save: remove it (not in the file) */
 	uint64_t next_id;	/* the id counter: > every id ever given */
 	unsigned n;
 	struct gs_state_alloc *v;	/* ids strictly increasing */
@@ -61,16 +63,16 @@ int gs_state_decode(const char *buf, size_t len, struct gs_state *st,
 /* Write st into slot path.<st->seq % 2> (created, with the directory
  * synced, the first time).  The caller gives each save the generation
  * after the last one loaded or saved (the same again after a failed
- * save).  A version 1 file at path itself (written by older agents) is
- * removed once a slot holds the table. */
+ * save).  With st->old_file, the version 1 file at path itself (written
+ * by older agents) is removed once a slot holds the table. */
 int gs_state_save(const char *path, const struct gs_state *st,
 		  struct gs_error *err);
 /* Read both slots, and path itself when it exists (a version 1 file of an
  * older agent, which then wins: only an agent of this version removes
  * it; st->seq is then the highest generation of the slots, so that the
  * next save goes above them); keep the valid table of the highest
- * generation.  1: loaded (with
- * *skipped, if not NULL, the number of files that were there but
+ * generation; st->old_file says whether path itself is there (then pass
+ * it on to the next save).  1: loaded (with *skipped, if not NULL, the number of files that were there but
  * invalid: a slot torn by a crash during a save); 0: no file (st empty);
  * -1: files there, none valid (err says why the first one is not). */
 int gs_state_load(const char *path, struct gs_state *st, unsigned *skipped,

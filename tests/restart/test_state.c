@@ -387,7 +387,13 @@ static void test_files(void **state)
 	assert_int_equal(fclose(f), 0);
 	free(v1);
 	expect_load(path, 1, 3, 1, 0);	/* its table, the slots' generation */
+	assert_int_equal(gs_state_load(path, &back, NULL, &err), 1);
+	assert_true(back.old_file);
+	gs_state_clear(&back);
 	st.seq = 4;
+	assert_int_equal(gs_state_save(path, &st, &err), 0);
+	assert_true(exists(path));	/* kept: this save was not told */
+	st.old_file = 1;
 	assert_int_equal(gs_state_save(path, &st, &err), 0);
 	assert_false(exists(path));
 	expect_load(path, 1, 4, 0, 0);
