@@ -113,6 +113,16 @@ DEF=$("$GSACCT" --help | sed -n 's/.*default $GSHARE_STORE or \(.*\))$/\1/p')
 DEFDIR=$(dirname "$DEF")
 [ "$(basename "$DEF")" = usage.db ] ||
 	fail "gsacct's default store $DEF is not named usage.db"
+# refused WHAT MESSAGE CMD...: CMD must fail, with MESSAGE in its output
+refused() {
+	_what=$1 _msg=$2
+	shift 2
+	"$@" > "$T/nb.txt" 2>&1 &&
+		fail "$_what: not refused: $(cat "$T/nb.txt")"
+	grep -qF -- "$_msg" "$T/nb.txt" ||
+		fail "$_what: unclear error: $(cat "$T/nb.txt")"
+}
+
 # as_nobody CMD...: run as nobody with $T/state on DEFDIR (private
 # mounts, gone with the command; a tmpfs provides DEFDIR when missing)
 as_nobody() {
@@ -149,23 +159,16 @@ echo "ok   --plot's file belongs to nobody's group"
 # --store / $GSHARE_STORE naming another path: opened without the group
 # (the same file through another name is refused too: only the default
 # path gets the group)
-as_nobody "$BIN/gsacct" --store "$DB" -j 801 > "$T/nb.txt" 2>&1 &&
-	fail "setgid gsacct read --store with its group: $(cat "$T/nb.txt")"
-grep -q "gsacct reads with its group only the default store" "$T/nb.txt" ||
-	fail "--store: unclear error: $(cat "$T/nb.txt")"
-as_nobody env GSHARE_STORE="$DB" "$BIN/gsacct" -j 801 > "$T/nb.txt" 2>&1 &&
-	fail "setgid gsacct read \$GSHARE_STORE with its group"
-grep -q "only the default store" "$T/nb.txt" ||
-	fail "GSHARE_STORE: unclear error: $(cat "$T/nb.txt")"
+refused "setgid gsacct, --store" \
+	"gsacct reads with its group only the default store" \
+	as_nobody "$BIN/gsacct" --store "$DB" -j 801
+refused "setgid gsacct, \$GSHARE_STORE" "only the default store" \
+	as_nobody env GSHARE_STORE="$DB" "$BIN/gsacct" -j 801
 # a plain (not setgid) gsacct: a clear error
-runuser -u nobody -- "$GSACCT" --store "$DB" -j 801 > "$T/nb.txt" 2>&1 &&
-	fail "plain gsacct read the store as nobody"
-grep -q "permission denied: readable by root and group $G only (mode 0640), and this gsacct is not installed setgid $G" "$T/nb.txt" ||
-	fail "plain gsacct: unclear error: $(cat "$T/nb.txt")"
-as_nobody "$GSACCT" -j 801 > "$T/nb.txt" 2>&1 &&
-	fail "plain gsacct read the default store as nobody"
-grep -q "not installed setgid $G" "$T/nb.txt" ||
-	fail "plain gsacct (default store): $(cat "$T/nb.txt")"
+refused "plain gsacct, --store" "permission denied: readable by root and group $G only (mode 0640), and this gsacct is not installed setgid $G" \
+	runuser -u nobody -- "$GSACCT" --store "$DB" -j 801
+refused "plain gsacct, default store" "not installed setgid $G" \
+	as_nobody "$GSACCT" -j 801
 echo "ok   --store, GSHARE_STORE and a plain gsacct do not get the group"
 
 # --- the group does not exist: 0600 and a log line; gsacct says why
@@ -175,10 +178,8 @@ grep -q "group '$NOGROUP' (store_group) does not exist: mode 0600" \
 	"$T/agent.log" || fail "no log line for the missing group"
 got=$(modes "$DB" "$DB-wal" "$DB-shm" | cut -d' ' -f1,2 | sort -u)
 [ "$got" = "600 root" ] || fail "missing group: store files $got"
-as_nobody "$BIN/gsacct" -j 801 > "$T/nb.txt" 2>&1 &&
-	fail "gsacct read a 0600 store as nobody"
-grep -q "readable by its owner only (mode 0600)" "$T/nb.txt" ||
-	fail "0600: unclear error: $(cat "$T/nb.txt")"
+refused "gsacct, 0600 store" "readable by its owner only (mode 0600)" \
+	as_nobody "$BIN/gsacct" -j 801
 echo "ok   missing group: 0600, logged, gsacct explains"
 
 # --- store_group "": world-readable, as before
