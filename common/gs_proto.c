@@ -517,20 +517,33 @@ static void rlabels(struct rd *r, struct gs_labels *l)
 	RSTR(r, l->account);
 }
 
+/* Is a field of at least n bytes, appended in a newer minor, present?
+ * 0 when the payload ends exactly before it (an older peer's frame); a
+ * payload that ends inside it (1..n-1 bytes left) is truncated, not an
+ * older frame: the cursor goes bad. */
+static int rd_opt(struct rd *r, size_t n)
+{
+	size_t left = r->len - r->off;
+
+	if (r->bad || left == 0)
+		return 0;
+	if (left < n) {
+		r->bad = 1;
+		return 0;
+	}
+	return 1;
+}
+
 /* A u32 appended in a newer minor: 0 when the frame ends before it. */
 static uint32_t r32_opt(struct rd *r)
 {
-	if (r->bad || r->len - r->off < 4)
-		return 0;
-	return r32(r);
+	return rd_opt(r, 4) ? r32(r) : 0;
 }
 
 /* A u64 appended in a newer minor: 0 when the frame ends before it. */
 static uint64_t r64_opt(struct rd *r)
 {
-	if (r->bad || r->len - r->off < 8)
-		return 0;
-	return r64(r);
+	return rd_opt(r, 8) ? r64(r) : 0;
 }
 
 static void rinfo(struct rd *r, struct gs_alloc_info *a)
@@ -566,7 +579,7 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->drained = r32(r);
 	g->simulated = r32(r);
 	g->holder = r64(r);
-	if (!r->bad && r->len - r->off >= 2)	/* 1.1 */
+	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
 }
 
@@ -635,7 +648,7 @@ static int rstatus(struct rd *r, struct gs_status *st, struct gs_error *err)
 	}
 	/* appended field: absent in frames from older agents */
 	st->nallocs_total = st->nallocs;
-	if (!r->bad && r->len - r->off >= 4) {
+	if (rd_opt(r, 4)) {
 		n = r32(r);
 		if (n > st->nallocs)
 			st->nallocs_total = n;

@@ -1306,6 +1306,22 @@ static void conn_close(struct gs_conn *c)
 	free(c);
 }
 
+/* A type only the agent sends (replies and events). */
+static int agent_only(uint16_t type)
+{
+	switch (type) {
+	case GS_MSG_ERROR:
+	case GS_MSG_OK:
+	case GS_MSG_ALLOC_INFO:
+	case GS_MSG_ATTACHED:
+	case GS_MSG_TOKEN_GRANT:
+	case GS_MSG_STATUS_REPLY:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Handle every whole frame in rbuf.  Returns -1 when the connection must
  * be closed after its output is written. */
 static int conn_process(struct gs_conn *c)
@@ -1347,6 +1363,15 @@ static int conn_process(struct gs_conn *c)
 				c->rcap = need;
 			}
 			break;
+		}
+		if (agent_only(h.type)) {
+			/* not decoded: malformed or not, the answer is the
+			 * same and the connection goes on */
+			reply_err(c, h.seq, GS_EUNSUPP, "%s is not a request "
+				  "the agent accepts",
+				  gs_msg_type_name(h.type));
+			off += GS_FRAME_HDR_SIZE + h.length;
+			continue;
 		}
 		r = gs_frame_parse(c->rbuf + off, c->rlen - off, &m, &used,
 				   &err);

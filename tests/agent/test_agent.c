@@ -982,6 +982,37 @@ static void test_malformed(struct gs_client *bystander)
 	code = read_reply(fd, &eof, 0);
 	CHECK(code == GS_EUNSUPP, "agent-only type: %d", code);
 	close(fd);
+	/* agent-only types are not decoded: a malformed one (a TOKEN_GRANT
+	 * one byte short, a STATUS_REPLY of garbage) gets EUNSUPP too, and
+	 * the connection goes on (docs/protocol.md) */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_TOKEN_GRANT, 15);
+	memset(b + 16, 0, 15);
+	CHECK(write(fd, b, 31) == 31, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP && !eof, "short TOKEN_GRANT: %d eof %d",
+	      code, eof);
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_STATUS_REPLY, 5);
+	memset(b + 16, 0xff, 5);
+	CHECK(write(fd, b, 21) == 21, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP && !eof, "garbage STATUS_REPLY: %d eof %d",
+	      code, eof);
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_PING, 0);
+	CHECK(write(fd, b, 16) == 16, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == -GS_MSG_OK, "ping after agent-only types: %d", code);
+	close(fd);
+	/* a STATUS one byte short of its after_id (1.2): truncated, not a
+	 * 1.1 frame */
+	fd = raw_connect();
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_STATUS, 7);
+	memset(b + 16, 0, 7);
+	CHECK(write(fd, b, 23) == 23, "write");
+	code = read_reply(fd, &eof, 1);
+	CHECK(code == GS_EPROTO && eof, "STATUS of 7 bytes: %d eof %d", code,
+	      eof);
+	close(fd);
 	/* truncated payload inside a complete frame */
 	fd = raw_connect();
 	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_ATTACH, 3);
