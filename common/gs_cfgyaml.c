@@ -73,6 +73,40 @@ static struct gs_ynode *ynode_new(int kind, const yaml_event_t *ev)
 	return n;
 }
 
+/* Anchors and explicit tags, on any node or key: refused.  -1 with err
+ * filled when ev carries one. */
+static int yrefuse_props(struct yparse *y, const yaml_event_t *ev)
+{
+	const yaml_char_t *anchor = NULL, *tag = NULL;
+
+	switch (ev->type) {
+	case YAML_SCALAR_EVENT:
+		anchor = ev->data.scalar.anchor;
+		tag = ev->data.scalar.tag;
+		break;
+	case YAML_MAPPING_START_EVENT:
+		anchor = ev->data.mapping_start.anchor;
+		tag = ev->data.mapping_start.tag;
+		break;
+	case YAML_SEQUENCE_START_EVENT:
+		anchor = ev->data.sequence_start.anchor;
+		tag = ev->data.sequence_start.tag;
+		break;
+	default:
+		return 0;
+	}
+	if (anchor != NULL)
+		return gs_error_set(y->err, GS_ECONFIG,
+				    "%s:%zu: anchors are not supported",
+				    y->name, ev->start_mark.line + 1);
+	if (tag != NULL)
+		return gs_error_set(y->err, GS_ECONFIG,
+				    "%s:%zu: tags are not supported (%s)",
+				    y->name, ev->start_mark.line + 1,
+				    (const char *)tag);
+	return 0;
+}
+
 /* Parse the node whose first event is *ev (consumed by the caller's
  * yaml_event_delete).  Returns the new node or NULL with err filled. */
 static struct gs_ynode *yparse_node(struct yparse *y, yaml_event_t *ev,
@@ -94,16 +128,8 @@ static struct gs_ynode *yparse_node(struct yparse *y, yaml_event_t *ev,
 			     ev->start_mark.line + 1);
 		return NULL;
 	case YAML_SCALAR_EVENT:
-		if (ev->data.scalar.anchor != NULL ||
-		    (ev->data.scalar.tag != NULL &&
-		     ev->data.scalar.plain_implicit == 0 &&
-		     ev->data.scalar.quoted_implicit == 0)) {
-			gs_error_set(y->err, GS_ECONFIG,
-				     "%s:%zu: anchors and tags are not "
-				     "supported", y->name,
-				     ev->start_mark.line + 1);
+		if (yrefuse_props(y, ev) < 0)
 			return NULL;
-		}
 		n = ynode_new(GS_YNODE_SCALAR, ev);
 		if (n == NULL)
 			goto out_nomem;
@@ -120,15 +146,8 @@ static struct gs_ynode *yparse_node(struct yparse *y, yaml_event_t *ev,
 		return n;
 	case YAML_MAPPING_START_EVENT:
 	case YAML_SEQUENCE_START_EVENT:
-		if ((ev->type == YAML_MAPPING_START_EVENT &&
-		     ev->data.mapping_start.anchor != NULL) ||
-		    (ev->type == YAML_SEQUENCE_START_EVENT &&
-		     ev->data.sequence_start.anchor != NULL)) {
-			gs_error_set(y->err, GS_ECONFIG,
-				     "%s:%zu: anchors are not supported",
-				     y->name, ev->start_mark.line + 1);
+		if (yrefuse_props(y, ev) < 0)
 			return NULL;
-		}
 		break;
 	default:
 		gs_error_set(y->err, GS_ECONFIG, "%s:%zu: unexpected YAML "
@@ -163,6 +182,10 @@ static struct gs_ynode *yparse_node(struct yparse *y, yaml_event_t *ev,
 					     "%s:%zu: mapping keys must be "
 					     "plain scalars", y->name,
 					     cev.start_mark.line + 1);
+				yaml_event_delete(&cev);
+				goto out_free;
+			}
+			if (yrefuse_props(y, &cev) < 0) {
 				yaml_event_delete(&cev);
 				goto out_free;
 			}
@@ -219,14 +242,15 @@ static int yparse_stream(struct yparse *y, struct gs_ynode **root)
 	if (ynext(y, &ev) < 0)
 		return -1;
 	if (ev.type == YAML_STREAM_END_EVENT) {
-		/* empty file: empty mapping */
+		/* empty file (or only comments): an empty mapping with line
+		 * 0, so that callers can tell it from `{}` */
 		doc = calloc(1, sizeof(*doc));
 		yaml_event_delete(&ev);
 		if (doc == NULL)
 			return gs_error_set(y->err, GS_ENOMEM,
 					    "out of memory");
 		doc->kind = GS_YNODE_MAP;
-		doc->line = 1;
+		doc->line = 0;
 		*root = doc;
 		return 0;
 	}

@@ -143,7 +143,8 @@ struct gs_ynode {
 	struct gs_ynode *next;	/* next sibling */
 };
 
-/* Load `path`; an empty file gives an empty mapping.  GS_ECONFIG with
+/* Load `path`; an empty file (nothing but blanks and comments) gives an
+ * empty mapping whose line is 0 (an explicit `{}` has line 1 or more).  GS_ECONFIG with
  * "path:line: message" on syntax errors, GS_EIO when unreadable. */
 int gs_yaml_load_file(const char *path, struct gs_ynode **root,
 		      struct gs_error *err);

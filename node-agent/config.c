@@ -259,6 +259,15 @@ static int load_root(struct gs_ynode *root, const char *path,
 	int rv = -1;
 
 	gs_agent_config_defaults(&t);
+	if (root->kind == GS_YNODE_MAP && root->child == NULL &&
+	    root->line == 0) {
+		/* a truncated or emptied file would silently reset every
+		 * setting; every default is asked for with `{}` */
+		gs_error_set(err, GS_ECONFIG, "%s: no settings (the file is "
+			     "empty or only comments); write {} to run with "
+			     "every default", path);
+		goto out_free;
+	}
 	if (gs_cfg_apply_yaml(gs_agent_keys, &t, root, path, gpus_entry, &t,
 			      err) < 0)
 		goto out_free;

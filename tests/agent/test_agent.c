@@ -1064,6 +1064,21 @@ static void test_malformed(struct gs_client *bystander)
 
 /* ---- reload and stop ---- */
 
+static int log_lines(const char *needle);
+
+/* Poll the log until needle occurs more than `before` times (5 s). */
+static int wait_log(const char *needle, int before)
+{
+	int64_t deadline = now_ms() + 5000;
+
+	while (now_ms() < deadline) {
+		if (log_lines(needle) > before)
+			return 1;
+		nap_ms(10);
+	}
+	return 0;
+}
+
 static void test_reload(struct gs_client *root)
 {
 	struct gs_status *st = NULL;
@@ -1112,6 +1127,39 @@ static void test_reload(struct gs_client *root)
 		CHECK(strcmp(st->policy, "priority") == 0,
 		      "bad reload changed policy to %s", st->policy);
 		gs_status_free(st);
+	}
+	/* an empty file, or one with only comments, is refused too (it
+	 * would reset every setting to its default) */
+	{
+		static const char *const texts[] = { "", "# emptied\n\n" };
+		const char *no = "no settings (the file is empty";
+		unsigned k;
+		FILE *f;
+		int n;
+
+		for (k = 0; k < 2; k++) {
+			n = log_lines(no);
+			f = fopen(cfgpath, "w");
+			CHECK(f != NULL, "%s: %s", cfgpath, strerror(errno));
+			if (f == NULL)
+				break;
+			fputs(texts[k], f);
+			fclose(f);
+			kill(agent_pid, SIGHUP);
+			CHECK(wait_log(no, n), "empty config %u: no refusal "
+			      "logged", k);
+			st = NULL;
+			CHECK(gs_client_status(root, &st, &err) == 0, "%s",
+			      err.msg);
+			if (st != NULL) {
+				CHECK(strcmp(st->policy, "priority") == 0 &&
+				      st->slice_ns == 8000000,
+				      "empty config %u applied: policy %s", k,
+				      st->policy);
+				gs_status_free(st);
+				st = NULL;
+			}
+		}
 	}
 	gs_client_alloc_close(root, a, NULL, &err);
 	gs_client_alloc_close(root, b, NULL, &err);

@@ -11,4 +11,7 @@ gs_fuzz_init gsfuzz
 printf 'GSHR\001\000\003\000\000\000\000\000\001\000\000\000' > "$dir/seeds/ping"
 printf 'GSHR\001\000\015\000\010\000\000\000\002\000\000\000\001\000\000\000\000\000\000\000' > "$dir/seeds/attach"
 printf 'GSHR\001\000\037\000\022\000\000\000\003\000\000\000\003\000wfq\000\011\075\000\000\000\000\000\000\000\000\000\000\000\000\000' > "$dir/seeds/status"
+# STATUS with its 1.2 after_id, and one byte short of it (refused)
+printf 'GSHR\001\000\036\000\010\000\000\000\004\000\000\000\005\000\000\000\000\000\000\000' > "$dir/seeds/status_after"
+printf 'GSHR\001\000\036\000\007\000\000\000\005\000\000\000\005\000\000\000\000\000\000' > "$dir/seeds/status_short"
 gs_fuzz_run "$B/tests/fuzz/fuzz_proto" "${FUZZ_SECONDS:-20}" 4096
