@@ -197,6 +197,34 @@ void gs_client_set_timeout(struct gs_client *c, int timeout_ms)
 	c->timeout_ms = timeout_ms;
 }
 
+/* A send found the connection closed: the agent may have said why
+ * first (an ERROR refusing the connection, seq 0); report that. */
+static void closed_on_send(struct gs_client *c, struct gs_error *err)
+{
+	struct gs_msg m;
+	struct gs_error e;
+	size_t used;
+	ssize_t n;
+
+	if (!c->async_err && c->rlen == 0) {
+		n = recv(c->fd, c->rbuf, RBUF_SIZE, MSG_DONTWAIT);
+		if (n > 0 && gs_frame_parse(c->rbuf, (size_t)n, &m, &used,
+					    &e) == 1) {
+			if (m.type == GS_MSG_ERROR && m.seq == 0) {
+				c->async_err = 1;
+				c->async = m.u.error;
+			}
+			gs_msg_clear(&m);
+		}
+	}
+	if (c->async_err)
+		gs_error_set(err, c->async.code, "the agent closed the "
+			     "connection: %s", c->async.msg);
+	else
+		gs_error_set(err, GS_ECLOSED,
+			     "the agent closed the connection");
+}
+
 static int send_all(struct gs_client *c, const uint8_t *p, size_t n,
 		    int64_t deadline, struct gs_error *err)
 {
@@ -217,8 +245,7 @@ static int send_all(struct gs_client *c, const uint8_t *p, size_t n,
 			continue;
 		}
 		if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-			gs_error_set(err, GS_ECLOSED,
-				     "the agent closed the connection");
+			closed_on_send(c, err);
 			goto out_broken;
 		}
 		gs_error_errno(err, GS_EIO, "send to %s", c->path);
@@ -254,6 +281,14 @@ static int send_msg(struct gs_client *c, struct gs_msg *m, int64_t deadline,
 	return rv;
 }
 
+/* The agent closed the connection after an ERROR that answered no
+ * request (it refused the connection, say): report that ERROR. */
+static int closed_why(struct gs_client *c, struct gs_error *err)
+{
+	closed_on_send(c, err);
+	return -1;
+}
+
 /* Read more bytes into rbuf, waiting until deadline.  Keeps an fd passed
  * with SCM_RIGHTS in c->passed_fd. */
 static int fill(struct gs_client *c, int64_t deadline, struct gs_error *err)
@@ -285,6 +320,8 @@ static int fill(struct gs_client *c, int64_t deadline, struct gs_error *err)
 		}
 		if (n < 0) {
 			c->broken = 1;
+			if (c->async_err)	/* what the agent said first */
+				return closed_why(c, err);
 			return gs_error_errno(err, GS_EIO, "recv from %s",
 					      c->path);
 		}
@@ -306,6 +343,8 @@ static int fill(struct gs_client *c, int64_t deadline, struct gs_error *err)
 	}
 	if (n == 0) {
 		c->broken = 1;
+		if (c->async_err)
+			return closed_why(c, err);
 		return gs_error_set(err, GS_ECLOSED,
 				    "the agent closed the connection");
 	}

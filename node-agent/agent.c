@@ -53,17 +53,20 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "connlimit.h"
 #include "gs_log.h"
 #include "state.h"
 
 #define RBUF_INIT	4096u
-#define OUT_MAX		(4u << 20)
+#define OUT_MAX		(1u << 20)	/* unsent reply bytes per client */
+#define OUT_KEEP	(64u * 1024u)	/* buffer kept once drained */
 #define READ_BUDGET	(256u * 1024u)
 #define MAX_ACTS	16
 #define WEIGHT_MAX	1000000u
@@ -76,9 +79,11 @@ struct gs_conn {
 	pid_t pid;
 	uint8_t *rbuf;
 	size_t rlen, rcap;
-	struct gs_wbuf out;
+	struct gs_wbuf out;	/* replies; out.data[out_off..len) unsent */
+	size_t out_off;
 	int pass_fd;		/* fd to send with the byte at pass_off */
-	size_t pass_off;
+	size_t pass_off;	/* index into out.data */
+	int dropped;		/* over OUT_MAX: nothing more is queued */
 	int pollout;		/* EPOLLOUT registered */
 	int closing;		/* close once out is written */
 	struct gs_alloc *alloc;	/* attached allocation */
@@ -97,8 +102,11 @@ struct gs_agent {
 	struct gs_alloc_table *allocs;
 	struct gs_conn *conns;
 	unsigned nconns;
+	struct gs_connlimit *climit;	/* per-uid counts, accept rule */
+	int spare_fd;		/* given up to accept-and-refuse at EMFILE */
 	int stopping;
 	uint64_t refused_logged;
+	uint64_t dropped_logged;	/* clients dropped at OUT_MAX */
 	char state_path[512];	/* the allocation table file */
 	uint64_t state_seq;	/* generation of its last load or save */
 	int state_old_file;	/* an older agent's file still to remove */
@@ -403,22 +411,49 @@ static void state_restore(struct gs_agent *ag)
 
 /* ---- output ---- */
 
+/* Every reply and event reaches a client's buffer through here: the
+ * one place that enforces OUT_MAX.  A client that leaves more than
+ * OUT_MAX bytes unread is dropped: its buffer (and a control page fd
+ * not yet sent) is freed, nothing more is queued, and the connection is
+ * closed at the end of its current event.  Returns 0 (also when the
+ * client was dropped: the message is dealt with), or -1 with err filled
+ * when m cannot be encoded (nothing appended). */
+static int conn_encode(struct gs_conn *c, const struct gs_msg *m,
+		       struct gs_error *err)
+{
+	size_t unsent;
+
+	if (c->dropped)
+		return 0;
+	if (gs_msg_encode(m, &c->out, err) < 0)
+		return -1;
+	unsent = c->out.len - c->out_off;
+	if (unsent > OUT_MAX) {
+		if (c->ag->dropped_logged++ % 1000 == 0)
+			log_warnx("client pid %d uid %u: %zu bytes of replies "
+				  "unread, dropping it (%llu so far)",
+				  (int)c->pid, (unsigned)c->uid, unsent,
+				  (unsigned long long)c->ag->dropped_logged);
+		c->dropped = 1;
+		c->closing = 1;
+		gs_wbuf_free(&c->out);
+		c->out_off = 0;
+		if (c->pass_fd >= 0) {
+			close(c->pass_fd);
+			c->pass_fd = -1;
+		}
+	}
+	return 0;
+}
+
 static int conn_queue(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_error err;
 
-	if (c->closing && c->fd < 0)
-		return -1;
-	if (gs_msg_encode(m, &c->out, &err) < 0) {
+	if (conn_encode(c, m, &err) < 0) {
 		log_warnx("client pid %d: cannot encode %s: %s", (int)c->pid,
 			  gs_msg_type_name(m->type), err.msg);
 		return -1;
-	}
-	if (c->out.len > OUT_MAX) {
-		log_warnx("client pid %d: %zu bytes of replies unread, "
-			  "dropping it", (int)c->pid, c->out.len);
-		c->closing = 1;
-		c->out.len = 0;
 	}
 	return 0;
 }
@@ -465,6 +500,30 @@ static void set_pollout(struct gs_conn *c, int on)
 		c->pollout = on;
 }
 
+/* Sent bytes are dropped in bulk, never with a shift per send (a slow
+ * reader would make every send move the whole buffer): all of it once
+ * everything is sent (a large buffer is freed then), else the sent head
+ * once it is at least OUT_KEEP and no smaller than what is left, so
+ * every byte is moved at most about once. */
+static void out_compact(struct gs_conn *c)
+{
+	size_t k = c->out_off, left = c->out.len - c->out_off;
+
+	if (left == 0) {
+		c->out.len = c->out_off = 0;
+		if (c->out.cap > OUT_KEEP)
+			gs_wbuf_free(&c->out);
+		return;
+	}
+	if (k < OUT_KEEP || k < left)
+		return;
+	memmove(c->out.data, c->out.data + k, left);
+	c->out.len = left;
+	c->out_off = 0;
+	if (c->pass_fd >= 0)
+		c->pass_off -= k;
+}
+
 /* Write what we can; the fd for ATTACHED goes with its frame's first
  * byte.  Marks the connection closing on a write error. */
 static void conn_flush(struct gs_conn *c)
@@ -478,16 +537,17 @@ static void conn_flush(struct gs_conn *c)
 	ssize_t n;
 	size_t len;
 
-	while (c->out.len > 0) {
-		len = c->out.len;
-		if (c->pass_fd >= 0 && c->pass_off > 0 && c->pass_off < len)
-			len = c->pass_off;
+	while (c->out_off < c->out.len) {
+		len = c->out.len - c->out_off;
+		if (c->pass_fd >= 0 && c->pass_off > c->out_off &&
+		    c->pass_off - c->out_off < len)
+			len = c->pass_off - c->out_off;
 		memset(&mh, 0, sizeof(mh));
-		iov.iov_base = c->out.data;
+		iov.iov_base = c->out.data + c->out_off;
 		iov.iov_len = len;
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
-		if (c->pass_fd >= 0 && c->pass_off == 0) {
+		if (c->pass_fd >= 0 && c->pass_off == c->out_off) {
 			struct cmsghdr *ch;
 
 			memset(&cm, 0, sizeof(cm));
@@ -508,18 +568,15 @@ static void conn_flush(struct gs_conn *c)
 				return;
 			}
 			c->closing = 1;
-			c->out.len = 0;
+			c->out.len = c->out_off = 0;
 			return;
 		}
-		if (c->pass_fd >= 0) {
-			if (c->pass_off == 0) {
-				close(c->pass_fd);
-				c->pass_fd = -1;
-			} else {
-				c->pass_off -= (size_t)n;
-			}
+		if (c->pass_fd >= 0 && c->pass_off == c->out_off) {
+			close(c->pass_fd);
+			c->pass_fd = -1;
 		}
-		gs_wbuf_consume(&c->out, (size_t)n);
+		c->out_off += (size_t)n;
+		out_compact(c);
 	}
 	set_pollout(c, 0);
 }
@@ -1056,7 +1113,6 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_status *st = &rep.u.status;
 	struct gs_alloc *a;
 	struct gs_error err;
-	size_t start;
 	uint32_t i, n = 0, total = 0;
 
 	memset(&rep, 0, sizeof(rep));
@@ -1109,10 +1165,8 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 	/* too many to fit one frame: list fewer, the client asks again
 	 * after the last id listed */
 	for (;;) {
-		start = c->out.len;
-		if (gs_msg_encode(&rep, &c->out, &err) == 0)
+		if (conn_encode(c, &rep, &err) == 0)
 			break;
-		c->out.len = start;
 		if (err.code != GS_EPROTO || st->nallocs == 0) {
 			reply_err(c, m->seq, err.code, "%s", err.msg);
 			break;
@@ -1301,6 +1355,7 @@ static void conn_close(struct gs_conn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	ag->nconns--;
+	gs_connlimit_del(ag->climit, c->uid);
 	gs_wbuf_free(&c->out);
 	free(c->rbuf);
 	free(c);
@@ -1441,6 +1496,53 @@ static void on_conn(struct gs_loop *l, int fd, uint32_t events, void *arg)
 		conn_close(c);
 }
 
+/* Tell a refused peer why (one ERROR frame, seq 0), then close.  What
+ * it already sent is read first: closing a unix socket with unread
+ * input resets the peer, which would lose the ERROR. */
+static void refuse_conn(int fd, const char *why)
+{
+	struct gs_msg m;
+	struct gs_wbuf b;
+	struct gs_error err;
+	char junk[512];
+	int i;
+
+	for (i = 0; i < 8 && recv(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0;
+	     i++)
+		;
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_ERROR;
+	m.u.error.code = GS_EBUSY;
+	snprintf(m.u.error.msg, sizeof(m.u.error.msg), "connection refused: "
+		 "%s", why);
+	gs_wbuf_init(&b);
+	if (gs_msg_encode(&m, &b, &err) == 0 &&
+	    send(fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		log_debug("refused client: %s", strerror(errno));
+	gs_wbuf_free(&b);
+	close(fd);
+}
+
+/* Out of file descriptors: the pending connection would make the
+ * listening socket ready forever.  Give up the spare fd to accept it
+ * and refuse it, then take the spare back. */
+static void refuse_emfile(struct gs_agent *ag, int lfd)
+{
+	int cfd;
+
+	if (ag->refused_logged++ % 1000 == 0)
+		log_warnx("refusing clients: out of file descriptors (%s)",
+			  strerror(errno));
+	if (ag->spare_fd >= 0) {
+		close(ag->spare_fd);
+		ag->spare_fd = -1;
+	}
+	cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (cfd >= 0)
+		refuse_conn(cfd, "the agent is out of file descriptors");
+	ag->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 {
 	struct gs_agent *ag = arg;
@@ -1448,6 +1550,7 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	struct ucred cr;
 	socklen_t cl = sizeof(cr);
 	struct gs_conn *c;
+	char why[160];
 	int cfd;
 
 	(void)l;
@@ -1457,20 +1560,27 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 		if (cfd < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				refuse_emfile(ag, fd);
+				continue;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				log_warn("accept");
 			return;
 		}
-		if (ag->nconns >= ag->cfg.max_clients) {
-			if (ag->refused_logged++ % 1000 == 0)
-				log_warnx("refusing client: %u connections "
-					  "(max_clients)", ag->nconns);
-			close(cfd);
-			continue;
-		}
 		if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
 			log_warn("SO_PEERCRED");
 			close(cfd);
+			continue;
+		}
+		if (gs_connlimit_add(ag->climit, cr.uid, ag->cfg.max_clients,
+				     ag->cfg.root_reserved_clients,
+				     ag->cfg.max_clients_per_uid, why,
+				     sizeof(why)) < 0) {
+			if (ag->refused_logged++ % 1000 == 0)
+				log_warnx("refusing client pid %d uid %u: %s",
+					  (int)cr.pid, (unsigned)cr.uid, why);
+			refuse_conn(cfd, why);
 			continue;
 		}
 		c = calloc(1, sizeof(*c));
@@ -1480,6 +1590,7 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 			log_warnx("out of memory accepting a client");
 			if (c != NULL)
 				free(c);
+			gs_connlimit_del(ag->climit, cr.uid);
 			close(cfd);
 			continue;
 		}
@@ -1496,6 +1607,7 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 			log_warnx("%s", err.msg);
 			free(c->rbuf);
 			free(c);
+			gs_connlimit_del(ag->climit, cr.uid);
 			close(cfd);
 			continue;
 		}
@@ -1507,6 +1619,33 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 		log_debug("client pid %d uid %u connected", (int)cr.pid,
 			  (unsigned)cr.uid);
 	}
+}
+
+/* Room for max_clients connections and the agent's own files: raise the
+ * soft RLIMIT_NOFILE (at most to the hard limit), or say how many
+ * clients fit.  Beyond the limit, accept fails and refuse_emfile steps
+ * in. */
+#define NOFILE_OWN	256u
+static void fit_nofile(struct gs_agent *ag)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)ag->cfg.max_clients + NOFILE_OWN;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+			      ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("setrlimit(RLIMIT_NOFILE, %llu)",
+			 (unsigned long long)rl.rlim_cur);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want)
+		log_warnx("max_clients %u: the open file limit is %llu, room "
+			  "for about %llu clients", ag->cfg.max_clients,
+			  (unsigned long long)rl.rlim_cur,
+			  rl.rlim_cur > NOFILE_OWN
+				  ? (unsigned long long)(rl.rlim_cur -
+							 NOFILE_OWN)
+				  : 0ull);
 }
 
 /* ---- config reload, signals ---- */
@@ -1561,6 +1700,7 @@ static void reload(struct gs_agent *ag)
 	memcpy(nc.gpus, ag->cfg.gpus, sizeof(nc.gpus));
 	ag->cfg = nc;
 	log_setverbose(nc.verbose);
+	fit_nofile(ag);
 	apply_params(ag);
 	log_info("configuration reloaded: policy %s, slice %.3f ms, grace "
 		 "%.3f ms, escalation %s", policy_name(nc.policy),
@@ -1684,7 +1824,7 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		return NULL;
 	}
 	ag->cfg = *cfg;
-	ag->lfd = ag->sfd = -1;
+	ag->lfd = ag->sfd = ag->spare_fd = -1;
 	if (cfg_path != NULL) {
 		ag->cfg_path = strdup(cfg_path);
 		if (ag->cfg_path == NULL) {
@@ -1697,9 +1837,10 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 	if (note != NULL)
 		log_warnx("%s (%s)", note, err->msg);
 	ag->allocs = gs_alloc_table_new();
+	ag->climit = gs_connlimit_new();
 	ag->loop = gs_loop_new(err);
-	if (ag->allocs == NULL || ag->loop == NULL) {
-		if (ag->allocs == NULL)
+	if (ag->allocs == NULL || ag->climit == NULL || ag->loop == NULL) {
+		if (ag->allocs == NULL || ag->climit == NULL)
 			gs_error_set(err, GS_ENOMEM, "out of memory");
 		goto out_free;
 	}
@@ -1726,6 +1867,8 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		goto out_free;
 	if (open_socket(ag, err) < 0)
 		goto out_free;
+	fit_nofile(ag);
+	ag->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* only once the socket is ours: a second gshared must not touch the
 	 * running one's file */
 	if (snprintf(ag->state_path, sizeof(ag->state_path), "%s/%s",
@@ -1774,6 +1917,9 @@ void gs_agent_free(struct gs_agent *ag)
 	for (i = 0; i < ag->ngpus; i++)
 		gs_sched_free(ag->gpus[i].sched);
 	gs_alloc_table_free(ag->allocs);
+	gs_connlimit_free(ag->climit);
+	if (ag->spare_fd >= 0)
+		close(ag->spare_fd);
 	gs_loop_free(ag->loop);
 	free(ag->cfg_path);
 	free(ag);

@@ -48,6 +48,12 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("verbose", C, verbose, "false", "debug logging"),
 	GS_CFG_KEY_UINT("max_clients", C, max_clients, 1, 100000, "4096",
 			"simultaneous client connections"),
+	GS_CFG_KEY_UINT("max_clients_per_uid", C, max_clients_per_uid, 1,
+			100000, "256",
+			"connections one non-root user may hold"),
+	GS_CFG_KEY_UINT("root_reserved_clients", C, root_reserved_clients, 0,
+			100000, "64",
+			"connections of max_clients that only root may use"),
 	GS_CFG_KEY_DURATION("accounting_tick", C, acct_tick_ns,
 			    10 * GS_NS_PER_MS, 3600 * GS_NS_PER_S, "1s",
 			    "period of the accounting tick"),
@@ -211,6 +217,11 @@ static int validate(const struct gs_agent_config *c, const char *file,
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: grace: must be at least a quarter "
 				    "of the slice", file);
+	if (c->root_reserved_clients >= c->max_clients)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: root_reserved_clients: must be less "
+				    "than max_clients (%u), or no other user "
+				    "could connect", file, c->max_clients);
 	if (c->metrics_listen[0] != '\0') {
 		char host[64];
 		uint16_t port;

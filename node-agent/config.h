@@ -47,6 +47,8 @@ struct gs_agent_config {
 	char log_file[256];
 	int verbose;
 	uint32_t max_clients;
+	uint32_t max_clients_per_uid;	/* connections of one non-root uid */
+	uint32_t root_reserved_clients;	/* of max_clients, root's only */
 
 	/* accounting (node-agent/acct_agent.c) */
 	uint64_t acct_tick_ns;	/* accounting tick */

@@ -12,6 +12,13 @@ BENCHES += $(AGENT_BENCH)
 $(AGENT_TEST): $(B)/tests/agent/test_agent.o $(GSCOMMON) | $(GSHARED)
 	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON)
 
+# connection counts per uid and root's reserve; replies nobody reads
+LIMITS_TEST := $(B)/tests/agent/test_limits
+TEST_HELPERS += $(LIMITS_TEST)
+INTEG_TESTS += $(LIMITS_TEST)
+$(LIMITS_TEST): $(B)/tests/agent/test_limits.o $(GSCOMMON) | $(GSHARED)
+	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON)
+
 $(AGENT_BENCH): $(B)/tests/agent/bench_agent.o $(GSCOMMON) | $(GSHARED)
 	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON) -lpthread
 
