@@ -5,7 +5,10 @@
  * beyond what stdio and syslog give.  Each message is written with one
  * fprintf so lines from concurrent processes do not interleave mid-line.
  * File lines carry an ISO-8601 UTC timestamp; stderr lines the program
- * name; syslog adds its own.
+ * name; syslog adds its own.  Messages carry text from users (job names,
+ * labels): every byte outside printable ASCII, and the backslash, is
+ * written as \xNN (\\ for the backslash), so a message is always one
+ * line and cannot carry terminal escapes.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -64,14 +67,40 @@ void log_close(void)
 	log_target = GS_LOG_STDERR;
 }
 
+/* in (NUL-terminated) into out, escaped as the file comment says. */
+static void log_escape(const char *in, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p;
+	size_t o = 0;
+
+	for (p = (const unsigned char *)in; *p != '\0' && o + 5 <= outlen;
+	     p++) {
+		if (*p == '\\') {
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else if (*p < 0x20 || *p >= 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		} else {
+			out[o++] = (char)*p;
+		}
+	}
+	out[o] = '\0';
+}
+
 static void log_vwrite(int pri, const char *fmt, va_list ap, const char *sfx)
 {
-	char msg[1024];
+	char raw[1024];
+	char msg[4 * sizeof(raw) + 1];
 	char ts[32];
 	struct timespec now;
 	struct tm tm;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	log_escape(raw, msg, sizeof(msg));
 	switch (log_target) {
 	case GS_LOG_SYSLOG:
 		if (sfx != NULL)

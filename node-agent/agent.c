@@ -995,9 +995,9 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 		return;
 	if (c->uid != 0 && c->uid != a->uid &&
 	    !(a->flags & GS_ALLOC_ANY_UID)) {
-		reply_err(c, m->seq, GS_EPERM, "allocation %llu belongs to "
-			  "uid %u, not %u", (unsigned long long)a->id, a->uid,
-			  (unsigned)c->uid);
+		/* as if it did not exist, like STATUS: no owner leaks */
+		reply_err(c, m->seq, GS_ENOENT, "no allocation %llu",
+			  (unsigned long long)a->id);
 		return;
 	}
 	if (a->conn != NULL) {

@@ -342,8 +342,14 @@ static void nobody_checks(void *arg)
 	memset(&lab, 0, sizeof(lab));
 	CHECK(gs_client_alloc_label(c, ids->own_alloc, &lab, NULL, &err) < 0 &&
 	      err.code == GS_EPERM, "nobody labels: %s", err.msg);
+	/* another user's allocation is answered as if it did not exist,
+	 * like one that does not: no owner leaks */
 	CHECK(gs_client_attach(c, ids->root_alloc, &fd, NULL, &err) < 0 &&
-	      err.code == GS_EPERM, "nobody attaches root's: %s", err.msg);
+	      err.code == GS_ENOENT && strstr(err.msg, "uid") == NULL,
+	      "nobody attaches root's: %s", err.msg);
+	CHECK(gs_client_attach(c, 999999, &fd, NULL, &err) < 0 &&
+	      err.code == GS_ENOENT, "nobody attaches a missing one: %s",
+	      err.msg);
 	/* status: only its own allocation */
 	CHECK(gs_client_status(c, &st, &err) == 0, "status: %s", err.msg);
 	if (st != NULL) {
@@ -429,7 +435,7 @@ static void nobody_any_uid(void *arg)
 	int fd = -1;
 
 	CHECK(gs_client_attach(c, ids->own_alloc, &fd, NULL, &err) < 0 &&
-	      err.code == GS_EPERM, "nobody attaches root's plain "
+	      err.code == GS_ENOENT, "nobody attaches root's plain "
 	      "allocation: %s", err.msg);
 	memset(&info, 0, sizeof(info));
 	CHECK(gs_client_attach(c2, ids->root_alloc, &fd, &info, &err) == 0,
@@ -1283,6 +1289,41 @@ static void test_health(struct gs_client *root)
 	gs_client_alloc_close(root, b, NULL, &err);
 }
 
+/* Labels come from users (job names): the log shows them escaped, one
+ * line, no terminal escapes. */
+static void test_label_log(struct gs_client *root)
+{
+	struct gs_alloc_req r;
+	struct gs_alloc_info info;
+	struct gs_error err;
+	char line[2048];
+	FILE *f;
+	int esc = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu = -1;
+	r.shares = 1;
+	snprintf(r.labels.job, sizeof(r.labels.job),
+		 "lab\nfake line\x1b[31m\x7f\\x");
+	snprintf(r.labels.pod, sizeof(r.labels.pod), "p\xc3\xa9\r");
+	if (gs_client_alloc_create(root, &r, &info, &err) < 0) {
+		CHECK(0, "create with odd labels: %s", err.msg);
+		return;
+	}
+	CHECK(log_lines("job 'lab\\x0afake line\\x1b[31m\\x7f\\\\x' pod "
+			"'p\\xc3\\xa9\\x0d'") == 1,
+	      "labels not escaped in the log");
+	f = fopen(logpath, "r");
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "fake line", 9) == 0 ||
+		    strchr(line, 0x1b) != NULL || strchr(line, '\r') != NULL)
+			esc++;
+	if (f != NULL)
+		fclose(f);
+	CHECK(esc == 0, "%d raw label bytes in the log", esc);
+	gs_client_alloc_close(root, info.id, NULL, &err);
+}
+
 static void test_sigterm(void)
 {
 	int64_t deadline = now_ms() + 10000;
@@ -1332,6 +1373,7 @@ int main(int argc, char *argv[])
 	bystander = conn();
 
 	test_admission(root);
+	test_label_log(root);
 	test_status_pages(root);
 	test_permissions(root);
 	test_any_uid(root);

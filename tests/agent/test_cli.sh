@@ -83,7 +83,7 @@ print(sorted((a["id"], a["any_uid"]) for a in
 	bad "status --json any_uid: $u"
 expect 0 "nobody attaches the any-uid allocation" "event=done" \
 	nobody $SIM -s "$sock" -a 3 -d 0.05
-expect 1 "nobody attaches root's allocation" "belongs to uid 0, not 65534" \
+expect 1 "nobody attaches root's allocation" "no allocation 1" \
 	nobody $SIM -s "$sock" -a 1 -d 0.05
 expect 0 "close any-uid" "allocation 3" $CTL close 3
 expect 1 "nobody set-weight" "only root may do this" nobody $CTL set-weight 2 5
