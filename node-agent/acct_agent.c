@@ -352,6 +352,34 @@ store_protect(const struct gs_agent_config *cfg, const char *path,
 	return 0;
 }
 
+/*
+ * Who may scrape a Unix-socket metrics endpoint: the store's readers
+ * (store_group's rule, as store_protect): mode 0660 and that group; 0600
+ * (root only) when the group does not exist; 0666 with store_group "".
+ * On failure the socket stays 0600.
+ */
+static void
+metrics_grant(const struct gs_agent_config *cfg, struct gs_metrics *m)
+{
+	const char *path = gs_metrics_unix_path(cfg->metrics_listen);
+	const struct group *gr = NULL;
+	struct gs_error err;
+	mode_t mode = 0666;
+
+	if (cfg->store_group[0] != '\0') {
+		gr = getgrnam(cfg->store_group);
+		mode = gr != NULL ? 0660 : 0600;
+	}
+	if (gs_metrics_grant(m, mode, gr != NULL ? gr->gr_gid : (gid_t)-1,
+			     &err) < 0) {
+		log_warnx("%s; only root can scrape", err.msg);
+		return;
+	}
+	log_info("metrics: unix socket %s, mode %04o%s%s", path,
+		 (unsigned)mode, gr != NULL ? ", group " : "",
+		 gr != NULL ? cfg->store_group : "");
+}
+
 static int64_t
 retention_ns(uint32_t days)
 {
@@ -601,6 +629,8 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 			log_warnx("metrics: %s", merr.msg);
 			gs_metrics_free(ac->metrics);
 			ac->metrics = NULL;
+		} else if (gs_metrics_unix_path(cfg->metrics_listen)) {
+			metrics_grant(cfg, ac->metrics);
 		} else {
 			log_info("metrics: http://%s/metrics",
 				 cfg->metrics_listen);

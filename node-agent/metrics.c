@@ -6,7 +6,10 @@
  * once, then writes as the socket accepts and closes.  Each socket is in
  * our own epoll set (edge-free, level-triggered); the agent polls only
  * that set's fd.  Limits: no keep-alive, no TLS, no authentication — bind
- * it to loopback (the default) or a trusted network.
+ * it to loopback (the default), a trusted network, or a Unix socket
+ * ("unix:/path"): created mode 0600 (umask around bind), then opened up
+ * by the caller with gs_metrics_grant (store_group's rule), removed when
+ * the server is freed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,6 +22,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "metrics.h"
@@ -268,21 +273,42 @@ struct conn {
 struct gs_metrics {
 	int ep, lfd;
 	uint16_t port;
+	char path[108];		/* Unix socket ("": TCP) */
 	const struct gs_acct *acct;
 	const struct gs_agent_stats *st;
 	struct conn conns[GS_METRICS_MAX_CONN];
 	uint64_t requests;
 };
 
+const char *
+gs_metrics_unix_path(const char *addr)
+{
+	return strncmp(addr, "unix:", 5) == 0 ? addr + 5 : NULL;
+}
+
 int
 gs_metrics_parse_addr(const char *addr, char *host, size_t hostlen,
 		      uint16_t *port, struct gs_error *err)
 {
-	const char *colon, *h = addr;
+	const char *colon, *h = addr, *path = gs_metrics_unix_path(addr);
 	size_t hl;
 	char *end;
 	unsigned long p;
 
+	if (path != NULL) {
+		if (path[0] != '/')
+			return gs_error_set(err, GS_EINVAL,
+					    "metrics address '%s': the socket "
+					    "path must be absolute", addr);
+		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)
+		    || strlen(path) >= hostlen)
+			return gs_error_set(err, GS_EINVAL,
+					    "metrics address '%s': path too "
+					    "long", addr);
+		memcpy(host, path, strlen(path) + 1);
+		*port = 0;
+		return 0;
+	}
 	if (addr[0] == '[') {
 		const char *rb = strchr(addr, ']');
 
@@ -374,6 +400,64 @@ out_close:
 	return -1;
 }
 
+/* A Unix socket at path, mode 0600 until gs_metrics_grant.  A socket
+ * file left there (an agent that was killed) is replaced; anything else
+ * is refused. */
+static int
+listen_unix(const char *path, struct gs_error *err)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	mode_t old;
+	int fd, rc;
+
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return gs_error_set(err, GS_EIO, "metrics: %s exists "
+					    "and is not a socket", path);
+		if (unlink(path) < 0)
+			return gs_error_errno(err, GS_EIO,
+					      "metrics: unlink %s", path);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "metrics: socket");
+	old = umask(0177);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: bind %s", path);
+		goto out_close;
+	}
+	if (listen(fd, 64) < 0) {
+		gs_error_errno(err, GS_EIO, "metrics: listen");
+		unlink(path);
+		goto out_close;
+	}
+	return fd;
+out_close:
+	close(fd);
+	return -1;
+}
+
+int
+gs_metrics_grant(struct gs_metrics *m, mode_t mode, gid_t gid,
+		 struct gs_error *err)
+{
+	if (m->path[0] == '\0')
+		return 0;
+	if (gid != (gid_t)-1 && chown(m->path, (uid_t)-1, gid) < 0)
+		return gs_error_errno(err, GS_EIO, "metrics: chown %s",
+				      m->path);
+	if (chmod(m->path, mode) < 0)
+		return gs_error_errno(err, GS_EIO, "metrics: chmod %s",
+				      m->path);
+	return 0;
+}
+
 int
 gs_metrics_new(const char *addr, const struct gs_acct *acct,
 	       const struct gs_agent_stats *st, struct gs_metrics **out,
@@ -399,7 +483,13 @@ gs_metrics_new(const char *addr, const struct gs_acct *acct,
 		gs_error_errno(err, GS_EIO, "metrics: epoll_create1");
 		goto out_free;
 	}
-	m->lfd = listen_on(host, port, &m->port, err);
+	if (gs_metrics_unix_path(addr) != NULL) {
+		m->lfd = listen_unix(host, err);
+		if (m->lfd >= 0)
+			memcpy(m->path, host, strlen(host) + 1);
+	} else {
+		m->lfd = listen_on(host, port, &m->port, err);
+	}
 	if (m->lfd < 0)
 		goto out_free;
 	ev.data.u64 = UINT64_MAX;
@@ -434,6 +524,8 @@ gs_metrics_free(struct gs_metrics *m)
 		conn_close(m, &m->conns[i]);
 	if (m->lfd >= 0)
 		close(m->lfd);
+	if (m->path[0] != '\0')
+		unlink(m->path);
 	if (m->ep >= 0)
 		close(m->ep);
 	free(m);

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "acct.h"
 #include "gs_error.h"
@@ -52,7 +53,8 @@ int gs_metrics_render(const struct gs_acct *acct,
 		      const struct gs_agent_stats *st, struct gs_mbuf *b,
 		      struct gs_error *err);
 
-/* Parse "host:port" / "[v6]:port" / ":port" (loopback then).  */
+/* Parse "host:port" / "[v6]:port" / ":port" (loopback then), or
+ * "unix:/abs/path" (host gets the path, port 0).  */
 int gs_metrics_parse_addr(const char *addr, char *host, size_t hostlen,
 			  uint16_t *port, struct gs_error *err);
 
@@ -63,6 +65,12 @@ int gs_metrics_new(const char *addr, const struct gs_acct *acct,
 		   const struct gs_agent_stats *st, struct gs_metrics **out,
 		   struct gs_error *err);
 void gs_metrics_free(struct gs_metrics *m);
+/* The path of a "unix:/path" address (borrowed), else NULL. */
+const char *gs_metrics_unix_path(const char *addr);
+/* A Unix socket listener starts mode 0600 (root only): give it mode and
+ * group (gid -1: keep).  No-op for TCP. */
+int gs_metrics_grant(struct gs_metrics *m, mode_t mode, gid_t gid,
+		     struct gs_error *err);
 /* The fd to watch for EPOLLIN. */
 int gs_metrics_fd(const struct gs_metrics *m);
 /* The bound port (useful with port 0). */

@@ -83,3 +83,7 @@ INTEG_TESTS += tests/acct/integ_overrun.sh
 # temporary group, runuser, a private mount namespace)
 INTEG_TESTS += tests/acct/integ_perm.sh
 DEB_PKGS += passwd util-linux mount
+# the metrics endpoint on a Unix socket (store_group's rule), scraped by
+# the real Prometheus through socat
+INTEG_TESTS += tests/acct/integ_metrics_unix.sh
+DEB_PKGS += socat
