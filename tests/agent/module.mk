@@ -29,6 +29,12 @@ $(B)/tests/agent/test_loop_alloc: $(B)/tests/agent/test_loop_alloc.o \
 	    $(B)/node-agent/loop.o $(B)/node-agent/alloc.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
 
+UNIT_TESTS += $(B)/tests/agent/test_connlimit
+$(B)/tests/agent/test_connlimit.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_connlimit: $(B)/tests/agent/test_connlimit.o \
+	    $(B)/node-agent/connlimit.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
 # a stand-in libnvidia-ml.so.1 (two fake GPUs, health from a state file)
 # for the NVML health path without a GPU
 FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
