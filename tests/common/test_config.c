@@ -305,7 +305,23 @@ static void test_yaml_errors(void **state)
 			  "t.yaml:1: count: expected a single value");
 	expect_yaml_error("- a\n- b\n", "t.yaml:1: expected a mapping");
 	expect_yaml_error("a: &x 1\nb: *x\n",
-			  "t.yaml:1: anchors and tags are not supported");
+			  "t.yaml:1: anchors are not supported");
+	/* tags anywhere: value, key, mapping, list, document */
+	expect_yaml_error("count: !!int 3\n",
+			  "t.yaml:1: tags are not supported "
+			  "(tag:yaml.org,2002:int)");
+	expect_yaml_error("!!str count: 3\n",
+			  "t.yaml:1: tags are not supported "
+			  "(tag:yaml.org,2002:str)");
+	expect_yaml_error("count: !!map {a: 1}\n",
+			  "t.yaml:1: tags are not supported "
+			  "(tag:yaml.org,2002:map)");
+	expect_yaml_error("count: !x [1]\n",
+			  "t.yaml:1: tags are not supported (!x)");
+	expect_yaml_error("--- !x\ncount: 3\n",
+			  "t.yaml:1: tags are not supported (!x)");
+	expect_yaml_error("&k count: 3\n",
+			  "t.yaml:1: anchors are not supported");
 	expect_yaml_error("count: 3\n---\ncount: 4\n",
 			  "t.yaml:2: only one YAML document is allowed");
 	expect_yaml_error("count: 3\nslice: 1\n",
@@ -340,10 +356,21 @@ static void test_yaml_tree(void **state)
 	assert_null(gs_ynode_get(root, "zz"));
 	gs_ynode_free(root);
 
-	/* empty input: an empty mapping */
+	/* empty input (or only comments): an empty mapping at line 0, so
+	 * that callers can tell it from an explicit {} */
 	assert_int_equal(gs_yaml_load_string("", 0, "t", &root, &err), 0);
 	assert_int_equal(root->kind, GS_YNODE_MAP);
 	assert_null(root->child);
+	assert_int_equal(root->line, 0);
+	gs_ynode_free(root);
+	assert_int_equal(gs_yaml_load_string("# c\n\n", 5, "t", &root, &err),
+			 0);
+	assert_int_equal(root->line, 0);
+	gs_ynode_free(root);
+	assert_int_equal(gs_yaml_load_string("{}\n", 3, "t", &root, &err), 0);
+	assert_int_equal(root->kind, GS_YNODE_MAP);
+	assert_null(root->child);
+	assert_int_equal(root->line, 1);
 	gs_ynode_free(root);
 
 	assert_int_equal(gs_yaml_load_file("/nonexistent/x.yaml", &root,
