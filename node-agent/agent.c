@@ -51,9 +51,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -415,7 +415,8 @@ static void state_restore(struct gs_agent *ag)
  * one place that enforces OUT_MAX.  A client that leaves more than
  * OUT_MAX bytes unread is dropped: its buffer (and a control page fd
  * not yet sent) is freed, nothing more is queued, and the connection is
- * closed at the end of its current event.  Returns 0 (also when the
+ * closed at the end of its current event (at its next one when the drop
+ * comes from the scheduler, a TOKEN_GRANT).  Returns 0 (also when the
  * client was dropped: the message is dealt with), or -1 with err filled
  * when m cannot be encoded (nothing appended). */
 static int conn_encode(struct gs_conn *c, const struct gs_msg *m,
