@@ -47,6 +47,12 @@ $(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
+# libgshare finds libcudart through $(CUDA_LIB) (empty: through the
+# loader's own paths, as the Debian packages do)
+RT_RPATH ?= -Wl,-rpath,$(CUDA_LIB)
+BUILD_PATHS += $(RT_RPATH)
+$(LIBGSHARE1): $(PATHS_STAMP)
+
 $(LIBGSHARE): $(LIBGSHARE1)
 	ln -sf libgshare.so.1 $@
 
@@ -54,7 +60,7 @@ $(LIBGSHARE1): $(RT_LIB_OBJS) $(GSCOMMON) runtime/src/libgshare.map
 	$(CC) -shared -o $@ $(RT_LIB_OBJS) $(GSCOMMON) $(LDFLAGS) \
 	    -Wl,-soname,libgshare.so.1 \
 	    -Wl,--version-script=runtime/src/libgshare.map \
-	    -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lstdc++ -lpthread
+	    -L$(CUDA_LIB) $(RT_RPATH) -lcudart -lstdc++ -lpthread
 
 RT_EX_DEPS := runtime/examples/ex_common.h runtime/include/gshare.h \
 	      runtime/include/gshare_device.cuh $(LIBGSHARE)
@@ -88,13 +94,20 @@ $(RT_API_TEST): $(B)/runtime/tests/test_api.o $(LIBGSHARE)
 
 INSTALL_RULES += install-runtime
 .PHONY: install-runtime
+INCLUDEDIR ?= $(PREFIX)/include
 install-runtime: $(LIBGSHARE)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 0755 $(LIBGSHARE1) $(DESTDIR)$(PREFIX)/lib/libgshare.so.1
-	ln -sf libgshare.so.1 $(DESTDIR)$(PREFIX)/lib/libgshare.so
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(LIBGSHARE1) $(DESTDIR)$(LIBDIR)/libgshare.so.1
+	ln -sf libgshare.so.1 $(DESTDIR)$(LIBDIR)/libgshare.so
 	install -m 0644 runtime/include/gshare.h \
-	    runtime/include/gshare_device.cuh $(DESTDIR)$(PREFIX)/include/
+	    runtime/include/gshare_device.cuh $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(GS_VERSION)|' \
+	    runtime/gshare.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/gshare.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/gshare.pc
 	install -d $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 0644 docs/man/libgshare.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		echo ldconfig; ldconfig; fi
 
 endif
