@@ -16,3 +16,20 @@ DEB_PKGS += debhelper lintian chrpath
 .PHONY: deb image image-test
 deb: all
 	@pkg/mkdeb.sh $(B) $(DEB_PROFILES)
+
+# The image's name: a site sets IMAGE to its registry's repository (and
+# the manifests' image: lines to the same, see docs/kubernetes.md).
+IMAGE ?= localhost/gshare/gshare
+IMAGE_DIR := $(B)/image
+IMAGE_TAR := $(IMAGE_DIR)/gshare-$(GS_VERSION).oci.tar
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+
+image: deb
+	@tests/deps.sh mmdebstrap
+	@pkg/mkimage.sh $(DEB_DIR) $(IMAGE_DIR) $(IMAGE) $(GS_VERSION) \
+	    $(DEBIAN_MIRROR)
+
+# Checks an image built by `make image` (does not rebuild it).
+image-test:
+	@tests/deps.sh umoci python3-yaml
+	@IMAGE=$(IMAGE) tests/pkg/image.sh $(IMAGE_TAR)
