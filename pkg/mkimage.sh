@@ -39,12 +39,12 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # gives the same image
 SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l debian/changelog -S Timestamp)
 export SOURCE_DATE_EPOCH
-set -- --variant=extract --include="$deps" --skip=output/dev \
-	--customize-hook='printf "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" > "$1/etc/passwd"' \
-	--customize-hook='printf "root:x:0:\nnogroup:x:65534:\n" > "$1/etc/group"' \
-	--customize-hook='mkdir -p "$1/run/gshare" "$1/var/lib/gshare" "$1/var/lib/kubelet/device-plugins" "$1/var/lib/kubelet/pod-resources" "$1/tmp" && chmod 1777 "$1/tmp"' \
-	--customize-hook="for f in $debs; do dpkg-deb -x \"\$f\" \"\$1\"; done" \
-	--customize-hook='rm -rf "$1/usr/share/doc" "$1/usr/share/man" "$1/usr/share/locale" "$1/usr/share/lintian" "$1/var/cache/apt" "$1/var/lib/apt/lists" "$1/var/log"/*'
+set -- --variant=extract --include="$deps" --skip=output/dev --skip=cleanup/run \
+	--extract-hook='printf "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" > "$1/etc/passwd"' \
+	--extract-hook='printf "root:x:0:\nnogroup:x:65534:\n" > "$1/etc/group"' \
+	--extract-hook='mkdir -p "$1/run/gshare" "$1/var/lib/gshare" "$1/var/lib/kubelet/device-plugins" "$1/var/lib/kubelet/pod-resources" "$1/tmp" && chmod 1777 "$1/tmp"' \
+	--extract-hook="for f in $debs; do dpkg-deb -x \"\$f\" \"\$1\"; done" \
+	--extract-hook='rm -rf "$1/usr/share/doc" "$1/usr/share/man" "$1/usr/share/locale" "$1/usr/share/lintian" "$1/var/cache/apt" "$1/var/lib/apt/lists" "$1/var/log"/*'
 mmdebstrap --quiet "$@" bookworm "$tmp/rootfs.tar" "$mirror" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; echo "image: mmdebstrap failed" >&2; exit 1; }
 
 python3 pkg/oci.py --rootfs "$tmp/rootfs.tar" --name "$name" \
