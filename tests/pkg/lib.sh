@@ -50,4 +50,21 @@ PROG
 	esac
 	LD_LIBRARY_PATH=$libdir ldd "$tmp/pc" | grep -q "$libdir/libgshare.so.1" ||
 		fail "the program does not load $libdir/libgshare.so.1"
+	# a CUDA job, compiled as docs/runtime.md says (flags from pkg-config)
+	nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
+	[ -x "$nvcc" ] || return 0
+	cat >"$tmp/job.cu" <<'PROG'
+#include <gshare_device.cuh>
+struct job_args { float *x; };
+GS_KERNEL(job, struct job_args, p) { p.x[gs_block_linear()] = 1.0f; }
+int main(void) { return gs_init(GS_INIT_STANDALONE) == 0 ? gs_finalize() : 2; }
+PROG
+	# shellcheck disable=SC2086
+	"$nvcc" -std=c++17 -O3 -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
+		-cudart shared $flags "$tmp/job.cu" -o "$tmp/job" ||
+		fail "nvcc with pkg-config gshare"
+	rc=0
+	LD_LIBRARY_PATH=$libdir "$tmp/job" || rc=$?
+	case $rc in 0|2) ;; *) fail "the CUDA job: rc $rc" ;; esac
+	ok "nvcc -cudart shared \$(pkg-config --cflags --libs gshare) compiles and links a GS_KERNEL job (rc $rc)"
 }
