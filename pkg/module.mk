@@ -2,15 +2,19 @@
 # image (`make image`), both built from this tree.
 #
 #   make deb    the packages, into $(B)/deb (lintian-clean; profiles
-#               nocuda without nvcc, nogate without the launch gate)
+#               nocuda without nvcc, nogate while `make all` builds no
+#               launch gate library)
 #   make image  $(B)/image/gshare-$(GS_VERSION).oci.tar, from Debian's
 #               packages (mmdebstrap, network to the Debian archive) and
 #               the packages of `make deb`
 #   make image-test   unpacks that image and checks it (tests/pkg/image.sh)
 
 DEB_DIR := $(B)/deb
+# the launch gate's library, where runtime/gate/ builds it (nogate while
+# the tree does not)
+GATE_SO_BUILT = $(B)/runtime/gate/libgshare-gate.so
 DEB_PROFILES = $(if $(HAVE_NVCC),,nocuda) \
-	       $(if $(wildcard runtime/gate/module.mk),,nogate)
+	       $(if $(wildcard $(GATE_SO_BUILT)),,nogate)
 DEB_PKGS += debhelper lintian chrpath
 
 .PHONY: deb image image-test

@@ -47,12 +47,6 @@ $(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-# libgshare finds libcudart through $(CUDA_LIB) (empty: through the
-# loader's own paths, as the Debian packages do)
-RT_RPATH ?= -Wl,-rpath,$(CUDA_LIB)
-BUILD_PATHS += $(RT_RPATH)
-$(LIBGSHARE1): $(PATHS_STAMP)
-
 $(LIBGSHARE): $(LIBGSHARE1)
 	ln -sf libgshare.so.1 $@
 
@@ -60,7 +54,7 @@ $(LIBGSHARE1): $(RT_LIB_OBJS) $(GSCOMMON) runtime/src/libgshare.map
 	$(CC) -shared -o $@ $(RT_LIB_OBJS) $(GSCOMMON) $(LDFLAGS) \
 	    -Wl,-soname,libgshare.so.1 \
 	    -Wl,--version-script=runtime/src/libgshare.map \
-	    -L$(CUDA_LIB) $(RT_RPATH) -lcudart -lstdc++ -lpthread
+	    -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcudart -lstdc++ -lpthread
 
 RT_EX_DEPS := runtime/examples/ex_common.h runtime/include/gshare.h \
 	      runtime/include/gshare_device.cuh $(LIBGSHARE)

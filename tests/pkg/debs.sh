@@ -28,10 +28,10 @@ if [ -e "$B/runtime/libgshare.so.1" ]; then
 else
 	echo "note: no libgshare here (no nvcc): libgshare1/-dev not built"
 fi
-if [ -e runtime/gate/module.mk ]; then
+if [ -e "$B/runtime/gate/libgshare-gate.so" ]; then
 	want="$want gshare-gate"
 else
-	echo "note: no launch gate in this tree: gshare-gate not built"
+	echo "note: no launch gate library built here: gshare-gate not built"
 fi
 deb() { echo "$D/${1}_${V}_$(dpkg --print-architecture).deb"; }
 for p in $want; do

@@ -57,7 +57,7 @@ grep '^RUN ' "$tmp/check" | sed 's/^RUN //' | while read -r argv; do
 done
 if [ -e "$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/gshare/libgshare-gate.so" ]; then
 	ok "launch gate library present"
-elif [ -e runtime/gate/module.mk ]; then
+elif [ -e "${B:-build}/runtime/gate/libgshare-gate.so" ]; then
 	fail "the image has no launch gate library"
 fi
 echo PASS
