@@ -39,6 +39,8 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # gives the same image
 SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l debian/changelog -S Timestamp)
 export SOURCE_DATE_EPOCH
+# the hooks' "$1" is mmdebstrap's root directory
+# shellcheck disable=SC2016
 set -- --variant=extract --include="$deps" --skip=output/dev --skip=cleanup/run \
 	--extract-hook='printf "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" > "$1/etc/passwd"' \
 	--extract-hook='printf "root:x:0:\nnogroup:x:65534:\n" > "$1/etc/group"' \

@@ -38,7 +38,7 @@ for p in $want; do
 	[ -f "$(deb "$p")" ] || fail "package $p not built"
 done
 n=$(find "$D" -maxdepth 1 -name '*.deb' ! -name '*-dbgsym_*' | wc -l)
-[ "$n" = "$(echo $want | wc -w)" ] || fail "$n packages built, want: $want"
+[ "$n" = "$(echo "$want" | wc -w)" ] || fail "$n packages built, want: $want"
 ok "packages: $want"
 
 # -- lintian -------------------------------------------------------------
@@ -189,8 +189,9 @@ sed -i "s/^Version: .*/Version: $V2/" "$tmp/up/DEBIAN/control"
 dpkg-deb -b "$tmp/up" "$tmp/gshare-up.deb" >/dev/null
 dp -i "$tmp/gshare-up.deb"
 [ "$(status gshare)" = "ii$V2" ] || fail "upgrade: status $(status gshare)"
-[ "$(cat "$R/var/lib/gshare/usage.db")" = store ] &&
-	[ -f "$R/var/lib/gshare/allocs.0" ] || fail "upgrade lost the state"
+[ "$(cat "$R/var/lib/gshare/usage.db")" = store ] ||
+	fail "upgrade lost the usage store"
+[ -f "$R/var/lib/gshare/allocs.0" ] || fail "upgrade lost the allocation table"
 grep -q '^# site edit$' "$R/etc/gshare/gshare.yaml" ||
 	fail "upgrade lost the edit of gshare.yaml"
 [ "$(stat -c '%a %g' "$R/usr/bin/gsacct")" = "2755 $gid" ] ||

@@ -1,15 +1,9 @@
 # Helpers of the packaging tests (sourced).  Every check prints one
-# line; fail() stops the test (the caller's trap cleans up).
+# line; fail() stops the test (the caller's trap cleans up).  The caller
+# sets tmp, its scratch directory.
 
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; }
-
-# check DESC COMMAND...: COMMAND must succeed
-check() {
-	desc=$1; shift
-	"$@" || fail "$desc"
-	ok "$desc"
-}
 
 # gs_pc_link ROOT: compile and link a small program against libgshare
 # with `pkg-config --cflags --libs gshare`, the .pc file and headers
@@ -17,6 +11,7 @@ check() {
 # no agent) gs_init must fail cleanly with a message.
 gs_pc_link() {
 	root=$1
+	: "${tmp:?}"
 	pcdir=$(dirname "$(find "$root" -name gshare.pc | head -n 1)")
 	[ -f "$pcdir/gshare.pc" ] || fail "no gshare.pc under $root"
 	flags=$(PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$pcdir \
