@@ -418,7 +418,8 @@ def run(args):
         check(True, "agent stopped: 200 devices Unhealthy after %.2f s" %
               (time.monotonic() - t0))
         expect_error(k, lambda: k.allocate(g0[:1]),
-                     ks.grpc.StatusCode.UNAVAILABLE, "not reachable",
+                     ks.grpc.StatusCode.UNAVAILABLE,
+                     "agent at .* is unavailable",
                      "Allocate while the agent is down")
         t0 = time.monotonic()
         env.start_agent()
@@ -537,6 +538,47 @@ def run(args):
              "every allocation closed once every pod is gone")
         check(True, "all %d allocations closed once their pods were gone" %
               args.allocs)
+        # Init containers: the kubelet hands their devices on to the
+        # pod's later containers within one admission; their allocations
+        # must survive it (the init container has not even started).
+        pi = k.admit("default", "pod-i", [("main", 20), ("side", 5)],
+                     init=[("setup", 20), ("warm", 20)])
+        pj = k.admit("default", "pod-j", [("main", 15), ("aux", 3)],
+                     init=[("setup", 10)])
+        aid = {(p, c): int(r[1]["GSHARE_ALLOC"])
+               for p, cs in (("i", pi), ("j", pj)) for c, r in cs.items()}
+        check(set(pi["main"][0]) == set(pi["setup"][0]) and
+              set(pj["setup"][0]) < set(pj["main"][0]),
+              "stand-in: app containers got the init containers' devices")
+        openall = env.open_allocs()
+        check(all(x in openall for x in aid.values()),
+              "every container's allocation is open after admission, init "
+              "containers' included: %s" % sorted(set(aid.values())))
+        check(aid[("i", "setup")] == aid[("i", "warm")] == aid[("i", "main")]
+              and aid[("i", "side")] != aid[("i", "main")] and
+              openall[aid[("i", "main")]]["shares"] == 20,
+              "the same device IDs share one allocation (init, init, app)")
+        check(len({aid[("j", c)] for c in ("setup", "main", "aux")}) == 3
+              and openall[aid[("j", "setup")]]["shares"] == 10 and
+              openall[aid[("j", "main")]]["shares"] == 15,
+              "other IDs get their own allocation; the init container's "
+              "stays")
+        wait(lambda: env.open_allocs().get(aid[("j", "main")], {}).get(
+            "pod") == "pod-j", 5 * slow, "pod-j labelled")
+        wait(lambda: env.open_allocs().get(aid[("j", "setup")], {}).get(
+            "pod") == "pod-j", 5 * slow, "pod-j's init allocation labelled")
+        r = subprocess.run([SIMJOB, "-s", env.sock, "-a",
+                            str(aid[("j", "setup")]), "-d", "0.05"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "event=done" in r.stdout,
+              "after PodResources polls the init container still attaches "
+              "to allocation %d" % aid[("j", "setup")])
+        k.delete("default", "pod-i")
+        k.delete("default", "pod-j")
+        wait(lambda: not set(aid.values()) & set(env.open_allocs()),
+             10 * slow, "pod-i and pod-j's allocations closed")
+        check(True, "deleting the pods closes all their allocations")
+
         if args.bench:
             # Plugin side: request decoded to response built, agent round
             # trip included (logged by the plugin at -v).
