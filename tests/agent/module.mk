@@ -27,6 +27,7 @@ $(B)/tests/agent/test_loop_alloc: $(B)/tests/agent/test_loop_alloc.o \
 FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
 TEST_HELPERS += $(FAKE_NVML)
 INTEG_TESTS += tests/agent/test_health_nvml.sh
+INTEG_TESTS += tests/agent/test_gpus_auto.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
