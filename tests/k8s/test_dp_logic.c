@@ -249,6 +249,8 @@ test_allocate_check(void **state)
 	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 0, g, &err),
 			 -1);
 	assert_non_null(strstr(err.msg, "spans 2 GPUs"));
+	assert_non_null(strstr(err.msg, "no single GPU of this node had 3 "
+			       "free shares"));
 	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 1, g, &err), 2);
 	assert_int_equal(g[0].gpu, 0);	/* largest group first */
 	assert_int_equal(g[0].count, 2);
