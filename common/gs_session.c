@@ -83,7 +83,7 @@ struct gs_session {
 	uint64_t epoch, reattaches;
 	void *retired[RETIRED_MAX];	/* earlier pages, still mapped */
 	unsigned nretired;
-	char gpu_uuid[GS_UUID_MAX];	/* the allocation's GPU, from ATTACHED */
+	char gpu_uuid[GS_UUID_MAX];	/* the allocation's GPU (ATTACHED) */
 };
 
 static uint64_t

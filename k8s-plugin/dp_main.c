@@ -581,7 +581,7 @@ out_undo:
 			close_alloc(p, made[i], "Allocate failed");
 out:
 	free(freed);
-	freed_clear(p);		/* it described this container's request */
+	freed_clear(p);		/* it was this container's */
 	free(fresh);
 	free(gids);
 	free(stale);

@@ -233,7 +233,8 @@ static int host_has_gpus(char *why, size_t len)
 	snprintf(pat, sizeof(pat), "%s/sys/bus/pci/devices/*", root);
 	if (glob(pat, 0, NULL, &g) == 0) {
 		for (i = 0; i < g.gl_pathc && !found; i++) {
-			snprintf(path, sizeof(path), "%s/vendor", g.gl_pathv[i]);
+			snprintf(path, sizeof(path), "%s/vendor",
+				 g.gl_pathv[i]);
 			if (read_line(path, v, sizeof(v)) < 0 ||
 			    strcmp(v, "0x10de") != 0)
 				continue;

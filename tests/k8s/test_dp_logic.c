@@ -432,7 +432,7 @@ test_state_init_reuse(void **state)
 	/* app1's IDs now held by another pod: 8's holder is gone (closed);
 	 * 7 still has IDs in its own pod (app2). */
 	n = gs_dp_reconcile(&st, other, 2, 1650, 5000, acts, &err);
-	assert_int_equal(n, 2);		/* 7 relabelled to app2, 8 closed */
+	assert_int_equal(n, 2);	/* 7 relabelled (app2), 8 closed */
 	assert_int_equal(acts[0].kind, GS_DP_ACT_LABEL);
 	assert_int_equal(acts[0].id, 7);
 	assert_int_equal(acts[1].kind, GS_DP_ACT_CLOSE);
