@@ -501,6 +501,7 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 		struct gs_dp_alloc *sa;
 		size_t ulen = strlen(gpu->uuid), n = 0;
 		uint64_t same, now = gs_dp_now_ms();
+		int rc;
 
 		for (k = 0; k < nids; k++)
 			if (strncmp(ids[k], gpu->uuid, ulen) == 0 &&
@@ -537,7 +538,20 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 		    p->cfg.cluster);
 		snprintf(rq.labels.node, sizeof(rq.labels.node), "%s",
 		    p->cfg.node_name);
-		if (alloc_create(p, &rq, &info, &cerr) == -1) {
+		rc = alloc_create(p, &rq, &info, &cerr);
+		if (rc == -1 && cerr.code == GS_EBUSY &&
+		    (nstale = gs_dp_state_seen_holders(&p->st, gids, n,
+		    stale)) > 0) {
+			/* No room: the kept holders seen in a pod are a pod
+			 * deleted since the last poll, not an init
+			 * container; their shares are this container's. */
+			for (k = 0; k < nstale; k++)
+				close_alloc(p, stale[k], "its devices were "
+				    "handed out again and the agent needs its "
+				    "shares");
+			rc = alloc_create(p, &rq, &info, &cerr);
+		}
+		if (rc == -1) {
 			if (conn_error(cerr.code)) {
 				gs_error_set(err, GS_ECONNREFUSED, "Allocate: "
 				    "the gshare agent at %s is unavailable "

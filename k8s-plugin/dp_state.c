@@ -175,8 +175,26 @@ gs_dp_state_overlap(const struct gs_dp_state *st, const char *const *ids,
 			stale[k++] = a->id;
 			continue;
 		}
-		if (*same == 0 && hits == nids && a->nids == nids)
+		if (*same == 0 && !a->seen && hits == nids && a->nids == nids)
 			*same = a->id;
+	}
+	return k;
+}
+
+size_t
+gs_dp_state_seen_holders(const struct gs_dp_state *st,
+			 const char *const *ids, size_t nids, uint64_t *out)
+{
+	size_t i, j, k = 0;
+
+	for (i = 0; i < st->n; i++) {
+		if (!st->a[i].seen)
+			continue;
+		for (j = 0; j < nids; j++)
+			if (alloc_has_id(&st->a[i], ids[j]))
+				break;
+		if (j < nids)
+			out[k++] = st->a[i].id;
 	}
 	return k;
 }

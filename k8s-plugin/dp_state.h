@@ -88,14 +88,24 @@ int gs_dp_state_set_labels(struct gs_dp_alloc *a, const char *ns,
  * IDs that were not must-include, NULL/0 when none preceded), or when it
  * was handed out window_ms ago or more (or adopted); otherwise it is the
  * same pod's.  stale (caller array, st->n entries) receives the stale
- * ids; *same the id of a kept allocation whose device IDs are exactly ids,
- * which the new container shares (0: none).  Returns the number of stale
- * ids. */
+ * ids; *same the id of a kept allocation, never seen in a pod, whose
+ * device IDs are exactly ids, which the new container shares (0: none).
+ * Returns the number of stale ids. */
 size_t gs_dp_state_overlap(const struct gs_dp_state *st,
 			   const char *const *ids, size_t nids,
 			   const char *const *freed, size_t nfreed,
 			   uint64_t now_ms, uint64_t window_ms,
 			   uint64_t *stale, uint64_t *same);
+
+/* Allocations holding any of ids that have been seen in a pod: kept by
+ * gs_dp_state_overlap as the same pod's, but a pod seen running cannot be
+ * the one being admitted unless a PodResources poll fell inside its
+ * admission, so when the agent has no room for the new container these
+ * are the ones whose pod is gone (deleted since the last poll).  out
+ * (caller array, st->n entries) receives their ids; returns the count. */
+size_t gs_dp_state_seen_holders(const struct gs_dp_state *st,
+				const char *const *ids, size_t nids,
+				uint64_t *out);
 
 /* Reconcile with the kubelet's list.  acts (caller array of st->n
  * entries) receives LABEL for allocations whose labels the agent should

@@ -438,6 +438,15 @@ test_state_init_reuse(void **state)
 	assert_int_equal(acts[1].kind, GS_DP_ACT_CLOSE);
 	assert_int_equal(acts[1].id, 8);
 	assert_string_equal(gs_dp_state_find(&st, 7)->pod, "pod-i");
+	/* Seen in a pod: kept within the window, but never shared. */
+	assert_int_equal(gs_dp_state_overlap(&st, c3, 2,
+	    NULL, 0, 1660, 10000, ov,
+	    &same), 0);
+	assert_int_equal(same, 0);
+	/* Seen holders of app2's IDs: 7 and 9 (8 holds none of them). */
+	assert_int_equal(gs_dp_state_seen_holders(&st, c3, 2, ov), 2);
+	assert_int_equal(ov[0], 7);
+	assert_int_equal(ov[1], 9);
 	/* Pod gone: all three close. */
 	n = gs_dp_reconcile(&st, NULL, 0, 1700, 5000, acts, &err);
 	assert_int_equal(n, 3);

@@ -579,6 +579,33 @@ def run(args):
              10 * slow, "pod-i and pod-j's allocations closed")
         check(True, "deleting the pods closes all their allocations")
 
+        # A pod deleted between two PodResources polls and its devices
+        # handed at once to a new pod, on a full GPU where the kubelet
+        # asks no GetPreferredAllocation (it has no choice): the new pod
+        # gets the shares, the old allocation is closed.
+        env.ctl("drain", "1")
+        k.wait_for(lambda: k.health_counts() == (100, 100), 5 * slow,
+                   "GPU 1 drained")
+        pp = k.admit("default", "pod-p", [("main", 100)])["main"]
+        ppid = int(pp[1]["GSHARE_ALLOC"])
+        wait(lambda: env.open_allocs().get(ppid, {}).get("pod") == "pod-p",
+             5 * slow, "pod-p seen in PodResources")
+        k.delete("default", "pod-p")
+        pq = k.admit("default", "pod-q", [("main", 100)])["main"]
+        pqid = int(pq[1]["GSHARE_ALLOC"])
+        al = env.open_allocs()
+        check(set(pq[0]) == set(pp[0]) and ppid not in al and
+              al.get(pqid, {}).get("shares") == 100,
+              "a full GPU's devices handed from a deleted pod to a new one "
+              "at once: allocation %d closed, %d has the 100 shares" %
+              (ppid, pqid))
+        k.delete("default", "pod-q")
+        env.ctl("undrain", "1")
+        wait(lambda: pqid not in env.open_allocs(), 10 * slow,
+             "pod-q's allocation closed")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 5 * slow,
+                   "GPU 1 undrained")
+
         if args.bench:
             # Plugin side: request decoded to response built, agent round
             # trip included (logged by the plugin at -v).
