@@ -606,6 +606,31 @@ def run(args):
         k.wait_for(lambda: k.health_counts() == (200, 0), 5 * slow,
                    "GPU 1 undrained")
 
+        # The agent restarts, or goes away, between two of the plugin's
+        # agent polls (agent_poll=60s here): the plugin's connection is
+        # stale.  An Allocate replaces it; with no agent it says the agent
+        # is unavailable, not that it refused.
+        rc, _ = env.stop_plugin()
+        n = len(k.registrations)
+        env.start_plugin(["agent_poll=60s"])
+        k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
+                   "registration (agent_poll=60s)")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
+                   "200 healthy devices (agent_poll=60s)")
+        env.stop_agent()
+        env.start_agent()
+        pr = k.admit("default", "pod-r", [("main", 3)])["main"]
+        check(int(pr[1]["GSHARE_ALLOC"]) in env.open_allocs(),
+              "Allocate right after an agent restart the plugin has not "
+              "polled yet: the stale connection is replaced")
+        env.stop_agent()
+        free = k.free_ids()
+        expect_error(k, lambda: k.allocate(free[:1]),
+                     ks.grpc.StatusCode.UNAVAILABLE,
+                     "agent at .* is unavailable",
+                     "Allocate after the agent went away between two polls")
+        env.start_agent()
+
         if args.bench:
             # Plugin side: request decoded to response built, agent round
             # trip included (logged by the plugin at -v).
