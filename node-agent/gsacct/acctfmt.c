@@ -110,6 +110,15 @@ rel_unit(const char *u, long *mult)
 static int time_parse(const char *s, time_t now, time_t *out,
 		      struct gs_error *err);
 
+/* Well formed, but not a time the store can hold. */
+static int
+range_err(struct gs_error *err, const char *s)
+{
+	return gs_error_set(err, GS_EINVAL, "Invalid time specification "
+			    "(pos=0): %s: out of range (1970-01-01 to "
+			    "2262-04-11 UTC)", s);
+}
+
 int
 gs_time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
 {
@@ -119,8 +128,7 @@ gs_time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
 		return -1;
 	/* The store keeps nanoseconds since the epoch in 64 bits. */
 	if (t < 0 || t > GS_TIME_MAX)
-		return gs_error_set(err, GS_EINVAL, "Time out of range "
-				    "(1970-01-01 to 2262-04-11 UTC): %s", s);
+		return range_err(err, s);
 	*out = t;
 	return 0;
 }
@@ -184,9 +192,7 @@ time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
 		errno = 0;
 		v = strtoll(s, NULL, 10);
 		if (errno == ERANGE || v > GS_TIME_MAX)
-			return gs_error_set(err, GS_EINVAL, "Time out of range "
-					    "(1970-01-01 to 2262-04-11 UTC): "
-					    "%s", s);
+			return range_err(err, s);
 		*out = (time_t)v;
 		return 0;
 	}
