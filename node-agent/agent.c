@@ -206,6 +206,7 @@ static void sched_params_of(const struct gs_agent_config *c,
 	p->escalation = c->escalation;
 	p->aging_ns = c->aging_ns ? c->aging_ns : c->slice_ns;
 	p->idle_grace_ns = c->idle_grace_ns;
+	p->shares_total = c->shares_per_gpu;
 }
 
 static struct gs_gpu *gpu_of(struct gs_agent *ag, const struct gs_alloc *a)
@@ -377,8 +378,9 @@ static void state_restore(struct gs_agent *ag)
 		req.labels = sa->labels;
 		a = gs_alloc_restore(ag->allocs, sa->id, &req,
 				     sa->created_unix_ns);
-		if (a == NULL || gs_sched_add(g->sched, a->id, a->weight,
-					      a->priority, gs_now_ns()) < 0) {
+		if (a == NULL || gs_sched_add_shares(g->sched, a->id,
+				a->shares, a->weight, a->priority,
+				gs_now_ns()) < 0) {
 			log_warnx("allocation %llu not restored: out of "
 				  "memory", (unsigned long long)sa->id);
 			if (a != NULL)
@@ -672,7 +674,8 @@ static void sched_detach(struct gs_agent *ag, struct gs_alloc *a,
 	if (gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
 		/* waiting, never granted: re-enter inactive */
 		gs_sched_remove(g->sched, a->id, now);
-		gs_sched_add(g->sched, a->id, a->weight, a->priority, now);
+		gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				    a->priority, now);
 	}
 	if (a->page != NULL)
 		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
@@ -811,8 +814,8 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
 		return;
 	}
-	if (gs_sched_add(g->sched, a->id, a->weight, a->priority,
-			 gs_now_ns()) < 0) {
+	if (gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				a->priority, gs_now_ns()) < 0) {
 		gs_alloc_remove(ag->allocs, a->id);
 		reply_err(c, m->seq, GS_ENOMEM, "scheduler: out of memory");
 		return;
