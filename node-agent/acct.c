@@ -37,10 +37,19 @@ const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS] = {
 #define PIDCACHE	256
 #define UTIL_MAX	512
 
+/* A further page of the same allocation (several processes attached,
+ * each with its own page and counters). */
+struct xpage {
+	const volatile struct gs_ctlpage *page;
+	struct gs_ctl_counters base;
+};
+
 struct ent {
 	struct gs_acct_view v;
-	const volatile struct gs_ctlpage *page;
+	const volatile struct gs_ctlpage *page;	/* the first page */
 	struct gs_ctl_counters base;	/* counters at the last read */
+	struct xpage *xp;		/* the others */
+	unsigned nxp;
 	struct gs_usage pend;		/* read but not yet emitted */
 	uint64_t last_mono;		/* end of the last tick */
 	int holding, escalated;
@@ -200,6 +209,8 @@ gs_acct_free(struct gs_acct *a)
 {
 	if (a == NULL)
 		return;
+	for (unsigned i = 0; i < a->nents; i++)
+		free(a->ents[i].xp);
 	free(a->ents);
 	free(a->views);
 	free(a->hists);
@@ -291,11 +302,27 @@ gs_acct_attach(struct gs_acct *a, uint64_t id,
 	       const volatile struct gs_ctlpage *page, uint64_t mono)
 {
 	struct ent *e = find(a, id);
+	struct xpage *nx;
 
+	(void)mono;
 	if (e == NULL)
 		return -1;
-	if (e->page != NULL)
-		gs_acct_detach(a, id, mono);
+	if (e->page != NULL && e->page != page) {
+		/* one more process of the allocation: its own counters */
+		for (unsigned i = 0; i < e->nxp; i++)
+			if (e->xp[i].page == page)
+				return 0;
+		nx = realloc(e->xp, (e->nxp + 1) * sizeof(*nx));
+		if (nx == NULL)
+			return -1;
+		e->xp = nx;
+		nx[e->nxp].page = page;
+		gs_acct_read_page(page, &nx[e->nxp].base);
+		e->nxp++;
+		return 0;
+	}
+	if (e->page == page)
+		return 0;
 	e->page = page;
 	gs_acct_read_page(page, &e->base);
 	e->v.attached = 1;
@@ -325,6 +352,14 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 			gs_acct_hist_add(h, d.suspensions, d.evict_ns_sum,
 					 cur.last_evict_ns);
 	}
+	for (unsigned i = 0; i < e->nxp; i++) {
+		gs_acct_read_page(e->xp[i].page, &cur);
+		gs_acct_delta(&e->xp[i].base, &cur, &d);
+		usage_add(&e->pend, &d);
+	}
+	free(e->xp);
+	e->xp = NULL;
+	e->nxp = 0;
 	e->page = NULL;
 	e->v.attached = 0;
 }
@@ -378,8 +413,13 @@ gs_acct_set_labels(struct gs_acct *a, uint64_t id, const struct gs_labels *l)
 static uint64_t
 page_gpu(const struct ent *e)
 {
-	return e->page ? __atomic_load_n(&e->page->gpu_ns, __ATOMIC_ACQUIRE) :
+	uint64_t v = e->page ? __atomic_load_n(&e->page->gpu_ns,
+					       __ATOMIC_ACQUIRE) :
 		e->base.gpu_ns;
+
+	for (unsigned i = 0; i < e->nxp; i++)
+		v += __atomic_load_n(&e->xp[i].page->gpu_ns, __ATOMIC_ACQUIRE);
+	return v;
 }
 
 void
@@ -641,6 +681,17 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		usage_add(&e->pend, &d);
 		busy = cur.state == GS_CTL_WAITING ||
 			cur.state == GS_CTL_RUNNING;
+		for (unsigned k = 0; k < e->nxp; k++) {
+			struct gs_ctl_counters xc;
+			struct gs_usage xd;
+
+			gs_acct_read_page(e->xp[k].page, &xc);
+			gs_acct_delta(&e->xp[k].base, &xc, &xd);
+			e->xp[k].base = xc;
+			usage_add(&e->pend, &xd);
+			busy = busy || xc.state == GS_CTL_WAITING ||
+			       xc.state == GS_CTL_RUNNING;
+		}
 		if (e->holding && e->escalated)
 			charge_overrun(e, mono, sub0(cur.gpu_ns,
 						     e->gpu_at_grant));
@@ -712,6 +763,8 @@ gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 	for (i = j = 0; i < a->nents; i++)
 		if (!a->ents[i].closing)
 			a->ents[j++] = a->ents[i];
+		else
+			free(a->ents[i].xp);
 	a->nents = j;
 	a->tick++;
 	a->last_mono = mono;

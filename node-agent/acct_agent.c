@@ -50,6 +50,7 @@
 struct shadow {
 	uint64_t id;
 	int attached, granted;
+	unsigned npages;		/* pages handed to accounting */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
 	uint32_t shares, weight, priority;
@@ -152,8 +153,11 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 
 	if (s == NULL)
 		return;
-	if (!s->attached && a->page != NULL) {
-		gs_acct_attach(ac->acct, a->id, a->page, now);
+	/* one page per attached process; a slot keeps its page for the
+	 * allocation's life, so pages only ever get added */
+	while (s->npages < a->natt) {
+		gs_acct_attach(ac->acct, a->id, a->att[s->npages].page, now);
+		s->npages++;
 		s->attached = 1;
 	}
 	if (memcmp(&s->labels, &a->labels, sizeof(s->labels)) != 0) {

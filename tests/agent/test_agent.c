@@ -378,12 +378,65 @@ static void nobody_checks(void *arg)
 		}
 		close(fd);
 	}
-	/* a second process cannot attach the same allocation */
+	/* a second process of the job attaches too, with its own page
+	 * (before issue 15.4: EBUSY "already attached by pid") */
 	c2 = conn();
-	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) < 0 &&
-	      err.code == GS_EBUSY, "second attach: %s", err.msg);
+	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) == 0,
+	      "second attach: %s", err.msg);
+	if (fd >= 0) {
+		volatile struct gs_ctlpage *p2 = mmap(NULL, GS_CTL_SIZE,
+			PROT_READ, MAP_SHARED, fd, 0);
+
+		CHECK(p2 != MAP_FAILED, "mmap second page");
+		if (p2 != MAP_FAILED) {
+			CHECK(p2->alloc_id == ids->own_alloc &&
+			      p2->suspend == GS_CTL_SUSPEND,
+			      "second page: its allocation, suspended");
+			munmap((void *)p2, GS_CTL_SIZE);
+		}
+		close(fd);
+	}
 	gs_client_free(c2);
 	gs_client_free(c);
+}
+
+/* Up to GS_ALLOC_MAX_ATTACH (64) processes attach to one allocation; one
+ * more gets a clear EBUSY; one leaving makes room again. */
+static void test_multi_attach(struct gs_client *root)
+{
+	struct gs_client *cs[65];
+	struct gs_error err;
+	uint64_t id = create(root, -1, 10, 0, 0);
+	int fd, i, n = 0;
+
+	for (i = 0; i < 64; i++) {
+		cs[i] = conn();
+		if (gs_client_attach(cs[i], id, &fd, NULL, &err) == 0) {
+			n++;
+			close(fd);
+		}
+	}
+	CHECK(n == 64, "64 processes attach: %d did", n);
+	cs[64] = conn();
+	CHECK(gs_client_attach(cs[64], id, &fd, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY && strstr(err.msg, "64 attached") != NULL,
+	      "65th attach: %d %s", err.code, err.msg);
+	gs_client_free(cs[3]);
+	cs[3] = NULL;
+	fd = -1;
+	for (i = 0; i < 50; i++) {
+		gs_client_free(cs[64]);
+		cs[64] = conn();
+		if (gs_client_attach(cs[64], id, &fd, NULL, &err) == 0)
+			break;
+		usleep(20000);
+	}
+	CHECK(fd >= 0, "attach after one left: %s", err.msg);
+	if (fd >= 0)
+		close(fd);
+	for (i = 0; i < 65; i++)
+		gs_client_free(cs[i]);
+	gs_client_alloc_close(root, id, NULL, &err);
 }
 
 static void test_permissions(struct gs_client *root)
@@ -1255,6 +1308,7 @@ int main(int argc, char *argv[])
 	test_admission(root);
 	test_status_pages(root);
 	test_permissions(root);
+	test_multi_attach(root);
 	test_any_uid(root);
 	test_tokens(root);
 	test_health(root);
