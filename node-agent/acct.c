@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "sched.h"
 
 const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS] = {
 	5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6,
@@ -55,6 +56,12 @@ struct ent {
 	int holding, escalated;
 	uint64_t grant_mono, gpu_at_grant, prov_ns;
 	uint64_t extra_ns;		/* overrun charge to emit */
+	/* what the agent proves was held (holds that ended), and what was
+	 * emitted, since open: emitted = max(reported, proven) */
+	uint64_t floor_gpu, floor_held;	/* gs_sched_charge of each hold */
+	uint64_t raw_gpu, raw_held;	/* reported (pages, extra, est) */
+	uint64_t out_gpu, out_held;	/* emitted */
+	uint64_t st_raw_gpu, st_raw_held, st_out_gpu, st_out_held;
 	uint64_t est_ns;		/* NVML estimate to emit */
 	int closing, dirty;
 	int adopted;			/* row continued from a crash */
@@ -459,6 +466,9 @@ gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
 		return;
 	if (e->escalated)
 		charge_overrun(e, mono, reported_gpu_ns);
+	e->floor_held += sub0(mono, e->grant_mono);
+	e->floor_gpu += gs_sched_charge(sub0(mono, e->grant_mono),
+					reported_gpu_ns);
 	e->holding = 0;
 	e->escalated = 0;
 	e->prov_ns = 0;
@@ -703,6 +713,27 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	d.gpu_ns += e->extra_ns + e->est_ns;
 	if (e->est_ns)
 		smp.estimate = 1;
+	/* Never bill less than the agent saw held: the token time of every
+	 * hold that ended (GPU time: gs_sched_charge of it and the RELEASE
+	 * reports), and of the one running so far.  Emitted totals are the
+	 * larger of that and what the job reported, so a report that comes
+	 * after its RELEASE is not counted twice. */
+	{
+		uint64_t run = e->holding ? sub0(mono, e->grant_mono) : 0;
+		uint64_t fg = e->floor_gpu + gs_sched_charge(run, 0);
+		uint64_t fh = e->floor_held + run;
+
+		e->st_raw_gpu = e->raw_gpu + d.gpu_ns;
+		e->st_raw_held = e->raw_held + d.held_ns;
+		e->st_out_gpu = e->st_raw_gpu > fg ? e->st_raw_gpu : fg;
+		e->st_out_held = e->st_raw_held > fh ? e->st_raw_held : fh;
+		if (e->st_out_gpu < e->out_gpu)
+			e->st_out_gpu = e->out_gpu;
+		if (e->st_out_held < e->out_held)
+			e->st_out_held = e->out_held;
+		d.gpu_ns = e->st_out_gpu - e->out_gpu;
+		d.held_ns = e->st_out_held - e->out_held;
+	}
 	busy = busy || e->holding || d.gpu_ns || d.held_ns;
 	if (busy) {
 		d.wall_ns = dt;
@@ -734,6 +765,10 @@ tick_commit(struct ent *e, uint64_t mono)
 	e->extra_ns = 0;
 	e->est_ns = 0;
 	e->v.active = (uint32_t)e->st_busy;
+	e->raw_gpu = e->st_raw_gpu;
+	e->raw_held = e->st_raw_held;
+	e->out_gpu = e->st_out_gpu;
+	e->out_held = e->st_out_held;
 	e->last_mono = mono;
 	e->v.row = e->st_row;
 	e->dirty = 0;

@@ -590,18 +590,6 @@ gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now)
 	return 0;
 }
 
-uint64_t
-gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
-{
-	uint64_t slack = held_ns / GS_SCHED_REPORT_SLACK_DIV;
-
-	if (slack > GS_SCHED_REPORT_SLACK_NS)
-		slack = GS_SCHED_REPORT_SLACK_NS;
-	if (reported_ns < held_ns - slack)
-		return held_ns - slack;
-	return reported_ns < held_ns ? reported_ns : held_ns;
-}
-
 int
 gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		 uint64_t now)

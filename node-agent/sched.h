@@ -113,9 +113,9 @@ enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
 #define GS_SCHED_PRIO_MAX	31u	/* larger priorities are clamped */
 #define GS_SCHED_BOOST_MAX	32u	/* DYNPRIO aging cap (classes) */
 /* a release's reported GPU time may lower the charge below the held wall
- * time by held/32, at most 100 us (gs_sched_charge) */
-#define GS_SCHED_REPORT_SLACK_DIV	32u
-#define GS_SCHED_REPORT_SLACK_NS	100000ull
+ * time by held/16, at most 250 us (gs_sched_charge) */
+#define GS_SCHED_REPORT_SLACK_DIV	16u
+#define GS_SCHED_REPORT_SLACK_NS	250000ull
 
 struct gs_sched_params {
 	uint32_t policy;	/* enum gs_policy */
@@ -191,8 +191,20 @@ int gs_sched_step(struct gs_sched *s, uint64_t now,
 
 /* What a grant held for held_ns and reported as reported_ns is charged:
  * held_ns, lowered to reported_ns by at most
- * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS). */
-uint64_t gs_sched_charge(uint64_t held_ns, uint64_t reported_ns);
+ * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS).
+ * Inline: accounting (acct.c) bills by the same rule.  Nondecreasing in
+ * held_ns, so a hold still running can be billed its part so far. */
+static inline uint64_t
+gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
+{
+	uint64_t slack = held_ns / GS_SCHED_REPORT_SLACK_DIV;
+
+	if (slack > GS_SCHED_REPORT_SLACK_NS)
+		slack = GS_SCHED_REPORT_SLACK_NS;
+	if (reported_ns < held_ns - slack)
+		return held_ns - slack;
+	return reported_ns < held_ns ? reported_ns : held_ns;
+}
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,
 		  struct gs_sched_entry_info *out);
