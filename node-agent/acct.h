@@ -36,6 +36,12 @@
 #include "gs_proto.h"
 #include "store.h"
 
+/* A job's GPU time report may lower its bill below the token time the
+ * agent saw it hold by at most 1/GS_ACCT_REPORT_SLACK_DIV of that time
+ * (docs/accounting.md); held time is billed at least as the agent saw
+ * it. */
+#define GS_ACCT_REPORT_SLACK_DIV	8u
+
 /* Upper bounds (seconds) of the eviction latency histogram buckets. */
 #define GS_ACCT_EVICT_BUCKETS	12
 extern const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS];

@@ -3,8 +3,8 @@
 # length share one simulated GPU (shares 10/20/30/40); each measures its own
 # GPU time.  gsacct's GPUSec must be within 1% of each job's measurement
 # or, when above it, not above the token time the agent saw it hold (a
-# job is billed at least its held time less 250 us per grant: on a loaded
-# machine its own wake-up after a grant is billed; docs/accounting.md),
+# job is billed at least 7/8 of its held time: on a badly loaded machine
+# its own wake-up after a grant can be billed; docs/accounting.md),
 # suspensions must match exactly, and HeldSec >= GPUSec.  Meanwhile the
 # metrics endpoint is scraped and checked with `promtool check metrics`.
 # Old usage put in the store beforehand is purged by the retention.
