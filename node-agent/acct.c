@@ -442,21 +442,6 @@ gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono)
 	e->gpu_at_grant = page_gpu(e);
 }
 
-/* GPU time billed at least for a hold the agent saw last held_ns, with
- * reported_ns in its RELEASE messages: the held time, lowered by the
- * report by at most held/GS_ACCT_REPORT_SLACK_DIV (the job's own wake-up
- * after the grant and its release's way back, which a loaded node
- * stretches).  Nondecreasing in held_ns. */
-static uint64_t
-proven_gpu(uint64_t held_ns, uint64_t reported_ns)
-{
-	uint64_t lo = held_ns - held_ns / GS_ACCT_REPORT_SLACK_DIV;
-
-	if (reported_ns >= held_ns)
-		return held_ns;
-	return reported_ns > lo ? reported_ns : lo;
-}
-
 /* Raise the overrun charge of the current hold to what `reported` GPU
  * time leaves uncovered of the wall time since the grant. */
 static void
@@ -481,8 +466,8 @@ gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
 	if (e->escalated)
 		charge_overrun(e, mono, reported_gpu_ns);
 	e->floor_held += sub0(mono, e->grant_mono);
-	e->floor_gpu += proven_gpu(sub0(mono, e->grant_mono),
-				   reported_gpu_ns);
+	e->floor_gpu += gs_acct_bill_gpu(sub0(mono, e->grant_mono),
+					 reported_gpu_ns);
 	e->holding = 0;
 	e->escalated = 0;
 	e->prov_ns = 0;
@@ -728,13 +713,13 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	if (e->est_ns)
 		smp.estimate = 1;
 	/* Never bill less than the agent saw held: the token time of every
-	 * hold that ended (GPU time: proven_gpu of it and the RELEASE
-	 * reports), and of the one running so far.  Emitted totals are the
+	 * hold that ended (GPU time: gs_acct_bill_gpu of it and the
+	 * RELEASE reports), and of the one running so far.  Emitted totals are the
 	 * larger of that and what the job reported, so a report that comes
 	 * after its RELEASE is not counted twice. */
 	{
 		uint64_t run = e->holding ? sub0(mono, e->grant_mono) : 0;
-		uint64_t fg = e->floor_gpu + proven_gpu(run, 0);
+		uint64_t fg = e->floor_gpu + gs_acct_bill_gpu(run, 0);
 		uint64_t fh = e->floor_held + run;
 
 		e->st_raw_gpu = e->raw_gpu + d.gpu_ns;

@@ -5,8 +5,8 @@
  * events.  It keeps a small shadow per allocation (attached?, granted?,
  * escalations seen, GPU time reported at the grant) because observers
  * only see the record after a change: a grant is the `granted` flag going
- * 0 → 1, a release 1 → 0 (the difference of a->gpu_ns is what the RELEASE
- * reported), an escalation a->escalations growing.
+ * 0 → 1, a release 1 → 0 (the difference of a->reported_gpu_ns is what
+ * the RELEASE messages reported), an escalation a->escalations growing.
  *
  * The tick never touches the disk: it builds a batch and queues it for the
  * store's writer thread; completions come back on the store's eventfd.
@@ -174,10 +174,10 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 	}
 	if (a->granted && !s->granted) {
 		gs_acct_hold(ac->acct, a->id, a->grant_at);
-		s->gpu_at_grant = a->gpu_ns;
+		s->gpu_at_grant = a->reported_gpu_ns;
 	} else if (!a->granted && s->granted) {
 		gs_acct_unhold(ac->acct, a->id, now,
-			       a->gpu_ns - s->gpu_at_grant);
+			       a->reported_gpu_ns - s->gpu_at_grant);
 	}
 	s->granted = a->granted;
 	if (a->escalations > s->escalations) {

@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acct.h"
 #include "agent.h"
 #include "gs_log.h"
 #include "state.h"
@@ -632,6 +633,7 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 	a->suspending = 0;
 	a->grant_gpu_ns = 0;
 	a->grant_suspended = 0;
+	a->grant_escalated = 0;
 	a->ctl_deadline_ns = now + slice_ns;
 	a->ctl_suspend = GS_CTL_RUN;
 	ctl_write_all(a);
@@ -658,6 +660,7 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 	unsigned i;
 
 	a->escalations++;
+	a->grant_escalated = 1;
 	set_state(ag, a, GS_ASTATE_HELD);
 	if (ag->cfg.escalation == GS_ESC_KILL && a->nattached > 0) {
 		for (i = 0; i < a->natt; i++) {
@@ -721,6 +724,12 @@ static void alloc_released(struct gs_agent *ag, struct gs_gpu *g,
 	int idle = !any_att(a, 0);
 
 	gs_sched_release(g->sched, a->id, a->grant_gpu_ns, idle, now);
+	/* billed: what its processes reported, at least 7/8 of the hold;
+	 * an escalated hold all of it */
+	a->gpu_ns += a->grant_escalated && a->grant_gpu_ns < now - a->grant_at
+			     ? now - a->grant_at
+			     : gs_acct_bill_gpu(now - a->grant_at,
+						a->grant_gpu_ns);
 	a->granted = 0;
 	a->suspending = 0;
 	a->held_ns += now - a->grant_at;
@@ -1157,8 +1166,8 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	idle = r->reason != GS_REL_SUSPENDED;
 	t->granted = 0;
 	t->wants = !idle;
-	a->gpu_ns += r->gpu_ns;
 	a->grant_gpu_ns += r->gpu_ns;
+	a->reported_gpu_ns += r->gpu_ns;
 	if (r->reason == GS_REL_SUSPENDED) {
 		a->grant_suspended = 1;
 		a->last_evict_ns = r->evict_ns;

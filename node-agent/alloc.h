@@ -69,12 +69,15 @@ struct gs_alloc {
 	uint64_t grant_gpu_ns;	/* GPU time the releases of this grant
 				 * reported so far */
 	int grant_suspended;	/* one of them left on a suspend */
+	int grant_escalated;	/* this grant was escalated */
 	/* control fields, mirrored into every slot's page */
 	uint32_t ctl_suspend;
 	uint64_t ctl_deadline_ns, ctl_suspend_set_ns;
 
 	/* usage, as the agent saw it */
-	uint64_t gpu_ns;	/* sum of RELEASE gpu_ns */
+	uint64_t gpu_ns;	/* billed: per grant, the RELEASE reports,
+				 * at least 7/8 of the hold (gs_acct_bill_gpu) */
+	uint64_t reported_gpu_ns;	/* sum of RELEASE gpu_ns */
 	uint64_t held_ns;	/* grant → release */
 	uint64_t suspensions;	/* releases after a suspend */
 	uint64_t escalations;

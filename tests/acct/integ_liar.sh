@@ -7,8 +7,9 @@
 #   - the scheduler charges what it saw held: each job gets about half
 #     the GPU (the jobs' own measurement, 0.40..0.60);
 #   - accounting bills the liar at least 7/8 of the time the agent saw it
-#     hold (HeldSec, itself >= 95 % of what the liar measured), the honest
-#     job what it measured (1 %).
+#     hold (HeldSec, itself >= 95 % of what the liar measured), in the
+#     usage store and in the agent's close reply; the honest job what it
+#     measured (1 %).
 set -u
 . tests/acct/lib.sh
 SIM=$B/runtime/sim/gshare-simjob
@@ -51,5 +52,16 @@ assert 0.40 <= ls <= 0.60 and 0.40 <= hs <= 0.60, "shares"
 assert lheld >= 0.95 * lg, "liar's held time"
 assert lbill >= 7 / 8 * lheld - 0.01, "liar billed less than 7/8 of its holds"
 assert abs(hbill - hg) <= 0.01 * hg + 0.01, "honest billed wrongly"
+PY
+# the agent's own record (close reply: what the SPANK plugin writes to
+# the AdminComment) bills the liar at least 7/8 of its holds too
+id=$(sed -n "s/.*allocation \([0-9]*\): gpu 0, .* job 'liar'.*/\1/p" "$T/agent.log")
+line=$(grep "allocation $id closed: gpu time" "$T/agent.log")
+/usr/bin/python3 - "$line" <<'PY' || fail "close reply: $line"
+import re, sys
+g, h = map(float, re.search(r"gpu time ([0-9.]+) s, held ([0-9.]+) s",
+                            sys.argv[1]).groups())
+print("liar's close: gpu %.3f s, held %.3f s" % (g, h))
+assert h > 1.5 and g >= 7 / 8 * h - 0.002, "close reply bills less than 7/8"
 PY
 echo "liar: ok"
