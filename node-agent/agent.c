@@ -22,17 +22,22 @@
  * so; it then takes no new allocations (GS_EUNHEALTHY),
  * existing ones keep running.
  *
- * Token protocol.  The attached connection of an allocation is its job
- * process.  TOKEN_WANT → gs_sched_want; the scheduler's actions become
- * page writes and TOKEN_GRANT events: GRANT writes grant_gen and
- * slice_deadline_ns, clears suspend and sends the event; SUSPEND stores
- * suspend_set_ns, then suspend = 1 (release order, so a job that sees the
- * flag sees the time); ESCALATE holds the allocation back or SIGKILLs the
- * attached pid.  When the job's connection closes its process is gone:
- * the token is released (charged for the time held) and the allocation
- * becomes idle with no process; the allocation itself stays until root
- * closes it, and a new process of the owner may attach again and gets
- * the same control page.
+ * Token protocol.  Each attached connection of an allocation is one of
+ * its job's processes (up to GS_ALLOC_MAX_ATTACH), with its own control
+ * page (attachment slot); the allocation holds the token.  TOKEN_WANT →
+ * gs_sched_want (or, while a grant runs, a TOKEN_GRANT of that grant at
+ * once); the scheduler's actions become page writes into every page of
+ * the allocation and TOKEN_GRANT events to every process that wants:
+ * GRANT writes grant_gen and slice_deadline_ns, clears suspend and sends
+ * the event; SUSPEND stores suspend_set_ns, then suspend = 1 (release
+ * order, so a job that sees the flag sees the time); ESCALATE holds the
+ * allocation back or SIGKILLs the attached pids.  The allocation's token
+ * goes back to the scheduler once every granted process released or is
+ * gone, billed per grant (gs_acct_bill_gpu).  When a process's connection
+ * closes, what it held is released (charged for the time held) and the
+ * others go on; with none left the allocation is idle with no process;
+ * it stays until root closes it, and a new process of the owner may
+ * attach again and gets a free slot's page (counters keep growing).
  *
  * Restarts: the allocation table is saved to <state_dir>/allocs after
  * every create, close, weight/priority and label change, and restored at
