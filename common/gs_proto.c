@@ -282,6 +282,7 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->block_tasks);
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
+	w32(w, a->nattached);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -566,6 +567,7 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->block_tasks = r64(r);
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
+	a->nattached = r32_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)

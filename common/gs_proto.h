@@ -53,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		2
+#define GS_PROTO_MINOR		3
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -160,6 +160,7 @@ struct gs_alloc_info {
 	uint64_t block_tasks;
 	uint64_t vtime_ns;	/* scheduler virtual time */
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
+	uint32_t nattached;	/* attached processes; 1.3, absent: 0 */
 };
 
 struct gs_gpu_info {

@@ -5,8 +5,8 @@
  * events.  It keeps a small shadow per allocation (attached?, granted?,
  * escalations seen, GPU time reported at the grant) because observers
  * only see the record after a change: a grant is the `granted` flag going
- * 0 → 1, a release 1 → 0 (the difference of a->gpu_ns is what the RELEASE
- * reported), an escalation a->escalations growing.
+ * 0 → 1, a release 1 → 0 (the difference of a->reported_gpu_ns is what
+ * the RELEASE messages reported), an escalation a->escalations growing.
  *
  * The tick never touches the disk: it builds a batch and queues it for the
  * store's writer thread; completions come back on the store's eventfd.
@@ -50,6 +50,7 @@
 struct shadow {
 	uint64_t id;
 	int attached, granted;
+	unsigned npages;		/* pages handed to accounting */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
 	uint32_t shares, weight, priority;
@@ -152,8 +153,11 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 
 	if (s == NULL)
 		return;
-	if (!s->attached && a->page != NULL) {
-		gs_acct_attach(ac->acct, a->id, a->page, now);
+	/* one page per attached process; a slot keeps its page for the
+	 * allocation's life, so pages only ever get added */
+	while (s->npages < a->natt) {
+		gs_acct_attach(ac->acct, a->id, a->att[s->npages].page, now);
+		s->npages++;
 		s->attached = 1;
 	}
 	if (memcmp(&s->labels, &a->labels, sizeof(s->labels)) != 0) {
@@ -170,10 +174,10 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 	}
 	if (a->granted && !s->granted) {
 		gs_acct_hold(ac->acct, a->id, a->grant_at);
-		s->gpu_at_grant = a->gpu_ns;
+		s->gpu_at_grant = a->reported_gpu_ns;
 	} else if (!a->granted && s->granted) {
 		gs_acct_unhold(ac->acct, a->id, now,
-			       a->gpu_ns - s->gpu_at_grant);
+			       a->reported_gpu_ns - s->gpu_at_grant);
 	}
 	s->granted = a->granted;
 	if (a->escalations > s->escalations) {

@@ -22,17 +22,22 @@
  * so; it then takes no new allocations (GS_EUNHEALTHY),
  * existing ones keep running.
  *
- * Token protocol.  The attached connection of an allocation is its job
- * process.  TOKEN_WANT → gs_sched_want; the scheduler's actions become
- * page writes and TOKEN_GRANT events: GRANT writes grant_gen and
- * slice_deadline_ns, clears suspend and sends the event; SUSPEND stores
- * suspend_set_ns, then suspend = 1 (release order, so a job that sees the
- * flag sees the time); ESCALATE holds the allocation back or SIGKILLs the
- * attached pid.  When the job's connection closes its process is gone:
- * the token is released (charged for the time held) and the allocation
- * becomes idle with no process; the allocation itself stays until root
- * closes it, and a new process of the owner may attach again and gets
- * the same control page.
+ * Token protocol.  Each attached connection of an allocation is one of
+ * its job's processes (up to GS_ALLOC_MAX_ATTACH), with its own control
+ * page (attachment slot); the allocation holds the token.  TOKEN_WANT →
+ * gs_sched_want (or, while a grant runs, a TOKEN_GRANT of that grant at
+ * once); the scheduler's actions become page writes into every page of
+ * the allocation and TOKEN_GRANT events to every process that wants:
+ * GRANT writes grant_gen and slice_deadline_ns, clears suspend and sends
+ * the event; SUSPEND stores suspend_set_ns, then suspend = 1 (release
+ * order, so a job that sees the flag sees the time); ESCALATE holds the
+ * allocation back or SIGKILLs the attached pids.  The allocation's token
+ * goes back to the scheduler once every granted process released or is
+ * gone, billed per grant (gs_acct_bill_gpu).  When a process's connection
+ * closes, what it held is released (charged for the time held) and the
+ * others go on; with none left the allocation is idle with no process;
+ * it stays until root closes it, and a new process of the owner may
+ * attach again and gets a free slot's page (counters keep growing).
  *
  * Restarts: the allocation table is saved to <state_dir>/allocs after
  * every create, close, weight/priority and label change, and restored at
@@ -59,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acct.h"
 #include "agent.h"
 #include "connlimit.h"
 #include "gs_log.h"
@@ -87,6 +93,7 @@ struct gs_conn {
 	int pollout;		/* EPOLLOUT registered */
 	int closing;		/* close once out is written */
 	struct gs_alloc *alloc;	/* attached allocation */
+	unsigned slot;		/* its attachment slot (alloc->att[slot]) */
 	struct gs_conn *prev, *next;
 };
 
@@ -214,6 +221,7 @@ static void sched_params_of(const struct gs_agent_config *c,
 	p->escalation = c->escalation;
 	p->aging_ns = c->aging_ns ? c->aging_ns : c->slice_ns;
 	p->idle_grace_ns = c->idle_grace_ns;
+	p->shares_total = c->shares_per_gpu;
 }
 
 static struct gs_gpu *gpu_of(struct gs_agent *ag, const struct gs_alloc *a)
@@ -385,8 +393,9 @@ static void state_restore(struct gs_agent *ag)
 		req.labels = sa->labels;
 		a = gs_alloc_restore(ag->allocs, sa->id, &req,
 				     sa->created_unix_ns);
-		if (a == NULL || gs_sched_add(g->sched, a->id, a->weight,
-					      a->priority, gs_now_ns()) < 0) {
+		if (a == NULL || gs_sched_add_shares(g->sched, a->id,
+				a->shares, a->weight, a->priority,
+				gs_now_ns()) < 0) {
 			log_warnx("allocation %llu not restored: out of "
 				  "memory", (unsigned long long)sa->id);
 			if (a != NULL)
@@ -617,12 +626,66 @@ static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
 	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
 }
 
+/* Write the allocation's control fields into slot i's page (release
+ * order: a job that sees `suspend` sees the fields written before it). */
+static void ctl_write(struct gs_alloc *a, unsigned i)
+{
+	struct gs_ctlpage *p = a->att[i].page;
+
+	__atomic_store_n(&p->slice_deadline_ns, a->ctl_deadline_ns,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->grant_gen, a->grant_gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->suspend_set_ns, a->ctl_suspend_set_ns,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->suspend, a->ctl_suspend, __ATOMIC_RELEASE);
+}
+
+static void ctl_write_all(struct gs_alloc *a)
+{
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		ctl_write(a, i);
+}
+
+/* Does an attached process of a hold the grant (granted) or want the
+ * GPU (!granted)? */
+static int any_att(const struct gs_alloc *a, int granted)
+{
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL &&
+		    (granted ? a->att[i].granted : a->att[i].wants))
+			return 1;
+	return 0;
+}
+
+/* Slot i runs under the allocation's current grant: TOKEN_GRANT with
+ * the grant's generation and what is left of its slice. */
+static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
+{
+	struct gs_attach *t = &a->att[i];
+	struct gs_msg m;
+
+	t->granted = 1;
+	t->grant_at = now;
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_TOKEN_GRANT;
+	m.seq = 0;
+	m.u.grant.gen = a->grant_gen;
+	m.u.grant.slice_ns = a->ctl_deadline_ns > now ?
+			     a->ctl_deadline_ns - now : 1;
+	conn_queue(t->conn, &m);
+	conn_flush(t->conn);
+}
+
 static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 		     struct gs_alloc *a, uint64_t slice_ns, uint64_t now)
 {
-	struct gs_msg m;
+	unsigned i;
 
-	if (a->conn == NULL || a->page == NULL) {
+	if (!any_att(a, 0)) {
 		/* no process to run it: give the token straight back */
 		gs_sched_release(g->sched, a->id, 0, 1, now);
 		return;
@@ -630,18 +693,17 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 	a->grant_gen++;
 	a->granted = 1;
 	a->grant_at = now;
-	__atomic_store_n(&a->page->slice_deadline_ns, now + slice_ns,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&a->page->grant_gen, a->grant_gen, __ATOMIC_RELAXED);
-	__atomic_store_n(&a->page->suspend, GS_CTL_RUN, __ATOMIC_RELEASE);
+	a->suspending = 0;
+	a->grant_gpu_ns = 0;
+	a->grant_suspended = 0;
+	a->grant_escalated = 0;
+	a->ctl_deadline_ns = now + slice_ns;
+	a->ctl_suspend = GS_CTL_RUN;
+	ctl_write_all(a);
 	set_state(ag, a, GS_ASTATE_RUNNING);
-	memset(&m, 0, sizeof(m));
-	m.type = GS_MSG_TOKEN_GRANT;
-	m.seq = 0;
-	m.u.grant.gen = a->grant_gen;
-	m.u.grant.slice_ns = slice_ns;
-	conn_queue(a->conn, &m);
-	conn_flush(a->conn);
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL && a->att[i].wants)
+			send_grant(a, i, now);
 	log_debug("gpu %d: grant %llu to allocation %llu", g->d.index,
 		  (unsigned long long)a->grant_gen,
 		  (unsigned long long)a->id);
@@ -649,26 +711,32 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 
 static void do_suspend(struct gs_agent *ag, struct gs_alloc *a, uint64_t now)
 {
-	if (a->page != NULL) {
-		__atomic_store_n(&a->page->suspend_set_ns, now,
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
-				 __ATOMIC_RELEASE);
-	}
+	a->suspending = 1;
+	a->ctl_suspend_set_ns = now;
+	a->ctl_suspend = GS_CTL_SUSPEND;
+	ctl_write_all(a);
 	set_state(ag, a, GS_ASTATE_SUSPENDING);
 }
 
 static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 {
+	unsigned i;
+
 	a->escalations++;
+	a->grant_escalated = 1;
 	set_state(ag, a, GS_ASTATE_HELD);
-	if (ag->cfg.escalation == GS_ESC_KILL && a->conn != NULL &&
-	    a->pid > 0) {
-		log_warnx("allocation %llu: pid %d ignored a suspend for "
-			  "longer than the grace period; killing it",
-			  (unsigned long long)a->id, (int)a->pid);
-		if (kill(a->pid, SIGKILL) < 0)
-			log_warn("kill %d", (int)a->pid);
+	if (ag->cfg.escalation == GS_ESC_KILL && a->nattached > 0) {
+		for (i = 0; i < a->natt; i++) {
+			pid_t pid = a->att[i].pid;
+
+			if (a->att[i].conn == NULL || pid <= 0)
+				continue;
+			log_warnx("allocation %llu: pid %d ignored a suspend "
+				  "for longer than the grace period; killing "
+				  "it", (unsigned long long)a->id, (int)pid);
+			if (kill(pid, SIGKILL) < 0)
+				log_warn("kill %d", (int)pid);
+		}
 		return;
 	}
 	log_warnx("allocation %llu: pid %d ignored a suspend for longer "
@@ -710,31 +778,70 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 	g->next_ns = next;
 }
 
-/* The job is gone or detached: give back the token it holds and make it
- * inactive in the scheduler. */
-static void sched_detach(struct gs_agent *ag, struct gs_alloc *a,
-			 uint64_t now)
+/* Every process that ran under the allocation's grant has released it
+ * (or is gone): the allocation gives the token back, idle unless one of
+ * its processes still wants the GPU. */
+static void alloc_released(struct gs_agent *ag, struct gs_gpu *g,
+			   struct gs_alloc *a, uint64_t now)
 {
+	int idle = !any_att(a, 0);
+
+	gs_sched_release(g->sched, a->id, a->grant_gpu_ns, idle, now);
+	/* billed: what its processes reported, at least 7/8 of the hold;
+	 * an escalated hold all of it */
+	a->gpu_ns += a->grant_escalated && a->grant_gpu_ns < now - a->grant_at
+			     ? now - a->grant_at
+			     : gs_acct_bill_gpu(now - a->grant_at,
+						a->grant_gpu_ns);
+	a->granted = 0;
+	a->suspending = 0;
+	a->held_ns += now - a->grant_at;
+	if (a->grant_suspended)
+		a->suspensions++;
+	set_state(ag, a, idle ? GS_ASTATE_IDLE : GS_ASTATE_WAITING);
+}
+
+/* Process slot k of a is gone or detached: what it held of the grant is
+ * released (charged the time it held), it wants nothing more; the
+ * allocation stays, its other processes go on. */
+static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
+		       uint64_t now)
+{
+	struct gs_attach *t = &a->att[k];
 	struct gs_gpu *g = gpu_of(ag, a);
 	struct gs_sched_entry_info si;
+	unsigned i;
 
+	if (t->granted) {
+		a->grant_gpu_ns += now - t->grant_at;
+		t->granted = 0;
+	}
+	t->wants = 0;
+	t->conn = NULL;
+	t->pid = 0;
+	a->nattached--;
+	__atomic_store_n(&t->page->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
+	a->conn = NULL;
+	a->pid = 0;
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL) {
+			a->conn = a->att[i].conn;
+			a->pid = a->att[i].pid;
+			break;
+		}
 	if (g == NULL)
 		return;
-	if (a->granted) {
-		uint64_t held = now - a->grant_at;
-
-		gs_sched_release(g->sched, a->id, held, 1, now);
-		a->granted = 0;
-		a->held_ns += held;
-	}
-	if (gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
+	if (a->granted && !any_att(a, 1)) {
+		alloc_released(ag, g, a, now);
+	} else if (!a->granted && !any_att(a, 0) &&
+		   gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
 		/* waiting, never granted: re-enter inactive */
 		gs_sched_remove(g->sched, a->id, now);
-		gs_sched_add(g->sched, a->id, a->weight, a->priority, now);
+		gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				    a->priority, now);
 	}
-	if (a->page != NULL)
-		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
-				 __ATOMIC_RELEASE);
+	if (a->nattached == 0)
+		set_state(ag, a, GS_ASTATE_IDLE);
 	if (ag->stopping)
 		return;
 	gpu_step(ag, g, now);
@@ -869,8 +976,8 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
 		return;
 	}
-	if (gs_sched_add(g->sched, a->id, a->weight, a->priority,
-			 gs_now_ns()) < 0) {
+	if (gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				a->priority, gs_now_ns()) < 0) {
 		gs_alloc_remove(ag->allocs, a->id);
 		reply_err(c, m->seq, GS_ENOMEM, "scheduler: out of memory");
 		return;
@@ -914,6 +1021,7 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_conn *job;
 	struct gs_msg rep;
 	uint64_t now = gs_now_ns();
+	unsigned k;
 
 	if (need_root(c, m) < 0)
 		return;
@@ -924,13 +1032,14 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
-	job = a->conn;
-	if (job != NULL) {
-		sched_detach(ag, a, now);
+	for (k = 0; k < a->natt; k++) {
+		job = a->att[k].conn;
+		if (job == NULL)
+			continue;
+		detach_att(ag, a, k, now);
 		job->alloc = NULL;
-		a->conn = NULL;
 		/* the job's connection is useless now; the requester may
-		 * itself be the attached connection: keep that one open */
+		 * itself be an attached connection: keep that one open */
 		if (job != c)
 			conn_close(job);
 	}
@@ -983,7 +1092,8 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_gpu *g;
 	struct gs_error err;
 	struct gs_msg rep;
-	int fd;
+	struct gs_attach *t;
+	int fd, k;
 
 	if (c->alloc != NULL) {
 		reply_err(c, m->seq, GS_ESTATE, "this connection is already "
@@ -1001,34 +1111,48 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 			  (unsigned long long)a->id);
 		return;
 	}
-	if (a->conn != NULL) {
-		reply_err(c, m->seq, GS_EBUSY, "allocation %llu is already "
-			  "attached by pid %d", (unsigned long long)a->id,
-			  (int)a->pid);
-		return;
-	}
+	/* every process of the job attaches (srun -n, a launcher and its
+	 * workers), each with its own page, up to GS_ALLOC_MAX_ATTACH */
 	g = gpu_of(ag, a);
-	if (a->page == NULL &&
-	    gs_alloc_make_page(a, g ? (uint32_t)g->d.index : 0, gs_now_ns(),
-			       &err) < 0) {
-		log_warnx("allocation %llu: %s", (unsigned long long)a->id,
+	k = gs_alloc_attach_slot(a, g ? (uint32_t)g->d.index : 0, gs_now_ns(),
+				 &err);
+	if (k < 0) {
+		if (err.code != GS_EBUSY)
+			log_warnx("allocation %llu: %s",
+				  (unsigned long long)a->id, err.msg);
+		reply_err(c, m->seq, err.code, "%s%s",
+			  err.code == GS_EBUSY ? "" : "control page: ",
 			  err.msg);
-		reply_err(c, m->seq, err.code, "control page: %s", err.msg);
 		return;
 	}
-	fd = fcntl(a->ctl_fd, F_DUPFD_CLOEXEC, 0);
+	t = &a->att[k];
+	fd = fcntl(t->ctl_fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		reply_err(c, m->seq, GS_EIO, "dup: %s", strerror(errno));
 		return;
 	}
-	a->conn = c;
-	a->pid = c->pid;
-	a->granted = 0;
+	t->conn = c;
+	t->pid = c->pid;
+	t->wants = 0;
+	t->granted = 0;
+	a->nattached++;
+	if (a->conn == NULL) {
+		a->conn = c;
+		a->pid = c->pid;
+	}
 	c->alloc = a;
-	__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
-	set_state(ag, a, GS_ASTATE_IDLE);
-	log_info("allocation %llu: attached by pid %d uid %u",
-		 (unsigned long long)a->id, (int)c->pid, (unsigned)c->uid);
+	c->slot = (unsigned)k;
+	/* the page shows the allocation's control fields: SUSPEND unless
+	 * a grant runs, which this process joins once it wants the GPU */
+	if (!a->granted)
+		a->ctl_suspend = GS_CTL_SUSPEND;
+	ctl_write(a, (unsigned)k);
+	if (a->nattached == 1)
+		set_state(ag, a, GS_ASTATE_IDLE);
+	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);	/* a new page */
+	log_info("allocation %llu: attached by pid %d uid %u (%u attached)",
+		 (unsigned long long)a->id, (int)c->pid, (unsigned)c->uid,
+		 a->nattached);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ATTACHED;
 	rep.seq = m->seq;
@@ -1058,6 +1182,13 @@ static void req_want(struct gs_conn *c, const struct gs_msg *m)
 	g = gpu_of(ag, a);
 	if (g == NULL)
 		return;
+	a->att[c->slot].wants = 1;
+	if (a->granted && !a->suspending) {
+		/* a grant runs: this process joins it at once */
+		if (!a->att[c->slot].granted)
+			send_grant(a, c->slot, now);
+		return;
+	}
 	if (gs_sched_want(g->sched, a->id, now) < 0) {
 		reply_err(c, m->seq, GS_ESTATE, "TOKEN_WANT refused");
 		return;
@@ -1073,6 +1204,7 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc *a = c->alloc;
 	const struct gs_release *r = &m->u.release;
+	struct gs_attach *t;
 	struct gs_gpu *g;
 	uint64_t now = gs_now_ns();
 	int idle;
@@ -1082,27 +1214,32 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 			  "TOKEN_RELEASE: connection is not attached");
 		return;
 	}
-	if (!a->granted || r->gen != a->grant_gen) {
+	t = &a->att[c->slot];
+	if (!t->granted || !a->granted || r->gen != a->grant_gen) {
 		reply_err(c, m->seq, GS_ESTATE, "TOKEN_RELEASE: generation "
 			  "%llu is not held (current %llu%s)",
 			  (unsigned long long)r->gen,
 			  (unsigned long long)a->grant_gen,
-			  a->granted ? "" : ", none held");
+			  t->granted ? "" : ", none held");
 		return;
 	}
 	g = gpu_of(ag, a);
 	if (g == NULL)
 		return;
 	idle = r->reason != GS_REL_SUSPENDED;
-	gs_sched_release(g->sched, a->id, r->gpu_ns, idle, now);
-	a->granted = 0;
-	a->gpu_ns += r->gpu_ns;
-	a->held_ns += now - a->grant_at;
+	t->granted = 0;
+	t->wants = !idle;
+	a->grant_gpu_ns += r->gpu_ns;
+	a->reported_gpu_ns += r->gpu_ns;
 	if (r->reason == GS_REL_SUSPENDED) {
-		a->suspensions++;
+		a->grant_suspended = 1;
 		a->last_evict_ns = r->evict_ns;
 	}
-	set_state(ag, a, idle ? GS_ASTATE_IDLE : GS_ASTATE_WAITING);
+	/* the allocation's token comes back once every process that ran
+	 * under the grant has released it */
+	if (any_att(a, 1))
+		return;
+	alloc_released(ag, g, a, now);
 	gpu_step(ag, g, now);
 	update_wakeup(ag);
 }
@@ -1337,13 +1474,11 @@ static void conn_close(struct gs_conn *c)
 	if (c->alloc != NULL) {
 		struct gs_alloc *a = c->alloc;
 
-		sched_detach(ag, a, gs_now_ns());
-		a->conn = NULL;
-		a->pid = 0;
 		c->alloc = NULL;
-		set_state(ag, a, GS_ASTATE_IDLE);
-		log_info("allocation %llu: job process %d detached",
-			 (unsigned long long)a->id, (int)c->pid);
+		detach_att(ag, a, c->slot, gs_now_ns());
+		log_info("allocation %llu: job process %d detached (%u still "
+			 "attached)", (unsigned long long)a->id, (int)c->pid,
+			 a->nattached);
 	}
 	gs_loop_del_fd(ag->loop, c->fd);
 	close(c->fd);

@@ -38,10 +38,15 @@ struct gs_alloc_table *gs_alloc_table_new(void)
 
 static void alloc_free(struct gs_alloc *a)
 {
-	if (a->page != NULL)
-		munmap(a->page, GS_CTL_SIZE);
-	if (a->ctl_fd >= 0)
-		close(a->ctl_fd);
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++) {
+		if (a->att[i].page != NULL)
+			munmap(a->att[i].page, GS_CTL_SIZE);
+		if (a->att[i].ctl_fd >= 0)
+			close(a->att[i].ctl_fd);
+	}
+	free(a->att);
 	free(a);
 }
 
@@ -241,8 +246,9 @@ unsigned gs_alloc_count(const struct gs_alloc_table *t)
 	return t->n;
 }
 
-int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
-		       uint64_t now_ns, struct gs_error *err)
+static int make_page(struct gs_alloc *a, uint32_t gpu_index,
+		     uint64_t now_ns, int *fdp, struct gs_ctlpage **pp,
+		     struct gs_error *err)
 {
 	struct gs_ctlpage *p;
 	int fd;
@@ -273,13 +279,51 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 		munmap(p, GS_CTL_SIZE);
 		goto out_close;
 	}
-	a->ctl_fd = fd;
-	a->page = p;
+	*fdp = fd;
+	*pp = p;
 	return 0;
 
 out_close:
 	close(fd);
 	return -1;
+}
+
+int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
+			 uint64_t now_ns, struct gs_error *err)
+{
+	struct gs_attach *v, *t;
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn == NULL)
+			return (int)i;
+	if (a->natt >= GS_ALLOC_MAX_ATTACH)
+		return gs_error_set(err, GS_EBUSY, "allocation %llu already "
+				    "has %u attached processes (the most)",
+				    (unsigned long long)a->id,
+				    GS_ALLOC_MAX_ATTACH);
+	v = realloc(a->att, (a->natt + 1) * sizeof(*v));
+	if (v == NULL)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	a->att = v;
+	t = &v[a->natt];
+	memset(t, 0, sizeof(*t));
+	t->ctl_fd = -1;
+	if (make_page(a, gpu_index, now_ns, &t->ctl_fd, &t->page, err) < 0)
+		return -1;
+	if (a->natt == 0) {
+		a->ctl_fd = t->ctl_fd;
+		a->page = t->page;
+	}
+	return (int)a->natt++;
+}
+
+int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
+		       uint64_t now_ns, struct gs_error *err)
+{
+	if (a->natt > 0)
+		return 0;
+	return gs_alloc_attach_slot(a, gpu_index, now_ns, err) < 0 ? -1 : 0;
 }
 
 void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
@@ -295,12 +339,13 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->flags = a->flags;
 	out->state = a->state;
 	out->pid = (uint32_t)a->pid;
+	out->nattached = a->nattached;
 	out->labels = a->labels;
 	out->created_unix_ns = a->created_unix_ns;
 	out->gpu_ns = a->gpu_ns;
 	out->held_ns = a->held_ns;
 	out->suspensions = a->suspensions;
-	if (a->page != NULL)
-		out->block_tasks = __atomic_load_n(&a->page->block_tasks,
-						    __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < a->natt; i++)
+		out->block_tasks += __atomic_load_n(
+			&a->att[i].page->block_tasks, __ATOMIC_ACQUIRE);
 }

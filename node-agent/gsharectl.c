@@ -155,14 +155,15 @@ static void print_json(const struct gs_status *st)
 		json_str(a->gpu_uuid);
 		printf(", \"shares\": %u, \"weight\": %u, \"priority\": %u, "
 		       "\"mode\": \"%s\", \"uid\": %u, \"state\": \"%s\", "
-		       "\"pid\": %u, \"created_unix_ns\": %" PRIu64
+		       "\"pid\": %u, \"nattached\": %u, "
+		       "\"created_unix_ns\": %" PRIu64
 		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
 		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
 		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"any_uid\": %s"
 		       ", \"labels\": ",
 		       a->shares, a->weight, a->priority,
 		       gs_mode_name(a->mode), a->uid,
-		       gs_alloc_state_name(a->state), a->pid,
+		       gs_alloc_state_name(a->state), a->pid, a->nattached,
 		       a->created_unix_ns, a->gpu_ns, a->held_ns,
 		       a->suspensions, a->block_tasks, a->vtime_ns,
 		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false");
@@ -214,10 +215,11 @@ static void print_table(const struct gs_status *st)
 			if (a->gpu != g->index)
 				continue;
 			if (shown++ == 0)
-				printf("  %6s %6s %6s %6s %6s %5s %-10s %12s "
-				       "%10s %10s %8s  %s\n", "ALLOC", "UID",
-				       "SHARES", "WEIGHT", "PRIO", "MODE",
-				       "STATE", "VTIME(ms)", "GPU(s)",
+				printf("  %6s %6s %6s %6s %6s %5s %-10s %5s "
+				       "%12s %10s %10s %8s  %s\n", "ALLOC",
+				       "UID", "SHARES", "WEIGHT", "PRIO",
+				       "MODE", "STATE", "PROCS", "VTIME(ms)",
+				       "GPU(s)",
 				       "HELD(s)", "SUSP", "OWNER");
 			if (a->flags & GS_ALLOC_ANY_UID)
 				snprintf(uid, sizeof(uid), "any");
@@ -232,10 +234,10 @@ static void print_table(const struct gs_status *st)
 				snprintf(prio, sizeof(prio), "%u",
 					 a->priority);
 			printf("  %6" PRIu64 " %6s %6u %6u %6s %5s %-10s "
-			       "%12.3f %10s %10s %8" PRIu64 "  %s\n", a->id,
-			       uid, a->shares, a->weight, prio,
+			       "%5u %12.3f %10s %10s %8" PRIu64 "  %s\n",
+			       a->id, uid, a->shares, a->weight, prio,
 			       gs_mode_name(a->mode),
-			       gs_alloc_state_name(a->state),
+			       gs_alloc_state_name(a->state), a->nattached,
 			       (double)a->vtime_ns / 1e6, g1, g2,
 			       a->suspensions,
 			       owner_label(a, own, sizeof(own)));

@@ -79,6 +79,8 @@ $(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(FUZZ_GSACCT_SRCS) -lsqlite3 -lpthread
 INTEG_TESTS += tests/acct/integ_overrun.sh
+# A job that reports 0 ns beside an honest one: shares and bills (6 s).
+INTEG_TESTS += tests/acct/integ_liar.sh
 # who may read the usage store: store_group, gsacct setgid (as root: a
 # temporary group, runuser, a private mount namespace)
 INTEG_TESTS += tests/acct/integ_perm.sh

@@ -73,6 +73,7 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->mode = GS_MODE_SPACE;
 	a->uid = 1000;
 	a->flags = GS_ALLOC_ANY_UID;
+	a->nattached = 3;
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -293,17 +294,18 @@ static void test_truncated(void **state)
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
 		/* STATUS_REPLY ends with two optional fields (nallocs_total,
-		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE /
-		 * ALLOC_INFO / ATTACHED end with flags (1.1) */
+		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE
+		 * ends with flags (1.1), ALLOC_INFO / ATTACHED with flags
+		 * (1.1) and nattached (1.3) */
 		ok1 = ok2 = UINT32_MAX;
-		if (all_types[i] == GS_MSG_STATUS_REPLY) {
+		if (all_types[i] == GS_MSG_STATUS_REPLY ||
+		    all_types[i] == GS_MSG_ALLOC_INFO ||
+		    all_types[i] == GS_MSG_ATTACHED) {
 			ok1 = full - 8;
 			ok2 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
-			   all_types[i] == GS_MSG_ALLOC_INFO ||
-			   all_types[i] == GS_MSG_ATTACHED) {
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
 			ok1 = full - 4;
 		}
 		for (n = 0; n < full; n++) {
@@ -349,7 +351,8 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		h.length -= 4;	/* the 1.0 payload */
+		/* the 1.0 payload: no flags (nor nattached, 1.3) */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 4 : 8;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -357,8 +360,17 @@ static void test_minor0_frames(void **state)
 			assert_int_equal(out.u.req.uid, in.u.req.uid);
 		} else {
 			assert_int_equal(out.u.info.flags, 0);
+			assert_int_equal(out.u.info.nattached, 0);
 			assert_int_equal(out.u.info.vtime_ns,
 					 in.u.info.vtime_ns);
+			/* 1.2: flags, no nattached */
+			gs_msg_clear(&out);
+			h.length += 4;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_int_equal(out.u.info.flags, in.u.info.flags);
+			assert_int_equal(out.u.info.nattached, 0);
 		}
 		gs_msg_clear(&out);
 		gs_msg_clear(&in);
