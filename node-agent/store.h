@@ -175,6 +175,8 @@ struct gs_store_done {
 	int ok;			/* 1 committed, 0 failed */
 	uint64_t write_ns;	/* time spent in the transaction */
 	unsigned purged;	/* sample rows purged after it */
+	unsigned tries;		/* !ok: failed tries of this batch so far */
+	int lost;		/* !ok: given up (only at a stop) */
 	char msg[GS_ERRMSG_MAX];	/* error when !ok */
 };
 
@@ -187,8 +189,11 @@ void gs_store_set_retention(struct gs_store *s, int64_t retention_ns);
 /* Readable (EPOLLIN) when completions wait; the loop then calls reap. */
 int gs_store_event_fd(const struct gs_store *s);
 /* Queue a batch; never waits for the disk.  Takes ownership of b (freed
- * even on error).  GS_EBUSY when more than `max_queued` batches wait (the
- * disk cannot keep up: the caller keeps its deltas for the next tick). */
+ * even on error).  A batch whose write fails is kept and tried again
+ * until it commits (each failed try is a completion with ok = 0); when
+ * the disk is behind, new batches merge into the last waiting one, so
+ * memory grows with the rows, not with the outage (store.c).  Fails only
+ * before gs_store_start (GS_ESTATE) or out of memory (GS_ENOMEM). */
 int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		    struct gs_error *err);
 /* Wait until every queued batch is written (at most timeout_ms; -1 on
@@ -199,7 +204,9 @@ int gs_store_flush(struct gs_store *s, int timeout_ms);
 unsigned gs_store_queued(struct gs_store *s);
 /* Collect up to max completions; returns how many. */
 int gs_store_reap(struct gs_store *s, struct gs_store_done *out, int max);
-/* Write what is queued, then stop the thread (SIGTERM path). */
+/* Write what is queued, then stop the thread (SIGTERM path); a batch
+ * that still fails after a few tries is given up (a completion with
+ * lost = 1). */
 void gs_store_stop(struct gs_store *s);
 
 /* --- queries (gsacct) --- */
