@@ -54,6 +54,7 @@
 struct qnode {
 	struct qnode *next;
 	struct gs_store_batch *b;
+	uint64_t since;		/* CLOCK_MONOTONIC ns it was queued */
 };
 
 struct gs_store {
@@ -75,6 +76,7 @@ struct gs_store {
 	pthread_cond_t cv;
 	pthread_cond_t idle_cv;	/* the writer finished a batch */
 	int writing;		/* a batch is being written */
+	uint64_t writing_since;	/* that batch's qnode.since */
 	struct qnode *qhead, *qtail;
 	unsigned qlen;
 	int stopping;
@@ -1063,6 +1065,7 @@ writer_main(void *arg)
 			s->qtail = NULL;
 		s->qlen--;
 		s->writing = 1;
+		s->writing_since = n->since;
 		retention = s->retention_ns;
 		pthread_mutex_unlock(&s->mu);
 
@@ -1207,6 +1210,7 @@ gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 	}
 	n->next = NULL;
 	n->b = b;
+	n->since = mono_ns();
 	if (s->qtail)
 		s->qtail->next = n;
 	else
@@ -1216,6 +1220,20 @@ gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return 0;
+}
+
+uint64_t
+gs_store_oldest(struct gs_store *s)
+{
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->writing)
+		t = s->writing_since;
+	if (s->qhead != NULL && (t == 0 || s->qhead->since < t))
+		t = s->qhead->since;
+	pthread_mutex_unlock(&s->mu);
+	return t;
 }
 
 unsigned

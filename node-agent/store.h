@@ -200,6 +200,9 @@ int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
  * timeout).  The agent uses it to make a close's final row durable
  * before it forgets the allocation. */
 int gs_store_flush(struct gs_store *s, int timeout_ms);
+/* When (CLOCK_MONOTONIC ns) the oldest batch not yet committed was
+ * queued; 0 when everything is written.  How far the store is behind. */
+uint64_t gs_store_oldest(struct gs_store *s);
 /* Batches queued and not yet written. */
 unsigned gs_store_queued(struct gs_store *s);
 /* Collect up to max completions; returns how many. */

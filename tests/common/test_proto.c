@@ -288,11 +288,13 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
-		/* STATUS_REPLY ends with two optional fields (nallocs_total,
-		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE /
-		 * ALLOC_INFO / ATTACHED end with flags (1.1) */
-		if (all_types[i] == GS_MSG_STATUS_REPLY ||
-		    all_types[i] == GS_MSG_STATUS)
+		/* STATUS_REPLY ends with three optional fields (nallocs_total,
+		 * more: 1.2, warning, here empty: 1.3), STATUS is one
+		 * (after_id: 1.2), ALLOC_CREATE / ALLOC_INFO / ATTACHED end
+		 * with flags (1.1) */
+		if (all_types[i] == GS_MSG_STATUS_REPLY)
+			full -= 8 + 2;
+		else if (all_types[i] == GS_MSG_STATUS)
 			full -= 8;
 		else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
 		    all_types[i] == GS_MSG_ALLOC_INFO ||
@@ -518,6 +520,8 @@ static void test_status_total(void **state)
 	(void)state;
 	sample(GS_MSG_STATUS_REPLY, &in);
 	in.u.status.nallocs_total = 250;
+	snprintf(in.u.status.warning, sizeof(in.u.status.warning),
+		 "usage store behind");
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	gs_frame_hdr_decode(b.data, b.len, &h, &err);
@@ -525,6 +529,13 @@ static void test_status_total(void **state)
 				       &err), 0);
 	assert_int_equal(out.u.status.nallocs_total, 250);
 	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "usage store behind");
+	gs_msg_clear(&out);
+	h.length -= 2 + 18; /* as a 1.2 agent sends it: no warning */
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "");
 	gs_msg_clear(&out);
 	h.length -= 4; /* as a 1.1 agent sends it: no `more` */
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
