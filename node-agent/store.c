@@ -1026,7 +1026,7 @@ wait_retry(struct gs_store *s)
 
 	if (s->retry_at <= now || s->stopping)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
+	clock_gettime(CLOCK_REALTIME, &dl);	/* the condvar's clock */
 	dl.tv_sec += (time_t)((s->retry_at - now) / 1000000000u);
 	dl.tv_nsec += (long)((s->retry_at - now) % 1000000000u);
 	if (dl.tv_nsec >= 1000000000L) {
