@@ -1223,8 +1223,12 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  * tick that carries the allocation's final usage row
  * (gs_agent_usage_queued/_committed); past that the reply goes out and
  * the row stays queued in the usage store, which retries until it lands.
- * A requester that disconnects before its request is checked has it
- * dropped; later, the request completes and the reply goes to `sink`.
+ * A requester that disconnects (or gives up waiting) before its request
+ * is checked has it dropped.  After that, a CLOSE, LABEL or SET completes
+ * without a reply (its reply goes to `sink`); a CREATE is not carried
+ * out, since nobody would know the allocation (it would hold its shares
+ * until someone found and closed it): the table on disk, which has it, is
+ * written again without it first (a `sync` request, ahead of the rest).
  */
 
 #define USAGE_WAIT_NS	(2000000000ull)
@@ -1232,6 +1236,7 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
 
 struct dop {
 	struct dop *next;
+	int sync;		/* no request: write the table as it is */
 	struct gs_conn *c;	/* requester; &ag->sink once it is gone */
 	struct gs_msg m;	/* the request */
 	struct gs_alloc_req req;	/* CREATE: with its defaults */
@@ -1318,7 +1323,9 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 	struct gs_gpu *g;
 	uint64_t drop = 0, next_id = gs_alloc_next_id(ag->allocs);
 
-	switch (m->type) {
+	switch (op->sync ? 0 : m->type) {
+	case 0:
+		break;
 	case GS_MSG_ALLOC_CREATE:
 		g = create_check(c, m, &op->req);
 		if (g == NULL)
@@ -1386,7 +1393,8 @@ static void durable_next(struct gs_agent *ag, struct gs_conn *from)
 	struct dop *op;
 
 	while ((op = ag->dq_head) != NULL && !gs_durable_busy(ag->dur)) {
-		if (op->c != &ag->sink && durable_plan(ag, op) == 0)
+		if ((op->sync || op->c != &ag->sink) &&
+		    durable_plan(ag, op) == 0)
 			return;
 		ag->dq_head = op->next;
 		if (ag->dq_head == NULL)
@@ -1423,6 +1431,32 @@ static void usage_reply(struct gs_agent *ag, struct dop *op)
 	free(op);
 }
 
+/* A CREATE whose requester left while its table was being written: not
+ * carried out; the table is written again without it, before anything
+ * else. */
+static void create_undo(struct gs_agent *ag)
+{
+	struct dop *sync = calloc(1, sizeof(*sync));
+	uint64_t id = gs_alloc_next_id(ag->allocs);
+
+	log_warnx("allocation %llu not created: its requester left before "
+		  "the allocation table was written", (unsigned long long)id);
+	/* the id was on disk: never give it to another allocation */
+	gs_alloc_set_next_id(ag->allocs, id + 1);
+	if (sync == NULL) {
+		log_warnx("out of memory: the table file names an allocation "
+			  "%llu that does not exist until the next write",
+			  (unsigned long long)id);
+		return;
+	}
+	sync->sync = 1;
+	sync->c = &ag->sink;
+	sync->next = ag->dq_head;
+	ag->dq_head = sync;
+	if (ag->dq_tail == NULL)
+		ag->dq_tail = sync;
+}
+
 /* The writer is done with the table of the request at the head. */
 static void durable_done(void *arg, const struct gs_error *err)
 {
@@ -1437,7 +1471,11 @@ static void durable_done(void *arg, const struct gs_error *err)
 	if (ag->dq_head == NULL)
 		ag->dq_tail = NULL;
 	c = op->c;
-	if (err != NULL) {
+	if (err != NULL && op->sync) {
+		ag->state_failed++;
+		log_warnx("state file: %s; it still names an allocation that "
+			  "was not created, until the next write", err->msg);
+	} else if (err != NULL) {
 		if (ag->state_failed++ % 100 == 0)
 			log_warnx("state file: %s; %s refused, nothing changed "
 				  "(%llu refused in a row)", err->msg,
@@ -1456,8 +1494,14 @@ static void durable_done(void *arg, const struct gs_error *err)
 			 "refused)", ag->state_path,
 			 (unsigned long long)ag->state_failed);
 	ag->state_failed = 0;
-	switch (op->m.type) {
+	switch (op->sync ? 0 : op->m.type) {
+	case 0:
+		break;
 	case GS_MSG_ALLOC_CREATE:
+		if (c == &ag->sink) {
+			create_undo(ag);
+			break;
+		}
 		create_apply(c, &op->m, &op->req, op->created);
 		break;
 	case GS_MSG_ALLOC_CLOSE:

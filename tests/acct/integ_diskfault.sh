@@ -14,7 +14,9 @@
 #     GPU time its job measured (within 1 %), and the warning is gone.
 #  3. State directory frozen (fsfreeze on a loop-mounted ext4): a
 #     set-weight waits for the disk while PING answers fast and the token
-#     keeps rotating between two busy jobs; it succeeds once thawed.
+#     keeps rotating between two busy jobs; it succeeds once thawed.  A
+#     create whose caller gave up meanwhile is not carried out (not in
+#     memory, nor after a kill -9).
 #     Prints the PING latency figures (docs/agent.md).
 set -u
 if [ "$(id -u)" != 0 ]; then
@@ -153,7 +155,12 @@ done
 wait_for 10 sh -c "[ \$('$CTL' -s '$T/sock' status --json | grep -o '\"id\"' | wc -l) -ge 2 ]" ||
 	fail "jobs did not start"
 x=$(ids | cut -d' ' -f1)
+before=$(ids)
 fsfreeze -f "$T/frozen" || fail "fsfreeze"
+# a create whose caller gives up while its write waits for the disk is
+# not carried out (nobody would know the allocation)
+"$CTL" -s "$T/sock" -t 300 create --shares 5 --job 969 > "$T/create.out" 2>&1 &&
+	fail "create answered while the state dir was frozen"
 ctl set-weight "$x" 5 > "$T/setw.out" 2>&1 &
 SETW=$!
 sleep 0.3	# let the write reach the frozen disk (not a wait on a result)
@@ -181,5 +188,11 @@ kill -0 "$SETW" 2>/dev/null || fail "set-weight returned while the disk was froz
 fsfreeze -u "$T/frozen" || fail "thaw"
 wait "$SETW" || fail "set-weight after the thaw: $(cat "$T/setw.out")"
 [ "$(weight "$x")" = 5 ] || fail "weight after the thaw: $(weight "$x")"
+[ "$(ids)" = "$before" ] || fail "allocations after the thaw: $(ids), want $before"
+grep -q "not created: its requester left" "$T/agent.log" ||
+	fail "no log line for the abandoned create"
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+start_agent
+[ "$(ids)" = "$before" ] || fail "after kill -9: $(ids), want $before"
 echo "frozen state dir: PING and the token went on, the set-weight waited for the disk"
 echo PASS
