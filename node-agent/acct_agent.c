@@ -13,8 +13,11 @@
  * Restart: allocations already in the table when accounting starts are
  * the ones the agent restored from its state file.  Recovery keeps their
  * open rows open (gs_store_recover_keep) and each continues its own row,
- * matched by allocation id; every other row left open closes as NODE_FAIL
- * (re-adopted by labels if its job comes back with a new allocation).
+ * matched by allocation id; a row left open of an allocation whose close
+ * reached the table file (its id below the file's counter, not in it)
+ * becomes COMPLETED (gs_store_finish_closed); every other row left open
+ * closes as NODE_FAIL (re-adopted by labels if its job comes back with a
+ * new allocation).
  * Who may read the store: its files (the database, -wal, -shm) are mode
  * 0640, group store_group, so that only root and gsacct (installed setgid
  * to that group) read them; 0600 when the group does not exist; 0644
@@ -577,8 +580,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_accounting *ac;
 	const char *path;
 	struct gs_alloc *a;
-	uint64_t *keep, next_id;
-	unsigned nkeep = 0;
+	uint64_t *keep, next_id, below;
+	const uint64_t *known;
+	unsigned nkeep = 0, nknown;
 	int n, changed = 0;
 	mode_t mode;
 	gid_t gid;
@@ -616,6 +620,16 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	else
 		log_info("usage store %s: mode %04o, group %s", path,
 			 (unsigned)mode, cfg->store_group);
+	/* closes that reached the table file but not the store */
+	nknown = gs_agent_table_loaded(ag, &known, &below);
+	n = gs_store_finish_closed(ac->store, known, nknown, below, err);
+	if (n < 0)
+		goto out_free;
+	if (n > 0)
+		log_warnx("usage store %s: %d allocation(s) closed just before "
+			  "the previous run ended, their final row not yet "
+			  "written: COMPLETED with the usage committed", path,
+			  n);
 	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
 	if (keep == NULL) {
 		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");

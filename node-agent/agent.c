@@ -112,6 +112,9 @@ struct gs_agent {
 	uint64_t usage_committed;	/* last tick the store committed */
 	struct gs_conn sink;	/* replies for requesters that left */
 	char warning[GS_WARNING_MAX];	/* STATUS: gs_agent_set_warning */
+	uint64_t *loaded_ids;	/* every id of the table loaded at start */
+	unsigned nloaded;
+	uint64_t loaded_next_id;	/* its id counter; 0: none loaded */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -298,6 +301,14 @@ fail:
 	gs_state_clear(&st);
 }
 
+unsigned gs_agent_table_loaded(const struct gs_agent *ag,
+			       const uint64_t **ids, uint64_t *next_id)
+{
+	*ids = ag->loaded_ids;
+	*next_id = ag->loaded_next_id;
+	return ag->nloaded;
+}
+
 void gs_agent_forget(struct gs_agent *ag, uint64_t id)
 {
 	struct gs_alloc *a = gs_alloc_get(ag->allocs, id);
@@ -370,6 +381,13 @@ static void state_restore(struct gs_agent *ag)
 	ag->state_seq = st.seq;
 	ag->state_old_file = st.old_file;
 	gs_alloc_set_next_id(ag->allocs, st.next_id);
+	ag->loaded_ids = calloc(st.n ? st.n : 1, sizeof(*ag->loaded_ids));
+	if (ag->loaded_ids != NULL) {
+		for (i = 0; i < st.n; i++)
+			ag->loaded_ids[i] = st.v[i].id;
+		ag->nloaded = st.n;
+		ag->loaded_next_id = st.next_id;
+	}
 	for (i = 0; i < st.n; i++) {
 		const struct gs_state_alloc *sa = &st.v[i];
 
@@ -2185,6 +2203,7 @@ void gs_agent_free(struct gs_agent *ag)
 	for (i = 0; i < ag->ngpus; i++)
 		gs_sched_free(ag->gpus[i].sched);
 	gs_alloc_table_free(ag->allocs);
+	free(ag->loaded_ids);
 	gs_loop_free(ag->loop);
 	free(ag->cfg_path);
 	free(ag);

@@ -856,6 +856,63 @@ out_finalize:
 }
 
 int
+gs_store_finish_closed(struct gs_store *s, const uint64_t *known,
+		       unsigned nknown, uint64_t below, struct gs_error *err)
+{
+	sqlite3_stmt *st = NULL, *up = NULL;
+	int rc, rv = -1, n = 0;
+
+	if (s->rdonly)
+		return gs_error_set(err, GS_EINVAL, "usage store: read-only");
+	if (below == 0)
+		return 0;
+	if (exec(s, "BEGIN IMMEDIATE", err) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(s->db, "SELECT key, agent_id, start_ns, "
+			       "last_ns FROM allocs WHERE end_ns = 0 AND "
+			       "agent_id < ?", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "UPDATE allocs SET end_ns = ?, "
+			       "state = ? WHERE key = ?", -1, &up,
+			       NULL) != SQLITE_OK) {
+		sqlerr(s, err, "finish closed");
+		goto out_rollback;
+	}
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)(below > INT64_MAX ?
+						  INT64_MAX : below));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t id = (uint64_t)sqlite3_column_int64(st, 1);
+		int64_t start = sqlite3_column_int64(st, 2);
+		int64_t last = sqlite3_column_int64(st, 3);
+
+		if (kept_id(known, nknown, id))
+			continue;
+		sqlite3_bind_int64(up, 1, last > start ? last : start);
+		bind_u64(up, 2, GS_SST_COMPLETED);
+		sqlite3_bind_int64(up, 3, sqlite3_column_int64(st, 0));
+		if (sqlite3_step(up) != SQLITE_DONE) {
+			sqlerr(s, err, "finish closed");
+			goto out_rollback;
+		}
+		sqlite3_reset(up);
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		sqlerr(s, err, "finish closed");
+		goto out_rollback;
+	}
+	if (exec(s, "COMMIT", err) < 0)
+		goto out_rollback;
+	rv = n;
+	goto out_finalize;
+out_rollback:
+	exec(s, "ROLLBACK", NULL);
+out_finalize:
+	sqlite3_finalize(st);
+	sqlite3_finalize(up);
+	return rv;
+}
+
+int
 gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 	       int32_t gpu, struct gs_store_alloc *row)
 {

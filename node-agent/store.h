@@ -138,6 +138,16 @@ int gs_store_recover(struct gs_store *s, int64_t since_ns,
 int gs_store_recover_keep(struct gs_store *s, int64_t since_ns,
 			  const uint64_t *keep, unsigned nkeep,
 			  struct gs_error *err);
+/* Before recovery: rows left open of allocations that were closed, their
+ * close written to the agent's table file, when the agent died before
+ * the final row committed.  Every open row whose agent_id is below
+ * `below` (the loaded table's id counter; 0: no valid table, nothing
+ * done) and not in known[] (every id the table holds) becomes COMPLETED,
+ * ending at its last sample, with the totals committed so far.  Returns
+ * the number of rows finished, or -1. */
+int gs_store_finish_closed(struct gs_store *s, const uint64_t *known,
+			   unsigned nknown, uint64_t below,
+			   struct gs_error *err);
 /* A restored allocation: when recovery kept an open row with this
  * agent_id, uid and GPU, fill *row with it (totals kept), forget it and
  * return 1; else 0. */

@@ -12,6 +12,8 @@
 #     and close their allocations during the outage; gsharectl status
 #     warns; once space returns every row is there, COMPLETED, with the
 #     GPU time its job measured (within 1 %), and the warning is gone.
+#     A close during an outage followed by a kill -9: at the next start its
+#     row is COMPLETED (not NODE_FAIL) and the allocation is not revived.
 #  3. State directory frozen (fsfreeze on a loop-mounted ext4): a
 #     set-weight waits for the disk while PING answers fast and the token
 #     keeps rotating between two busy jobs; it succeeds once thawed.  A
@@ -139,6 +141,27 @@ wait_for 10 sh -c "! '$CTL' -s '$T/sock' status | grep -q WARNING" ||
 	fail "warning still shown after the store caught up"
 grep -q "caught up, nothing lost" "$T/agent.log" || fail "no caught-up line"
 echo "full usage store: $NJ allocations closed during the outage, every row COMPLETED with its measured GPU time"
+# a kill while the store is behind: a close that reached the table file
+# but not the store finishes as COMPLETED at the next start (not
+# NODE_FAIL, and the allocation is not revived)
+"$JOB" --socket "$T/sock" --shares 10 --job 959 --step 0 --work 1.5 \
+	--task-us 1000 --close > "$T/job959.out" 2>&1 &
+J=$!
+PIDS="$J"
+wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/store/usage.db' \"SELECT COUNT(*) FROM allocs WHERE job = '959'\") = 1 ]" ||
+	fail "no row for job 959"
+dd if=/dev/zero of="$T/store/fill" bs=16k 2>/dev/null
+wait "$J" || fail "job 959: $(cat "$T/job959.out")"
+PIDS=""
+kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
+rm -f "$T/store/fill"
+start_agent
+[ "$(ids)" = "" ] || fail "closed allocation revived: $(ids)"
+st=$(q "$T/store/usage.db" "SELECT state FROM allocs WHERE job = '959'")
+[ "$st" = 1 ] || fail "row of a close cut by a kill: state '$st', want 1 (COMPLETED)"
+grep -q "closed just before the previous run ended" "$T/agent.log" ||
+	fail "no log line for the finished row"
+echo "kill while behind: the close's row finished COMPLETED at the next start"
 
 # ---- 3. frozen state directory ----
 kill "$AGENT"; wait "$AGENT"; AGENT=""

@@ -655,6 +655,39 @@ test_retry_until_committed(void **state)
 	gs_store_close(s);
 }
 
+/* Rows of allocations whose close reached the agent's table file but not
+ * the store: below the table's counter and not in it -> COMPLETED; in
+ * the table, or above its counter -> left for recovery. */
+static void
+test_finish_closed(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s = open_rw(f);
+	struct gs_store_alloc a[4];
+	struct gs_error err;
+	struct seen sn;
+	struct gs_store_filter flt;
+	const uint64_t known[] = { 102 };
+
+	/* agent ids 101..104 (mk_alloc: key + 100) */
+	for (int i = 0; i < 4; i++)
+		mk_alloc(&a[i], (uint64_t)i + 1, "95", "", 1000, 1);
+	for (int i = 0; i < 4; i++)
+		snprintf(a[i].labels.step, sizeof(a[i].labels.step), "%d", i);
+	write_tick(s, 1, 5, a, 4, 10);
+	assert_int_equal(gs_store_finish_closed(s, known, 1, 0, &err), 0);
+	/* table: id 102 open, counter 104: 101 and 103 were closed */
+	assert_int_equal(gs_store_finish_closed(s, known, 1, 104, &err), 2);
+	memset(&flt, 0, sizeof(flt));
+	assert_int_equal(query(s, &flt, &sn), 4);
+	assert_int_equal(sn.state[0], GS_SST_COMPLETED);
+	assert_int_equal(sn.state[1], GS_SST_RUNNING);
+	assert_int_equal(sn.state[2], GS_SST_COMPLETED);
+	assert_int_equal(sn.state[3], GS_SST_RUNNING);
+	assert_int_equal(sn.gpu[0], 10);
+	gs_store_close(s);
+}
+
 int
 main(void)
 {
@@ -673,6 +706,8 @@ main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_retry_until_committed,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_finish_closed, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
