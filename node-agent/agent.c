@@ -37,6 +37,10 @@
  * Restarts: the allocation table is saved to <state_dir>/allocs after
  * every create, close, weight/priority and label change, and restored at
  * start-up with the same ids (state_restore; docs/agent.md, Restarts).
+ * Those requests are "durable requests": the table they would leave is
+ * written by the writer thread (durable.c) before anything changes, and a
+ * failed write refuses the request with nothing changed; the loop does
+ * not wait for the disk (see the section of that name below).
  *
  * Paging: STATUS_REPLY must fit one frame (64 KiB: ~200 allocations with
  * short labels, ~85 with every label at its longest); the reply lists
