@@ -102,7 +102,7 @@ for x in $a $b $c; do ctl close "$x" > /dev/null || fail "close $x"; done
 echo "read-only state dir: refused requests changed nothing, kill -9 kept exactly what was acknowledged"
 
 # ---- 2. usage store on a full filesystem ----
-kill "$AGENT"; wait "$AGENT"; AGENT=""
+kill "$AGENT"; wait "$AGENT" || fail "agent stop: exit $?"; AGENT=""
 mount -t tmpfs -o size=2m tmpfs "$T/store" || fail "mount store tmpfs"
 start_agent
 wait_for 10 test -s "$T/store/usage.db-wal" || fail "no WAL"
@@ -164,7 +164,7 @@ grep -q "closed just before the previous run ended" "$T/agent.log" ||
 echo "kill while behind: the close's row finished COMPLETED at the next start"
 
 # ---- 3. frozen state directory ----
-kill "$AGENT"; wait "$AGENT"; AGENT=""
+kill "$AGENT"; wait "$AGENT" || fail "agent stop: exit $?"; AGENT=""
 truncate -s 16M "$T/ext4.img"
 mkfs.ext4 -q "$T/ext4.img" || fail "mkfs"
 mount -o loop "$T/ext4.img" "$T/frozen" || { echo "SKIP part 3: no loop device"; exit 0; }

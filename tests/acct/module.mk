@@ -58,7 +58,7 @@ $(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
 TEST_HELPERS += $(B)/tests/acct/acct_job
 INTEG_TESTS += tests/acct/integ_accuracy.sh
 INTEG_TESTS += tests/acct/integ_crash.sh tests/acct/integ_crash_asan.sh
-INTEG_TESTS += tests/acct/integ_diskfault.sh
+INTEG_TESTS += tests/acct/integ_diskfault.sh tests/acct/integ_diskfault_asan.sh
 INTEG_TESTS += tests/acct/integ_prometheus.sh
 BENCHES += tests/acct/bench_acct.sh
 
