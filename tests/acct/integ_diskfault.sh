@@ -25,6 +25,11 @@ if [ "$(id -u)" != 0 ]; then
 	echo "SKIP: needs root (mounts, fsfreeze)"
 	exit 0
 fi
+if [ -z "${GS_DISKFAULT_NS:-}" ] &&
+   ! unshare -m --propagation private true 2>/dev/null; then
+	echo "SKIP: cannot make a private mount namespace (unshare -m)"
+	exit 0
+fi
 if [ -z "${GS_DISKFAULT_NS:-}" ]; then
 	GS_DISKFAULT_NS=1 exec unshare -m --propagation private sh "$0" "$@"
 fi
