@@ -20,6 +20,9 @@
 #     create whose caller gave up meanwhile is not carried out (not in
 #     memory, nor after a kill -9).
 #     Prints the PING latency figures (docs/agent.md).
+#  4. Usage store frozen: a close is answered (after at most 2 s), status
+#     warns of the stall, and after the thaw the row is COMPLETED with the
+#     GPU time its job measured.
 set -u
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP: needs root (mounts, fsfreeze)"
@@ -223,4 +226,34 @@ kill -9 "$AGENT"; wait "$AGENT" 2>/dev/null; AGENT=""
 start_agent
 [ "$(ids)" = "$before" ] || fail "after kill -9: $(ids), want $before"
 echo "frozen state dir: PING and the token went on, the set-weight waited for the disk"
+
+# ---- 4. frozen usage store ----
+for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+PIDS=""
+kill "$AGENT"; wait "$AGENT" || fail "agent stop: exit $?"; AGENT=""
+conf "$T/state" "$T/frozen/usage.db"
+start_agent
+"$JOB" --socket "$T/sock" --shares 10 --job 970 --step 0 --work 1.5 \
+	--task-us 1000 --close > "$T/job970.out" 2>&1 &
+J=$!
+PIDS="$J"
+wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/frozen/usage.db' \"SELECT COUNT(*) FROM allocs WHERE job = '970'\") = 1 ]" ||
+	fail "no row for job 970"
+fsfreeze -f "$T/frozen" || fail "fsfreeze the store"
+# the close's reply waits for its final row at most 2 s, then goes
+wait "$J" || fail "job 970 (its close) while the store is frozen: $(cat "$T/job970.out")"
+PIDS=""
+wait_for 10 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: usage store behind.*a write has not finished'" ||
+	fail "no stall warning: $(ctl status)"
+ctl ping > /dev/null || fail "ping while the store is frozen"
+fsfreeze -u "$T/frozen" || fail "thaw the store"
+own=$(sed -n 's/.* gpu_ns=\([0-9]*\) .*/\1/p' "$T/job970.out")
+wait_for 20 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' '$T/frozen/usage.db' \"SELECT state FROM allocs WHERE job = '970'\") = 1 ]" ||
+	fail "row of job 970 after the thaw: $(q "$T/frozen/usage.db" "SELECT state, gpu_ns FROM allocs WHERE job = '970'")"
+got=$(q "$T/frozen/usage.db" "SELECT gpu_ns FROM allocs WHERE job = '970'")
+/usr/bin/python3 -c "import sys; o, g = int(sys.argv[1]), int(sys.argv[2]); sys.exit(0 if abs(g - o) <= o / 100 else 1)" "$own" "$got" ||
+	fail "job 970: stored $got ns, measured $own ns"
+grep -q "final usage row is not on disk yet" "$T/agent.log" ||
+	fail "no log line for the close answered before its row"
+echo "frozen usage store: the close was answered, its row landed COMPLETED after the thaw"
 echo PASS
