@@ -51,11 +51,6 @@
 #define RETRY_MAX_MS	4000
 #define STOP_TRIES	3
 
-struct qnode {
-	struct qnode *next;
-	struct gs_store_batch *b;
-	uint64_t since;		/* CLOCK_MONOTONIC ns it was queued */
-};
 
 struct gs_store {
 	sqlite3 *db;
@@ -76,8 +71,8 @@ struct gs_store {
 	pthread_cond_t cv;
 	pthread_cond_t idle_cv;	/* the writer finished a batch */
 	int writing;		/* a batch is being written */
-	uint64_t writing_since;	/* that batch's qnode.since */
-	struct qnode *qhead, *qtail;
+	uint64_t writing_since;	/* that batch's q_since */
+	struct gs_store_batch *qhead, *qtail;	/* linked by q_next */
 	unsigned qlen;
 	int stopping;
 	unsigned fails;		/* failed tries of the head batch */
@@ -1101,7 +1096,7 @@ writer_main(void *arg)
 	struct gs_store *s = arg;
 	struct gs_store_done d;
 	struct gs_error err;
-	struct qnode *n;
+	struct gs_store_batch *n;
 	int64_t retention;
 	uint64_t t0, backoff;
 	int drop;
@@ -1117,20 +1112,20 @@ writer_main(void *arg)
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
-		s->qhead = n->next;
+		s->qhead = n->q_next;
 		if (s->qhead == NULL)
 			s->qtail = NULL;
 		s->qlen--;
 		s->writing = 1;
-		s->writing_since = n->since;
+		s->writing_since = n->q_since;
 		retention = s->retention_ns;
 		pthread_mutex_unlock(&s->mu);
 
 		memset(&d, 0, sizeof(d));
-		d.tick = n->b->tick;
+		d.tick = n->tick;
 		t0 = mono_ns();
 		gs_error_clear(&err);
-		d.ok = write_batch(s, n->b, &err) == 0;
+		d.ok = write_batch(s, n, &err) == 0;
 		d.write_ns = mono_ns() - t0;
 		drop = 0;
 		pthread_mutex_lock(&s->mu);
@@ -1151,7 +1146,7 @@ writer_main(void *arg)
 				s->fails = 0;
 			} else {
 				/* back at the head: tried again, in order */
-				n->next = s->qhead;
+				n->q_next = s->qhead;
 				s->qhead = n;
 				if (s->qtail == NULL)
 					s->qtail = n;
@@ -1163,10 +1158,8 @@ writer_main(void *arg)
 		    gs_store_purge(s, real_ns() - retention, s->purge_limit,
 				   &d.purged, &err) < 0)
 			snprintf(d.msg, sizeof(d.msg), "%s", err.msg);
-		if (d.ok || drop) {
-			gs_store_batch_free(n->b);
-			free(n);
-		}
+		if (d.ok || drop)
+			gs_store_batch_free(n);
 		post_done(s, &d);
 		pthread_mutex_lock(&s->mu);
 		s->writing = 0;
@@ -1241,38 +1234,28 @@ int
 gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		struct gs_error *err)
 {
-	struct qnode *n;
-
 	if (!s->started) {
 		gs_store_batch_free(b);
 		return gs_error_set(err, GS_ESTATE,
 				    "usage store: writer not started");
 	}
-	n = malloc(sizeof(*n));
+	b->q_next = NULL;
+	b->q_since = mono_ns();
 	pthread_mutex_lock(&s->mu);
-	/* the disk is behind (or no memory for a queue entry): fold the new
-	 * batch into the last waiting one, which the writer is not using;
-	 * without memory for that either, queue it anyway */
-	if ((s->qlen >= QUEUE_MAX || n == NULL) && s->qtail != NULL &&
-	    merge_batch(s->qtail->b, b) == 0) {
+	/* the disk is behind: fold the new batch into the last waiting one,
+	 * which the writer is not using; without memory for that, queue it
+	 * anyway (nothing is dropped) */
+	if (s->qlen >= QUEUE_MAX && s->qtail != NULL &&
+	    merge_batch(s->qtail, b) == 0) {
 		pthread_mutex_unlock(&s->mu);
-		free(n);
 		gs_store_batch_free(b);
 		return 0;
 	}
-	if (n == NULL) {
-		pthread_mutex_unlock(&s->mu);
-		gs_store_batch_free(b);
-		return gs_error_set(err, GS_ENOMEM, "usage store: out of memory");
-	}
-	n->next = NULL;
-	n->b = b;
-	n->since = mono_ns();
 	if (s->qtail)
-		s->qtail->next = n;
+		s->qtail->q_next = b;
 	else
-		s->qhead = n;
-	s->qtail = n;
+		s->qhead = b;
+	s->qtail = b;
 	s->qlen++;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -1287,8 +1270,8 @@ gs_store_oldest(struct gs_store *s)
 	pthread_mutex_lock(&s->mu);
 	if (s->writing)
 		t = s->writing_since;
-	if (s->qhead != NULL && (t == 0 || s->qhead->since < t))
-		t = s->qhead->since;
+	if (s->qhead != NULL && (t == 0 || s->qhead->q_since < t))
+		t = s->qhead->q_since;
 	pthread_mutex_unlock(&s->mu);
 	return t;
 }

@@ -86,6 +86,10 @@ struct gs_store_batch {
 	struct gs_store_alloc *allocs;	/* rows to upsert (new/changed) */
 	uint32_t nsamples, cap_samples;
 	struct gs_store_sample *samples;
+	/* the store's queue (set by gs_store_submit): no allocation there,
+	 * so a batch the store is handed is never lost to memory */
+	struct gs_store_batch *q_next;
+	uint64_t q_since;	/* CLOCK_MONOTONIC ns it was queued */
 };
 
 struct gs_store_batch *gs_store_batch_new(uint64_t tick, int64_t t_ns);
@@ -203,7 +207,7 @@ int gs_store_event_fd(const struct gs_store *s);
  * until it commits (each failed try is a completion with ok = 0); when
  * the disk is behind, new batches merge into the last waiting one, so
  * memory grows with the rows, not with the outage (store.c).  Fails only
- * before gs_store_start (GS_ESTATE) or out of memory (GS_ENOMEM). */
+ * before gs_store_start (GS_ESTATE). */
 int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		    struct gs_error *err);
 /* Wait until every queued batch is written (at most timeout_ms; -1 on
