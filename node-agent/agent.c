@@ -445,8 +445,8 @@ static int conn_queue(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_error err;
 
-	if (c->closing && c->fd < 0)
-		return -1;
+	if (c == &c->ag->sink || (c->closing && c->fd < 0))
+		return -1;	/* the sink: a requester that left */
 	if (gs_msg_encode(m, &c->out, &err) < 0) {
 		log_warnx("client pid %d: cannot encode %s: %s", (int)c->pid,
 			  gs_msg_type_name(m->type), err.msg);
