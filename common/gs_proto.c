@@ -389,6 +389,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, st->nallocs_total > st->nallocs ? st->nallocs_total
 						       : st->nallocs);
 		w32(w, st->more ? 1u : 0u);
+		WSTR(w, st->warning);	/* 1.3 */
 		break;
 	case GS_MSG_SET_WEIGHT:
 	case GS_MSG_SET_PRIORITY:
@@ -655,6 +656,8 @@ static int rstatus(struct rd *r, struct gs_status *st, struct gs_error *err)
 		if (n > st->nallocs)
 			st->nallocs_total = n;
 		st->more = r32_opt(r) != 0 ? 1u : 0u;	/* 1.2 */
+		if (!r->bad && r->len - r->off > 0)	/* 1.3 */
+			RSTR(r, st->warning);
 	}
 	return 0;
 }

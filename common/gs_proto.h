@@ -116,6 +116,7 @@ enum gs_release_reason {
 
 #define GS_LABEL_MAX	64
 #define GS_UUID_MAX	64
+#define GS_WARNING_MAX	256	/* status warning */
 
 /* Who an allocation belongs to; empty strings when unknown. */
 struct gs_labels {
@@ -192,6 +193,9 @@ struct gs_status {
 	uint32_t more;		/* 1.2, absent: 0.  1: allocations with
 				 * larger ids did not fit; ask again with
 				 * after_id = the last id listed */
+	char warning[GS_WARNING_MAX];	/* 1.3, absent: "".  What the agent
+					 * wants an operator to know now
+					 * (the usage store is behind) */
 };
 
 /* Frame header codec.  decode checks magic, major and length bound and

@@ -146,8 +146,10 @@ void gs_acct_set_util_source(struct gs_acct *a, gs_acct_util_fn fn,
  * it to the store. */
 int gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 		 struct gs_store_batch **out, struct gs_error *err);
-/* The store reported a batch lost (EBUSY / write error): rewrite every
- * open allocation's row with the next tick so totals stay durable. */
+/* A batch could not be handed to the store (out of memory, writer not
+ * started): rewrite every open allocation's row with the next tick so
+ * totals stay durable.  (A batch the store took is never lost: it
+ * retries until it commits.) */
 void gs_acct_mark_dirty(struct gs_acct *a);
 
 /* --- read side, for metrics and status --- */

@@ -13,8 +13,11 @@
  * Restart: allocations already in the table when accounting starts are
  * the ones the agent restored from its state file.  Recovery keeps their
  * open rows open (gs_store_recover_keep) and each continues its own row,
- * matched by allocation id; every other row left open closes as NODE_FAIL
- * (re-adopted by labels if its job comes back with a new allocation).
+ * matched by allocation id; a row left open of an allocation whose close
+ * reached the table file (its id below the file's counter, not in it)
+ * becomes COMPLETED (gs_store_finish_closed); every other row left open
+ * closes as NODE_FAIL (re-adopted by labels if its job comes back with a
+ * new allocation).
  * Who may read the store: its files (the database, -wal, -shm) are mode
  * 0640, group store_group, so that only root and gsacct (installed setgid
  * to that group) read them; 0600 when the group does not exist; 0644
@@ -72,12 +75,14 @@ struct gs_accounting {
 	 * warned about once */
 	char cfg_path[512], cfg_group[33], cfg_metrics[64];
 	uint64_t warned_busy;
+	uint64_t behind_logged;		/* when "behind" was last logged */
+	char last_error[GS_ERRMSG_MAX];	/* the store's last failed try */
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
 
-static void do_tick(struct gs_accounting *ac, uint64_t now);
+static int do_tick(struct gs_accounting *ac, uint64_t now);
 
 static int64_t
 real_now(void)
@@ -201,13 +206,10 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 		st = GS_SST_CANCELLED;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
-	/* make the final usage durable before the agent forgets the
-	 * allocation (its table file is rewritten right after): a restart
-	 * must find either the allocation or its final row */
-	do_tick(ac, gs_now_ns());
-	if (gs_store_flush(ac->store, 2000) < 0)
-		log_warnx("accounting: allocation %" PRIu64 ": final usage "
-			  "not written within 2 s", a->id);
+	/* the final row goes to the store now; the CLOSE's reply waits for
+	 * its commit (without holding the loop) */
+	if (do_tick(ac, gs_now_ns()) == 0)
+		gs_agent_usage_queued(ac->ag, gs_acct_ticks(ac->acct));
 }
 
 static void
@@ -222,7 +224,8 @@ observer(void *ctx, int event, const struct gs_alloc *a)
 	}
 }
 
-static void
+/* 0: the tick's batch is the store's (it commits it, retrying) */
+static int
 do_tick(struct gs_accounting *ac, uint64_t now)
 {
 	struct gs_store_batch *b = NULL;
@@ -230,7 +233,7 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);
-		return;
+		return -1;
 	}
 	if (gs_store_submit(ac->store, b, &err) < 0) {
 		ac->st.store_errors++;
@@ -238,6 +241,50 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 		if (ac->warned_busy++ % 60 == 0)
 			log_warnx("accounting: tick %" PRIu64 " not stored: %s",
 				  gs_acct_ticks(ac->acct), err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Is the usage store behind?  Its oldest batch not yet committed was
+ * queued more than BEHIND_NS ago (a failing or stalled disk).  Say so
+ * when it starts, every BEHIND_LOG_NS while it lasts (with the last
+ * error), and when it ends; keep the metric and the agent's STATUS
+ * warning up to date.
+ */
+#define BEHIND_NS	(3000000000ull)
+#define BEHIND_LOG_NS	(60000000000ull)
+
+static void
+check_behind(struct gs_accounting *ac, uint64_t now)
+{
+	uint64_t oldest = gs_store_oldest(ac->store);
+	uint64_t age = oldest && now > oldest ? now - oldest : 0;
+	char w[GS_WARNING_MAX];
+
+	ac->st.store_behind_ns = age;
+	if (age > BEHIND_NS) {
+		if (ac->behind_logged == 0 ||
+		    now - ac->behind_logged >= BEHIND_LOG_NS) {
+			log_warnx("usage store %s: behind by %.0f s (%u "
+				  "batches waiting): %s; usage is kept in "
+				  "memory and written once the disk takes it",
+				  ac->path, (double)age / 1e9,
+				  gs_store_queued(ac->store),
+				  ac->last_error[0] ? ac->last_error :
+				  "a write has not finished (stalled disk?)");
+			ac->behind_logged = now;
+		}
+		snprintf(w, sizeof(w), "usage store behind by %.0f s: %.180s",
+			 (double)age / 1e9, ac->last_error[0] ?
+			 ac->last_error : "a write has not finished");
+		gs_agent_set_warning(ac->ag, w);
+	} else if (age == 0 && ac->behind_logged != 0) {
+		log_info("usage store %s: caught up, nothing lost", ac->path);
+		ac->behind_logged = 0;
+		ac->last_error[0] = '\0';
+		gs_agent_set_warning(ac->ag, "");
 	}
 }
 
@@ -451,6 +498,7 @@ on_tick(struct gs_loop *l, uint64_t now, void *arg)
 	ac->due += ac->period;
 	ac->st.clients = gs_agent_nclients(ac->ag);
 	do_tick(ac, now);
+	check_behind(ac, now);
 	if (ac->metrics != NULL)
 		gs_metrics_expire(ac->metrics, now / 1000000);
 }
@@ -464,12 +512,26 @@ reap(struct gs_accounting *ac)
 	while ((n = gs_store_reap(ac->store, d, 16)) > 0)
 		for (int i = 0; i < n; i++) {
 			if (!d[i].ok) {
+				/* the store keeps the batch and tries again:
+				 * logged by check_behind, rate-limited */
 				ac->st.store_errors++;
-				gs_acct_mark_dirty(ac->acct);
-				log_warnx("usage store: tick %" PRIu64 ": %s",
-					  d[i].tick, d[i].msg);
+				snprintf(ac->last_error,
+					 sizeof(ac->last_error), "%s",
+					 d[i].msg);
+				if (d[i].lost)
+					log_warnx("usage store %s: tick %"
+						  PRIu64 " given up at stop "
+						  "after %u tries: %s",
+						  ac->path, d[i].tick,
+						  d[i].tries, d[i].msg);
+				else if (d[i].tries == 1)
+					log_debug("usage store %s: tick %"
+						  PRIu64 " failed: %s",
+						  ac->path, d[i].tick,
+						  d[i].msg);
 				continue;
 			}
+			gs_agent_usage_committed(ac->ag, d[i].tick);
 			ac->st.store_writes++;
 			ac->st.store_write_ns_sum += d[i].write_ns;
 			ac->st.store_write_ns_last = d[i].write_ns;
@@ -550,8 +612,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_accounting *ac;
 	const char *path;
 	struct gs_alloc *a;
-	uint64_t *keep, next_id;
-	unsigned nkeep = 0;
+	uint64_t *keep, next_id, below;
+	const uint64_t *known;
+	unsigned nkeep = 0, nknown;
 	int n, changed = 0;
 	mode_t mode;
 	gid_t gid;
@@ -589,6 +652,16 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	else
 		log_info("usage store %s: mode %04o, group %s", path,
 			 (unsigned)mode, cfg->store_group);
+	/* closes that reached the table file but not the store */
+	nknown = gs_agent_table_loaded(ag, &known, &below);
+	n = gs_store_finish_closed(ac->store, known, nknown, below, err);
+	if (n < 0)
+		goto out_free;
+	if (n > 0)
+		log_warnx("usage store %s: %d allocation(s) closed just before "
+			  "the previous run ended, their final row not yet "
+			  "written: COMPLETED with the usage committed", path,
+			  n);
 	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
 	if (keep == NULL) {
 		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");

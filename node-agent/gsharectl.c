@@ -128,7 +128,9 @@ static void print_json(const struct gs_status *st)
 
 	printf("{\"policy\": ");
 	json_str(st->policy);
-	printf(", \"slice_ns\": %" PRIu64 ", \"gpus\": [", st->slice_ns);
+	printf(", \"slice_ns\": %" PRIu64 ", \"warning\": ", st->slice_ns);
+	json_str(st->warning);
+	printf(", \"gpus\": [");
 	for (i = 0; i < st->ngpus; i++) {
 		const struct gs_gpu_info *g = &st->gpus[i];
 
@@ -193,6 +195,8 @@ static void print_table(const struct gs_status *st)
 
 	gs_cfg_format_duration(st->slice_ns, slice, sizeof(slice));
 	printf("policy %s, slice %s\n", st->policy, slice);
+	if (st->warning[0])
+		printf("WARNING: %s\n", st->warning);
 	for (i = 0; i < st->ngpus; i++) {
 		const struct gs_gpu_info *g = &st->gpus[i];
 

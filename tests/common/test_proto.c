@@ -282,7 +282,7 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok1, ok2;
+	uint32_t n, full, ok1, ok2, ok3;
 	size_t i;
 	int rv;
 
@@ -293,14 +293,17 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
-		/* STATUS_REPLY ends with two optional fields (nallocs_total,
-		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE
-		 * ends with flags (1.1), ALLOC_INFO / ATTACHED with flags
-		 * (1.1) and nattached (1.3) */
-		ok1 = ok2 = UINT32_MAX;
-		if (all_types[i] == GS_MSG_STATUS_REPLY ||
-		    all_types[i] == GS_MSG_ALLOC_INFO ||
-		    all_types[i] == GS_MSG_ATTACHED) {
+		/* STATUS_REPLY ends with three optional fields (nallocs_total,
+		 * more: 1.2, warning, here empty: 1.3), STATUS is one
+		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1),
+		 * ALLOC_INFO / ATTACHED with flags (1.1) and nattached (1.3) */
+		ok1 = ok2 = ok3 = UINT32_MAX;
+		if (all_types[i] == GS_MSG_STATUS_REPLY) {
+			ok1 = full - 10;
+			ok2 = full - 6;
+			ok3 = full - 2;
+		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
+			   all_types[i] == GS_MSG_ATTACHED) {
 			ok1 = full - 8;
 			ok2 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
@@ -313,7 +316,7 @@ static void test_truncated(void **state)
 			err.code = 0;
 			rv = gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					   &out, &err);
-			if (n == ok1 || n == ok2) {
+			if (n == ok1 || n == ok2 || n == ok3) {
 				assert_int_equal(rv, 0);
 				gs_msg_clear(&out);
 				continue;
@@ -568,6 +571,8 @@ static void test_status_total(void **state)
 	(void)state;
 	sample(GS_MSG_STATUS_REPLY, &in);
 	in.u.status.nallocs_total = 250;
+	snprintf(in.u.status.warning, sizeof(in.u.status.warning),
+		 "usage store behind");
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	gs_frame_hdr_decode(b.data, b.len, &h, &err);
@@ -575,6 +580,13 @@ static void test_status_total(void **state)
 				       &err), 0);
 	assert_int_equal(out.u.status.nallocs_total, 250);
 	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "usage store behind");
+	gs_msg_clear(&out);
+	h.length -= 2 + 18; /* as a 1.2 agent sends it: no warning */
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "");
 	gs_msg_clear(&out);
 	h.length -= 4; /* as a 1.1 agent sends it: no `more` */
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
