@@ -41,7 +41,7 @@ test_strings(void **state)
 	int rc;
 
 	(void)state;
-	assert_string_equal(gs_version(), "1.0");
+	assert_string_equal(gs_version(), "1.1");
 	for (rc = 0; rc >= -20; rc--)
 		assert_non_null(gs_strerror(rc));
 	assert_string_equal(gs_strerror(GSHARE_ECONFIG),
