@@ -959,6 +959,7 @@ static __device__ void gs__texec(const struct gs__mctx &c)
 		cmd = __shfl_sync(0xffffffffu, cmd, 0);
 		if (cmd != 1u)
 			return;
+		__threadfence_block();
 		struct gs__trec *r = &gs__m.r[gs__m.rec[w]];
 		((gs__tfn)r->fn)((const void *)r->args);
 		__syncwarp();
@@ -1188,6 +1189,8 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 			}
 		}
 		n = __shfl_sync(0xffffffffu, n, 0);
+		hh = __shfl_sync(0xffffffffu, hh, 0);
+		hn = __shfl_sync(0xffffffffu, hn, 0);
 		if (n) {
 			gs__tread(c, hh + hn, n);
 			hn += n;

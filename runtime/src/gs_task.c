@@ -33,7 +33,7 @@
 
 #define GS_API __attribute__((visibility("default")))
 
-#define GS__IDLE_NS	200000u		/* immediate: leave after idle */
+#define GS__IDLE_NS	1000000u	/* immediate: leave after idle */
 #define GS__POOL_DEF	(96u << 10)
 #define GS__FNCACHE	16u
 #define GS__EINTERNAL	17	/* GSHARE_EINTERNAL */
