@@ -309,7 +309,9 @@ int main(int argc, char **argv)
 			CK(cudaMalloc(&sink, 64));
 			for (unsigned int ns : { 2000u, 10000u }) {
 				struct gs_stats s0, s1;
+				struct gs_taskpool_stats p0, p1;
 				GK(gs_stats(&s0));
+				GK(gs_taskpool_stats(pool, &p0));
 				for (int r = 0; r < reps; r++) {
 					spin_args a = { ns, sink };
 					for (unsigned int i = 0; i < 100000; i++)
@@ -320,7 +322,9 @@ int main(int argc, char **argv)
 					GK(gs_task_wait_all(pool));
 				}
 				GK(gs_stats(&s1));
+				GK(gs_taskpool_stats(pool, &p1));
 				size_t k = s1.suspensions - s0.suspensions;
+				double kd = k ? (double)k : 1.0;
 				std::vector<uint64_t> ev(k ? k : 1);
 				k = gs_eviction_samples(ev.data(), k);
 				std::vector<double> v;
@@ -328,9 +332,15 @@ int main(int argc, char **argv)
 					v.push_back(ev[i] / 1e3);
 				printf("taskbench susp task_us=%.0f "
 				       "suspensions=%zu p50_us=%.1f "
-				       "p99_us=%.1f max_us=%.1f\n", ns / 1e3,
+				       "p99_us=%.1f max_us=%.1f "
+				       "avg_flag_seen_us=%.1f "
+				       "avg_drain_us=%.1f\n", ns / 1e3,
 				       k, pct(v, 0.5), pct(v, 0.99),
-				       pct(v, 1.0));
+				       pct(v, 1.0),
+				       (p1.evict_flag_ns_sum -
+					p0.evict_flag_ns_sum) / kd / 1e3,
+				       (p1.evict_drain_ns_sum -
+					p0.evict_drain_ns_sum) / kd / 1e3);
 			}
 			CK(cudaFree(sink));
 		} else {

@@ -177,6 +177,8 @@ struct gs__tqhost {
 	volatile unsigned int suspended;	/* left on a suspend */
 	unsigned int _rsv1;
 	volatile unsigned long long tmin, tmax, done;
+	volatile unsigned long long tsusp;	/* first block saw the
+						 * suspend (globaltimer) */
 };
 
 /* Device-memory state of a pool, kept across launches (head) or reset
@@ -192,6 +194,7 @@ struct gs__tqdev {
 	unsigned long long neg_tmin;
 	unsigned long long tail_t;	/* globaltimer of the last read of
 					 * the host's tail */
+	unsigned long long neg_tsusp;	/* max of ~(suspend seen) */
 };
 
 /* MasterKernel parameter (by value). */
@@ -1106,6 +1109,8 @@ static __device__ void gs__tfinish(const struct gs__mctx &c)
 	c.h->tmin = ~d->neg_tmin;
 	c.h->tmax = gs__gtimer();
 	c.h->done = d->done;
+	c.h->tsusp = ~d->neg_tsusp;
+	d->neg_tsusp = 0;
 	d->redo_take = 0;
 	d->redo_out = 0;
 	d->exited = 0;
@@ -1181,8 +1186,10 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 		if (lane == 0) {
 			busy = gs__treap(&freew, &bars, &live);
 			done += busy;
-			if (!susp && __ldcv(c.flag) >= c.gen)
+			if (!susp && __ldcv(c.flag) >= c.gen) {
 				susp = 1;
+				atomicMax(&c.d->neg_tsusp, ~gs__gtimer());
+			}
 			if (!susp && hn < GS__THELD && freew != 0u) {
 				n = gs__tclaim(c, hh + hn, GS__THELD - hn);
 				busy += n;

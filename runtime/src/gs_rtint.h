@@ -34,6 +34,8 @@ struct gs__hold {
 	const unsigned int *d_flag;
 	volatile struct gs_ctlpage *page;
 	uint64_t force_at_ns;	/* forced mode: suspend then (0: never) */
+	/* %globaltimer when the watcher raised the flag (0: not yet) */
+	const volatile unsigned long long *wtime;
 };
 
 /* One hold: run until done or suspended; fill res (done, gpu_ns,

@@ -318,7 +318,9 @@ hold(void *ctx, const struct gs__hold *h, struct gs_run_result *res)
 	for (;;) {
 		uint64_t now;
 
-		retire(p);
+		/* once suspended, only watch for the exit */
+		if (!gs__hold_suspended(h))
+			retire(p);
 		if (gs__tt_pending(&p->tt) == 0 && p->h->quit != p->seq)
 			__atomic_store_n(&p->h->quit, p->seq,
 					 __ATOMIC_RELEASE);
@@ -332,11 +334,16 @@ hold(void *ctx, const struct gs__hold *h, struct gs_run_result *res)
 				return cuerr(e, "MasterKernel failed");
 		}
 		if (now - t0 > 200000u && !gs__hold_suspended(h))
-			sleep_ns(5000);
+			sleep_ns(2000);
 	}
 	if (reap_master(p, &gpu, &tasks) < 0)
 		return -1;
 	res->exit_ns = gs__now_ns();
+	if (p->h->suspended && h->wtime != NULL && *h->wtime &&
+	    p->h->tsusp >= *h->wtime && p->h->tmax >= p->h->tsusp) {
+		p->stats.evict_flag_ns_sum += p->h->tsusp - *h->wtime;
+		p->stats.evict_drain_ns_sum += p->h->tmax - p->h->tsusp;
+	}
 	retire(p);
 	res->gpu_ns = gpu;
 	res->block_tasks = tasks;
@@ -377,7 +384,7 @@ wait_for(struct gs_taskpool *p, int (*cond)(struct gs_taskpool *, uint64_t),
 				return cuerr(e, "MasterKernel failed");
 		}
 		if (gs__now_ns() - t0 > 200000u)
-			sleep_ns(5000);
+			sleep_ns(2000);
 	}
 }
 

@@ -1110,6 +1110,7 @@ foreign_hold(struct foreign *f, volatile struct gs_ctlpage *page,
 	h.gen = gen;
 	h.d_flag = rt->d_flag;
 	h.page = page;
+	h.wtime = rt->wtime;
 	rc = f->fn(f->ctx, &h, res);
 	if (page != NULL)
 		*rt->quit = gen;
