@@ -334,11 +334,14 @@ int main(int argc, char **argv)
 				       "suspensions=%zu p50_us=%.1f "
 				       "p99_us=%.1f max_us=%.1f "
 				       "avg_flag_seen_us=%.1f "
+				       "avg_all_seen_us=%.1f "
 				       "avg_drain_us=%.1f\n", ns / 1e3,
 				       k, pct(v, 0.5), pct(v, 0.99),
 				       pct(v, 1.0),
 				       (p1.evict_flag_ns_sum -
 					p0.evict_flag_ns_sum) / kd / 1e3,
+				       (p1.evict_spread_ns_sum -
+					p0.evict_spread_ns_sum) / kd / 1e3,
 				       (p1.evict_drain_ns_sum -
 					p0.evict_drain_ns_sum) / kd / 1e3);
 			}

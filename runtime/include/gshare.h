@@ -157,8 +157,10 @@ struct gs_taskpool_stats {
 	uint64_t gpu_ns;	/* MasterKernel time (accounted per job) */
 	uint64_t spawn_waits;	/* spawns that found the table full */
 	/* suspensions, split on the GPU clock: the watcher raised the flag
-	 * -> the first scheduler saw it -> the last block left */
+	 * -> the first scheduler saw it -> the last scheduler saw it ->
+	 * the last block left */
 	uint64_t evict_flag_ns_sum;
+	uint64_t evict_spread_ns_sum;
 	uint64_t evict_drain_ns_sum;
 };
 

@@ -179,6 +179,7 @@ struct gs__tqhost {
 	volatile unsigned long long tmin, tmax, done;
 	volatile unsigned long long tsusp;	/* first block saw the
 						 * suspend (globaltimer) */
+	volatile unsigned long long tsusp_last;	/* the last block did */
 };
 
 /* Device-memory state of a pool, kept across launches (head) or reset
@@ -195,6 +196,7 @@ struct gs__tqdev {
 	unsigned long long tail_t;	/* globaltimer of the last read of
 					 * the host's tail */
 	unsigned long long neg_tsusp;	/* max of ~(suspend seen) */
+	unsigned long long tsusp_last;	/* max of (suspend seen) */
 };
 
 /* MasterKernel parameter (by value). */
@@ -1110,7 +1112,9 @@ static __device__ void gs__tfinish(const struct gs__mctx &c)
 	c.h->tmax = gs__gtimer();
 	c.h->done = d->done;
 	c.h->tsusp = ~d->neg_tsusp;
+	c.h->tsusp_last = d->tsusp_last;
 	d->neg_tsusp = 0;
+	d->tsusp_last = 0;
 	d->redo_take = 0;
 	d->redo_out = 0;
 	d->exited = 0;
@@ -1187,8 +1191,10 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 			busy = gs__treap(&freew, &bars, &live);
 			done += busy;
 			if (!susp && __ldcv(c.flag) >= c.gen) {
+				unsigned long long t = gs__gtimer();
 				susp = 1;
-				atomicMax(&c.d->neg_tsusp, ~gs__gtimer());
+				atomicMax(&c.d->neg_tsusp, ~t);
+				atomicMax(&c.d->tsusp_last, t);
 			}
 			if (!susp && hn < GS__THELD && freew != 0u) {
 				n = gs__tclaim(c, hh + hn, GS__THELD - hn);

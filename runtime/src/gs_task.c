@@ -340,9 +340,13 @@ hold(void *ctx, const struct gs__hold *h, struct gs_run_result *res)
 		return -1;
 	res->exit_ns = gs__now_ns();
 	if (p->h->suspended && h->wtime != NULL && *h->wtime &&
-	    p->h->tsusp >= *h->wtime && p->h->tmax >= p->h->tsusp) {
+	    p->h->tsusp >= *h->wtime && p->h->tsusp_last >= p->h->tsusp &&
+	    p->h->tmax >= p->h->tsusp_last) {
 		p->stats.evict_flag_ns_sum += p->h->tsusp - *h->wtime;
-		p->stats.evict_drain_ns_sum += p->h->tmax - p->h->tsusp;
+		p->stats.evict_spread_ns_sum += p->h->tsusp_last -
+						p->h->tsusp;
+		p->stats.evict_drain_ns_sum += p->h->tmax -
+					       p->h->tsusp_last;
 	}
 	retire(p);
 	res->gpu_ns = gpu;
