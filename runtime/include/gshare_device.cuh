@@ -197,6 +197,8 @@ struct gs__tqdev {
 					 * the host's tail */
 	unsigned long long neg_tsusp;	/* max of ~(suspend seen) */
 	unsigned long long tsusp_last;	/* max of (suspend seen) */
+	unsigned int idle_votes;	/* blocks idle for idle_ns */
+	unsigned int leaving;		/* 1: the vote was unanimous */
 };
 
 /* MasterKernel parameter (by value). */
@@ -1115,6 +1117,8 @@ static __device__ void gs__tfinish(const struct gs__mctx &c)
 	c.h->tsusp_last = d->tsusp_last;
 	d->neg_tsusp = 0;
 	d->tsusp_last = 0;
+	d->idle_votes = 0;
+	d->leaving = 0;
 	d->redo_take = 0;
 	d->redo_out = 0;
 	d->exited = 0;
@@ -1126,13 +1130,39 @@ static __device__ void gs__tfinish(const struct gs__mctx &c)
 	__threadfence_system();
 }
 
+/* Scheduler lane 0: the host's tail as the device copy has it.  When the
+ * copy shows ticket `need` unpublished it is refreshed over PCIe, by one
+ * block at a time and about once a microsecond.  A stale copy is only
+ * ever behind the host. */
+static __device__ unsigned int gs__ttail(const struct gs__mctx &c,
+					 unsigned int need)
+{
+	struct gs__tqdev *d = c.d;
+	unsigned int t = *(volatile unsigned int *)&d->tail_cache;
+
+	if ((int)(t - need) <= 0) {
+		unsigned long long now = gs__gtimer();
+		volatile unsigned long long *tt = &d->tail_t;
+
+		if (now - *tt >= 1000u) {
+			*tt = now;
+			t = __ldcv((const unsigned int *)&c.h->tail);
+			*(volatile unsigned int *)&d->tail_cache = t;
+		}
+	}
+	return t;
+}
+
 /* Scheduler lane 0: claim up to want tickets into held[at..), redo list
- * first.  Returns how many. */
+ * first, then with one atomicAdd on the head while the tail shows
+ * published tickets.  Racing blocks may take tickets the host has not
+ * published yet: they wait in held until it does (or go to the redo list
+ * when the launch ends).  Returns how many. */
 static __device__ unsigned int gs__tclaim(const struct gs__mctx &c,
 					  unsigned int at, unsigned int want)
 {
 	struct gs__tqdev *d = c.d;
-	unsigned int n = 0;
+	unsigned int n = 0, h, t, k, q;
 
 	while (n < want &&
 	       *(volatile unsigned int *)&d->redo_take < c.redo_n) {
@@ -1143,41 +1173,44 @@ static __device__ unsigned int gs__tclaim(const struct gs__mctx &c,
 	}
 	if (n == want)
 		return n;
-	for (;;) {
-		unsigned int h = *(volatile unsigned int *)&d->head;
-		unsigned int t = *(volatile unsigned int *)&d->tail_cache;
-		unsigned int k;
-
-		if (t - h == 0u || t - h > 0x80000000u) {
-			/* the host's tail is read over PCIe by one block
-			 * at a time, about once a microsecond */
-			unsigned long long now = gs__gtimer();
-			volatile unsigned long long *tt = &d->tail_t;
-
-			if (now - *tt < 1000u)
-				return n;
-			*tt = now;
-			t = __ldcv((const unsigned int *)&c.h->tail);
-			*(volatile unsigned int *)&d->tail_cache = t;
-			if (t - h == 0u || t - h > 0x80000000u)
-				return n;
-		}
-		k = min(want - n, t - h);
-		if (atomicCAS(&d->head, h, h + k) == h) {
-			for (unsigned int q = 0; q < k; q++)
-				gs__m.held_tk[(at + n++) % GS__THELD] = h + q;
-			return n;
-		}
-	}
+	h = *(volatile unsigned int *)&d->head;
+	t = gs__ttail(c, h);
+	if ((int)(t - h) <= 0)
+		return n;
+	k = min(want - n, t - h);
+	h = atomicAdd(&d->head, k);
+	for (q = 0; q < k; q++)
+		gs__m.held_tk[(at + n++) % GS__THELD] = h + q;
+	return n;
 }
 
+/* Scheduler lane 0: put every held ticket in the redo list. */
+static __device__ void gs__tpush(const struct gs__mctx &c, unsigned int *hh,
+				 unsigned int *hn, unsigned int *hr)
+{
+	if (*hn) {
+		unsigned int o = atomicAdd(&c.d->redo_out, *hn);
+		for (; *hn; (*hn)--, (*hh)++)
+			c.redo_out[o++] = gs__m.held_tk[*hh % GS__THELD];
+	}
+	*hr = 0;
+}
+
+/*
+ * The scheduler warp.  held[] is a ring of claimed tickets: the first hr
+ * have their entries read (published), the rest wait for the host.  A
+ * suspend (or, standalone, every block idle for idle_ns: the blocks vote,
+ * and the vote that makes it unanimous sets `leaving` for all) stops new
+ * tasks; held tickets go to the redo list; the block leaves when its
+ * running tasks are done.
+ */
 static __device__ void gs__tsched(const struct gs__mctx &c)
 {
 	const unsigned int lane = threadIdx.x & 31u;
 	unsigned int freew = 0xfffffffeu, bars = 0xfffeu, live = 0;
-	unsigned int hh = 0, hn = 0;	/* held ring: first, count */
-	unsigned int done = 0, stop = 0, susp = 0, idle_since = 0;
-	unsigned int idle_n = 0;
+	unsigned int hh = 0, hn = 0, hr = 0;	/* held: first, count, read */
+	unsigned int done = 0, stop = 0, susp = 0, leave = 0, voted = 0;
+	unsigned int idle_since = 0, idle_n = 0;
 	unsigned long long idle_t = 0;
 
 	if (lane == 0) {
@@ -1185,7 +1218,7 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 		atomicMax(&c.d->neg_tmin, ~gs__gtimer());
 	}
 	for (;;) {
-		unsigned int n = 0, busy = 0;
+		unsigned int m = 0, busy = 0;
 
 		if (lane == 0) {
 			busy = gs__treap(&freew, &bars, &live);
@@ -1196,48 +1229,68 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 				atomicMax(&c.d->neg_tsusp, ~t);
 				atomicMax(&c.d->tsusp_last, t);
 			}
-			if (!susp && hn < GS__THELD && freew != 0u) {
-				n = gs__tclaim(c, hh + hn, GS__THELD - hn);
-				busy += n;
+			if (!leave && c.idle_ns &&
+			    *(volatile unsigned int *)&c.d->leaving)
+				leave = 1;
+			if (!susp && !leave && hn < GS__THELD && freew != 0u)
+				hn += gs__tclaim(c, hh + hn, GS__THELD - hn);
+			if (!susp && !leave && hr < hn) {
+				unsigned int t = gs__ttail(c,
+				    gs__m.held_tk[(hh + hr) % GS__THELD]);
+				while (hr + m < hn &&
+				       (int)(t - gs__m.held_tk[(hh + hr + m) %
+							       GS__THELD]) > 0)
+					m++;
 			}
 		}
-		n = __shfl_sync(0xffffffffu, n, 0);
+		m = __shfl_sync(0xffffffffu, m, 0);
 		hh = __shfl_sync(0xffffffffu, hh, 0);
-		hn = __shfl_sync(0xffffffffu, hn, 0);
-		if (n) {
-			gs__tread(c, hh + hn, n);
-			hn += n;
+		hr = __shfl_sync(0xffffffffu, hr, 0);
+		if (m) {
+			gs__tread(c, hh + hr, m);
+			hr += m;
+			busy += m;
 		}
 		if (lane == 0) {
-			while (!susp && hn && gs__tstart(hh % GS__THELD,
-							 &freew, &bars,
-							 &live)) {
+			while (!susp && !leave && hr &&
+			       gs__tstart(hh % GS__THELD, &freew, &bars,
+					  &live)) {
 				hh++;
 				hn--;
+				hr--;
 				busy++;
 			}
-			if (susp && hn) {
-				unsigned int o = atomicAdd(&c.d->redo_out, hn);
-				for (; hn; hn--, hh++)
-					c.redo_out[o++] =
-					    gs__m.held_tk[hh % GS__THELD];
-			}
-			if (susp) {
+			if (susp || leave) {
+				gs__tpush(c, &hh, &hn, &hr);
 				stop = live == 0u;
-			} else if (busy || hn || live) {
+			} else if (busy || hr || live) {
 				idle_since = 0;
+				if (voted) {
+					atomicSub(&c.d->idle_votes, 1u);
+					voted = 0;
+				}
 			} else {
 				unsigned long long now = gs__gtimer();
 				if (!idle_since) {
 					idle_since = 1;
 					idle_t = now;
 				}
-				if (((++idle_n & 15u) == 0u &&
-				     c.h->quit - c.seq < 0x80000000u) ||
-				    (c.idle_ns && now - idle_t > c.idle_ns))
+				if ((++idle_n & 15u) == 0u &&
+				    c.h->quit - c.seq < 0x80000000u) {
+					gs__tpush(c, &hh, &hn, &hr);
 					stop = 1;
-				else
+				} else {
+					if (c.idle_ns && !voted &&
+					    now - idle_t > c.idle_ns) {
+						voted = 1;
+						if (atomicAdd(&c.d->idle_votes,
+							      1u) ==
+						    c.nblocks - 1u)
+							atomicExch(
+							    &c.d->leaving, 1u);
+					}
 					__nanosleep(200);
+				}
 			}
 		}
 		if (__shfl_sync(0xffffffffu, stop, 0))
