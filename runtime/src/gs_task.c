@@ -364,6 +364,8 @@ wait_for(struct gs_taskpool *p, int (*cond)(struct gs_taskpool *, uint64_t),
 	uint64_t t0 = gs__now_ns(), iter = 0;
 	cudaError_t e;
 
+	if (gs__rt_ready() < 0)
+		return -GS_ESTATE;
 	retire(p);
 	if (cond(p, arg))
 		return 0;
@@ -421,6 +423,8 @@ gs_task_spawn(struct gs_taskpool *p, const struct gs_task *t,
 	unsigned long long fn;
 	uint64_t tk;
 
+	if (gs__rt_ready() < 0)
+		return -GS_ESTATE;
 	if (p == NULL || t == NULL || (args == NULL && args_size != 0))
 		return gs__fail(GS_EINVAL, "gs_task_spawn: NULL argument");
 	gs_error_clear(&err);
@@ -479,6 +483,8 @@ gs_task_wait_group(struct gs_taskpool *p, unsigned int group)
 GS_API int
 gs_task_wait_all(struct gs_taskpool *p)
 {
+	if (gs__rt_ready() < 0)
+		return -GS_ESTATE;
 	if (p == NULL)
 		return gs__fail(GS_EINVAL, "gs_task_wait_all: NULL pool");
 	return wait_for(p, cond_all, 0);
