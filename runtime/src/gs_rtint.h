@@ -20,6 +20,9 @@
 
 int gs__fail(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The negated code of the calling thread's last recorded failure: what a
+ * public function returns after an internal -1. */
+int gs__last_rc(void);
 /* e: a cudaError_t */
 int gs__cufail(int e, const char *what);
 /* 0 when gs_init has run, else GS_ESTATE (recorded). */

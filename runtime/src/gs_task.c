@@ -433,14 +433,14 @@ gs_task_spawn(struct gs_taskpool *p, const struct gs_task *t,
 			       GS_TASK_ARGS, GS_TASK_GROUPS, &err) < 0)
 		return gs__fail(err.code, "task %s: %s", t->name, err.msg);
 	if (fn_addr(p, t, &fn) < 0)
-		return -1;
+		return gs__last_rc();
 	if (gs__tt_reserve(&p->tt, group, &tk) < 0) {
 		retire(p);
 		if (gs__tt_reserve(&p->tt, group, &tk) < 0) {
 			p->stats.spawn_waits++;
 			/* table full: let the oldest task finish */
 			if (wait_for(p, cond_one, p->tt.retired) < 0)
-				return -1;
+				return gs__last_rc();
 			retire(p);
 			if (gs__tt_reserve(&p->tt, group, &tk) < 0)
 				return gs__fail(GS__EINTERNAL, "task table "
@@ -458,7 +458,7 @@ gs_task_spawn(struct gs_taskpool *p, const struct gs_task *t,
 			 __ATOMIC_RELEASE);
 	p->stats.spawned++;
 	if (!p->queued && keep_running(p) < 0)
-		return -1;
+		return gs__last_rc();
 	if (id != NULL)
 		*id = tk;
 	return 0;
@@ -469,7 +469,7 @@ gs_task_wait(struct gs_taskpool *p, uint64_t id)
 {
 	if (p == NULL || id >= p->tt.next)
 		return gs__fail(GS_EINVAL, "gs_task_wait: no such task");
-	return wait_for(p, cond_one, id);
+	return wait_for(p, cond_one, id) < 0 ? gs__last_rc() : 0;
 }
 
 GS_API int
@@ -477,7 +477,7 @@ gs_task_wait_group(struct gs_taskpool *p, unsigned int group)
 {
 	if (p == NULL || group >= GS_TASK_GROUPS)
 		return gs__fail(GS_EINVAL, "gs_task_wait_group: bad group");
-	return wait_for(p, cond_group, group);
+	return wait_for(p, cond_group, group) < 0 ? gs__last_rc() : 0;
 }
 
 GS_API int
@@ -487,7 +487,7 @@ gs_task_wait_all(struct gs_taskpool *p)
 		return -GS_ESTATE;
 	if (p == NULL)
 		return gs__fail(GS_EINVAL, "gs_task_wait_all: NULL pool");
-	return wait_for(p, cond_all, 0);
+	return wait_for(p, cond_all, 0) < 0 ? gs__last_rc() : 0;
 }
 
 GS_API int

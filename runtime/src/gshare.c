@@ -1201,6 +1201,12 @@ gs__fail(int code, const char *fmt, ...)
 }
 
 int
+gs__last_rc(void)
+{
+	return -(last_err.code ? last_err.code : GS_EIO);
+}
+
+int
 gs__cufail(int e, const char *what)
 {
 	return cufail((cudaError_t)e, what);
