@@ -1682,7 +1682,7 @@ gs_eviction_samples(uint64_t *out, size_t max)
 
 	if (rt == NULL || out == NULL)
 		return 0;
-	first = rt->nevs > GS__EVS ? rt->nevs - GS__EVS : 0;
+	first = gs__ring_recent(rt->nevs, GS__EVS, max);
 	for (i = first; i < rt->nevs && n < max; i++)
 		out[n++] = rt->evs[i % GS__EVS];
 	return n;
