@@ -301,7 +301,8 @@ int main(int argc, char **argv)
 					er.push_back(m / (ex_now() - t0));
 				}
 			}
-			printf("taskbench spawn tasks=%u spawn_mtasks_per_s=%.2f "
+			printf("taskbench spawn tasks=%u "
+			       "spawn_mtasks_per_s=%.2f "
 			       "end_to_end_mtasks_per_s=%.2f\n", m,
 			       ex_median(sr) / 1e6, ex_median(er) / 1e6);
 		} else if (!strcmp(w, "susp")) {
@@ -314,7 +315,8 @@ int main(int argc, char **argv)
 				GK(gs_taskpool_stats(pool, &p0));
 				for (int r = 0; r < reps; r++) {
 					spin_args a = { ns, sink };
-					for (unsigned int i = 0; i < 100000; i++)
+					for (unsigned int i = 0; i < 100000;
+					     i++)
 						GK(gs_task_spawn(pool, &t_spin,
 								 64, 0, &a,
 								 sizeof a, 0,

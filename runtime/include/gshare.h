@@ -145,7 +145,7 @@ struct gs_taskpool;
 #define GS_TASK_DECLARE(name) extern const struct gs_task name
 #define GS_TASK_ARGS		96u	/* argument bytes per task */
 #define GS_TASK_MAX_THREADS	512u
-#define GS_TASK_GROUPS		4096u	/* groups 0..GS_TASK_GROUPS-1 */
+#define GS_TASK_GROUPS		4096u	/* groups 0..4095 */
 
 struct gs_taskpool_stats {
 	uint64_t spawned;	/* tasks spawned */

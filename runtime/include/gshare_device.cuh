@@ -900,9 +900,9 @@ struct gs__trec {			/* a task running in the block */
 };
 
 struct gs__mblk {
-	volatile unsigned int cmd[GS__TWARPS];	/* 0 idle, 1 run, 2 leave */
-	unsigned int rec[GS__TWARPS];		/* record of the warp's task */
-	unsigned int rank[GS__TWARPS];		/* warp's rank in its task */
+	volatile unsigned int cmd[GS__TWARPS];	/* 0 idle, 1 run, 2 go */
+	unsigned int rec[GS__TWARPS];	/* record of the warp's task */
+	unsigned int rank[GS__TWARPS];	/* warp's rank in its task */
 	struct gs__trec r[GS__TWARPS];
 	struct gs__tentry held[GS__THELD];	/* claimed, not started */
 	unsigned int held_tk[GS__THELD];
@@ -1208,7 +1208,7 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 {
 	const unsigned int lane = threadIdx.x & 31u;
 	unsigned int freew = 0xfffffffeu, bars = 0xfffeu, live = 0;
-	unsigned int hh = 0, hn = 0, hr = 0;	/* held: first, count, read */
+	unsigned int hh = 0, hn = 0, hr = 0;	/* held: first, n, read */
 	unsigned int done = 0, stop = 0, susp = 0, leave = 0, voted = 0;
 	unsigned int idle_since = 0, idle_n = 0;
 	unsigned long long idle_t = 0;

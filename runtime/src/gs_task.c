@@ -44,7 +44,7 @@ struct gs_taskpool {
 	uint32_t *done, *d_done;
 	struct gs__tqhost *h, *d_h;
 	struct gs__tqdev *d;
-	unsigned int *d_noflag;		/* immediate mode: never raised */
+	unsigned int *d_noflag;		/* immediate: never raised */
 	unsigned int *d_redo[2];
 	unsigned int redo_cap, redo_n, redo_cur;
 	cudaStream_t stream;
@@ -203,8 +203,9 @@ fn_addr(struct gs_taskpool *p, const struct gs_task *t,
 		return -1;
 	if (t->launch != p->master->launch)
 		return gs__fail(GS_EINVAL, "task %s is from another source "
-				"file than %s: the tasks of one pool must share "
-				"one MasterKernel", t->name, p->master->name);
+				"file than %s: the tasks of one pool must "
+				"share one MasterKernel", t->name,
+				p->master->name);
 	rc = t->fnaddr(out);
 	if (rc != 0)
 		return cuerr((cudaError_t)rc, "task function address");
