@@ -292,6 +292,50 @@ int gs_gres_count(const char *tres, const char *name, uint64_t *count,
 	return found;
 }
 
+int gs_gres_detail_gpu(const char *detail, const char *name, int *gpu,
+		       struct gs_error *err)
+{
+	size_t nlen;
+	const char *p, *q;
+	unsigned long v;
+	char *end;
+
+	if (name == NULL || *name == '\0')
+		return gs_error_set(err, GS_EINVAL, "empty gres name");
+	if (detail == NULL)
+		return 0;
+	nlen = strlen(name);
+	for (p = detail; *p != '\0'; p++) {
+		/* an entry starts the string or follows a ',' outside
+		 * parentheses; it begins with the gres name and ':' or '(' */
+		if (p != detail && p[-1] != ',')
+			continue;
+		if (strncmp(p, name, nlen) != 0 ||
+		    (p[nlen] != ':' && p[nlen] != '('))
+			continue;
+		q = p + nlen + strcspn(p + nlen, "(,");
+		if (*q != '(')
+			return 0;	/* no index: a gres without File= */
+		if (strncmp(q, "(IDX:", 5) != 0)
+			return 0;
+		q += 5;
+		if (*q < '0' || *q > '9')
+			return gs_error_set(err, GS_EINVAL,
+					    "malformed gres index in '%s'",
+					    detail);
+		errno = 0;
+		v = strtoul(q, &end, 10);
+		if (errno != 0 || v > 1023 || end == q ||
+		    (*end != ')' && *end != ',' && *end != '-'))
+			return gs_error_set(err, GS_EINVAL,
+					    "malformed gres index in '%s'",
+					    detail);
+		*gpu = (int)v;
+		return 1;
+	}
+	return 0;
+}
+
 void gs_spank_step_name(uint32_t step, char *buf, size_t len)
 {
 	switch (step) {

@@ -84,6 +84,17 @@ int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 int gs_gres_count(const char *tres, const char *name, uint64_t *count,
 		  struct gs_error *err);
 
+/*
+ * The GPU index Slurm gave gres `name` on one node, from that node's
+ * entry of a job's gres detail (scontrol show job -d: "shard:60(IDX:1)",
+ * "gpu:a100:1(IDX:0),shard:30(IDX:0)").  A shard count on one node comes
+ * from one GPU, so the first index of the list is the GPU.  Returns 1 and
+ * sets *gpu, 0 when the entry names no such gres or no index (a gres
+ * without File=), -1 (GS_EINVAL) on a malformed index.
+ */
+int gs_gres_detail_gpu(const char *detail, const char *name, int *gpu,
+		       struct gs_error *err);
+
 /* Slurm's special step ids (slurm.h), repeated so common/ needs no Slurm
  * header; a test checks them against slurm.h. */
 #define GS_SLURM_STEP_PENDING	 0xfffffffdu

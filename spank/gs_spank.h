@@ -58,6 +58,12 @@ int gs__slurmd_epilog(struct spank_handle *sp);	/* spank_slurmd.c */
 int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
 			struct gs_error *err);
 
+/* The job's TRES-per-node string (*tres, malloc'ed, "" when none) and
+ * the GPU index Slurm gave gres `gres` on `node` (*gpu, -1 when Slurm
+ * did not bind it to a device: gres.conf without File=). */
+int gs__slurm_job_gres(uint32_t job, const char *node, const char *gres,
+		       char **tres, int *gpu, struct gs_error *err);
+
 /* Milliseconds from the configured timeout, for gs_client. */
 int gs__timeout_ms(void);
 

@@ -185,9 +185,8 @@ static int sweep_agent(const char *job, const char *node,
 				    job, a->id, cerr.msg);
 			continue;
 		}
-		slurm_info("gshare: job %s: closed leftover allocation "
-			   "%" PRIu64 " of step %s",
-			   job, a->id, a->labels.step);
+		slurm_info("gshare: job %s: closed allocation %" PRIu64,
+			   job, a->id);
 		r.id = fin.id;
 		r.shares = fin.shares;
 		r.gpu_ns = fin.gpu_ns;
@@ -237,6 +236,9 @@ static void collect_records(const char *dir, struct gs_spank_totals *t)
 		unlink(path);
 	}
 	closedir(d);
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	if (unlink(path) < 0 && errno != ENOENT)
+		slurm_error("gshare: unlink %s: %m", path);
 	if (rmdir(dir) < 0)
 		slurm_error("gshare: rmdir %s: %m", dir);
 }

@@ -250,6 +250,48 @@ static void test_gres(void **state)
 	assert_int_equal(count, 7);
 }
 
+static void test_gres_detail(void **state)
+{
+	static const struct {
+		const char *detail;
+		const char *name;
+		int rv;
+		int gpu;
+	} cases[] = {
+		{ "shard:60(IDX:1)", "shard", 1, 1 },
+		{ "shard:60(IDX:0)", "shard", 1, 0 },
+		{ "gpu:a100:1(IDX:0),shard:30(IDX:3)", "shard", 1, 3 },
+		{ "gpu:1(IDX:2),shard:30(IDX:0-1)", "gpu", 1, 2 },
+		{ "shard:30(IDX:0,2)", "shard", 1, 0 },
+		{ "shard:a100:30(IDX:5)", "shard", 1, 5 },
+		{ "gshare(CNT:60)", "gshare", 0, -1 },
+		{ "gshare:60", "gshare", 0, -1 },
+		{ "gpu:1(IDX:0)", "shard", 0, -1 },
+		{ "xshard:1(IDX:4)", "shard", 0, -1 },
+		{ "", "shard", 0, -1 },
+		{ "shard:60(IDX:)", "shard", -1, -1 },
+		{ "shard:60(IDX:x)", "shard", -1, -1 },
+		{ "shard:60(IDX:99999999999)", "shard", -1, -1 },
+	};
+	struct gs_error err;
+	size_t i;
+	int gpu, rv;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gpu = -1;
+		rv = gs_gres_detail_gpu(cases[i].detail, cases[i].name, &gpu,
+					&err);
+		if (rv != cases[i].rv || gpu != cases[i].gpu)
+			fail_msg("'%s' (%s): rv %d gpu %d, want %d %d",
+				 cases[i].detail, cases[i].name, rv, gpu,
+				 cases[i].rv, cases[i].gpu);
+	}
+	assert_int_equal(gs_gres_detail_gpu(NULL, "shard", &gpu, &err), 0);
+	assert_int_equal(gs_gres_detail_gpu("shard:1(IDX:0)", "", &gpu, &err),
+			 -1);
+}
+
 static void test_step_names(void **state)
 {
 	char b[32];
@@ -436,6 +478,7 @@ int main(void)
 		cmocka_unit_test(test_conf_bad),
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_gres),
+		cmocka_unit_test(test_gres_detail),
 		cmocka_unit_test(test_step_names),
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_job_dir),
