@@ -158,9 +158,10 @@ static int job_dir(char *dir, size_t len, struct gs_error *err)
 	if (gs_spank_job_dir(gs__st.conf.state_dir, gs__st.job, gs__st.node,
 			     dir, len, err) < 0)
 		return -1;
-	if (mkdir(gs__st.conf.state_dir, 0700) < 0 && errno != EEXIST)
-		return gs_error_errno(err, GS_EIO, "mkdir %s",
-				      gs__st.conf.state_dir);
+	/* with its parents: /run/gshare is gone after a reboot until
+	 * the agent starts, and a missing parent would lose the usage */
+	if (gs__mkdir_p(gs__st.conf.state_dir, err) < 0)
+		return -1;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
 	return 0;
@@ -208,6 +209,30 @@ static int lock_job(const char *dir, uint64_t deadline_ms,
 		usleep(10000);
 	}
 	return fd;
+}
+
+/* A task of a job array: leave "<ArrayJobId>_<TaskId>" in the job dir,
+ * for the epilog (whose environment has no SLURM_ARRAY_*) to write the
+ * task's own record.  Best effort: without it the epilog uses the job id. */
+static void save_array(spank_t sp, const char *dir)
+{
+	char path[GS_SPANK_PATH_MAX + 128], line[32];
+	uint32_t aid = 0, tid = 0;
+	int fd, n;
+
+	if (get_u32(sp, S_JOB_ARRAY_ID, &aid) < 0 || aid == 0 ||
+	    get_u32(sp, S_JOB_ARRAY_TASK_ID, &tid) < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/.array", dir);
+	n = snprintf(line, sizeof(line), "%" PRIu32 "_%" PRIu32 "\n", aid,
+		     tid);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n)
+		slurm_error("gshare: job %" PRIu32 ": %s: %m", gs__st.job,
+			    path);
+	if (fd >= 0)
+		close(fd);
 }
 
 /* The job's open allocation on this node, if a step created it: 1 and
@@ -354,6 +379,7 @@ int gs__remote_begin(spank_t sp)
 		goto out_free_tres;
 	}
 
+	save_array(sp, dir);
 	memset(&req, 0, sizeof(req));
 	req.gpu = gpu;
 	req.shares = (uint32_t)count;

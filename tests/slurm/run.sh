@@ -69,8 +69,19 @@ for f in "$PLUGIN" "$PROBE" "$GSHARED"; do
 	[ -x "$f" ] || [ -f "$f" ] || { echo "run.sh: $f missing (make first)" >&2; exit 1; }
 done
 
+# The plugin's detached spool writer (pid in .writer while it runs).
+stop_spool_writer() {
+	local pid
+	[ -n "$GS_T" ] && [ -s "$GS_T/gsspool/.writer" ] || return 0
+	pid=$(tr -dc 0-9 <"$GS_T/gsspool/.writer")
+	[ -n "$pid" ] && gs_pid_alive "$pid" &&
+		[ "$(readlink "/proc/$pid/cwd")" = / ] && kill -TERM "$pid" 2>/dev/null
+	return 0
+}
+
 cleanup() {
 	local rc=$?
+	stop_spool_writer
 	stop_agents
 	gs_cluster_down
 	return $rc
@@ -128,7 +139,7 @@ allocs() { "$PROBE" status "$GS_T/agent/$1.sock"; }
 no_alloc() { ! allocs "$1" | grep -q "^alloc $2 "; }
 no_job_allocs() { ! allocs "$1" | grep -q " job=$2 "; }
 
-PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank timeout=3s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
+PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank spool_dir=@T@/gsspool timeout=3s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
 GS_PLUGSTACK=$PLUGSTACK_BASE
 gs_cluster_up
 # srun and slurmstepd read plugstack.conf afresh each time
@@ -563,6 +574,44 @@ if [ -x "$GSACCT" ]; then
 	reject "gsacct: no step rows" "$out" "^$j\."
 else
 	bad "gsacct not built ($GSACCT)"
+fi
+end
+
+begin array-totals
+# Each task of a job array gets its own totals: task k does 0.1*(k+1) s
+# of GPU work, and its own AdminComment must say so.  `sacct -j A` and
+# `sacctmgr modify job where jobid=A` match every task of array A, so the
+# task whose own job id is A (JobIDRaw) ends last, after the others have
+# their totals: writing by job id, it would overwrite them all.
+if [ -x "$SIMJOB" ]; then
+	a=$(timeout 20 sbatch --parsable -w n1 --array=0-3 --gres=gshare:10 \
+		-o "$GS_T/arr.%a.out" --wrap "
+		end=\$((\$(date +%s) + 60))
+		while [ \$SLURM_JOB_ID = \$SLURM_ARRAY_JOB_ID ] && [ ! -e $GS_T/arr.go ]; do
+			[ \$(date +%s) -gt \$end ] && exit 1
+			sleep 0.05
+		done
+		exec $SIMJOB -n t\$SLURM_ARRAY_TASK_ID -d 0 -w 0.\$((SLURM_ARRAY_TASK_ID + 1)) -t 200")
+	three_done() { [ "$(sacct -n -X -P -j "$a" -o AdminComment | grep -c 'gshare\[n1\]:')" = 3 ]; }
+	gs_wait 60 "three tasks' AdminComments" three_done ||
+		bad "array $a: $(sacct -n -X -P -j "$a" -o JobID,State,AdminComment)"
+	touch "$GS_T/arr.go"
+	tasks_done() { [ "$(sacct -n -X -P -j "$a" -o AdminComment | grep -c 'gshare\[n1\]:')" = 4 ] &&
+		! squeue -h -r -j "$a" 2>/dev/null | grep -q .; }
+	gs_wait 60 "four tasks' AdminComments" tasks_done ||
+		bad "array $a: $(sacct -n -X -P -j "$a" -o JobID,State,AdminComment)"
+	# the last epilog's write lands before its job leaves the queue
+	for k in 0 1 2 3; do
+		own=$(sed -n 's/^event=done .* gpu_s=\([0-9.]*\) .*/\1/p' "$GS_T/arr.$k.out")
+		c=$(sacct -n -X -P -j "${a}_$k" -o JobID,AdminComment)
+		cg=$(printf '%s\n' "$c" | sed -n 's/.*gpu_s=\([0-9.]*\),.*/\1/p')
+		[ "$(printf '%s\n' "$c" | grep -c .)" = 1 ] &&
+		awk -v a="$cg" -v b="$own" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b + 0.005) }' &&
+			ok "task ${a}_$k: AdminComment gpu_s=$cg, its own $own" ||
+			bad "task ${a}_$k: '$c' vs its own gpu_s=$own"
+	done
+else
+	bad "gshare-simjob not built ($SIMJOB)"
 fi
 end
 

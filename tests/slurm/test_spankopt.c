@@ -292,6 +292,22 @@ static void test_gres_detail(void **state)
 			 -1);
 }
 
+static void test_array_spec(void **state)
+{
+	(void)state;
+	assert_true(gs_spank_array_spec_ok("32_0"));
+	assert_true(gs_spank_array_spec_ok("1234567890_4294967295"));
+	assert_false(gs_spank_array_spec_ok("32"));
+	assert_false(gs_spank_array_spec_ok("_1"));
+	assert_false(gs_spank_array_spec_ok("32_"));
+	assert_false(gs_spank_array_spec_ok("32_1;x"));
+	assert_false(gs_spank_array_spec_ok("32_1 "));
+	assert_false(gs_spank_array_spec_ok("12345678901_1"));
+	assert_false(gs_spank_array_spec_ok("32_1_2"));
+	assert_false(gs_spank_array_spec_ok(""));
+	assert_false(gs_spank_array_spec_ok(NULL));
+}
+
 static void test_step_names(void **state)
 {
 	char b[32];
@@ -479,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_gres),
 		cmocka_unit_test(test_gres_detail),
+		cmocka_unit_test(test_array_spec),
 		cmocka_unit_test(test_step_names),
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_job_dir),
