@@ -214,6 +214,13 @@ gs_start_munge() {
 		gs_die "munged socket missing"
 }
 
+# slurmdbd alone (again, after a test stopped it with gs_stop_pidfile).
+gs_start_slurmdbd() {
+	slurmdbd -D -s >>"$GS_T/log/slurmdbd.out" 2>&1 &
+	gs_wait 30 "slurmdbd" sacctmgr -i show cluster ||
+		gs_die "slurmdbd did not come up (see $GS_T/log/slurmdbd.log)"
+}
+
 gs_start_db() {
 	local t=$GS_T
 	mariadb-install-db --no-defaults --datadir="$t/db" --user=root \
@@ -235,10 +242,8 @@ gs_start_db() {
 		CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'gstest';
 		GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
 		gs_die "could not create the slurm database user"
-	slurmdbd -D -s >"$t/log/slurmdbd.out" 2>&1 &
 	GS_PIDFILES+=("$t/slurmdbd.pid")
-	gs_wait 30 "slurmdbd" sacctmgr -i show cluster ||
-		gs_die "slurmdbd did not come up (see $t/log/slurmdbd.log)"
+	gs_start_slurmdbd
 	sacctmgr -i add cluster gstest >/dev/null ||
 		gs_die "sacctmgr add cluster failed"
 }

@@ -615,5 +615,31 @@ else
 fi
 end
 
+begin dbd-outage
+# slurmdbd down while jobs end: their totals wait in the spool (the
+# writer's .status says how many) and all land once slurmdbd is back.
+gs_stop_pidfile "$GS_T/slurmdbd.pid" 10
+outage=()
+for k in 1 2 3; do
+	outage+=("$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)")
+done
+for j in "${outage[@]}"; do
+	gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
+done
+pending3() { grep -q '^pending=3 ' "$GS_T/gsspool/.status"; }
+gs_wait 30 "three records pending in the spool" pending3 &&
+	ok "three totals wait for slurmdbd: $(cat "$GS_T/gsspool/.status")" ||
+	bad "spool: $(ls -A "$GS_T/gsspool") status: $(cat "$GS_T/gsspool/.status" 2>&1)"
+gs_start_slurmdbd
+for j in "${outage[@]}"; do
+	landed() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
+	gs_wait 90 "AdminComment of job $j" landed && ok "job $j totals landed after the outage" ||
+		bad "job $j: $(sacct -n -X -P -j "$j" -o JobID,State,AdminComment)"
+done
+empty() { grep -q '^pending=0 ' "$GS_T/gsspool/.status" &&
+	[ -z "$(find "$GS_T/gsspool" -maxdepth 1 -type f ! -name '.*')" ]; }
+gs_wait 20 "spool empty" empty && ok "spool empty" || bad "spool: $(ls -A "$GS_T/gsspool")"
+end
+
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"
 [ "$FAIL" = 0 ]

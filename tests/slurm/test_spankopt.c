@@ -481,7 +481,61 @@ static void test_comment(void **state)
 			 0);
 	assert_string_equal(out,
 			    "gshare[n10]:Y;gshare[n1]:a-much-longer-segment");
+	free(out);	/* sacctmgr stored the comment lower-cased: node GPU01 finds its
+	 * segment "gshare[gpu01]" and replaces it instead of adding one */
+	assert_int_equal(gs_spank_comment_merge("gshare[gpu01]:old;"
+						"gshare[gpu02]:y",
+						"GPU01", "gshare[GPU01]:new",
+						&out, &err),
+			 0);
+	assert_string_equal(out, "gshare[GPU01]:new;gshare[gpu02]:y");
 	free(out);
+}
+
+static void test_spool(void **state)
+{
+	struct gs_spank_spool r, q;
+	struct gs_error err;
+	char line[512];
+	int n;
+	static const char *const bad[] = {
+		"",
+		"gshare-spool 2 job=1 node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1\n",
+		"gshare-spool 1 job=x node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1_ node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n/1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=0 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=-1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=other\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x;y\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x y\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x\nmore",
+		"gshare-spool 1 job=1  node=n1 nodes=1 seg=gshare[n1]:x\n",
+	};
+	size_t i;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.job, sizeof(r.job), "32_7");
+	snprintf(r.node, sizeof(r.node), "GPU01");
+	r.nodes = 2;
+	snprintf(r.seg, sizeof(r.seg),
+		 "gshare[GPU01]:gpu_s=1.000,held_s=2.000,share=30,allocs=1");
+	n = gs_spank_spool_format(&r, line, sizeof(line), &err);
+	assert_true(n > 0);
+	assert_string_equal(line, "gshare-spool 1 job=32_7 node=GPU01 nodes=2 "
+				  "seg=gshare[GPU01]:gpu_s=1.000,held_s=2.000,"
+				  "share=30,allocs=1\n");
+	assert_int_equal(gs_spank_spool_parse(line, &q, &err), 0);
+	assert_memory_equal(&q, &r, sizeof(r));
+	assert_int_equal(gs_spank_spool_format(&r, line, 20, &err), -1);
+	snprintf(r.job, sizeof(r.job), "1;x");
+	assert_int_equal(gs_spank_spool_format(&r, line, sizeof(line), &err),
+			 -1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (gs_spank_spool_parse(bad[i], &q, &err) != -1)
+			fail_msg("accepted '%s'", bad[i]);
 }
 
 int main(void)
@@ -500,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_job_dir),
 		cmocka_unit_test(test_comment),
+		cmocka_unit_test(test_spool),
 		cmocka_unit_test(test_comment_oom),
 	};
 
