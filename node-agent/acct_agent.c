@@ -509,6 +509,26 @@ on_metrics(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	gs_metrics_dispatch(ac->metrics, gs_now_ns() / 1000000);
 }
 
+/* A restored allocation continues its usage row, totals kept; its GPU
+ * and held time in the agent (status, the close reply) start from those
+ * totals too, so that they cover the allocation's whole life and not
+ * only the time since this start. */
+static void
+seed_restored(struct gs_accounting *ac)
+{
+	const struct gs_acct_view *v;
+	struct gs_alloc *a;
+	unsigned i, n = gs_acct_allocs(ac->acct, &v);
+
+	for (i = 0; i < n; i++) {
+		a = gs_alloc_get(gs_agent_allocs(ac->ag), v[i].row.agent_id);
+		if (a == NULL || !a->restored)
+			continue;
+		a->gpu_ns += v[i].row.tot.gpu_ns;
+		a->held_ns += v[i].row.tot.held_ns;
+	}
+}
+
 int
 gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		  struct gs_error *err)
@@ -628,6 +648,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
 	     a = gs_alloc_next(gs_agent_allocs(ag), a))
 		on_created(ac, a);
+	seed_restored(ac);
 	if (gs_loop_add_tick(l, ac->period, on_tick, ac, err) < 0)
 		goto out_free;
 	log_info("accounting: usage store %s, tick %.3f s", path,
