@@ -182,6 +182,15 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 	}
 }
 
+/* ALLOC_CLOSE's end state is the usage row's state, value for value */
+_Static_assert((int)GS_END_COMPLETED == (int)GS_SST_COMPLETED &&
+		       (int)GS_END_FAILED == (int)GS_SST_FAILED &&
+		       (int)GS_END_CANCELLED == (int)GS_SST_CANCELLED &&
+		       (int)GS_END_NODE_FAIL == (int)GS_SST_NODE_FAIL &&
+		       (int)GS_END_TIMEOUT == (int)GS_SST_TIMEOUT &&
+		       (int)GS_END_MAX == (int)GS_SST_MAX,
+	       "gs_end_state and the store states differ");
+
 static void
 on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 {
@@ -195,6 +204,8 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 	if (a->escalations > 0 &&
 	    gs_agent_config(ac->ag)->escalation == GS_ESC_KILL)
 		st = GS_SST_CANCELLED;
+	if (a->end_state != GS_END_DEFAULT)	/* the closer knows better */
+		st = a->end_state;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
 	/* make the final usage durable before the agent forgets the

@@ -862,6 +862,12 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	a = need_alloc(c, m, m->u.id);
 	if (a == NULL)
 		return;
+	if (m->u.close.end_state >= GS_END_MAX) {
+		reply_err(c, m->seq, GS_EINVAL, "unknown end state %u",
+			    m->u.close.end_state);
+		return;
+	}
+	a->end_state = m->u.close.end_state;
 	g = gpu_of(ag, a);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;

@@ -48,6 +48,7 @@ struct gs_alloc {
 	/* usage, as the agent saw it */
 	uint64_t gpu_ns;	/* sum of RELEASE gpu_ns */
 	uint64_t held_ns;	/* grant → release */
+	uint32_t end_state;	/* enum gs_end_state, from ALLOC_CLOSE */
 	uint64_t suspensions;	/* releases after a suspend */
 	uint64_t escalations;
 	uint64_t last_evict_ns;

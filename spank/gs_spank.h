@@ -80,6 +80,10 @@ int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
 int gs__slurm_job_gres(uint32_t job, const char *node, const char *gres,
 		       char **tres, int *gpu, struct gs_error *err);
 
+/* How the job ended (enum gs_end_state, from its state in slurmctld, which
+ * keeps finished jobs for MinJobAge), GS_END_DEFAULT when unknown. */
+uint32_t gs__slurm_job_end_state(uint32_t job);
+
 /* Milliseconds from the configured timeout, for gs_client. */
 int gs__timeout_ms(void);
 

@@ -99,6 +99,33 @@ out_free:
 	return rv;
 }
 
+uint32_t gs__slurm_job_end_state(uint32_t job)
+{
+	job_info_msg_t *resp = NULL;
+	uint32_t i, st = GS_END_DEFAULT;
+
+	if (slurm_load_job(&resp, job, SHOW_ALL) != SLURM_SUCCESS)
+		return GS_END_DEFAULT;
+	for (i = 0; i < resp->record_count; i++) {
+		if (resp->job_array[i].job_id != job)
+			continue;
+		switch (resp->job_array[i].job_state & JOB_STATE_BASE) {
+		case JOB_COMPLETE: st = GS_END_COMPLETED; break;
+		case JOB_CANCELLED: st = GS_END_CANCELLED; break;
+		case JOB_TIMEOUT:
+		case JOB_DEADLINE: st = GS_END_TIMEOUT; break;
+		case JOB_NODE_FAIL: st = GS_END_NODE_FAIL; break;
+		case JOB_FAILED:
+		case JOB_BOOT_FAIL:
+		case JOB_OOM: st = GS_END_FAILED; break;
+		default: break;	/* still running, pending...: agent's */
+		}
+		break;
+	}
+	slurm_free_job_info_msg(resp);
+	return st;
+}
+
 int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
 			struct gs_error *err)
 {

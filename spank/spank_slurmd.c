@@ -154,7 +154,7 @@ out_close:
 
 /* Close the job's allocations still open on this node, adding their usage
  * to t.  Returns the number closed, -1 when the agent is unreachable. */
-static int sweep_agent(const char *job, const char *node,
+static int sweep_agent(const char *job, const char *node, uint32_t end_state,
 		       struct gs_spank_totals *t, struct gs_error *err)
 {
 	struct gs_client *c = NULL;
@@ -179,7 +179,8 @@ static int sweep_agent(const char *job, const char *node,
 		    strcmp(a->labels.node, node) != 0 ||
 		    a->state == GS_ASTATE_CLOSED)
 			continue;
-		if (gs_client_alloc_close(c, a->id, &fin, &cerr) < 0) {
+		if (gs_client_alloc_close_as(c, a->id, end_state, &fin,
+					     &cerr) < 0) {
 			slurm_error("gshare: job %s: closing leftover "
 				    "allocation %" PRIu64 ": %s",
 				    job, a->id, cerr.msg);
@@ -404,7 +405,9 @@ int gs__slurmd_epilog(spank_t sp)
 				 sizeof(gs__st.agent), &err) < 0)
 		closed = -1;
 	else
-		closed = sweep_agent(job, node, &t, &err);
+		closed = sweep_agent(job, node,
+				     gs__slurm_job_end_state(jobid), &t,
+				     &err);
 	if (closed < 0)
 		slurm_error("gshare: epilog of job %s: agent: %s", job,
 			    err.msg);

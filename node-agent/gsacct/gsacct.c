@@ -294,7 +294,7 @@ usage(FILE *f)
 	      "  -S, --starttime=TIME   rows running at or after TIME (default: midnight)\n"
 	      "  -E, --endtime=TIME     rows started before TIME (default: now)\n"
 	      "  -T, --truncate         usage and times only inside -S/-E\n"
-	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,NODE_FAIL\n"
+	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,TIMEOUT,NODE_FAIL\n"
 	      "  -o, --format=LIST      fields, each optionally Name%WIDTH\n"
 	      "  -l, --long             many fields\n"
 	      "  -X, --allocations      job rows only, no steps\n"

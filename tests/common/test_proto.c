@@ -119,6 +119,9 @@ static int sample(uint16_t type, struct gs_msg *m)
 		fill_info(&m->u.info, 12);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		m->u.close.id = 0xdeadbeefcafeull;
+		m->u.close.end_state = GS_END_TIMEOUT;
+		break;
 	case GS_MSG_ATTACH:
 		m->u.id = 0xdeadbeefcafeull;
 		break;

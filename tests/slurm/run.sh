@@ -615,6 +615,28 @@ else
 fi
 end
 
+begin end-states
+# Slurm's end state reaches the agent's usage store (gsacct's State, like
+# sacct's): a failing job FAILED, a cancelled one CANCELLED, one that
+# ends well COMPLETED
+jf=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'exit 3')
+jc=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'sleep 300')
+jd=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'true')
+jc_alloc() { allocs n1 | grep -q " job=$jc "; }
+gs_wait 20 "job $jc allocation" jc_alloc || bad "job $jc has no allocation"
+scancel "$jc"
+for j in "$jf" "$jc" "$jd"; do
+	gs_wait 30 "job $j to end" job_gone "$j" || bad "job $j did not end"
+done
+states() { "$GSACCT" --store="$GS_T/agent/n1.state/usage.db" -j "$jf,$jc,$jd" -X -n -P -o JobID,State 2>&1; }
+three() { [ "$(states | grep -cE '\|(COMPLETED|FAILED|CANCELLED)$')" = 3 ]; }
+gs_wait 20 "three closed rows" three || bad "gsacct: $(states)"
+out=$(states)
+expect "failed job FAILED" "$out" "^$jf\|FAILED\$"
+expect "cancelled job CANCELLED" "$out" "^$jc\|CANCELLED\$"
+expect "job that ended well COMPLETED" "$out" "^$jd\|COMPLETED\$"
+end
+
 begin dbd-outage
 # slurmdbd down while jobs end: their totals wait in the spool (the
 # writer's .status says how many) and all land once slurmdbd is back.
