@@ -41,6 +41,8 @@ struct gs__state {
 	 * (the only channel to the user): fail != 0 fails every task */
 	int fail;
 	char user_msg[GS_ERRMSG_MAX + 128];
+	/* a --gshare-* value slurmstepd replayed and the plugin refused */
+	char bad_opt[GS_ERRMSG_MAX];
 };
 
 extern struct gs__state gs__st;

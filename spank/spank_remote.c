@@ -308,6 +308,13 @@ int gs__remote_begin(spank_t sp)
 	gs_spank_step_name(gs__st.step, step, sizeof(step));
 	if (gs__st.step == GS_SLURM_STEP_EXTERN)
 		return 0;	/* the extern step runs no job code */
+	if (gs__st.bad_opt[0] != '\0') {
+		/* refused like srun refuses it on the command line */
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, gs__st.bad_opt);
+		clear_env(sp);
+		return 0;
+	}
 
 	/* does this step use the job's shares at all (--gres=none not) */
 	if (gs__slurm_step_tres(gs__st.job, gs__st.step, &tres, &err) < 0) {

@@ -166,6 +166,17 @@ out=$(timeout 20 srun -w n1 --gshare-weight=5 --gshare-priority=high --gshare-mo
 	ok "good options accepted" || bad "good options refused: $out"
 end
 
+begin bad-option-from-env
+# the same bad value through the environment slurmstepd replays options
+# from: the step is refused with the command line's message, not run with
+# the default weight
+out=$(_SLURM_SPANK_OPTION_gshare_gshare_weight=abc timeout 20 srun -w n1 \
+	bash -c 'echo RAN' 2>&1); rc=$?
+[ $rc != 0 ] && ok "step refused (rc $rc)" || bad "step ran with --gshare-weight=abc from the environment"
+reject "task did not run" "$out" '^RAN$'
+expect "the option's message" "$out" '^gshare: step [0-9]+\.0 not started: --gshare-weight=abc: expected a whole number from 1 to 10000$'
+end
+
 begin bad-plugstack-argument
 # every job epilog reads plugstack.conf afresh: let earlier jobs finish
 gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
