@@ -429,6 +429,7 @@ on_tick(struct gs_loop *l, uint64_t now, void *arg)
 		ac->st.loop_lag_max_ns = ac->st.loop_lag_ns;
 	ac->due += ac->period;
 	ac->st.clients = gs_agent_nclients(ac->ag);
+	gs_metrics_spool_scan(gs_agent_config(ac->ag)->watch_spool, &ac->st);
 	do_tick(ac, now);
 	if (ac->metrics != NULL)
 		gs_metrics_expire(ac->metrics, now / 1000000);
