@@ -96,13 +96,18 @@ GS_NODES=2
 # (the plugin's agent=$GS_T/agent/%n.sock).
 declare -A AGENT_PID=()
 
+# each agent's metrics on a free port; both watch the plugin's spool
+declare -A METRICS_PORT=()
 start_agent() {
 	local n=$1 gpus=${2:-1} d=$GS_T/agent
+	[ -n "${METRICS_PORT[$n]:-}" ] || METRICS_PORT[$n]=$(gs_free_port)
 	mkdir -p "$d/$n.state"
 	chmod 755 "$d"
 	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
 		"gpus:" "  simulated: $gpus" "log: file" \
-		"log_file: $GS_T/log/gshared.$n.log" "metrics_listen: ''" \
+		"log_file: $GS_T/log/gshared.$n.log" \
+		"metrics_listen: '127.0.0.1:${METRICS_PORT[$n]:-0}'" \
+		"watch_spool: $GS_T/gsspool" \
 		"accounting_tick: 100ms" "slice: 20ms" >"$d/$n.yaml"
 	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
 	AGENT_PID[$n]=$!
@@ -651,6 +656,10 @@ end
 begin dbd-outage
 # slurmdbd down while jobs end: their totals wait in the spool (the
 # writer's .status says how many) and all land once slurmdbd is back.
+empty() { grep -q '^pending=0 ' "$GS_T/gsspool/.status" &&
+	[ -z "$(find "$GS_T/gsspool" -maxdepth 1 -type f ! -name '.*')" ]; }
+# earlier cases' totals first, so that the spool holds only this case's
+gs_wait 30 "spool empty before the outage" empty || bad "spool: $(ls -A "$GS_T/gsspool")"
 gs_stop_pidfile "$GS_T/slurmdbd.pid" 10
 outage=()
 for k in 1 2 3; do
@@ -663,15 +672,23 @@ pending3() { grep -q '^pending=3 ' "$GS_T/gsspool/.status"; }
 gs_wait 30 "three records pending in the spool" pending3 &&
 	ok "three totals wait for slurmdbd: $(cat "$GS_T/gsspool/.status")" ||
 	bad "spool: $(ls -A "$GS_T/gsspool") status: $(cat "$GS_T/gsspool/.status" 2>&1)"
+# the agent's metrics show them too (watch_spool)
+metric() { curl -s --max-time 2 "http://127.0.0.1:${METRICS_PORT[n1]}/metrics" |
+	sed -n "s/^$1 //p"; }
+gauge3() { [ "$(metric gshare_spool_pending_records)" = 3 ]; }
+gs_wait 10 "the agent's spool gauge at 3" gauge3 &&
+	ok "agent metrics: gshare_spool_pending_records 3, oldest $(metric gshare_spool_oldest_seconds) s" ||
+	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
 gs_start_slurmdbd
 for j in "${outage[@]}"; do
 	landed() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
 	gs_wait 90 "AdminComment of job $j" landed && ok "job $j totals landed after the outage" ||
 		bad "job $j: $(sacct -n -X -P -j "$j" -o JobID,State,AdminComment)"
 done
-empty() { grep -q '^pending=0 ' "$GS_T/gsspool/.status" &&
-	[ -z "$(find "$GS_T/gsspool" -maxdepth 1 -type f ! -name '.*')" ]; }
 gs_wait 20 "spool empty" empty && ok "spool empty" || bad "spool: $(ls -A "$GS_T/gsspool")"
+gauge0() { [ "$(metric gshare_spool_pending_records)" = 0 ]; }
+gs_wait 10 "the agent's spool gauge at 0" gauge0 && ok "agent metrics: nothing pending" ||
+	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
 end
 
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"
