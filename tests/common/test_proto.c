@@ -120,6 +120,9 @@ static int sample(uint16_t type, struct gs_msg *m)
 		fill_info(&m->u.info, 12);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		m->u.close.id = 0xdeadbeefcafeull;
+		m->u.close.end_state = GS_END_TIMEOUT;
+		break;
 	case GS_MSG_ATTACH:
 		m->u.id = 0xdeadbeefcafeull;
 		break;
@@ -308,8 +311,9 @@ static void test_truncated(void **state)
 			ok2 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
-			ok1 = full - 4;
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
+			   all_types[i] == GS_MSG_ALLOC_CLOSE) {
+			ok1 = full - 4;	/* flags 1.1, end_state 1.3 */
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;
