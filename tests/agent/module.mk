@@ -52,3 +52,10 @@ $(B)/tests/agent/bench_health.o: CFLAGS += -Inode-agent
 $(HEALTH_BENCH): $(B)/tests/agent/bench_health.o $(B)/node-agent/gpu.o \
 	    $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) -ldl
+
+# space mode's planner: traces of arrivals, departures, idle, resizes
+UNIT_TESTS += $(B)/tests/agent/test_space
+$(B)/tests/agent/test_space.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_space: $(B)/tests/agent/test_space.o \
+	    $(B)/node-agent/space.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
