@@ -62,6 +62,7 @@
 #include "agent.h"
 #include "connlimit.h"
 #include "gs_log.h"
+#include "mps.h"
 #include "state.h"
 
 #define RBUF_INIT	4096u
@@ -111,6 +112,7 @@ struct gs_agent {
 	uint64_t state_seq;	/* generation of its last load or save */
 	int state_old_file;	/* an older agent's file still to remove */
 	uint64_t state_failed;	/* saves that failed in a row */
+	struct gs_mps *mps;	/* space mode's MPS daemons (mps.c) */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -155,6 +157,8 @@ const char *gs_agent_gpu_why(const struct gs_gpu *g)
 		return g->nvml_why;
 	if (g->xid_bad)
 		return g->xid_why;
+	if (g->mps_bad)
+		return "MPS control daemon keeps dying";
 	return "";
 }
 
@@ -174,12 +178,15 @@ void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 		g->xid_bad = !ok;
 		snprintf(g->xid_why, sizeof(g->xid_why), "%s",
 			 ok || why == NULL ? "" : why);
+	} else if (src == GS_HEALTH_MPS) {
+		g->mps_bad = !ok;
 	} else {
 		g->nvml_bad = !ok;
 		snprintf(g->nvml_why, sizeof(g->nvml_why), "%s",
 			 ok || why == NULL ? "" : why);
 	}
-	g->healthy = !g->sim_fault && !g->nvml_bad && !g->xid_bad;
+	g->healthy = !g->sim_fault && !g->nvml_bad && !g->xid_bad &&
+		     !g->mps_bad;
 	if (was && !g->healthy)
 		log_warnx("gpu %d %s: unhealthy (%s); no new allocations",
 			  g->d.index, g->d.uuid, gs_agent_gpu_why(g));
@@ -884,6 +891,7 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 	state_save(ag);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
+	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, &info);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
@@ -904,6 +912,7 @@ static void fill_info(struct gs_agent *ag, const struct gs_alloc *a,
 		if (gs_sched_info(g->sched, a->id, &si) == 0)
 			info->vtime_ns = si.vtime_ns;
 	}
+	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, info);
 }
 
 static void req_close(struct gs_conn *c, const struct gs_msg *m)
@@ -1880,6 +1889,9 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		goto out_free;
 	}
 	state_restore(ag);
+	ag->mps = gs_mps_new(ag, err);
+	if (ag->mps == NULL)
+		goto out_free;
 	if (gs_loop_add_fd(ag->loop, ag->lfd, EPOLLIN, on_listen, ag,
 			   err) < 0 ||
 	    gs_loop_add_fd(ag->loop, ag->sfd, EPOLLIN, on_signal, ag,
@@ -1907,6 +1919,7 @@ void gs_agent_free(struct gs_agent *ag)
 	if (ag == NULL)
 		return;
 	ag->stopping = 1;
+	gs_mps_free(ag->mps);
 	while (ag->conns != NULL)
 		conn_close(ag->conns);
 	if (ag->lfd >= 0)

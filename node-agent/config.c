@@ -67,6 +67,13 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("metrics_listen", C, metrics_listen, 0,
 			  "127.0.0.1:9464",
 			  "Prometheus endpoint host:port (empty: off)"),
+	GS_CFG_KEY_STRING("mps_control", C, mps_control, 1,
+			  "nvidia-cuda-mps-control",
+			  "MPS control binary the agent runs per GPU with "
+			  "space-mode allocations"),
+	GS_CFG_KEY_STRING("mps_pipe_dir", C, mps_pipe_dir, 0, NULL,
+			  "a site's own MPS pipe directory (empty: the "
+			  "agent runs its own daemons)"),
 	GS_CFG_KEY_END,
 };
 

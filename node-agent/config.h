@@ -57,6 +57,10 @@ struct gs_agent_config {
 	uint32_t retention_days;	/* 0: keep usage forever */
 	char metrics_listen[64];	/* "": no metrics endpoint */
 
+	/* space mode (node-agent/mps.c) */
+	char mps_control[256];	/* MPS control binary (PATH lookup) */
+	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */
 	uint32_t ngpus;		/* GS_GPUS_LIST */

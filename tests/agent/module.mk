@@ -59,3 +59,6 @@ $(B)/tests/agent/test_space.o: CFLAGS += -Inode-agent
 $(B)/tests/agent/test_space: $(B)/tests/agent/test_space.o \
 	    $(B)/node-agent/space.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+# MPS control daemon supervision against a stand-in daemon (~12 s)
+INTEG_TESTS += tests/agent/test_mps.sh

@@ -1,0 +1,603 @@
+/*
+ * mps.c — MPS control daemon supervision (contract in mps.h).
+ *
+ * Per GPU slot one struct dmn: a reference count of the space
+ * allocations its daemon serves, the uid it serves, the daemon's pid and
+ * pidfd, and at most one `quit` client in flight (its own pidfd, reaped
+ * like the daemon).  One timerfd serves every deadline (restart delays,
+ * quit timeouts); it is re-armed to the earliest after each event.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gs_log.h"
+#include "mps.h"
+
+extern char **environ;
+
+#define QUIT_WAIT_NS	(5ull * 1000000000ull)
+#define QUICK_NS	(1ull * 1000000000ull)	/* died sooner: quick */
+#define BACKOFF_MIN_NS	(100ull * 1000000ull)
+#define BACKOFF_MAX_NS	(5ull * 1000000000ull)
+#define QUICK_DEATHS	5u
+
+struct dmn {
+	uint32_t refs;		/* space allocations of `uid` here */
+	uint32_t uid;
+	pid_t pid;		/* daemon, 0: none */
+	int pidfd;
+	uint64_t started_ns;
+	uint32_t quick;		/* quick deaths in a row */
+	uint64_t restart_at;	/* 0: no restart pending */
+	uint64_t backoff_ns;
+	int sick;		/* we marked the GPU unhealthy */
+	pid_t qpid;		/* quit client, 0: none */
+	int qpidfd;
+	uint64_t quit_deadline;	/* daemon must be gone by then, 0: n/a */
+	char pipe[256];
+	char log[256];
+};
+
+struct gs_mps {
+	struct gs_agent *ag;
+	struct gs_loop *loop;
+	int tfd;
+	uint32_t n;
+	char site_pipe[256];	/* mps_pipe_dir: the site's own MPS */
+	char control[256];
+	struct dmn d[GS_MAX_GPUS];
+};
+
+static int pidfd_of(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void arm(struct gs_mps *m)
+{
+	struct itimerspec its;
+	uint64_t at = UINT64_MAX;
+	uint32_t i;
+
+	for (i = 0; i < m->n; i++) {
+		if (m->d[i].restart_at && m->d[i].restart_at < at)
+			at = m->d[i].restart_at;
+		if (m->d[i].quit_deadline && m->d[i].quit_deadline < at)
+			at = m->d[i].quit_deadline;
+		if (m->d[i].sick && m->d[i].pid != 0 &&
+		    m->d[i].started_ns + QUICK_NS < at)
+			at = m->d[i].started_ns + QUICK_NS;
+	}
+	memset(&its, 0, sizeof(its));
+	if (at != UINT64_MAX) {
+		if (at == 0)
+			at = 1;
+		its.it_value.tv_sec = (time_t)(at / 1000000000ull);
+		its.it_value.tv_nsec = (long)(at % 1000000000ull);
+	}
+	timerfd_settime(m->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static int slot_of(struct gs_mps *m, int32_t index)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->n; i++)
+		if (gs_agent_gpu(m->ag, i)->d.index == index)
+			return (int)i;
+	return -1;
+}
+
+static int mkdir_owned(const char *path, uint32_t uid)
+{
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	/* the served user reaches the control socket; nobody else does */
+	if (chown(path, (uid_t)uid, (gid_t)-1) < 0 || chmod(path, 0700) < 0)
+		return -1;
+	return 0;
+}
+
+/* mkdir <state_dir>/mps/<index>/{pipe,log}; the leaves owned by uid */
+static int make_dirs(struct gs_mps *m, uint32_t i)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(m->ag);
+	struct dmn *d = &m->d[i];
+	char p[300];
+	int idx = gs_agent_gpu(m->ag, i)->d.index;
+
+	snprintf(p, sizeof(p), "%s/mps", cfg->state_dir);
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		goto fail;
+	snprintf(p, sizeof(p), "%s/mps/%d", cfg->state_dir, idx);
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		goto fail;
+	if (mkdir_owned(d->pipe, d->uid) < 0) {
+		snprintf(p, sizeof(p), "%s", d->pipe);
+		goto fail;
+	}
+	if (mkdir_owned(d->log, d->uid) < 0) {
+		snprintf(p, sizeof(p), "%s", d->log);
+		goto fail;
+	}
+	return 0;
+fail:
+	log_warn("mps: %s", p);
+	return -1;
+}
+
+/* posix_spawnp control with the GPU's environment; stdin from in_fd
+ * (-1: /dev/null).  Returns the pid, 0 on failure (logged). */
+static pid_t spawn(struct gs_mps *m, uint32_t i, const char *arg, int in_fd)
+{
+	const struct gs_gpu *g = gs_agent_gpu(m->ag, i);
+	struct dmn *d = &m->d[i];
+	char e_dev[GS_UUID_MAX + 32], e_pipe[300], e_log[300];
+	char *argv[3];
+	char **envp = NULL;
+	size_t ne = 0, k = 0, j;
+	posix_spawn_file_actions_t fa;
+	pid_t pid = 0;
+	int rc;
+
+	if (g->d.uuid[0] != '\0' && !g->d.simulated)
+		snprintf(e_dev, sizeof(e_dev), "CUDA_VISIBLE_DEVICES=%s",
+			 g->d.uuid);
+	else
+		snprintf(e_dev, sizeof(e_dev), "CUDA_VISIBLE_DEVICES=%d",
+			 g->d.index);
+	snprintf(e_pipe, sizeof(e_pipe), "CUDA_MPS_PIPE_DIRECTORY=%s",
+		 d->pipe);
+	snprintf(e_log, sizeof(e_log), "CUDA_MPS_LOG_DIRECTORY=%s", d->log);
+	while (environ != NULL && environ[ne] != NULL)
+		ne++;
+	envp = calloc(ne + 4, sizeof(*envp));
+	if (envp == NULL) {
+		log_warnx("mps: out of memory");
+		return 0;
+	}
+	for (j = 0; j < ne; j++)
+		if (strncmp(environ[j], "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
+		    strncmp(environ[j], "CUDA_MPS_", 9) != 0)
+			envp[k++] = environ[j];
+	envp[k++] = e_dev;
+	envp[k++] = e_pipe;
+	envp[k++] = e_log;
+	argv[0] = m->control;
+	argv[1] = (char *)arg;
+	argv[2] = NULL;
+	if (posix_spawn_file_actions_init(&fa) != 0)
+		goto out_env;
+	if (in_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
+						 0);
+	rc = posix_spawnp(&pid, m->control, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0) {
+		errno = rc;
+		log_warn("mps: gpu %d: cannot run %s", g->d.index, m->control);
+		pid = 0;
+	}
+out_env:
+	free(envp);
+	return pid;
+}
+
+static void on_child(struct gs_loop *l, int fd, uint32_t events, void *arg);
+
+static int watch(struct gs_mps *m, pid_t pid, int *pidfd)
+{
+	struct gs_error err;
+
+	*pidfd = pidfd_of(pid);
+	if (*pidfd < 0) {
+		log_warn("mps: pidfd_open %d", (int)pid);
+		return -1;
+	}
+	if (gs_loop_add_fd(m->loop, *pidfd, EPOLLIN, on_child, m, &err) < 0) {
+		log_warnx("mps: %s", err.msg);
+		close(*pidfd);
+		*pidfd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static void unwatch(struct gs_mps *m, int *pidfd)
+{
+	if (*pidfd < 0)
+		return;
+	gs_loop_del_fd(m->loop, *pidfd);
+	close(*pidfd);
+	*pidfd = -1;
+}
+
+static void start(struct gs_mps *m, uint32_t i)
+{
+	struct dmn *d = &m->d[i];
+	int idx = gs_agent_gpu(m->ag, i)->d.index;
+
+	d->restart_at = 0;
+	if (make_dirs(m, i) < 0)
+		goto retry;
+	d->pid = spawn(m, i, "-f", -1);
+	if (d->pid == 0) {
+		/* cannot run at all (missing binary): not a dying daemon,
+		 * the GPU stays healthy; its jobs run outside MPS */
+		d->restart_at = gs_now_ns() + BACKOFF_MAX_NS;
+		return;
+	}
+	if (watch(m, d->pid, &d->pidfd) < 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);	/* just killed: no wait */
+		d->pid = 0;
+		goto retry;
+	}
+	d->started_ns = gs_now_ns();
+	log_info("mps: gpu %d: control daemon %d for uid %u (pipe %s)", idx,
+		 (int)d->pid, d->uid, d->pipe);
+	return;
+retry:
+	d->quick++;
+	d->backoff_ns = d->backoff_ns ? d->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (d->backoff_ns > BACKOFF_MAX_NS)
+		d->backoff_ns = BACKOFF_MAX_NS;
+	d->restart_at = gs_now_ns() + d->backoff_ns;
+}
+
+/* Ask the daemon to quit: `echo quit | control`, deadline for SIGKILL. */
+static void stop(struct gs_mps *m, uint32_t i)
+{
+	struct dmn *d = &m->d[i];
+	int pfd[2];
+
+	d->restart_at = 0;
+	if (d->pid == 0 || d->quit_deadline)
+		return;
+	d->quit_deadline = gs_now_ns() + QUIT_WAIT_NS;
+	if (d->qpid != 0 || pipe2(pfd, O_CLOEXEC) < 0)
+		return;
+	/* 5 bytes into an empty pipe: never blocks */
+	if (write(pfd[1], "quit\n", 5) != 5)
+		log_warn("mps: quit pipe");
+	close(pfd[1]);
+	d->qpid = spawn(m, i, NULL, pfd[0]);
+	close(pfd[0]);
+	if (d->qpid != 0 && watch(m, d->qpid, &d->qpidfd) < 0) {
+		kill(d->qpid, SIGKILL);
+		waitpid(d->qpid, NULL, 0);
+		d->qpid = 0;
+	}
+}
+
+static void set_sick(struct gs_mps *m, uint32_t i, int sick)
+{
+	struct dmn *d = &m->d[i];
+
+	if (d->sick == sick)
+		return;
+	d->sick = sick;
+	gs_agent_gpu_health(m->ag, i, GS_HEALTH_MPS, !sick,
+			    "MPS control daemon keeps dying");
+}
+
+static void daemon_died(struct gs_mps *m, uint32_t i, int status)
+{
+	struct dmn *d = &m->d[i];
+	uint64_t now = gs_now_ns();
+	int idx = gs_agent_gpu(m->ag, i)->d.index;
+	int quick = now - d->started_ns < QUICK_NS;
+
+	unwatch(m, &d->pidfd);
+	d->pid = 0;
+	if (d->quit_deadline) {
+		d->quit_deadline = 0;
+		log_info("mps: gpu %d: control daemon stopped", idx);
+		if (d->refs == 0)
+			return;
+		/* a new space allocation came while it was quitting */
+	} else if (d->refs == 0) {
+		return;
+	} else {
+		log_warnx("mps: gpu %d: control daemon died (%s %d); "
+			  "restarting", idx,
+			  WIFSIGNALED(status) ? "signal" : "exit",
+			  WIFSIGNALED(status) ? WTERMSIG(status) :
+						WEXITSTATUS(status));
+	}
+	if (!quick) {
+		d->quick = 0;
+		d->backoff_ns = 0;
+		set_sick(m, i, 0);
+		start(m, i);
+		return;
+	}
+	d->quick++;
+	d->backoff_ns = d->backoff_ns ? d->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (d->backoff_ns > BACKOFF_MAX_NS)
+		d->backoff_ns = BACKOFF_MAX_NS;
+	if (d->quick >= QUICK_DEATHS)
+		set_sick(m, i, 1);
+	d->restart_at = now + d->backoff_ns;
+}
+
+static void on_child(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_mps *m = arg;
+	uint32_t i;
+	int status = 0;
+
+	(void)l;
+	(void)events;
+	for (i = 0; i < m->n; i++) {
+		struct dmn *d = &m->d[i];
+
+		if (fd == d->pidfd) {
+			if (waitpid(d->pid, &status, WNOHANG) == 0)
+				return;	/* spurious */
+			daemon_died(m, i, status);
+			break;
+		}
+		if (fd == d->qpidfd) {
+			waitpid(d->qpid, &status, WNOHANG);
+			unwatch(m, &d->qpidfd);
+			d->qpid = 0;
+			break;
+		}
+	}
+	arm(m);
+}
+
+static void on_timer(struct gs_loop *l, int fd, uint32_t events, void *arg)
+{
+	struct gs_mps *m = arg;
+	uint64_t now = gs_now_ns(), x;
+	uint32_t i;
+
+	(void)l;
+	(void)events;
+	if (read(fd, &x, sizeof(x)) < 0 && errno != EAGAIN)
+		log_warn("mps: timerfd");
+	for (i = 0; i < m->n; i++) {
+		struct dmn *d = &m->d[i];
+
+		if (d->quit_deadline && now >= d->quit_deadline &&
+		    d->pid != 0) {
+			log_warnx("mps: gpu %d: control daemon %d ignored "
+				  "quit; killing it",
+				  gs_agent_gpu(m->ag, i)->d.index, (int)d->pid);
+			kill(d->pid, SIGKILL);
+			if (d->qpid != 0)
+				kill(d->qpid, SIGKILL);
+			d->quit_deadline = now + QUIT_WAIT_NS;
+		}
+		if (d->sick && d->pid != 0 && !d->quit_deadline &&
+		    now >= d->started_ns + QUICK_NS) {
+			/* up for a second: recovered */
+			d->quick = 0;
+			d->backoff_ns = 0;
+			set_sick(m, i, 0);
+		}
+		if (d->restart_at && now >= d->restart_at && d->pid == 0) {
+			if (d->refs > 0)
+				start(m, i);
+			else
+				d->restart_at = 0;
+		}
+	}
+	arm(m);
+}
+
+static void ref(struct gs_mps *m, const struct gs_alloc *a)
+{
+	int s = slot_of(m, a->gpu);
+	struct dmn *d;
+
+	if (s < 0 || m->site_pipe[0] != '\0')
+		return;
+	d = &m->d[s];
+	if (d->refs > 0 && d->uid != a->uid)
+		return;		/* another user: outside MPS */
+	if (d->refs++ > 0)
+		return;
+	if (d->pid != 0 && d->uid != a->uid) {
+		/* still quitting for its previous user: restart when
+		 * it is gone (daemon_died sees refs > 0) */
+		d->uid = a->uid;
+		return;
+	}
+	d->uid = a->uid;
+	if (d->pid != 0) {
+		/* quitting for this user: keep it */
+		d->quit_deadline = 0;
+		return;
+	}
+	d->quick = 0;
+	d->backoff_ns = 0;
+	start(m, (uint32_t)s);
+}
+
+static void unref(struct gs_mps *m, const struct gs_alloc *a)
+{
+	int s = slot_of(m, a->gpu);
+	struct dmn *d;
+
+	if (s < 0 || m->site_pipe[0] != '\0')
+		return;
+	d = &m->d[s];
+	if (d->refs == 0 || d->uid != a->uid)
+		return;
+	if (--d->refs > 0)
+		return;
+	set_sick(m, (uint32_t)s, 0);
+	stop(m, (uint32_t)s);
+}
+
+static void observer(void *ctx, int event, const struct gs_alloc *a)
+{
+	struct gs_mps *m = ctx;
+
+	if (a->mode != GS_MODE_SPACE)
+		return;
+	if (event == GS_AEV_CREATED)
+		ref(m, a);
+	else if (event == GS_AEV_CLOSED)
+		unref(m, a);
+	else
+		return;
+	arm(m);
+}
+
+struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(ag);
+	struct gs_alloc_table *t = gs_agent_allocs(ag);
+	struct gs_mps *m;
+	struct gs_alloc *a;
+	uint32_t i;
+
+	m = calloc(1, sizeof(*m));
+	if (m == NULL) {
+		gs_error_set(err, GS_ENOMEM, "out of memory");
+		return NULL;
+	}
+	m->ag = ag;
+	m->loop = gs_agent_loop(ag);
+	m->n = gs_agent_ngpus(ag);
+	snprintf(m->site_pipe, sizeof(m->site_pipe), "%s", cfg->mps_pipe_dir);
+	snprintf(m->control, sizeof(m->control), "%s", cfg->mps_control);
+	for (i = 0; i < m->n; i++) {
+		int idx = gs_agent_gpu(ag, i)->d.index;
+
+		m->d[i].pidfd = m->d[i].qpidfd = -1;
+		if (snprintf(m->d[i].pipe, sizeof(m->d[i].pipe),
+			     "%s/mps/%d/pipe", cfg->state_dir, idx) >=
+			    (int)sizeof(m->d[i].pipe) ||
+		    snprintf(m->d[i].log, sizeof(m->d[i].log),
+			     "%s/mps/%d/log", cfg->state_dir, idx) >=
+			    (int)sizeof(m->d[i].log)) {
+			gs_error_set(err, GS_ECONFIG,
+				     "state_dir too long for MPS: %s",
+				     cfg->state_dir);
+			free(m);
+			return NULL;
+		}
+	}
+	m->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (m->tfd < 0) {
+		gs_error_errno(err, GS_EIO, "timerfd_create");
+		free(m);
+		return NULL;
+	}
+	if (gs_loop_add_fd(m->loop, m->tfd, EPOLLIN, on_timer, m, err) < 0)
+		goto out_tfd;
+	if (gs_alloc_observe(t, observer, m) < 0) {
+		gs_error_set(err, GS_ENOMEM, "too many allocation observers");
+		goto out_del;
+	}
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
+		if (a->mode == GS_MODE_SPACE)
+			ref(m, a);
+	arm(m);
+	return m;
+
+out_del:
+	gs_loop_del_fd(m->loop, m->tfd);
+out_tfd:
+	close(m->tfd);
+	free(m);
+	return NULL;
+}
+
+void gs_mps_free(struct gs_mps *m)
+{
+	uint64_t deadline;
+	uint32_t i, left;
+
+	if (m == NULL)
+		return;
+	gs_alloc_unobserve(gs_agent_allocs(m->ag), observer, m);
+	for (i = 0; i < m->n; i++)
+		stop(m, i);
+	/* shutdown only: wait for the daemons here, bounded */
+	deadline = gs_now_ns() + QUIT_WAIT_NS;
+	do {
+		struct timespec ts = { 0, 10 * 1000000L };
+
+		left = 0;
+		for (i = 0; i < m->n; i++) {
+			struct dmn *d = &m->d[i];
+
+			if (d->qpid != 0 &&
+			    waitpid(d->qpid, NULL, WNOHANG) != 0)
+				d->qpid = 0;
+			if (d->pid != 0 && waitpid(d->pid, NULL, WNOHANG) != 0) {
+				log_info("mps: gpu %d: control daemon stopped",
+					 gs_agent_gpu(m->ag, i)->d.index);
+				d->pid = 0;
+			}
+			left += d->pid != 0 || d->qpid != 0;
+		}
+		if (left)
+			nanosleep(&ts, NULL);
+	} while (left && gs_now_ns() < deadline);
+	for (i = 0; i < m->n; i++) {
+		struct dmn *d = &m->d[i];
+
+		if (d->pid != 0) {
+			log_warnx("mps: gpu %d: control daemon %d ignored "
+				  "quit; killing it",
+				  gs_agent_gpu(m->ag, i)->d.index, (int)d->pid);
+			kill(d->pid, SIGKILL);
+			waitpid(d->pid, NULL, 0);
+		}
+		if (d->qpid != 0) {
+			kill(d->qpid, SIGKILL);
+			waitpid(d->qpid, NULL, 0);
+		}
+		unwatch(m, &d->pidfd);
+		unwatch(m, &d->qpidfd);
+	}
+	gs_loop_del_fd(m->loop, m->tfd);
+	close(m->tfd);
+	free(m);
+}
+
+void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
+		 uint32_t uid, struct gs_alloc_info *info)
+{
+	int s;
+
+	info->mps_pipe[0] = '\0';
+	if (m == NULL || mode != GS_MODE_SPACE)
+		return;
+	if (m->site_pipe[0] != '\0') {
+		snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s",
+			 m->site_pipe);
+		return;
+	}
+	s = slot_of(m, gpu);
+	if (s < 0 || m->d[s].refs == 0 || m->d[s].uid != uid)
+		return;
+	snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s", m->d[s].pipe);
+}
+
+int gs_mps_pid(const struct gs_mps *m, uint32_t gpu)
+{
+	return m != NULL && gpu < m->n ? (int)m->d[gpu].pid : 0;
+}

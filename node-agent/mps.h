@@ -1,0 +1,59 @@
+/*
+ * mps.h — supervision of one MPS control daemon per GPU that has
+ * space-mode allocations (docs/space.md).
+ *
+ * The agent runs `<mps_control> -f` (foreground, so the agent is its
+ * parent and sees its death at once through a pidfd on the loop) with
+ * CUDA_VISIBLE_DEVICES set to the GPU and its own pipe and log
+ * directories, <state_dir>/mps/<index>/{pipe,log}, owned by the uid the
+ * daemon serves and mode 0700: MPS runs one server per user per GPU, so
+ * the first space allocation's uid owns the daemon while it runs, and
+ * no other user can reach its control socket.  Allocations of other uids
+ * get no pipe directory (they run outside MPS and take turns, see
+ * space.h).
+ *
+ * Life cycle per GPU: started when the first space allocation of the GPU
+ * is created (before its job starts, so the job's first CUDA call finds
+ * the daemon; also for allocations restored at start-up), stopped with
+ * `echo quit | <mps_control>` when the last one closes (SIGKILL if it has
+ * not exited 5 s later), restarted when it dies while wanted: at once,
+ * then with a doubling delay (0.1 s .. 5 s) while it keeps dying within
+ * a second of its start; after 5 quick deaths in a row the GPU is marked
+ * unhealthy (no new allocations; existing ones and their usage stay) and
+ * the agent keeps retrying every 5 s; a daemon that then stays up a
+ * second marks it healthy again.  The agent's own shutdown quits every
+ * daemon it runs and waits for them (bounded).
+ *
+ * With mps_pipe_dir set, a site's own MPS is used instead: the agent
+ * starts nothing and hands that directory to every space allocation.
+ *
+ * Nothing here blocks the loop: spawns are posix_spawn, waits are
+ * pidfds and one timerfd; only gs_mps_free waits (at most ~5 s).
+ */
+#ifndef GS_AGENT_MPS_H
+#define GS_AGENT_MPS_H
+
+#include <stdint.h>
+
+#include "gs_error.h"
+#include "gs_proto.h"
+
+struct gs_agent;
+struct gs_mps;
+
+/* Observe the agent's allocation table and start daemons for the space
+ * allocations already in it (restored ones). */
+struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err);
+/* Quit every daemon (bounded wait), stop observing; NULL: no-op. */
+void gs_mps_free(struct gs_mps *m);
+
+/* Fill info->mps_pipe for an allocation on GPU index gpu of uid: the
+ * pipe directory when the allocation is a client of the GPU's MPS (mode
+ * space, uid served), else "". */
+void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
+		 uint32_t uid, struct gs_alloc_info *info);
+
+/* pid of GPU slot gpu's control daemon (0: none running); tests, status */
+int gs_mps_pid(const struct gs_mps *m, uint32_t gpu);
+
+#endif /* GS_AGENT_MPS_H */

@@ -1,0 +1,154 @@
+#!/bin/sh
+# Integration test of the agent's MPS control daemon supervision
+# (node-agent/mps.c) against a stand-in control daemon
+# (tests/agent/fake_mps_control.sh, named by mps_control).  Checks: the
+# first space allocation on a GPU starts one daemon there (environment,
+# pipe directory owned by the allocation's uid, mode 0700), the CREATE
+# reply and STATUS carry the pipe directory; a second allocation of that
+# uid shares it, another uid's gets none, time mode starts nothing; a
+# killed daemon is restarted and the allocations stay; a daemon that keeps
+# dying marks the GPU unhealthy and a recovered one healthy again; the
+# last close quits it; the agent's shutdown quits it (and kills one that
+# ignores quit).  Polls with deadlines; cleans up on any exit.
+set -u
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gsmps
+FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
+log0=$dir/state/mps/0/log
+pipe0=$dir/state/mps/0/pipe
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# the stand-ins this test may have left: killed by pid, on any exit
+mps_cleanup() {
+	for f in "$dir"/state/mps/*/log/pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	gs_agent_cleanup
+}
+trap mps_cleanup EXIT
+# until CMD succeeds (5 s): until5 DESC CMD...
+until5() {
+	desc=$1; shift
+	t0=$(ms)
+	until "$@"; do
+		if [ $(( $(ms) - t0 )) -gt 5000 ]; then
+			bad "$desc: not after 5 s"
+			return 1
+		fi
+		sleep 0.05
+	done
+	ok "$desc ($(( $(ms) - t0 )) ms)"
+}
+dpid() { cat "$log0/pid" 2>/dev/null; }
+alive() { p=$(dpid) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+field() {	# field ALLOC KEY: from status --json
+	$CTL -s "$sock" status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0][sys.argv[2]] if a else "none")' "$1" "$2"
+}
+healthy() {
+	$CTL -s "$sock" status --json | $PY -c '
+import json, sys
+print([g for g in json.load(sys.stdin)["gpus"] if g["index"] == 0][0]["healthy"])'
+}
+
+gs_agent_conf <<CONF
+gpus: {simulated: 2}
+mps_control: $FAKE
+CONF
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+
+t=$($CTL -s "$sock" create --shares 10 --gpu 0 --uid 1000)
+[ -d "$dir/state/mps" ] && bad "a time-mode allocation started MPS" ||
+	ok "time mode starts no daemon"
+a=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+until5 "first space allocation starts the daemon" alive
+p1=$(dpid)
+grep -q "^start $p1 CUDA_VISIBLE_DEVICES=0 pipe=$pipe0\$" "$log0/control.log" &&
+	ok "daemon environment: GPU 0, its pipe directory" ||
+	bad "control.log: $(cat "$log0/control.log")"
+[ "$(stat -c '%u %a' "$pipe0")" = "1000 700" ] &&
+	ok "pipe directory owned by uid 1000, mode 700" ||
+	bad "pipe directory: $(stat -c '%u %a' "$pipe0")"
+[ "$(field "$a" mps_pipe)" = "$pipe0" ] && ok "STATUS carries the pipe" ||
+	bad "mps_pipe of $a: $(field "$a" mps_pipe)"
+[ "$(field "$t" mps_pipe)" = "" ] && ok "time mode: no pipe" ||
+	bad "time mode pipe: $(field "$t" mps_pipe)"
+b=$($CTL -s "$sock" create --shares 20 --gpu 0 --uid 1000 --mode space)
+c=$($CTL -s "$sock" create --shares 20 --gpu 0 --uid 1001 --mode space)
+[ "$(dpid)" = "$p1" ] && [ "$(grep -c '^start' "$log0/control.log")" = 1 ] &&
+	ok "a second allocation of the uid shares the daemon" ||
+	bad "second allocation: pid $(dpid), log $(cat "$log0/control.log")"
+[ "$(field "$b" mps_pipe)" = "$pipe0" ] && [ "$(field "$c" mps_pipe)" = "" ] &&
+	ok "uid 1001 gets no pipe (MPS serves uid 1000)" ||
+	bad "pipes: $b '$(field "$b" mps_pipe)', $c '$(field "$c" mps_pipe)'"
+$CTL -s "$sock" status | grep -q "space: .*MPS $pipe0" &&
+	ok "gsharectl status shows the pipe" ||
+	bad "status: $($CTL -s "$sock" status)"
+[ -d "$dir/state/mps/1" ] && bad "GPU 1 got a daemon" || ok "GPU 1: none"
+
+# death: restarted, the allocations stay
+kill -9 "$p1"
+newpid() { p=$(dpid) && [ "$p" != "$p1" ] && alive; }
+until5 "killed daemon restarted" newpid
+grep -q "control daemon died (signal 9); restarting" "$dir/log" &&
+	ok "death logged" || bad "no death in the log"
+[ "$(field "$a" state)" = created ] && [ "$(field "$b" state)" = created ] &&
+	ok "allocations survive the restart" ||
+	bad "allocations: $(field "$a" state) $(field "$b" state)"
+
+# a daemon that keeps dying: GPU unhealthy; recovered: healthy
+: > "$dir/fail"
+kill -9 "$(dpid)"
+sick() { [ "$(healthy)" = False ]; }
+well() { [ "$(healthy)" = True ]; }
+until5 "a daemon dying at start makes GPU 0 unhealthy" sick
+rm -f "$dir/fail"
+t0=$(ms)
+until alive && well; do
+	[ $(( $(ms) - t0 )) -gt 9000 ] && { bad "no recovery in 9 s"; break; }
+	sleep 0.1
+done
+alive && well && ok "daemon back, GPU healthy ($(( $(ms) - t0 )) ms)"
+[ "$(field "$a" state)" = created ] && ok "allocations kept" ||
+	bad "allocation $a: $(field "$a" state)"
+
+# the last close of uid 1000 quits it; uid 1001's does not count
+p2=$(dpid)
+$CTL -s "$sock" close "$a" >/dev/null && $CTL -s "$sock" close "$c" >/dev/null
+alive && [ "$(dpid)" = "$p2" ] && ok "daemon stays while $b is open" ||
+	bad "daemon gone early"
+$CTL -s "$sock" close "$b" >/dev/null
+until5 "last close stops it" gone "$p2"
+grep -q "^quit $p2" "$log0/control.log" && ok "stopped by quit" ||
+	bad "not by quit: $(tail -n 3 "$log0/control.log")"
+
+# a new user owns the next daemon; the agent's shutdown quits it
+d=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
+until5 "new daemon for uid 1001" alive
+[ "$(stat -c %u "$pipe0")" = 1001 ] && ok "pipe now owned by 1001" ||
+	bad "pipe owner $(stat -c %u "$pipe0")"
+p3=$(dpid)
+kill -TERM "$apid"
+until5 "agent shutdown quits the daemon" gone "$p3"
+until5 "agent exits" gone "$apid"
+wait "$apid" 2>/dev/null
+apid=""
+
+# restart; a daemon that ignores quit is killed at shutdown (5 s)
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+until5 "restored space allocation $d starts a daemon" alive
+p4=$(dpid)
+: > "$dir/deaf"
+kill -TERM "$apid"
+t0=$(ms)
+while ! gone "$apid" && [ $(( $(ms) - t0 )) -lt 8000 ]; do sleep 0.1; done
+gone "$apid" && gone "$p4" &&
+	ok "deaf daemon killed, agent out in $(( $(ms) - t0 )) ms" ||
+	bad "agent $apid / daemon $p4 still there after 8 s"
+grep -q "ignored quit; killing it" "$dir/log" && ok "kill logged" ||
+	bad "kill not logged"
+wait "$apid" 2>/dev/null
+apid=""
+exit $fail
