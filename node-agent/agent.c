@@ -63,6 +63,7 @@
 #include "connlimit.h"
 #include "gs_log.h"
 #include "mps.h"
+#include "space_agent.h"
 #include "state.h"
 
 #define RBUF_INIT	4096u
@@ -113,6 +114,7 @@ struct gs_agent {
 	int state_old_file;	/* an older agent's file still to remove */
 	uint64_t state_failed;	/* saves that failed in a row */
 	struct gs_mps *mps;	/* space mode's MPS daemons (mps.c) */
+	struct gs_space_agent *space;	/* its planner (space_agent.c) */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -892,6 +894,7 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
 	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, &info);
+	gs_space_agent_info(ag->space, a, g->shares_total, &info);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
@@ -913,6 +916,8 @@ static void fill_info(struct gs_agent *ag, const struct gs_alloc *a,
 			info->vtime_ns = si.vtime_ns;
 	}
 	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, info);
+	if (g != NULL)
+		gs_space_agent_info(ag->space, a, g->shares_total, info);
 }
 
 static void req_close(struct gs_conn *c, const struct gs_msg *m)
@@ -1892,6 +1897,9 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 	ag->mps = gs_mps_new(ag, err);
 	if (ag->mps == NULL)
 		goto out_free;
+	ag->space = gs_space_agent_new(ag, ag->mps, err);
+	if (ag->space == NULL)
+		goto out_free;
 	if (gs_loop_add_fd(ag->loop, ag->lfd, EPOLLIN, on_listen, ag,
 			   err) < 0 ||
 	    gs_loop_add_fd(ag->loop, ag->sfd, EPOLLIN, on_signal, ag,
@@ -1919,6 +1927,7 @@ void gs_agent_free(struct gs_agent *ag)
 	if (ag == NULL)
 		return;
 	ag->stopping = 1;
+	gs_space_agent_free(ag->space);
 	gs_mps_free(ag->mps);
 	while (ag->conns != NULL)
 		conn_close(ag->conns);

@@ -74,6 +74,10 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("mps_pipe_dir", C, mps_pipe_dir, 0, NULL,
 			  "a site's own MPS pipe directory (empty: the "
 			  "agent runs its own daemons)"),
+	GS_CFG_KEY_UINT("sm_count", C, sm_count, 1, 4096, "132",
+			"SMs per GPU that space-mode partitions divide"),
+	GS_CFG_KEY_UINT("sm_granule", C, sm_granule, 1, 4096, "8",
+			"SMs per partition step (space mode)"),
 	GS_CFG_KEY_END,
 };
 
@@ -220,6 +224,14 @@ static int validate(const struct gs_agent_config *c, const char *file,
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: state_dir: must be an absolute path",
 				    file);
+	if (c->sm_granule > c->sm_count)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: sm_granule: must not exceed sm_count "
+				    "(%u)", file, c->sm_count);
+	if (c->mps_pipe_dir[0] != '\0' && c->mps_pipe_dir[0] != '/')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: mps_pipe_dir: must be an absolute "
+				    "path", file);
 	if (c->grace_ns < c->slice_ns / 4)
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: grace: must be at least a quarter "

@@ -60,6 +60,8 @@ struct gs_agent_config {
 	/* space mode (node-agent/mps.c) */
 	char mps_control[256];	/* MPS control binary (PATH lookup) */
 	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+	uint32_t sm_count;	/* SMs per GPU for space partitions */
+	uint32_t sm_granule;	/* partition step */
 
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */

@@ -91,7 +91,7 @@ static void arm(struct gs_mps *m)
 	timerfd_settime(m->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
-static int slot_of(struct gs_mps *m, int32_t index)
+static int slot_of(const struct gs_mps *m, int32_t index)
 {
 	uint32_t i;
 
@@ -600,4 +600,16 @@ void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 int gs_mps_pid(const struct gs_mps *m, uint32_t gpu)
 {
 	return m != NULL && gpu < m->n ? (int)m->d[gpu].pid : 0;
+}
+
+uint32_t gs_mps_uid(const struct gs_mps *m, int32_t gpu)
+{
+	int s;
+
+	if (m == NULL || m->site_pipe[0] != '\0')
+		return UINT32_MAX;
+	s = slot_of(m, gpu);
+	if (s < 0 || m->d[s].refs == 0)
+		return UINT32_MAX;
+	return m->d[s].uid;
 }

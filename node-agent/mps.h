@@ -53,6 +53,11 @@ void gs_mps_free(struct gs_mps *m);
 void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		 uint32_t uid, struct gs_alloc_info *info);
 
+/* uid whose allocations are clients of GPU index gpu's MPS (the
+ * space.h planner's mps_uid); GS_SPACE_NOUID-like UINT32_MAX: none
+ * (no daemon wanted, or a site's own MPS). */
+uint32_t gs_mps_uid(const struct gs_mps *m, int32_t gpu);
+
 /* pid of GPU slot gpu's control daemon (0: none running); tests, status */
 int gs_mps_pid(const struct gs_mps *m, uint32_t gpu);
 

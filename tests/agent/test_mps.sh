@@ -8,6 +8,7 @@
 # uid shares it, another uid's gets none, time mode starts nothing; a
 # killed daemon is restarted and the allocations stay; a daemon that keeps
 # dying marks the GPU unhealthy and a recovered one healthy again; the
+# planner's partitions, thread percentages and reasons show in STATUS; the
 # last close quits it; the agent's shutdown quits it (and kills one that
 # ignores quit).  Polls with deadlines; cleans up on any exit.
 set -u
@@ -83,6 +84,13 @@ c=$($CTL -s "$sock" create --shares 20 --gpu 0 --uid 1001 --mode space)
 [ "$(field "$b" mps_pipe)" = "$pipe0" ] && [ "$(field "$c" mps_pipe)" = "" ] &&
 	ok "uid 1001 gets no pipe (MPS serves uid 1000)" ||
 	bad "pipes: $b '$(field "$b" mps_pipe)', $c '$(field "$c" mps_pipe)'"
+# the planner's decisions (classes unknown: co-run; 30:20 of 16 granules)
+sp() { echo "$(field "$1" sm_first)+$(field "$1" sm_count) $(field "$1" mps_pct) $(field "$1" space)"; }
+[ "$(sp "$a")" = "0+80 30 co-runs with $b: unknown + unknown" ] &&
+[ "$(sp "$b")" = "80+52 20 co-runs with $a: unknown + unknown" ] &&
+[ "$(sp "$c")" = "0+132 0 time-shared: uid 1001, MPS serves uid 1000" ] &&
+	ok "partitions 80/52 SMs, thread percentages 30/20, uid 1001 time-shared" ||
+	bad "plan: $(sp "$a") / $(sp "$b") / $(sp "$c")"
 $CTL -s "$sock" status | grep -q "space: .*MPS $pipe0" &&
 	ok "gsharectl status shows the pipe" ||
 	bad "status: $($CTL -s "$sock" status)"
@@ -119,6 +127,8 @@ p2=$(dpid)
 $CTL -s "$sock" close "$a" >/dev/null && $CTL -s "$sock" close "$c" >/dev/null
 alive && [ "$(dpid)" = "$p2" ] && ok "daemon stays while $b is open" ||
 	bad "daemon gone early"
+[ "$(sp "$b")" = "0+132 20 whole GPU: no complementary partner" ] &&
+	ok "alone again: the whole GPU" || bad "after closes: $(sp "$b")"
 $CTL -s "$sock" close "$b" >/dev/null
 until5 "last close stops it" gone "$p2"
 grep -q "^quit $p2" "$log0/control.log" && ok "stopped by quit" ||
