@@ -592,7 +592,9 @@ void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		return;
 	}
 	s = slot_of(m, gpu);
-	if (s < 0 || m->d[s].refs == 0 || m->d[s].uid != uid)
+	/* no daemon (its binary cannot run): the job runs outside MPS */
+	if (s < 0 || m->d[s].refs == 0 || m->d[s].uid != uid ||
+	    m->d[s].pid == 0)
 		return;
 	snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s", m->d[s].pipe);
 }

@@ -49,7 +49,8 @@ void gs_mps_free(struct gs_mps *m);
 
 /* Fill info->mps_pipe for an allocation on GPU index gpu of uid: the
  * pipe directory when the allocation is a client of the GPU's MPS (mode
- * space, uid served), else "". */
+ * space, uid served, a daemon running), else "".  A job may start before a just-spawned daemon made its socket;
+ * CUDA then runs it outside MPS (docs/space.md, Limits). */
 void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		 uint32_t uid, struct gs_alloc_info *info);
 

@@ -60,6 +60,12 @@ static void fill_labels(struct gs_labels *l)
 	l->account[0] = '\0';
 }
 
+/* the space fields appended in 1.3: three u32 and two strings */
+#define SPACE_PIPE	"/var/lib/gshare/mps/0/pipe"
+#define SPACE_WHY	"co-runs with 2: compute-heavy + memory-heavy"
+#define SPACE_TAIL	(12u + 2u + sizeof(SPACE_PIPE) - 1u + 2u + \
+			 sizeof(SPACE_WHY) - 1u)
+
 static void fill_info(struct gs_alloc_info *a, uint64_t id)
 {
 	memset(a, 0, sizeof(*a));
@@ -73,6 +79,11 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->mode = GS_MODE_SPACE;
 	a->uid = 1000;
 	a->flags = GS_ALLOC_ANY_UID;
+	a->sm_first = 40;
+	a->sm_count = 92;
+	a->mps_pct = 30;
+	snprintf(a->mps_pipe, sizeof(a->mps_pipe), "%s", SPACE_PIPE);
+	snprintf(a->space_why, sizeof(a->space_why), "%s", SPACE_WHY);
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -294,17 +305,21 @@ static void test_truncated(void **state)
 		full = h.length;
 		/* STATUS_REPLY ends with two optional fields (nallocs_total,
 		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE /
-		 * ALLOC_INFO / ATTACHED end with flags (1.1) */
+		 * ALLOC_INFO / ATTACHED with flags (1.1) and the space fields
+		 * (1.3) */
 		ok1 = ok2 = UINT32_MAX;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
 			ok1 = full - 8;
 			ok2 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
-			   all_types[i] == GS_MSG_ALLOC_INFO ||
-			   all_types[i] == GS_MSG_ATTACHED) {
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
 			ok1 = full - 4;
+		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
+			   all_types[i] == GS_MSG_ATTACHED) {
+			/* 1.2 frame (no space fields), 1.0 (no flags) */
+			ok1 = full - (uint32_t)SPACE_TAIL;
+			ok2 = full - (uint32_t)SPACE_TAIL - 4;
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;
@@ -350,6 +365,8 @@ static void test_minor0_frames(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		h.length -= 4;	/* the 1.0 payload */
+		if (types[i] != GS_MSG_ALLOC_CREATE)
+			h.length -= (uint32_t)SPACE_TAIL;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -357,6 +374,8 @@ static void test_minor0_frames(void **state)
 			assert_int_equal(out.u.req.uid, in.u.req.uid);
 		} else {
 			assert_int_equal(out.u.info.flags, 0);
+			assert_int_equal(out.u.info.sm_count, 0);
+			assert_string_equal(out.u.info.mps_pipe, "");
 			assert_int_equal(out.u.info.vtime_ns,
 					 in.u.info.vtime_ns);
 		}
