@@ -323,3 +323,24 @@ gs__queues_total(const struct gs__queues *qs)
 		t += qs->q[i].len;
 	return t;
 }
+
+unsigned int
+gs__partition(uint64_t part_gen, unsigned int first, unsigned int count,
+	      unsigned int sms)
+{
+	if (part_gen == 0 || count == 0 || first >= sms || sms > 0xffffu)
+		return 0;
+	if (count > sms - first)
+		count = sms - first;
+	if (first == 0 && count == sms)
+		return 0;
+	return first << 16 | count;
+}
+
+uint64_t
+gs__space_scaled(uint64_t gpu_ns, unsigned int range, unsigned int sms)
+{
+	if (range == 0 || sms == 0)
+		return gpu_ns;
+	return gpu_ns * (range & 0xffffu) / sms;
+}

@@ -213,11 +213,30 @@ test_queues(void **state)
 	assert_int_equal(gs__queues_total(&qs), 0);
 }
 
+/* space mode: the control page's partition as the kernels get it */
+static void
+test_partition(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__partition(0, 8, 40, 132), 0);	/* never set */
+	assert_int_equal(gs__partition(1, 8, 40, 132), 8u << 16 | 40u);
+	assert_int_equal(gs__partition(1, 0, 132, 132), 0);	/* whole */
+	assert_int_equal(gs__partition(1, 0, 0, 132), 0);	/* empty */
+	assert_int_equal(gs__partition(1, 132, 8, 132), 0);	/* outside */
+	/* an agent configured for more SMs than this GPU has: clamped */
+	assert_int_equal(gs__partition(2, 104, 40, 108), 104u << 16 | 4u);
+	assert_int_equal(gs__partition(2, 0, 200, 108), 0);
+	assert_int_equal(gs__space_scaled(1320, 8u << 16 | 40u, 132), 400);
+	assert_int_equal(gs__space_scaled(1320, 0, 132), 1320);
+	assert_int_equal(gs__space_scaled(1320, 5, 0), 1320);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nphys),
+		cmocka_unit_test(test_partition),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_redo_cap),
 		cmocka_unit_test(test_span_union),
