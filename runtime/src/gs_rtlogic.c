@@ -206,6 +206,28 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_FORCE_SUSPEND_US='%s': want MIN:MAX microseconds, "
 		    "0 < MIN <= MAX", s);
+	s = get("GSHARE_PARTITION");
+	if (s != NULL && *s != '\0') {
+		uint64_t f, n;
+		const char *colon = strchr(s, ':');
+		char head[24];
+
+		if (strcmp(s, "random") == 0) {
+			c->part_random = 1;
+		} else if (colon == NULL || (size_t)(colon - s) >= sizeof(head) ||
+			   (memcpy(head, s, (size_t)(colon - s)),
+			    head[colon - s] = '\0',
+			    parse_u64(head, &f) < 0) ||
+			   parse_u64(colon + 1, &n) < 0 || n == 0 ||
+			   f > 0xffff || n > 0xffff) {
+			return gs_error_set(err, GS_ECONFIG,
+			    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, "
+			    "COUNT > 0) or random", s);
+		} else {
+			c->part_first = (unsigned int)f;
+			c->part_count = (unsigned int)n;
+		}
+	}
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;

@@ -82,6 +82,11 @@ struct gs__config {
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
 	uint64_t seed;			/* GSHARE_SEED, 0: time */
+	/* GSHARE_PARTITION (tests, benchmarks): FIRST:COUNT, a fixed SM
+	 * range for runs without an agent; `random`: a new range of 8-SM
+	 * granules at every forced-suspension round */
+	unsigned int part_first, part_count;
+	int part_random;
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

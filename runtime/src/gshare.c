@@ -853,6 +853,22 @@ page_partition(volatile struct gs_ctlpage *page)
 	    (unsigned int)rt->sms);
 }
 
+/* Without an agent: GSHARE_PARTITION's range (tests and benchmarks);
+ * `random` draws a new range of 8-SM granules for every round. */
+static unsigned int
+own_partition(void)
+{
+	unsigned int sms = (unsigned int)rt->sms, g = sms / 8u, n, f;
+
+	if (rt->cfg.part_random && g > 0) {
+		n = (unsigned int)gs__rand_range(&rt->rng, 1, g);
+		f = (unsigned int)gs__rand_range(&rt->rng, 0, g - n);
+		return gs__partition(1, f * 8u, n * 8u, sms);
+	}
+	return gs__partition(rt->cfg.part_count != 0, rt->cfg.part_first,
+			     rt->cfg.part_count, sms);
+}
+
 /*
  * Put queued records on the GPU, at most GS__DEPTH per stream that have
  * not reported back yet: a suspend then leaves few kernels behind that
@@ -944,7 +960,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 					      "watcher launch");
 		}
 		rt->cur_gen = gen;
-		rt->sm_range = page_partition(page);
+		rt->sm_range = page != NULL && page != rt->fake ?
+			       page_partition(page) : own_partition();
 		if (launch_queued(gen, 1) < 0)
 			return -1;
 		rc = wait_launched(page, &exit_ns, &susp);
@@ -1270,6 +1287,7 @@ gs_init(unsigned int flags)
 	}
 	if (rt->page != NULL && (rc = map_page()) < 0)
 		goto out_free;
+	rt->sm_range = own_partition();	/* immediate launches */
 	e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
 	if (CU_OK(e))
 		e = cudaStreamCreateWithPriority(&rt->wstream,
