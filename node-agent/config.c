@@ -78,6 +78,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			"SMs per GPU that space-mode partitions divide"),
 	GS_CFG_KEY_UINT("sm_granule", C, sm_granule, 1, 4096, "8",
 			"SMs per partition step (space mode)"),
+	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "false",
+			"write planned SM partitions into control pages "
+			"(the scheduler does not co-grant groups yet)"),
 	GS_CFG_KEY_END,
 };
 

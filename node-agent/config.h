@@ -62,6 +62,7 @@ struct gs_agent_config {
 	char mps_pipe_dir[256];	/* "": run our own; else the site's */
 	uint32_t sm_count;	/* SMs per GPU for space partitions */
 	uint32_t sm_granule;	/* partition step */
+	int space_partitions;	/* write planned partitions into pages */
 
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */

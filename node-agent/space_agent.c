@@ -14,8 +14,10 @@
  * (sm_pct, mem_pct) is wired yet (docs/space.md, "Classification").
  *
  * Limits: the token scheduler still runs space allocations one at a
- * time; co-granting a group is not implemented, so partitions matter
- * only once it is (docs/space.md, "State").
+ * time; co-granting a group is not implemented, and a job that runs alone
+ * on a partition would leave the other SMs idle, so partitions reach the
+ * control pages only with `space_partitions: true` (for tests of the
+ * resize path; docs/space.md, "State").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +161,10 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 				  out[i].sm_first, out[i].sm_count,
 				  out[i].why);
 		r->out = out[i];
-		write_page(a, &out[i]);
+		/* until the scheduler grants a group's members together,
+		 * each runs alone: a partition would only idle SMs */
+		if (cfg->space_partitions)
+			write_page(a, &out[i]);
 	}
 out_free:
 	free(in);

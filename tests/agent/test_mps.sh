@@ -8,7 +8,9 @@
 # uid shares it, another uid's gets none, time mode starts nothing; a
 # killed daemon is restarted and the allocations stay; a daemon that keeps
 # dying marks the GPU unhealthy and a recovered one healthy again; the
-# planner's partitions, thread percentages and reasons show in STATUS; the
+# planner's partitions, thread percentages and reasons show in STATUS and
+# reach a job's control page only with space_partitions, resized as
+# allocations come and go; the
 # last close quits it; the agent's shutdown quits it (and kills one that
 # ignores quit).  Polls with deadlines; cleans up on any exit.
 set -u
@@ -48,6 +50,8 @@ import json, sys
 a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
 print(a[0][sys.argv[2]] if a else "none")' "$1" "$2"
 }
+# an allocation still open (created, or idle after the probe left)
+live() { case $(field "$1" state) in created|idle) return 0;; esac; return 1; }
 healthy() {
 	$CTL -s "$sock" status --json | $PY -c '
 import json, sys
@@ -91,6 +95,12 @@ sp() { echo "$(field "$1" sm_first)+$(field "$1" sm_count) $(field "$1" mps_pct)
 [ "$(sp "$c")" = "0+132 0 time-shared: uid 1001, MPS serves uid 1000" ] &&
 	ok "partitions 80/52 SMs, thread percentages 30/20, uid 1001 time-shared" ||
 	bad "plan: $(sp "$a") / $(sp "$b") / $(sp "$c")"
+# without space_partitions the plan stays out of the control pages
+PROBE=$B/tests/agent/space_probe
+$PROBE "$sock" "$a" 1 > "$dir/probe0" 2>&1 < /dev/null
+[ "$(cat "$dir/probe0")" = "part 0 0 0" ] &&
+	ok "space_partitions off: the page keeps no partition" ||
+	bad "page with space_partitions off: $(cat "$dir/probe0")"
 $CTL -s "$sock" status | grep -q "space: .*MPS $pipe0" &&
 	ok "gsharectl status shows the pipe" ||
 	bad "status: $($CTL -s "$sock" status)"
@@ -102,7 +112,7 @@ newpid() { p=$(dpid) && [ "$p" != "$p1" ] && alive; }
 until5 "killed daemon restarted" newpid
 grep -q "control daemon died (signal 9); restarting" "$dir/log" &&
 	ok "death logged" || bad "no death in the log"
-[ "$(field "$a" state)" = created ] && [ "$(field "$b" state)" = created ] &&
+live "$a" && live "$b" &&
 	ok "allocations survive the restart" ||
 	bad "allocations: $(field "$a" state) $(field "$b" state)"
 
@@ -119,7 +129,7 @@ until alive && well; do
 	sleep 0.1
 done
 alive && well && ok "daemon back, GPU healthy ($(( $(ms) - t0 )) ms)"
-[ "$(field "$a" state)" = created ] && ok "allocations kept" ||
+live "$a" && ok "allocations kept" ||
 	bad "allocation $a: $(field "$a" state)"
 
 # the last close of uid 1000 quits it; uid 1001's does not count
@@ -161,4 +171,31 @@ grep -q "ignored quit; killing it" "$dir/log" && ok "kill logged" ||
 	bad "kill not logged"
 wait "$apid" 2>/dev/null
 apid=""
+
+# space_partitions: the plan reaches the control page of a job and is
+# resized as allocations come and go (restored $d: uid 1001, 30 shares)
+rm -f "$dir/deaf"
+gs_agent_conf <<CONF
+gpus: {simulated: 2}
+mps_control: $FAKE
+space_partitions: true
+CONF
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+$CTL -s "$sock" close "$t" >/dev/null
+e=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1001 --mode space)
+mkfifo "$dir/probe-in"
+$PROBE "$sock" "$e" 30 < "$dir/probe-in" > "$dir/probe1" 2>&1 &
+ppid=$!
+jpids="$jpids $ppid"
+exec 9> "$dir/probe-in"		# the probe runs until this closes
+seen() { grep -q "^part [0-9]* $1\$" "$dir/probe1"; }
+until5 "job of $e on SMs 48-131 beside $d (30:50)" seen "48 84"
+f=$($CTL -s "$sock" create --shares 20 --gpu 0 --uid 1001 --mode space)
+until5 "a third arrives: 40-103 (30:50:20)" seen "40 64"
+$CTL -s "$sock" close "$d" >/dev/null
+until5 "$d leaves: 0-87 (50:20)" seen "0 88"
+$CTL -s "$sock" close "$f" >/dev/null
+until5 "alone: the whole GPU" seen "0 132"
+exec 9>&-
+wait "$ppid" 2>/dev/null
 exit $fail
