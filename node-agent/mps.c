@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -47,8 +48,11 @@ struct dmn {
 	pid_t qpid;		/* quit client, 0: none */
 	int qpidfd;
 	uint64_t quit_deadline;	/* daemon must be gone by then, 0: n/a */
+	int adopted;		/* left running by an earlier agent: not
+				 * our child (no waitpid; pidfd only) */
 	char pipe[256];
 	char log[256];
+	char idfile[256];	/* "pid uid starttime" of the daemon */
 };
 
 struct gs_mps {
@@ -200,6 +204,54 @@ out_env:
 
 static void on_child(struct gs_loop *l, int fd, uint32_t events, void *arg);
 
+/* Start time of pid in clock ticks since boot (/proc/PID/stat field 22),
+ * 0 when it is gone: tells a live daemon from a reused pid. */
+static unsigned long long proc_start(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the name may hold spaces */
+	if (p == NULL)
+		return 0;
+	/* after ")": field 3 (state) ... field 22 (starttime) */
+	for (i = 3; i <= 22 && p != NULL; i++)
+		p = strchr(p + 1, ' ');
+	if (p != NULL)
+		st = strtoull(p + 1, NULL, 10);
+	return st;
+}
+
+/* Record the running daemon, so that an agent started after this one
+ * was killed finds it (adopt()).  Written whole (rename). */
+static void idfile_write(const struct dmn *d)
+{
+	char tmp[300];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", d->idfile);
+	f = fopen(tmp, "we");
+	if (f == NULL) {
+		log_warn("mps: %s", tmp);
+		return;
+	}
+	fprintf(f, "%d %u %llu\n", (int)d->pid, d->uid,
+		proc_start(d->pid));
+	if (fclose(f) != 0 || rename(tmp, d->idfile) < 0)
+		log_warn("mps: %s", d->idfile);
+}
+
 static int watch(struct gs_mps *m, pid_t pid, int *pidfd)
 {
 	struct gs_error err;
@@ -249,6 +301,8 @@ static void start(struct gs_mps *m, uint32_t i)
 		goto retry;
 	}
 	d->started_ns = gs_now_ns();
+	d->adopted = 0;
+	idfile_write(d);
 	log_info("mps: gpu %d: control daemon %d for uid %u (pipe %s)", idx,
 		 (int)d->pid, d->uid, d->pipe);
 	return;
@@ -305,6 +359,8 @@ static void daemon_died(struct gs_mps *m, uint32_t i, int status)
 
 	unwatch(m, &d->pidfd);
 	d->pid = 0;
+	d->adopted = 0;
+	unlink(d->idfile);
 	if (d->quit_deadline) {
 		d->quit_deadline = 0;
 		log_info("mps: gpu %d: control daemon stopped", idx);
@@ -348,7 +404,10 @@ static void on_child(struct gs_loop *l, int fd, uint32_t events, void *arg)
 		struct dmn *d = &m->d[i];
 
 		if (fd == d->pidfd) {
-			if (waitpid(d->pid, &status, WNOHANG) == 0)
+			/* an adopted daemon is not our child: its pidfd is
+			 * readable only once it exited (status unknown) */
+			if (!d->adopted &&
+			    waitpid(d->pid, &status, WNOHANG) == 0)
 				return;	/* spurious */
 			daemon_died(m, i, status);
 			break;
@@ -416,8 +475,9 @@ static void ref(struct gs_mps *m, const struct gs_alloc *a)
 	if (d->refs++ > 0)
 		return;
 	if (d->pid != 0 && d->uid != a->uid) {
-		/* still quitting for its previous user: restart when
-		 * it is gone (daemon_died sees refs > 0) */
+		/* running (or quitting) for another user: quit it, start
+		 * again when it is gone (daemon_died sees refs > 0) */
+		stop(m, (uint32_t)s);
 		d->uid = a->uid;
 		return;
 	}
@@ -463,6 +523,42 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 	arm(m);
 }
 
+/* A daemon an earlier agent started and left running (it was killed, not
+ * stopped): take it over, so that the jobs using it keep running.  Only
+ * a live process whose start time matches the record is taken. */
+static void adopt(struct gs_mps *m, uint32_t i)
+{
+	struct dmn *d = &m->d[i];
+	unsigned long long st = 0;
+	unsigned uid = 0;
+	int pid = 0, n;
+	FILE *f;
+
+	if (m->site_pipe[0] != '\0')
+		return;
+	f = fopen(d->idfile, "re");
+	if (f == NULL)
+		return;
+	n = fscanf(f, "%d %u %llu", &pid, &uid, &st);
+	fclose(f);
+	if (n != 3 || pid <= 1 || st == 0 || proc_start(pid) != st) {
+		unlink(d->idfile);
+		return;
+	}
+	d->pid = pid;
+	d->uid = uid;
+	d->adopted = 1;
+	if (watch(m, d->pid, &d->pidfd) < 0) {
+		d->pid = 0;
+		d->adopted = 0;
+		return;
+	}
+	d->started_ns = gs_now_ns();
+	log_info("mps: gpu %d: adopted control daemon %d for uid %u (left "
+		 "running by an earlier agent)",
+		 gs_agent_gpu(m->ag, i)->d.index, pid, uid);
+}
+
 struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 {
 	const struct gs_agent_config *cfg = gs_agent_config(ag);
@@ -490,7 +586,10 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 			    (int)sizeof(m->d[i].pipe) ||
 		    snprintf(m->d[i].log, sizeof(m->d[i].log),
 			     "%s/mps/%d/log", cfg->state_dir, idx) >=
-			    (int)sizeof(m->d[i].log)) {
+			    (int)sizeof(m->d[i].log) ||
+		    snprintf(m->d[i].idfile, sizeof(m->d[i].idfile),
+			     "%s/mps/%d/daemon", cfg->state_dir, idx) >=
+			    (int)sizeof(m->d[i].idfile)) {
 			gs_error_set(err, GS_ECONFIG,
 				     "state_dir too long for MPS: %s",
 				     cfg->state_dir);
@@ -510,9 +609,14 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 		gs_error_set(err, GS_ENOMEM, "too many allocation observers");
 		goto out_del;
 	}
+	for (i = 0; i < m->n; i++)
+		adopt(m, i);
 	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
 		if (a->mode == GS_MODE_SPACE)
 			ref(m, a);
+	for (i = 0; i < m->n; i++)
+		if (m->d[i].adopted && m->d[i].refs == 0)
+			stop(m, i);	/* nobody left to serve */
 	arm(m);
 	return m;
 
@@ -522,6 +626,16 @@ out_tfd:
 	close(m->tfd);
 	free(m);
 	return NULL;
+}
+
+/* Has the daemon exited (reaped when it is our child)? */
+static int gone(struct dmn *d)
+{
+	struct pollfd p = { d->pidfd, POLLIN, 0 };
+
+	if (!d->adopted)
+		return waitpid(d->pid, NULL, WNOHANG) != 0;
+	return d->pidfd < 0 || poll(&p, 1, 0) > 0;
 }
 
 void gs_mps_free(struct gs_mps *m)
@@ -546,10 +660,11 @@ void gs_mps_free(struct gs_mps *m)
 			if (d->qpid != 0 &&
 			    waitpid(d->qpid, NULL, WNOHANG) != 0)
 				d->qpid = 0;
-			if (d->pid != 0 && waitpid(d->pid, NULL, WNOHANG) != 0) {
+			if (d->pid != 0 && gone(d)) {
 				log_info("mps: gpu %d: control daemon stopped",
 					 gs_agent_gpu(m->ag, i)->d.index);
 				d->pid = 0;
+				unlink(d->idfile);
 			}
 			left += d->pid != 0 || d->qpid != 0;
 		}
@@ -564,7 +679,9 @@ void gs_mps_free(struct gs_mps *m)
 				  "quit; killing it",
 				  gs_agent_gpu(m->ag, i)->d.index, (int)d->pid);
 			kill(d->pid, SIGKILL);
-			waitpid(d->pid, NULL, 0);
+			if (!d->adopted)
+				waitpid(d->pid, NULL, 0);
+			unlink(d->idfile);
 		}
 		if (d->qpid != 0) {
 			kill(d->qpid, SIGKILL);

@@ -22,7 +22,11 @@
  * unhealthy (no new allocations; existing ones and their usage stay) and
  * the agent keeps retrying every 5 s; a daemon that then stays up a
  * second marks it healthy again.  The agent's own shutdown quits every
- * daemon it runs and waits for them (bounded).
+ * daemon it runs and waits for them (bounded).  A daemon left running by
+ * an agent that was killed is adopted by the next one (its record
+ * <state_dir>/mps/<index>/daemon: pid, uid, process start time), watched
+ * through a pidfd (it is not our child), and quit when no restored space
+ * allocation of its user remains.
  *
  * With mps_pipe_dir set, a site's own MPS is used instead: the agent
  * starts nothing and hands that directory to every space allocation.

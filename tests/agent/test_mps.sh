@@ -12,7 +12,7 @@
 # reach a job's control page only with space_partitions, resized as
 # allocations come and go; the
 # last close quits it; the agent's shutdown quits it (and kills one that
-# ignores quit).  Polls with deadlines; cleans up on any exit.
+# ignores quit); a daemon left by a killed agent is adopted by the next.  Polls with deadlines; cleans up on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 gs_agent_init gsmps
@@ -159,6 +159,21 @@ apid=""
 # restart; a daemon that ignores quit is killed at shutdown (5 s)
 gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
 until5 "restored space allocation $d starts a daemon" alive
+nstart=$(grep -c "^start" "$log0/control.log")
+p4=$(dpid)
+# the agent killed outright: its daemon stays (jobs keep running) and the
+# next agent adopts it, supervises it (restart) and stops it
+kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
+alive && [ "$(dpid)" = "$p4" ] && ok "daemon $p4 outlives a killed agent" ||
+	bad "daemon gone with the agent"
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+grep -q "adopted control daemon $p4 for uid 1001" "$dir/log" &&
+	[ "$(dpid)" = "$p4" ] && [ "$(grep -c "^start" "$log0/control.log")" = "$nstart" ] &&
+	ok "the new agent adopts daemon $p4, starts none" ||
+	bad "no adoption: $(grep mps "$dir/log")"
+kill -9 "$p4"
+newpid4() { p=$(dpid) && [ "$p" != "$p4" ] && alive; }
+until5 "adopted daemon killed: restarted" newpid4
 p4=$(dpid)
 : > "$dir/deaf"
 kill -TERM "$apid"
