@@ -9,9 +9,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,9 @@ struct dmn {
 	uint64_t quit_deadline;	/* daemon must be gone by then, 0: n/a */
 	int adopted;		/* left running by an earlier agent: not
 				 * our child (no waitpid; pidfd only) */
-	char pipe[256];
-	char log[256];
+	char base[200];		/* <state_dir>/mps/<index> */
+	char pipe[256];		/* <base>/<uid>/pipe, of the uid served */
+	char log[256];		/* <base>/<uid>/log */
 	char idfile[256];	/* "pid uid starttime" of the daemon */
 };
 
@@ -115,18 +117,30 @@ static int mkdir_owned(const char *path, uint32_t uid)
 	return 0;
 }
 
-/* mkdir <state_dir>/mps/<index>/{pipe,log}; the leaves owned by uid */
+/* Pipe and log directories of the uid served: every user has its own,
+ * so nothing one user's daemon left is in another's way. */
+static void set_paths(struct dmn *d)
+{
+	snprintf(d->pipe, sizeof(d->pipe), "%s/%u/pipe", d->base, d->uid);
+	snprintf(d->log, sizeof(d->log), "%s/%u/log", d->base, d->uid);
+}
+
+/* mkdir <state_dir>/mps/<index>/<uid>/{pipe,log}; root owns everything
+ * down to <uid>, so the user cannot swap the leaves, which the user owns
+ * (mode 0700) */
 static int make_dirs(struct gs_mps *m, uint32_t i)
 {
 	const struct gs_agent_config *cfg = gs_agent_config(m->ag);
 	struct dmn *d = &m->d[i];
 	char p[300];
-	int idx = gs_agent_gpu(m->ag, i)->d.index;
 
 	snprintf(p, sizeof(p), "%s/mps", cfg->state_dir);
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
 		goto fail;
-	snprintf(p, sizeof(p), "%s/mps/%d", cfg->state_dir, idx);
+	snprintf(p, sizeof(p), "%s", d->base);
+	if (mkdir(p, 0755) < 0 && errno != EEXIST)
+		goto fail;
+	snprintf(p, sizeof(p), "%s/%u", d->base, d->uid);
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
 		goto fail;
 	if (mkdir_owned(d->pipe, d->uid) < 0) {
@@ -143,20 +157,61 @@ fail:
 	return -1;
 }
 
-/* posix_spawnp control with the GPU's environment; stdin from in_fd
- * (-1: /dev/null).  Returns the pid, 0 on failure (logged). */
+/* The control binary's path: as configured when it holds a '/', else
+ * the first executable of that name along PATH.  0, or -1 (ENOENT). */
+static int resolve(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH"), *p, *e;
+
+	if (strchr(name, '/') != NULL) {
+		snprintf(out, len, "%s", name);
+		return 0;
+	}
+	if (path == NULL)
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+		       "/sbin:/bin";
+	for (p = path; *p != '\0'; p = *e ? e + 1 : e) {
+		e = strchr(p, ':');
+		if (e == NULL)
+			e = p + strlen(p);
+		if (snprintf(out, len, "%.*s/%s", (int)(e - p), p, name) <
+			(int)len &&
+		    access(out, X_OK) == 0)
+			return 0;
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+/*
+ * Run `control [arg]` for GPU slot i with the GPU's environment, in its
+ * own session, stdin from in_fd (-1: /dev/null), as the uid the daemon
+ * serves (when the agent is root): the control daemon then creates
+ * everything in the user's own pipe and log directories with the user's
+ * rights, and the server it starts runs as that user anyway.  Returns
+ * the pid, 0 on failure (logged).  Waits only until the child has
+ * exec'd (a close-on-exec pipe reports a failure), like posix_spawn.
+ */
 static pid_t spawn(struct gs_mps *m, uint32_t i, const char *arg, int in_fd)
 {
 	const struct gs_gpu *g = gs_agent_gpu(m->ag, i);
 	struct dmn *d = &m->d[i];
-	char e_dev[GS_UUID_MAX + 32], e_pipe[300], e_log[300];
-	char *argv[3];
-	char **envp = NULL;
+	char e_dev[GS_UUID_MAX + 32], e_pipe[300], e_log[300], bin[512];
+	char *argv[3], **envp = NULL, pwbuf[1024];
+	struct passwd pw, *pwp = NULL;
 	size_t ne = 0, k = 0, j;
-	posix_spawn_file_actions_t fa;
+	gid_t gid = 65534;
+	int rep[2] = { -1, -1 }, cerr = 0, drop = geteuid() == 0;
 	pid_t pid = 0;
-	int rc;
+	ssize_t n;
 
+	if (resolve(m->control, bin, sizeof(bin)) < 0) {
+		log_warn("mps: gpu %d: cannot run %s", g->d.index, m->control);
+		return 0;
+	}
+	if (drop && getpwuid_r((uid_t)d->uid, &pw, pwbuf, sizeof(pwbuf),
+			       &pwp) == 0 && pwp != NULL)
+		gid = pw.pw_gid;
 	if (g->d.uuid[0] != '\0' && !g->d.simulated)
 		snprintf(e_dev, sizeof(e_dev), "CUDA_VISIBLE_DEVICES=%s",
 			 g->d.uuid);
@@ -180,23 +235,52 @@ static pid_t spawn(struct gs_mps *m, uint32_t i, const char *arg, int in_fd)
 	envp[k++] = e_dev;
 	envp[k++] = e_pipe;
 	envp[k++] = e_log;
-	argv[0] = m->control;
+	argv[0] = bin;
 	argv[1] = (char *)arg;
 	argv[2] = NULL;
-	if (posix_spawn_file_actions_init(&fa) != 0)
+	if (pipe2(rep, O_CLOEXEC) < 0) {
+		log_warn("mps: pipe");
 		goto out_env;
-	if (in_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
-	else
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
-						 0);
-	rc = posix_spawnp(&pid, m->control, &fa, NULL, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc != 0) {
-		errno = rc;
-		log_warn("mps: gpu %d: cannot run %s", g->d.index, m->control);
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_warn("mps: fork");
+		pid = 0;
+		goto out_pipe;
+	}
+	if (pid == 0) {
+		/* child: async-signal-safe calls only */
+		int fd = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+
+		if (fd < 0 || dup2(fd, 0) < 0)
+			goto child_fail;
+		setsid();
+		if (drop && (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
+			     setuid((uid_t)d->uid) < 0))
+			goto child_fail;
+		execve(bin, argv, envp);
+child_fail:
+		cerr = errno;
+		if (write(rep[1], &cerr, sizeof(cerr)) < 0)
+			_exit(126);
+		_exit(127);
+	}
+	close(rep[1]);
+	rep[1] = -1;
+	do
+		n = read(rep[0], &cerr, sizeof(cerr));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(cerr)) {
+		waitpid(pid, NULL, 0);	/* it exits at once */
+		errno = cerr;
+		log_warn("mps: gpu %d: cannot run %s as uid %u", g->d.index,
+			 bin, d->uid);
 		pid = 0;
 	}
+out_pipe:
+	if (rep[1] >= 0)
+		close(rep[1]);
+	close(rep[0]);
 out_env:
 	free(envp);
 	return pid;
@@ -285,6 +369,7 @@ static void start(struct gs_mps *m, uint32_t i)
 	int idx = gs_agent_gpu(m->ag, i)->d.index;
 
 	d->restart_at = 0;
+	set_paths(d);
 	if (make_dirs(m, i) < 0)
 		goto retry;
 	d->pid = spawn(m, i, "-f", -1);
@@ -356,6 +441,7 @@ static void daemon_died(struct gs_mps *m, uint32_t i, int status)
 	uint64_t now = gs_now_ns();
 	int idx = gs_agent_gpu(m->ag, i)->d.index;
 	int quick = now - d->started_ns < QUICK_NS;
+	int adopted = d->adopted;
 
 	unwatch(m, &d->pidfd);
 	d->pid = 0;
@@ -370,17 +456,28 @@ static void daemon_died(struct gs_mps *m, uint32_t i, int status)
 	} else if (d->refs == 0) {
 		return;
 	} else {
-		log_warnx("mps: gpu %d: control daemon died (%s %d); "
-			  "restarting", idx,
-			  WIFSIGNALED(status) ? "signal" : "exit",
-			  WIFSIGNALED(status) ? WTERMSIG(status) :
-						WEXITSTATUS(status));
+		if (adopted)
+			log_warnx("mps: gpu %d: control daemon died; "
+				  "restarting", idx);
+		else
+			log_warnx("mps: gpu %d: control daemon died (%s %d); "
+				  "restarting", idx,
+				  WIFSIGNALED(status) ? "signal" : "exit",
+				  WIFSIGNALED(status) ? WTERMSIG(status) :
+							WEXITSTATUS(status));
 	}
 	if (!quick) {
 		d->quick = 0;
 		d->backoff_ns = 0;
 		set_sick(m, i, 0);
 		start(m, i);
+		return;
+	}
+	/* only a daemon that exits by itself counts towards the GPU's
+	 * health: the user it runs as may kill it (that user's jobs lose
+	 * MPS for a while, nobody else's GPU turns unhealthy) */
+	if (adopted || WIFSIGNALED(status)) {
+		d->restart_at = now + BACKOFF_MIN_NS;
 		return;
 	}
 	d->quick++;
@@ -548,6 +645,7 @@ static void adopt(struct gs_mps *m, uint32_t i)
 	d->pid = pid;
 	d->uid = uid;
 	d->adopted = 1;
+	set_paths(d);
 	if (watch(m, d->pid, &d->pidfd) < 0) {
 		d->pid = 0;
 		d->adopted = 0;
@@ -581,12 +679,10 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 		int idx = gs_agent_gpu(ag, i)->d.index;
 
 		m->d[i].pidfd = m->d[i].qpidfd = -1;
-		if (snprintf(m->d[i].pipe, sizeof(m->d[i].pipe),
-			     "%s/mps/%d/pipe", cfg->state_dir, idx) >=
-			    (int)sizeof(m->d[i].pipe) ||
-		    snprintf(m->d[i].log, sizeof(m->d[i].log),
-			     "%s/mps/%d/log", cfg->state_dir, idx) >=
-			    (int)sizeof(m->d[i].log) ||
+		/* the longest uid and leaf must fit the paths */
+		if (snprintf(m->d[i].base, sizeof(m->d[i].base), "%s/mps/%d",
+			     cfg->state_dir, idx) >=
+			    (int)sizeof(m->d[i].base) - 16 ||
 		    snprintf(m->d[i].idfile, sizeof(m->d[i].idfile),
 			     "%s/mps/%d/daemon", cfg->state_dir, idx) >=
 			    (int)sizeof(m->d[i].idfile)) {

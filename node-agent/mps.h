@@ -3,12 +3,15 @@
  * space-mode allocations (docs/space.md).
  *
  * The agent runs `<mps_control> -f` (foreground, so the agent is its
- * parent and sees its death at once through a pidfd on the loop) with
- * CUDA_VISIBLE_DEVICES set to the GPU and its own pipe and log
- * directories, <state_dir>/mps/<index>/{pipe,log}, owned by the uid the
- * daemon serves and mode 0700: MPS runs one server per user per GPU, so
- * the first space allocation's uid owns the daemon while it runs, and
- * no other user can reach its control socket.  Allocations of other uids
+ * parent and sees its death at once through a pidfd on the loop) as the
+ * uid it serves, in its own session, with CUDA_VISIBLE_DEVICES set to the
+ * GPU and that user's own pipe and log directories,
+ * <state_dir>/mps/<index>/<uid>/{pipe,log}, owned by the user, mode 0700
+ * (root owns everything above them).  MPS runs one server per user per
+ * GPU, so the first space allocation's uid owns the GPU's daemon while it
+ * runs; no other user can reach its control socket, and since the daemon
+ * is not root, nothing it creates in a directory the user controls can be
+ * turned against root.  Allocations of other uids
  * get no pipe directory (they run outside MPS and take turns, see
  * space.h).
  *
@@ -17,9 +20,10 @@
  * the daemon; also for allocations restored at start-up), stopped with
  * `echo quit | <mps_control>` when the last one closes (SIGKILL if it has
  * not exited 5 s later), restarted when it dies while wanted: at once,
- * then with a doubling delay (0.1 s .. 5 s) while it keeps dying within
- * a second of its start; after 5 quick deaths in a row the GPU is marked
- * unhealthy (no new allocations; existing ones and their usage stay) and
+ * then with a doubling delay (0.1 s .. 5 s) while it keeps exiting by
+ * itself within a second of its start (a daemon killed by a signal —
+ * its user may kill it — is restarted after 0.1 s and never counts);
+ * after 5 such quick exits in a row the GPU is marked unhealthy (no new allocations; existing ones and their usage stay) and
  * the agent keeps retrying every 5 s; a daemon that then stays up a
  * second marks it healthy again.  The agent's own shutdown quits every
  * daemon it runs and waits for them (bounded).  A daemon left running by

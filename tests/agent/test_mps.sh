@@ -16,13 +16,18 @@
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 gs_agent_init gsmps
+# the daemons run as the users they serve: they reach their directories
+# (and the test's knob files) under $dir
+chmod 755 "$dir"
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
-log0=$dir/state/mps/0/log
-pipe0=$dir/state/mps/0/pipe
+# per user: <state_dir>/mps/<gpu>/<uid>/{pipe,log}
+log0=$dir/state/mps/0/1000/log
+pipe0=$dir/state/mps/0/1000/pipe
+cur=1000	# the uid GPU 0's daemon serves now (dpid)
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # the stand-ins this test may have left: killed by pid, on any exit
 mps_cleanup() {
-	for f in "$dir"/state/mps/*/log/pid; do
+	for f in "$dir"/state/mps/*/*/log/pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
 	gs_agent_cleanup
@@ -41,7 +46,7 @@ until5() {
 	done
 	ok "$desc ($(( $(ms) - t0 )) ms)"
 }
-dpid() { cat "$log0/pid" 2>/dev/null; }
+dpid() { cat "$dir/state/mps/0/$cur/log/pid" 2>/dev/null; }
 alive() { p=$(dpid) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 field() {	# field ALLOC KEY: from status --json
@@ -73,6 +78,9 @@ p1=$(dpid)
 grep -q "^start $p1 CUDA_VISIBLE_DEVICES=0 pipe=$pipe0\$" "$log0/control.log" &&
 	ok "daemon environment: GPU 0, its pipe directory" ||
 	bad "control.log: $(cat "$log0/control.log")"
+[ "$(stat -c %u "/proc/$p1")" = 1000 ] &&
+	ok "daemon runs as uid 1000, the user it serves" ||
+	bad "daemon uid $(stat -c %u "/proc/$p1")"
 [ "$(stat -c '%u %a' "$pipe0")" = "1000 700" ] &&
 	ok "pipe directory owned by uid 1000, mode 700" ||
 	bad "pipe directory: $(stat -c '%u %a' "$pipe0")"
@@ -116,6 +124,18 @@ live "$a" && live "$b" &&
 	ok "allocations survive the restart" ||
 	bad "allocations: $(field "$a" state) $(field "$b" state)"
 
+# the user it runs as kills it again and again: restarted each time, the
+# GPU stays healthy (only daemons that exit by themselves count)
+for k in 1 2 3 4 5 6; do
+	pk=$(dpid)
+	kill -9 "$pk"
+	np() { p=$(dpid) && [ "$p" != "$pk" ] && alive; }
+	t0=$(ms)
+	until np || [ $(( $(ms) - t0 )) -gt 8000 ]; do sleep 0.05; done
+done
+np && [ "$(healthy)" = True ] &&
+	ok "6 kills in a row: restarted each time, GPU 0 still healthy" ||
+	bad "after 6 kills: daemon '$(dpid)', healthy $(healthy)"
 # a daemon that keeps dying: GPU unhealthy; recovered: healthy
 : > "$dir/fail"
 kill -9 "$(dpid)"
@@ -146,9 +166,15 @@ grep -q "^quit $p2" "$log0/control.log" && ok "stopped by quit" ||
 
 # a new user owns the next daemon; the agent's shutdown quits it
 d=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
+cur=1001
+log0=$dir/state/mps/0/1001/log
+pipe1=$dir/state/mps/0/1001/pipe
 until5 "new daemon for uid 1001" alive
-[ "$(stat -c %u "$pipe0")" = 1001 ] && ok "pipe now owned by 1001" ||
-	bad "pipe owner $(stat -c %u "$pipe0")"
+[ "$(stat -c '%u %a' "$pipe1")" = "1001 700" ] &&
+	[ "$(field "$d" mps_pipe)" = "$pipe1" ] &&
+	[ "$(stat -c '%u %a' "$dir/state/mps/0/1001")" = "0 755" ] &&
+	ok "uid 1001 gets its own pipe directory (root owns the parent)" ||
+	bad "pipe of 1001: $(ls -la "$dir/state/mps/0/1001")"
 p3=$(dpid)
 kill -TERM "$apid"
 until5 "agent shutdown quits the daemon" gone "$p3"

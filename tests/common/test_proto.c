@@ -61,7 +61,7 @@ static void fill_labels(struct gs_labels *l)
 }
 
 /* the space fields appended in 1.3: three u32 and two strings */
-#define SPACE_PIPE	"/var/lib/gshare/mps/0/pipe"
+#define SPACE_PIPE	"/var/lib/gshare/mps/0/1000/pipe"
 #define SPACE_WHY	"co-runs with 2: compute-heavy + memory-heavy"
 #define SPACE_TAIL	(12u + 2u + sizeof(SPACE_PIPE) - 1u + 2u + \
 			 sizeof(SPACE_WHY) - 1u)
