@@ -154,7 +154,7 @@ else
 fi
 
 # --- 3. the agent's MPS supervision with the real daemon ---
-agent_up() {	# MODE-independent; verbose for the planner's resize lines
+agent_up() {	# SPACE_PARTITIONS; verbose for the planner's resize lines
 	cat >"$TMP/gshare.yaml" <<YAML
 socket: $SOCK
 state_dir: $TMP/state
@@ -164,7 +164,7 @@ log: stderr
 verbose: true
 metrics_listen: ""
 sm_count: $SMS
-space_partitions: true
+space_partitions: ${1:-true}
 YAML
 	mkdir -p "$TMP/state"
 	"$AGENTBIN" -d -f "$TMP/gshare.yaml" >"$TMP/gshared.log" 2>&1 &
@@ -298,6 +298,9 @@ run_pair() {	# method a b sa sb envA envB
 }
 ids=""
 : >"$O/pairs.txt"
+# the shipped default (space_partitions off) for the agent's pairs
+agent_stop
+[ -n "$MPSCTL" ] && agent_up false || AGENT_PID=""
 have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1
