@@ -254,6 +254,10 @@ static pid_t spawn(struct gs_mps *m, uint32_t i, const char *arg, int in_fd)
 
 		if (fd < 0 || dup2(fd, 0) < 0)
 			goto child_fail;
+		/* nothing of the agent's (sockets, other users' control
+		 * pages) may reach the daemon, even an fd opened without
+		 * O_CLOEXEC: CLOSE_RANGE_CLOEXEC (4) on all but stdio */
+		syscall(SYS_close_range, 3u, ~0u, 4u);
 		setsid();
 		if (drop && (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
 			     setuid((uid_t)d->uid) < 0))

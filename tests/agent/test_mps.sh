@@ -136,6 +136,13 @@ done
 np && [ "$(healthy)" = True ] &&
 	ok "6 kills in a row: restarted each time, GPU 0 still healthy" ||
 	bad "after 6 kills: daemon '$(dpid)', healthy $(healthy)"
+# started after a job attached: none of the agent's fds (control pages,
+# sockets) reached it
+fds=$(ls -l "/proc/$(dpid)/fd" 2>&1)
+case $fds in
+*gshare-ctl*|*socket:*|*usage.db*) bad "daemon holds agent fds: $fds";;
+*) ok "the daemon holds none of the agent's fds";;
+esac
 # a daemon that keeps dying: GPU unhealthy; recovered: healthy
 : > "$dir/fail"
 kill -9 "$(dpid)"
