@@ -180,6 +180,8 @@ int gs_space_plan(const struct gs_space_params *p,
 	mps_uid = p->mps_uid;
 	if (mps_uid == GS_SPACE_NOUID && n > 0)
 		mps_uid = in[next_in_order(in, n, 0, 0)].uid;
+	if (n == 0)
+		return 0;
 	memset(out, 0, n * sizeof(*out));
 
 	FOR_ID_ORDER(i2, in, n) {
