@@ -738,6 +738,12 @@ static int gone(struct dmn *d)
 	return d->pidfd < 0 || poll(&p, 1, 0) > 0;
 }
 
+/* A daemon still serving open allocations, not being quit. */
+static int wanted(const struct dmn *d)
+{
+	return d->pid != 0 && d->refs > 0 && d->quit_deadline == 0;
+}
+
 void gs_mps_free(struct gs_mps *m)
 {
 	uint64_t deadline;
@@ -746,9 +752,16 @@ void gs_mps_free(struct gs_mps *m)
 	if (m == NULL)
 		return;
 	gs_alloc_unobserve(gs_agent_allocs(m->ag), observer, m);
+	/* a daemon that serves open allocations stays, with its record,
+	 * for the next agent to adopt: the allocations outlive this agent
+	 * (state file), and so do their jobs */
 	for (i = 0; i < m->n; i++)
-		stop(m, i);
-	/* shutdown only: wait for the daemons here, bounded */
+		if (wanted(&m->d[i]))
+			log_info("mps: gpu %d: control daemon %d left running "
+				 "for the next agent",
+				 gs_agent_gpu(m->ag, i)->d.index,
+				 (int)m->d[i].pid);
+	/* one being quit: wait for it here (shutdown only), bounded */
 	deadline = gs_now_ns() + QUIT_WAIT_NS;
 	do {
 		struct timespec ts = { 0, 10 * 1000000L };
@@ -760,13 +773,13 @@ void gs_mps_free(struct gs_mps *m)
 			if (d->qpid != 0 &&
 			    waitpid(d->qpid, NULL, WNOHANG) != 0)
 				d->qpid = 0;
-			if (d->pid != 0 && gone(d)) {
+			if (d->pid != 0 && !wanted(d) && gone(d)) {
 				log_info("mps: gpu %d: control daemon stopped",
 					 gs_agent_gpu(m->ag, i)->d.index);
 				d->pid = 0;
 				unlink(d->idfile);
 			}
-			left += d->pid != 0 || d->qpid != 0;
+			left += (d->pid != 0 && !wanted(d)) || d->qpid != 0;
 		}
 		if (left)
 			nanosleep(&ts, NULL);
@@ -774,7 +787,7 @@ void gs_mps_free(struct gs_mps *m)
 	for (i = 0; i < m->n; i++) {
 		struct dmn *d = &m->d[i];
 
-		if (d->pid != 0) {
+		if (d->pid != 0 && !wanted(d)) {
 			log_warnx("mps: gpu %d: control daemon %d ignored "
 				  "quit; killing it",
 				  gs_agent_gpu(m->ag, i)->d.index, (int)d->pid);

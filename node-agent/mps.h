@@ -25,9 +25,11 @@
  * its user may kill it — is restarted after 0.1 s and never counts);
  * after 5 such quick exits in a row the GPU is marked unhealthy (no new allocations; existing ones and their usage stay) and
  * the agent keeps retrying every 5 s; a daemon that then stays up a
- * second marks it healthy again.  The agent's own shutdown quits every
- * daemon it runs and waits for them (bounded).  A daemon left running by
- * an agent that was killed is adopted by the next one (its record
+ * second marks it healthy again.  The agent's own shutdown leaves a
+ * daemon that serves open allocations running (they outlive the agent in
+ * its state file, and so do their jobs) and finishes only quits in
+ * progress (bounded wait, then SIGKILL).  A daemon left running by an
+ * agent that stopped or was killed is adopted by the next one (its record
  * <state_dir>/mps/<index>/daemon: pid, uid, process start time), watched
  * through a pidfd (it is not our child), and quit when no restored space
  * allocation of its user remains.
@@ -52,7 +54,8 @@ struct gs_mps;
 /* Observe the agent's allocation table and start daemons for the space
  * allocations already in it (restored ones). */
 struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err);
-/* Quit every daemon (bounded wait), stop observing; NULL: no-op. */
+/* Stop observing; leave daemons serving open allocations running for
+ * the next agent, finish quits in progress (bounded); NULL: no-op. */
 void gs_mps_free(struct gs_mps *m);
 
 /* Fill info->mps_pipe for an allocation on GPU index gpu of uid: the

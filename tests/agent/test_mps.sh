@@ -11,8 +11,9 @@
 # planner's partitions, thread percentages and reasons show in STATUS and
 # reach a job's control page only with space_partitions, resized as
 # allocations come and go; the
-# last close quits it; the agent's shutdown quits it (and kills one that
-# ignores quit); a daemon left by a killed agent is adopted by the next.  Polls with deadlines; cleans up on any exit.
+# last close quits it (and kills one that ignores quit); a daemon serving
+# open allocations outlives the agent's stop or kill and is adopted by the
+# next agent.  Polls with deadlines; cleans up on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 gs_agent_init gsmps
@@ -171,7 +172,7 @@ until5 "last close stops it" gone "$p2"
 grep -q "^quit $p2" "$log0/control.log" && ok "stopped by quit" ||
 	bad "not by quit: $(tail -n 3 "$log0/control.log")"
 
-# a new user owns the next daemon; the agent's shutdown quits it
+# a new user owns the next daemon
 d=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
 cur=1001
 log0=$dir/state/mps/0/1001/log
@@ -183,46 +184,53 @@ until5 "new daemon for uid 1001" alive
 	ok "uid 1001 gets its own pipe directory (root owns the parent)" ||
 	bad "pipe of 1001: $(ls -la "$dir/state/mps/0/1001")"
 p3=$(dpid)
+nstart=$(grep -c "^start" "$log0/control.log")
+# the agent stopped (SIGTERM): the daemon serving $d stays, so its jobs
+# keep running; the next agent adopts it
 kill -TERM "$apid"
-until5 "agent shutdown quits the daemon" gone "$p3"
+until5 "agent exits" gone "$apid"
+wait "$apid" 2>/dev/null
+apid=""
+alive && [ "$(dpid)" = "$p3" ] && ok "daemon $p3 outlives the agent's stop" ||
+	bad "daemon gone with the stopped agent"
+grep -q "control daemon $p3 left running for the next agent" "$dir/log" &&
+	ok "left running, logged" || bad "not logged: $(grep mps "$dir/log")"
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+adopted() {	# PID: the new agent took it over and started none
+	grep -q "adopted control daemon $1 for uid 1001" "$dir/log" &&
+	[ "$(dpid)" = "$1" ] &&
+	[ "$(grep -c "^start" "$log0/control.log")" = "$nstart" ]
+}
+adopted "$p3" && ok "the next agent adopts daemon $p3, starts none" ||
+	bad "no adoption: $(grep mps "$dir/log")"
+# the agent killed outright: the same
+kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
+alive && [ "$(dpid)" = "$p3" ] && ok "daemon $p3 outlives a killed agent" ||
+	bad "daemon gone with the killed agent"
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+adopted "$p3" && ok "adopted again after kill -9" ||
+	bad "no adoption after kill -9: $(grep mps "$dir/log")"
+# adopted, it is supervised like our own: killed, restarted
+kill -9 "$p3"
+newpid3() { p=$(dpid) && [ "$p" != "$p3" ] && alive; }
+until5 "adopted daemon killed: restarted" newpid3
+# a daemon that ignores quit is killed 5 s after the last close
+p4=$(dpid)
+: > "$dir/deaf"
+$CTL -s "$sock" close "$d" >/dev/null
+t0=$(ms)
+while ! gone "$p4" && [ $(( $(ms) - t0 )) -lt 8000 ]; do sleep 0.1; done
+gone "$p4" && grep -q "ignored quit; killing it" "$dir/log" &&
+	ok "deaf daemon killed $(( $(ms) - t0 )) ms after the last close" ||
+	bad "daemon $p4 still there after 8 s"
+rm -f "$dir/deaf"
+kill -TERM "$apid"
 until5 "agent exits" gone "$apid"
 wait "$apid" 2>/dev/null
 apid=""
 
-# restart; a daemon that ignores quit is killed at shutdown (5 s)
-gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
-until5 "restored space allocation $d starts a daemon" alive
-nstart=$(grep -c "^start" "$log0/control.log")
-p4=$(dpid)
-# the agent killed outright: its daemon stays (jobs keep running) and the
-# next agent adopts it, supervises it (restart) and stops it
-kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
-alive && [ "$(dpid)" = "$p4" ] && ok "daemon $p4 outlives a killed agent" ||
-	bad "daemon gone with the agent"
-gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
-grep -q "adopted control daemon $p4 for uid 1001" "$dir/log" &&
-	[ "$(dpid)" = "$p4" ] && [ "$(grep -c "^start" "$log0/control.log")" = "$nstart" ] &&
-	ok "the new agent adopts daemon $p4, starts none" ||
-	bad "no adoption: $(grep mps "$dir/log")"
-kill -9 "$p4"
-newpid4() { p=$(dpid) && [ "$p" != "$p4" ] && alive; }
-until5 "adopted daemon killed: restarted" newpid4
-p4=$(dpid)
-: > "$dir/deaf"
-kill -TERM "$apid"
-t0=$(ms)
-while ! gone "$apid" && [ $(( $(ms) - t0 )) -lt 8000 ]; do sleep 0.1; done
-gone "$apid" && gone "$p4" &&
-	ok "deaf daemon killed, agent out in $(( $(ms) - t0 )) ms" ||
-	bad "agent $apid / daemon $p4 still there after 8 s"
-grep -q "ignored quit; killing it" "$dir/log" && ok "kill logged" ||
-	bad "kill not logged"
-wait "$apid" 2>/dev/null
-apid=""
-
 # space_partitions: the plan reaches the control page of a job and is
-# resized as allocations come and go (restored $d: uid 1001, 30 shares)
-rm -f "$dir/deaf"
+# resized as allocations come and go
 gs_agent_conf <<CONF
 gpus: {simulated: 2}
 mps_control: $FAKE
@@ -230,6 +238,7 @@ space_partitions: true
 CONF
 gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
 $CTL -s "$sock" close "$t" >/dev/null
+d=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
 e=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1001 --mode space)
 mkfifo "$dir/probe-in"
 $PROBE "$sock" "$e" 30 < "$dir/probe-in" > "$dir/probe1" 2>&1 &
