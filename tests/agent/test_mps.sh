@@ -255,4 +255,22 @@ $CTL -s "$sock" close "$f" >/dev/null
 until5 "alone: the whole GPU" seen "0 132"
 exec 9>&-
 wait "$ppid" 2>/dev/null
+kill -TERM "$apid"; wait "$apid" 2>/dev/null; apid=""
+
+# a control binary that cannot run: space allocations still work (outside
+# MPS), the GPU stays healthy, the reason is logged
+gs_agent_conf <<CONF
+gpus: {simulated: 2}
+mps_control: $dir/no-such-mps-control
+CONF
+gs_agent_start
+g=$($CTL -s "$sock" create --shares 10 --gpu 1 --uid 1000 --mode space) &&
+	[ "$(field "$g" mps_pipe)" = "" ] &&
+	$CTL -s "$sock" status | grep -q "space: .*; outside MPS" &&
+	grep -q "cannot run $dir/no-such-mps-control" "$dir/log" &&
+	[ "$($CTL -s "$sock" status --json | $PY -c '
+import json, sys
+print([g for g in json.load(sys.stdin)["gpus"] if g["index"] == 1][0]["healthy"])')" = True ] &&
+	ok "missing control binary: allocation outside MPS, GPU healthy, logged" ||
+	bad "missing control binary: $(grep mps "$dir/log")"
 exit $fail
