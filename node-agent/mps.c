@@ -52,7 +52,7 @@ struct dmn {
 	int adopted;		/* left running by an earlier agent: not
 				 * our child (no waitpid; pidfd only) */
 	char base[200];		/* <state_dir>/mps/<index> */
-	char pipe[256];		/* <base>/<uid>/pipe, of the uid served */
+	char pipe[256];		/* <base>/<uid>/pipe of the uid served */
 	char log[256];		/* <base>/<uid>/log */
 	char idfile[256];	/* "pid uid starttime" of the daemon */
 };

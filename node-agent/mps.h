@@ -11,9 +11,8 @@
  * GPU, so the first space allocation's uid owns the GPU's daemon while it
  * runs; no other user can reach its control socket, and since the daemon
  * is not root, nothing it creates in a directory the user controls can be
- * turned against root.  Allocations of other uids
- * get no pipe directory (they run outside MPS and take turns, see
- * space.h).
+ * turned against root.  Allocations of other uids get no pipe directory
+ * (they run outside MPS and take turns, see space.h).
  *
  * Life cycle per GPU: started when the first space allocation of the GPU
  * is created (before its job starts, so the job's first CUDA call finds
@@ -23,9 +22,10 @@
  * then with a doubling delay (0.1 s .. 5 s) while it keeps exiting by
  * itself within a second of its start (a daemon killed by a signal —
  * its user may kill it — is restarted after 0.1 s and never counts);
- * after 5 such quick exits in a row the GPU is marked unhealthy (no new allocations; existing ones and their usage stay) and
- * the agent keeps retrying every 5 s; a daemon that then stays up a
- * second marks it healthy again.  The agent's own shutdown leaves a
+ * after 5 such quick exits in a row the GPU is marked unhealthy (no new
+ * allocations; existing ones and their usage stay) and the agent keeps
+ * retrying every 5 s; a daemon that then stays up a second marks it
+ * healthy again.  The agent's own shutdown leaves a
  * daemon that serves open allocations running (they outlive the agent in
  * its state file, and so do their jobs) and finishes only quits in
  * progress (bounded wait, then SIGKILL).  A daemon left running by an
@@ -37,8 +37,9 @@
  * With mps_pipe_dir set, a site's own MPS is used instead: the agent
  * starts nothing and hands that directory to every space allocation.
  *
- * Nothing here blocks the loop: spawns are posix_spawn, waits are
- * pidfds and one timerfd; only gs_mps_free waits (at most ~5 s).
+ * Nothing here blocks the loop: a spawn waits only until the child has
+ * exec'd, waits are pidfds and one timerfd; only gs_mps_free waits (at
+ * most ~5 s, for a quit in progress).
  */
 #ifndef GS_AGENT_MPS_H
 #define GS_AGENT_MPS_H
@@ -60,8 +61,9 @@ void gs_mps_free(struct gs_mps *m);
 
 /* Fill info->mps_pipe for an allocation on GPU index gpu of uid: the
  * pipe directory when the allocation is a client of the GPU's MPS (mode
- * space, uid served, a daemon running), else "".  A job may start before a just-spawned daemon made its socket;
- * CUDA then runs it outside MPS (docs/space.md, Limits). */
+ * space, uid served, a daemon running), else "".  A job may start before
+ * a just-spawned daemon made its socket; CUDA then runs it outside MPS
+ * (docs/space.md, Limits). */
 void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		 uint32_t uid, struct gs_alloc_info *info);
 

@@ -185,6 +185,34 @@ env_u64(const char *(*get)(const char *), const char *name, uint64_t lo,
 	return 0;
 }
 
+/* GSHARE_PARTITION: "random" or FIRST:COUNT (both < 65536, COUNT > 0). */
+static int
+parse_partition(const char *s, struct gs__config *c)
+{
+	const char *colon = strchr(s, ':');
+	char head[24];
+	uint64_t f, n;
+	size_t hl;
+
+	if (strcmp(s, "random") == 0) {
+		c->part_random = 1;
+		return 0;
+	}
+	if (colon == NULL)
+		return -1;
+	hl = (size_t)(colon - s);
+	if (hl >= sizeof(head))
+		return -1;
+	memcpy(head, s, hl);
+	head[hl] = '\0';
+	if (parse_u64(head, &f) < 0 || parse_u64(colon + 1, &n) < 0 ||
+	    n == 0 || f > 0xffff || n > 0xffff)
+		return -1;
+	c->part_first = (unsigned int)f;
+	c->part_count = (unsigned int)n;
+	return 0;
+}
+
 int
 gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
@@ -207,27 +235,10 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		    "GSHARE_FORCE_SUSPEND_US='%s': want MIN:MAX microseconds, "
 		    "0 < MIN <= MAX", s);
 	s = get("GSHARE_PARTITION");
-	if (s != NULL && *s != '\0') {
-		uint64_t f, n;
-		const char *colon = strchr(s, ':');
-		char head[24];
-
-		if (strcmp(s, "random") == 0) {
-			c->part_random = 1;
-		} else if (colon == NULL || (size_t)(colon - s) >= sizeof(head) ||
-			   (memcpy(head, s, (size_t)(colon - s)),
-			    head[colon - s] = '\0',
-			    parse_u64(head, &f) < 0) ||
-			   parse_u64(colon + 1, &n) < 0 || n == 0 ||
-			   f > 0xffff || n > 0xffff) {
-			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, "
-			    "COUNT > 0) or random", s);
-		} else {
-			c->part_first = (unsigned int)f;
-			c->part_count = (unsigned int)n;
-		}
-	}
+	if (s != NULL && *s != '\0' && parse_partition(s, c) < 0)
+		return gs_error_set(err, GS_ECONFIG,
+		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
+		    "or random", s);
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;

@@ -99,8 +99,8 @@ static void render(const struct world *w, char *buf, size_t len)
 	for (i = 0; i < w->n; i++) {
 		const struct gs_space_out *o = &w->out[i];
 
-		off += (size_t)snprintf(buf + off, len - off, "%s%llu:%u+%u/%u%s",
-					i ? " " : "",
+		off += (size_t)snprintf(buf + off, len - off,
+					"%s%llu:%u+%u/%u%s", i ? " " : "",
 					(unsigned long long)o->id, o->sm_first,
 					o->sm_count, o->group,
 					o->corun ? "c" : "");
@@ -149,8 +149,8 @@ static void run_trace(const struct step *s, uint32_t sm, uint32_t gran)
 		assert_true(w->ngroups >= 0);
 		render(w, got, sizeof(got));
 		if (strcmp(got, s->plan) != 0)
-			fail_msg("after \"%s\": plan\n  %s\nwanted\n  %s", s->ev,
-				 got, s->plan);
+			fail_msg("after \"%s\": plan\n  %s\nwanted\n  %s",
+				 s->ev, got, s->plan);
 		if (s->resize != NULL) {
 			resized(w, rs, sizeof(rs));
 			if (strcmp(rs, s->resize) != 0)
