@@ -56,7 +56,16 @@ struct gs_ctlpage {
 	uint64_t grant_gen;		/* +1 at every grant */
 	uint64_t slice_deadline_ns;	/* end of current slice, 0: none */
 	uint64_t suspend_set_ns;	/* when `suspend` was last set */
-	uint8_t _rsv1[32];
+	/* space mode (zero from agents before it: no partition) */
+	uint32_t sm_first;		/* SM range the persistent blocks */
+	uint32_t sm_count;		/* keep to; 0: the whole GPU */
+	uint64_t part_gen;		/* +1 after every change of sm_*:
+					 * the agent stores sm_first and
+					 * sm_count, then part_gen (release);
+					 * the runtime reads part_gen
+					 * (acquire), then the range, at each
+					 * (re)launch */
+	uint8_t _rsv1[16];
 
 	/* --- counters (128 bytes), job writes, only ever grow --- */
 	uint64_t gpu_ns;		/* GPU time used (kernel spans while
@@ -77,7 +86,11 @@ struct gs_ctlpage {
 					 * re-attached after an agent restart);
 					 * set before any counter is written */
 	uint32_t _pad2;
-	uint8_t _rsv2[40];
+	uint64_t space_gpu_ns;		/* space mode: kernel spans, each
+					 * times the fraction of the GPU's
+					 * SMs its partition had (docs/
+					 * accounting.md); 0 elsewhere */
+	uint8_t _rsv2[32];
 
 	uint8_t _rsv3[GS_CTL_SIZE - 256];
 };

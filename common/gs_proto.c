@@ -283,6 +283,11 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
 	w32(w, a->nattached);
+	w32(w, a->sm_first);	/* 1.3 */
+	w32(w, a->sm_count);
+	w32(w, a->mps_pct);
+	WSTR(w, a->mps_pipe);
+	WSTR(w, a->space_why);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -572,6 +577,13 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
 	a->nattached = r32_opt(r);
+	if (rd_opt(r, 4)) {	/* 1.3 */
+		a->sm_first = r32(r);
+		a->sm_count = r32(r);
+		a->mps_pct = r32(r);
+		RSTR(r, a->mps_pipe);
+		RSTR(r, a->space_why);
+	}
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)

@@ -172,6 +172,7 @@ struct gs_ctl_counters {
 	uint64_t gpu_ns, held_ns, block_tasks, suspensions, last_evict_ns,
 		evict_ns_sum, evict_ns_max, heartbeat_ns;
 	uint32_t state, resumed;
+	uint64_t space_gpu_ns;	/* kernel time x partition fraction */
 };
 void gs_acct_read_page(const volatile struct gs_ctlpage *p,
 		       struct gs_ctl_counters *c);
@@ -179,6 +180,14 @@ void gs_acct_read_page(const volatile struct gs_ctlpage *p,
  * page after a re-attach — contributes nothing). */
 void gs_acct_delta(const struct gs_ctl_counters *prev,
 		   const struct gs_ctl_counters *cur, struct gs_usage *d);
+/* Space mode (docs/accounting.md): a job's GPU time is its kernels' time
+ * scaled by its partition's share of the SMs, which the runtime counts
+ * in space_gpu_ns.  For mode space, replace d->gpu_ns with that
+ * counter's delta, unless the job's runtime does not count it (both 0:
+ * a runtime before space mode, whose kernels run on the whole GPU). */
+void gs_acct_space_delta(uint32_t mode, const struct gs_ctl_counters *prev,
+			 const struct gs_ctl_counters *cur,
+			 struct gs_usage *d);
 /* Distribute n evictions with latency sum `sum` and latest `last` into a
  * histogram. */
 void gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,

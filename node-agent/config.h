@@ -59,6 +59,13 @@ struct gs_agent_config {
 	char metrics_listen[64];	/* "": no metrics endpoint */
 	char watch_spool[256];	/* "": none; records waiting elsewhere */
 
+	/* space mode (node-agent/mps.c) */
+	char mps_control[256];	/* MPS control binary (PATH lookup) */
+	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+	uint32_t sm_count;	/* SMs per GPU for space partitions */
+	uint32_t sm_granule;	/* partition step */
+	int space_partitions;	/* write planned partitions into pages */
+
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */
 	uint32_t ngpus;		/* GS_GPUS_LIST */

@@ -60,6 +60,12 @@ static void fill_labels(struct gs_labels *l)
 	l->account[0] = '\0';
 }
 
+/* the space fields appended in 1.3: three u32 and two strings */
+#define SPACE_PIPE	"/var/lib/gshare/mps/0/1000/pipe"
+#define SPACE_WHY	"co-runs with 2: compute-heavy + memory-heavy"
+#define SPACE_TAIL	(12u + 2u + sizeof(SPACE_PIPE) - 1u + 2u + \
+			 sizeof(SPACE_WHY) - 1u)
+
 static void fill_info(struct gs_alloc_info *a, uint64_t id)
 {
 	memset(a, 0, sizeof(*a));
@@ -74,6 +80,11 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->uid = 1000;
 	a->flags = GS_ALLOC_ANY_UID;
 	a->nattached = 3;
+	a->sm_first = 40;
+	a->sm_count = 92;
+	a->mps_pct = 30;
+	snprintf(a->mps_pipe, sizeof(a->mps_pipe), "%s", SPACE_PIPE);
+	snprintf(a->space_why, sizeof(a->space_why), "%s", SPACE_WHY);
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -299,7 +310,9 @@ static void test_truncated(void **state)
 		/* STATUS_REPLY ends with three optional fields (nallocs_total,
 		 * more: 1.2, warning, here empty: 1.3), STATUS is one
 		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1),
-		 * ALLOC_INFO / ATTACHED with flags (1.1) and nattached (1.3) */
+		 * ALLOC_CLOSE with end_state (1.3), ALLOC_INFO / ATTACHED
+		 * with flags (1.1), then nattached and the space fields
+		 * (1.3) */
 		ok1 = ok2 = ok3 = UINT32_MAX;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
 			ok1 = full - 10;
@@ -307,8 +320,9 @@ static void test_truncated(void **state)
 			ok3 = full - 2;
 		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok1 = full - 8;
-			ok2 = full - 4;
+			ok1 = full - (uint32_t)SPACE_TAIL - 8;
+			ok2 = full - (uint32_t)SPACE_TAIL - 4;
+			ok3 = full - (uint32_t)SPACE_TAIL;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
 		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
@@ -358,8 +372,9 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		/* the 1.0 payload: no flags (nor nattached, 1.3) */
-		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 4 : 8;
+		/* the 1.0 payload: no flags, nattached nor space fields */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 4 :
+			    8 + (uint32_t)SPACE_TAIL;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -368,6 +383,8 @@ static void test_minor0_frames(void **state)
 		} else {
 			assert_int_equal(out.u.info.flags, 0);
 			assert_int_equal(out.u.info.nattached, 0);
+			assert_int_equal(out.u.info.sm_count, 0);
+			assert_string_equal(out.u.info.mps_pipe, "");
 			assert_int_equal(out.u.info.vtime_ns,
 					 in.u.info.vtime_ns);
 			/* 1.2: flags, no nattached */
