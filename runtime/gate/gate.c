@@ -233,12 +233,12 @@ static void gate_init(void)
 			cuda_base = info.dli_fbase;
 	}
 	gl_params_default(&g.par);
-	g.par.window_ns = env_u64("GSHARE_GATE_WINDOW_US", 500, 10,
+	g.par.window_ns = env_u64("GSHARE_GATE_WINDOW_US", 1000, 10,
 				  1000000) * 1000;
 	g.par.max_inflight = (uint32_t)env_u64("GSHARE_GATE_MAX_INFLIGHT",
 					       256, 1, 1u << 20);
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
-	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 50, 5, 100000) * 1000;
+	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
 	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
 	e = getenv("GSHARE_GATE");
@@ -515,7 +515,7 @@ static void poll_stream_locked(struct gstream *st)
 						      st->ev[slot]) ==
 				 CUDA_SUCCESS && ms > 0)
 			span = (uint64_t)((double)ms * 1e6);
-		acc = gl_pop(&st->w, span);
+		acc = gl_pop(&st->w, span, now_ns());
 		g.hold_gpu_ns += acc;
 		g.gpu_total_ns += acc;
 	}
@@ -597,10 +597,31 @@ static void cover_all_locked(CUcontext *cur)
 	}
 }
 
+/* GSHARE_GATE_DEBUG: eviction latencies for the exit summary */
+#define GATE_LAT_MAX 65536
+static uint64_t *lat_ns;
+static unsigned lat_n;
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void release_locked(int idle, uint64_t exit_ns)
 {
 	struct gs_run_result r = { 0 };
 	struct gs_error err;
+	uint64_t set = page()->suspend_set_ns;
+
+	if (g.debug && !idle && set != 0 && exit_ns >= set &&
+	    set >= g.grant_ns) {
+		if (lat_ns == NULL)
+			lat_ns = calloc(GATE_LAT_MAX, sizeof(*lat_ns));
+		if (lat_ns != NULL && lat_n < GATE_LAT_MAX)
+			lat_ns[lat_n++] = exit_ns - set;
+	}
 
 	r.done = idle;
 	r.reason = idle ? GS_REL_IDLE : GS_REL_SUSPENDED;
@@ -713,7 +734,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
 	}
-	if (gl_need_start(&st->w))
+	if (gl_need_start(&st->w, &g.par, now_ns()))
 		(void)record_locked(st, 1);
 	t->st = st;
 	return;
@@ -881,6 +902,13 @@ __attribute__((destructor)) static void gate_fini(void)
 {
 	if (!g.debug || !g.sess_tried)
 		return;
+	if (lat_n > 0) {
+		qsort(lat_ns, lat_n, sizeof(*lat_ns), cmp_u64);
+		gate_warn("evictions %u p50_us %.1f p99_us %.1f max_us %.1f",
+			  lat_n, (double)lat_ns[lat_n / 2] / 1e3,
+			  (double)lat_ns[(lat_n * 99) / 100] / 1e3,
+			  (double)lat_ns[lat_n - 1] / 1e3);
+	}
 	gate_warn("submissions %llu events %llu grants %llu suspends %llu "
 		  "idle-releases %llu waits %llu gpu_ms %.3f streams %u "
 		  "evict_max_us %.1f evict_avg_us %.1f",

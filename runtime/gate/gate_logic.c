@@ -8,9 +8,10 @@
 
 void gl_params_default(struct gl_params *p)
 {
-	p->window_ns = 500000;		/* 0.5 ms */
+	p->window_ns = 1000000;		/* 1 ms */
 	p->max_inflight = 256;
-	p->max_batch = 16;
+	p->max_batch = 32;
+	p->gap_ns = 100000;		/* 100 us */
 }
 
 void gl_stream_init(struct gl_stream *st)
@@ -25,7 +26,7 @@ uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p)
 
 	if (st->est_ns == 0)
 		return p->max_batch < 4 ? p->max_batch : 4;
-	b = p->window_ns / (8 * st->est_ns);
+	b = p->window_ns / (2 * st->est_ns);
 	if (b < 1)
 		b = 1;
 	if (b > p->max_batch)
@@ -33,11 +34,16 @@ uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p)
 	return (uint32_t)b;
 }
 
-int gl_need_start(const struct gl_stream *st)
+int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
+		  uint64_t now_ns)
 {
-	/* drained and nothing recorded since: the next span needs a start */
-	return st->n == 0 && st->launched == st->done &&
-	       st->evented == st->launched;
+	/* drained, nothing recorded since, and idle long enough (or never
+	 * measured): the next span needs a start */
+	if (st->n != 0 || st->launched != st->done ||
+	    st->evented != st->launched)
+		return 0;
+	return st->prev_slot < 0 || now_ns < st->drained_ns ||
+	       now_ns - st->drained_ns >= p->gap_ns;
 }
 
 int gl_launched(struct gl_stream *st, const struct gl_params *p)
@@ -103,7 +109,7 @@ int gl_span_start(const struct gl_stream *st)
 	return st->prev_slot;
 }
 
-uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns)
+uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns, uint64_t now_ns)
 {
 	struct gl_ev *e;
 	uint64_t acc = 0, nl;
@@ -130,6 +136,8 @@ uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns)
 	st->prev_seq = e->seq;
 	if (e->seq > st->done)
 		st->done = e->seq;
+	if (st->done == st->launched)
+		st->drained_ns = now_ns;
 	st->head = (st->head + 1) % GL_RING;
 	st->n--;
 	st->gpu_ns += acc;

@@ -12,14 +12,17 @@
  * gate then waits for the oldest event before it submits more.  So a
  * suspend leaves at most the running kernel plus about window_ns of
  * queued work on the GPU.  The batch shrinks as launches get longer
- * (one event per launch for kernels of window_ns/8 or more) so that the
+ * (one event per launch for kernels of window_ns/2 or more) so that the
  * window is enforced at a fine grain where it matters and events cost
  * nothing where kernels are tiny.
  *
  * Accounting.  GPU time is the sum of event-to-event spans: the span
  * from the stream's previous completed event (or a start marker the gate
- * records before the first launch on a stream it knows drained) to the
- * next event.  Spans of different streams add up (overlap counts twice).
+ * records before the first launch on a stream it has known drained for
+ * at least `gap_ns`) to the next event.  So idle gaps shorter than about
+ * gap_ns (a launch-bound job's host time between kernels) count as the
+ * job's, longer ones do not.  Spans of different streams add up
+ * (overlap counts twice).
  *
  * Token.  gl_idle_due says when a holder with nothing in flight has been
  * quiet long enough to give the token back.
@@ -39,6 +42,7 @@ struct gl_params {
 	uint64_t window_ns;	/* queued GPU work allowed in flight */
 	uint32_t max_inflight;	/* launches allowed in flight */
 	uint32_t max_batch;	/* launches per event at most */
+	uint64_t gap_ns;	/* idle this long: next span needs a start */
 };
 
 struct gl_ev {
@@ -58,6 +62,7 @@ struct gl_stream {
 	int32_t prev_slot;	/* last completed event, -1: none */
 	uint64_t prev_seq;
 	uint32_t used;		/* slot bitmap: outstanding or prev */
+	uint64_t drained_ns;	/* when the last launch was seen complete */
 };
 
 void gl_params_default(struct gl_params *p);
@@ -65,9 +70,11 @@ void gl_stream_init(struct gl_stream *st);
 
 /* Launches per event for this stream now. */
 uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p);
-/* Before a launch: 1 if the gate should record a start marker first (the
- * stream is known drained, so the previous event cannot start a span). */
-int gl_need_start(const struct gl_stream *st);
+/* Before a launch at now_ns: 1 if the gate should record a start marker
+ * first (the stream has been known drained for gap_ns or longer, or has
+ * no completed event, so the previous event cannot start a span). */
+int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
+		  uint64_t now_ns);
 /* After a launch that the driver accepted: 1 if an event should follow. */
 int gl_launched(struct gl_stream *st, const struct gl_params *p);
 /* Launches not yet covered by an event. */
@@ -82,10 +89,10 @@ int gl_front(const struct gl_stream *st);
 /* Slot of the event the front's span starts at (the previous completed
  * event), -1 when none or when the front is a start marker. */
 int gl_span_start(const struct gl_stream *st);
-/* The front event completed; span_ns is the time from gl_span_start's
- * event to it (ignored when there was none).  Returns the GPU ns
- * accounted for it. */
-uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns);
+/* The front event completed (seen at now_ns); span_ns is the time from
+ * gl_span_start's event to it (ignored when there was none).  Returns
+ * the GPU ns accounted for it. */
+uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns, uint64_t now_ns);
 /* 1 when the stream's window is full (wait before submitting). */
 int gl_window_full(const struct gl_stream *st, const struct gl_params *p);
 /* 1 when every launch is known complete. */

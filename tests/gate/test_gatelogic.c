@@ -12,6 +12,8 @@
 
 #include "gate_logic.h"
 
+#define T0 1000000000ull	/* a host clock reading */
+
 static struct gl_params par(void)
 {
 	struct gl_params p;
@@ -27,7 +29,7 @@ static int launch_n(struct gl_stream *st, const struct gl_params *p, int n)
 	int ev = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (gl_need_start(st)) {
+		if (gl_need_start(st, p, T0)) {
 			assert_true(gl_push(st, 1) >= 0);
 			ev++;
 		}
@@ -50,9 +52,9 @@ static void test_batch(void **state)
 	st.est_ns = 2000000;				/* 2 ms kernels */
 	assert_int_equal(gl_batch(&st, &p), 1);
 	st.est_ns = 1000;				/* 1 us kernels */
-	assert_int_equal(gl_batch(&st, &p), 16);	/* capped */
-	st.est_ns = 12500;			/* 0.5 ms / (8 * 12.5 us) */
-	assert_int_equal(gl_batch(&st, &p), 5);
+	assert_int_equal(gl_batch(&st, &p), 32);	/* capped */
+	st.est_ns = 50000;			/* 1 ms / (2 * 50 us) */
+	assert_int_equal(gl_batch(&st, &p), 10);
 }
 
 static void test_start_marker_and_spans(void **state)
@@ -63,24 +65,26 @@ static void test_start_marker_and_spans(void **state)
 
 	(void)state;
 	gl_stream_init(&st);
-	assert_true(gl_need_start(&st));
+	assert_true(gl_need_start(&st, &p, T0));
 	ev = launch_n(&st, &p, 4);	/* start marker + one batch event */
 	assert_int_equal(ev, 2);
 	assert_int_equal(st.n, 2);
 	assert_int_equal(gl_unevented(&st), 0);
-	assert_false(gl_need_start(&st));	/* work in flight */
+	assert_false(gl_need_start(&st, &p, T0));	/* work in flight */
 	/* the start marker completes: no span, nothing accounted */
 	assert_int_equal(gl_span_start(&st), -1);
-	assert_int_equal(gl_pop(&st, 12345), 0);
+	assert_int_equal(gl_pop(&st, 12345, T0), 0);
 	/* the batch: its span starts at the marker */
 	assert_true(gl_span_start(&st) >= 0);
-	assert_int_equal(gl_pop(&st, 400000), 400000);
+	assert_int_equal(gl_pop(&st, 400000, T0 + 500000), 400000);
 	assert_int_equal(st.gpu_ns, 400000);
 	assert_int_equal(st.est_ns, 100000);	/* 400 us over 4 launches */
 	assert_true(gl_drained(&st));
-	/* drained: the next launch needs a new start marker, so the idle
-	 * gap before it is not accounted */
-	assert_true(gl_need_start(&st));
+	/* drained for less than gap_ns: the next span starts at the last
+	 * event (a launch-bound job's short host gaps count as its own) */
+	assert_false(gl_need_start(&st, &p, T0 + 500000 + p.gap_ns - 1));
+	/* drained longer: a new start marker, the idle gap is not counted */
+	assert_true(gl_need_start(&st, &p, T0 + 500000 + p.gap_ns));
 }
 
 static void test_back_to_back_spans(void **state)
@@ -94,12 +98,12 @@ static void test_back_to_back_spans(void **state)
 	/* launch_n does not look at the window */
 	launch_n(&st, &p, 3);		/* marker + 3 events */
 	assert_int_equal(st.n, 4);
-	gl_pop(&st, 0);			/* marker */
-	assert_int_equal(gl_pop(&st, 500000), 500000);
+	gl_pop(&st, 0, T0);			/* marker */
+	assert_int_equal(gl_pop(&st, 500000, T0), 500000);
 	/* the next event's span starts at the previous event */
 	assert_true(gl_span_start(&st) >= 0);
-	assert_int_equal(gl_pop(&st, 600000), 600000);
-	assert_int_equal(gl_pop(&st, 700000), 700000);
+	assert_int_equal(gl_pop(&st, 600000, T0), 600000);
+	assert_int_equal(gl_pop(&st, 700000, T0), 700000);
 	assert_int_equal(st.gpu_ns, 1800000);
 	assert_true(st.est_ns > 500000 && st.est_ns < 700000);
 }
@@ -119,8 +123,8 @@ static void test_window_by_time(void **state)
 	launch_n(&st, &p, 1);		/* 1.2 ms */
 	assert_true(gl_window_full(&st, &p));
 	/* one completes: room again */
-	gl_pop(&st, 0);			/* marker */
-	gl_pop(&st, 300000);
+	gl_pop(&st, 0, T0);			/* marker */
+	gl_pop(&st, 300000, T0);
 	assert_false(gl_window_full(&st, &p));
 
 	/* a kernel longer than the window: one in flight at a time */
@@ -172,9 +176,9 @@ static void test_ring(void **state)
 	/* a full ring is a full window: the gate waits for the oldest */
 	assert_true(gl_window_full(&st, &p));
 	/* every completion frees exactly one slot (the previous event) */
-	gl_pop(&st, 0);
+	gl_pop(&st, 0, T0);
 	assert_int_equal(gl_push(&st, 0), -1);	/* prev still in use */
-	gl_pop(&st, 0);
+	gl_pop(&st, 0, T0);
 	assert_true(gl_push(&st, 0) >= 0);
 }
 
