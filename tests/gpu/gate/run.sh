@@ -232,6 +232,30 @@ run_set duty_gate 8 1 matmul@100/100:50:1 transformer:50:1
 run_set tr_solo 5 0 transformer:0:0
 fi
 
+if phase shares; then
+log "guarantee: shares 20/30/50 (weights = shares), bf16 matmul x3"
+run_set mm_solo 5 0 matmul:0:0
+run_set mm_gate_sh 10 1 matmul:20:20 matmul:30:30 matmul:50:50
+fi
+
+if phase knobs; then
+log "overhead against the monitor's poll interval (cnn, transformer)"
+for k in cnn transformer; do
+	run_set "kn_plain_$k" 6 0 "$k:0:0"
+	export GSHARE_GATE_POLL_US=1000
+	run_set "kn_poll1000_$k" 6 1 "$k:100:1"
+	unset GSHARE_GATE_POLL_US
+	export GSHARE_GATE_WINDOW_US=3000
+	run_set "kn_win3000_$k" 6 1 "$k:100:1"
+	unset GSHARE_GATE_WINDOW_US
+done
+log "mlp inference loop: plain / gated, three times alternating"
+for r in 1 2 3; do
+	run_set "mlp_plain$r" 5 0 mlp:0:0
+	run_set "mlp_gate$r" 5 1 mlp:100:1
+done
+fi
+
 log "summary"
 $PY "$here/summary.py" "$OUTD" || true
 exit $fail

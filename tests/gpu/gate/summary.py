@@ -68,6 +68,25 @@ def split(s, weights):
 split("mm_ts", [1, 1, 1])
 split("mm_gate", [1, 2, 5])
 split("mm_gate13", [1, 3])
+split("mm_gate_sh", [20, 30, 50])
+if solo["matmul"] and jobs("mm_gate_sh"):
+    got = [rate("mm_gate_sh", n) / solo["matmul"] for n in jobs("mm_gate_sh")]
+    print("  guarantee (rate / solo rate vs share): " +
+          ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
+                    zip(got, (20, 30, 50))))
+for k in ("cnn", "transformer"):
+    p = rate(f"kn_plain_{k}")
+    for v in ("poll1000", "win3000"):
+        g = rate(f"kn_{v}_{k}")
+        if p and g:
+            print(f"knob {k} {v}: plain {p:.2f} gated {g:.2f} -> "
+                  f"{100 * (p - g) / p:+.2f} %")
+mp = [rate(f"mlp_plain{r}") for r in (1, 2, 3)]
+mg = [rate(f"mlp_gate{r}") for r in (1, 2, 3)]
+if all(mp) and all(mg):
+    print("mlp plain " + "/".join(f"{x:.0f}" for x in mp) + " gated " +
+          "/".join(f"{x:.0f}" for x in mg) +
+          f" -> {100 * (sum(mp) - sum(mg)) / sum(mp):+.2f} %")
 
 for k in ("transformer", "cnn", "mlp", "matmul"):
     ps = [rate(f"oh_plain{r}_{k}") for r in (1, 2)]
