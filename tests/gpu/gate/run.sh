@@ -256,6 +256,20 @@ for r in 1 2 3; do
 done
 fi
 
+if phase win2; then
+log "window 2 ms: overhead (cnn, transformer) and eviction latency"
+export GSHARE_GATE_WINDOW_US=2000
+for k in cnn transformer; do
+	unset GSHARE_GATE_WINDOW_US
+	run_set "w2_plain_$k" 6 0 "$k:0:0"
+	export GSHARE_GATE_WINDOW_US=2000
+	run_set "w2_gate_$k" 6 1 "$k:100:1"
+done
+run_set w2_mm13 8 1 matmul:25:1 matmul:75:3
+run_set w2_trmm 8 1 transformer:50:1 matmul:50:1
+unset GSHARE_GATE_WINDOW_US
+fi
+
 log "summary"
 $PY "$here/summary.py" "$OUTD" || true
 exit $fail

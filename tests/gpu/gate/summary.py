@@ -81,6 +81,12 @@ for k in ("cnn", "transformer"):
         if p and g:
             print(f"knob {k} {v}: plain {p:.2f} gated {g:.2f} -> "
                   f"{100 * (p - g) / p:+.2f} %")
+for k in ("cnn", "transformer"):
+    p, g = rate(f"w2_plain_{k}"), rate(f"w2_gate_{k}")
+    if p and g:
+        print(f"window 2 ms {k}: plain {p:.2f} gated {g:.2f} -> "
+              f"{100 * (p - g) / p:+.2f} %")
+split("w2_mm13", [1, 3])
 mp = [rate(f"mlp_plain{r}") for r in (1, 2, 3)]
 mg = [rate(f"mlp_gate{r}") for r in (1, 2, 3)]
 if all(mp) and all(mg):
