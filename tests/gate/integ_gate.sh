@@ -3,7 +3,8 @@
 # one simulated GPU (wfq, 4 ms slices), the stand-in libcuda.so.1, and
 # gate_app (which reaches the driver like the CUDA runtime does) with
 # libgshare-gate.so preloaded.  Checks:
-#   - no allocation / GSHARE_GATE=0: every call passes through untouched;
+#   - no allocation / GSHARE_GATE=0 / libgshare linked (level 2): every
+#     call passes through untouched;
 #   - each way to reach the driver (cuGetProcAddress_v2, the PTDS flag,
 #     dlsym on the libcuda handle, the application asking for
 #     cuGetProcAddress itself) is gated; graphs, async copies, several
@@ -21,7 +22,8 @@ GS_LOG_TAIL=40
 . "$(dirname "$0")/../lib/agent.sh"
 APP=$B/tests/gate/gate_app
 GATE=$PWD/$B/runtime/gate/libgshare-gate.so
-gs_agent_init gsgate "$APP" "$SIM" "$GATE" "$B/tests/gate/standin/libcuda.so.1"
+gs_agent_init gsgate "$APP" "$SIM" "$GATE" "$B/tests/gate/standin/libcuda.so.1" \
+    "$B/tests/gate/fake_libgshare.so"
 export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
 
 gs_agent_conf <<CONF
@@ -51,6 +53,12 @@ a=$(ctl create --shares 50)
 GSHARE_GATE=0 GSHARE_SOCKET=$sock GSHARE_ALLOC=$a LD_PRELOAD=$GATE \
     $APP --seconds 0.2 --expect-ungated >"$dir/p2.out" 2>&1 &&
     ok "GSHARE_GATE=0: untouched" || bad "GSHARE_GATE=0: $(cat "$dir/p2.out")"
+# a level-2 job (libgshare's gs_init present) drives its own session
+GSHARE_SOCKET=$sock GSHARE_ALLOC=$a \
+    LD_PRELOAD="$GATE $PWD/$B/tests/gate/fake_libgshare.so" \
+    $APP --seconds 0.2 --expect-ungated >"$dir/p4.out" 2>&1 &&
+    ok "libgshare linked: the gate stands aside" ||
+    bad "libgshare linked: $(cat "$dir/p4.out")"
 # the same program without the gate queues far more than a window
 $APP --seconds 0.3 --max-queue-us 2000 >"$dir/p3.out" 2>&1 &&
     bad "ungated run stayed within the window (test cannot fail)" ||

@@ -6,6 +6,7 @@
 GATE_STANDIN := $(B)/tests/gate/standin/libcuda.so.1
 GATE_APP     := $(B)/tests/gate/gate_app
 GATE_UNIT    := $(B)/tests/gate/test_gatelogic
+GATE_FAKE_L2 := $(B)/tests/gate/fake_libgshare.so
 
 $(B)/tests/gate/%.o: CFLAGS += -Iruntime/gate -Itests/gate
 # the stand-in defines driver entry points that no header declares
@@ -16,6 +17,9 @@ $(GATE_STANDIN): $(B)/tests/gate/standin_cuda.o
 	$(CC) -shared -o $@ $^ $(LDFLAGS) -Wl,-soname,libcuda.so.1 \
 	    -Wl,-Bsymbolic -lpthread
 
+$(GATE_FAKE_L2): $(B)/tests/gate/fake_libgshare.o
+	$(CC) -shared -o $@ $^ $(LDFLAGS)
+
 $(GATE_APP): $(B)/tests/gate/gate_app.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
@@ -23,7 +27,7 @@ $(GATE_UNIT): $(B)/tests/gate/test_gatelogic.o $(GATE_LOGIC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka -lpthread
 
 UNIT_TESTS   += $(GATE_UNIT)
-TEST_HELPERS += $(GATE_STANDIN) $(GATE_APP) $(GATE_LIB)
+TEST_HELPERS += $(GATE_STANDIN) $(GATE_APP) $(GATE_LIB) $(GATE_FAKE_L2)
 # gshared + gated stand-in jobs: interposition, window, weights, idle
 # release, kill -9, fork, opt-out (about 15 s).
 INTEG_TESTS  += tests/gate/integ_gate.sh
