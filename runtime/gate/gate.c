@@ -138,6 +138,9 @@ static struct {
 static int capture_count;		/* stream captures in progress */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
+/* this thread runs gate_init: libcuda's constructors (run by its dlopen)
+ * must not re-enter the once-routine through dlsym */
+static __thread int tls_initing;
 
 static uint64_t now_ns(void)
 {
@@ -212,6 +215,7 @@ static void gate_init(void)
 	const char *e;
 	Dl_info info;
 
+	tls_initing = 1;
 	resolve_dlsym();
 #define X(kind, sym, ptsz, P, A, S) hook_wrap[H_##sym] = (void *)sym;
 	GATE_HOOKS(X)
@@ -251,6 +255,7 @@ static void gate_init(void)
 		    d_cuStreamGetCtx != NULL;
 	pthread_atfork(gate_atfork_prepare, gate_atfork_parent,
 		       gate_atfork_child);
+	tls_initing = 0;
 }
 
 static void gate_init_once(void)
@@ -714,6 +719,8 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	struct gstream *st;
 
 	t->st = NULL;
+	if (tls_initing)
+		return;
 	gate_init_once();
 	if (kind != GK_SUBMIT || !g.enabled || tls_in_gate ||
 	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) > 0)
@@ -814,6 +821,13 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver,
 {
 	CUresult rc;
 
+	if (tls_initing) {	/* libcuda's constructor: its own answer */
+		gpa1_fn f = (gpa1_fn)real_dlsym_new(RTLD_NEXT,
+						    "cuGetProcAddress");
+
+		return f != NULL ? f(symbol, pfn, ver, flags) :
+			CUDA_ERROR_NOT_FOUND;
+	}
 	gate_init_once();
 	if (real_gpa1 == NULL)
 		return CUDA_ERROR_NOT_FOUND;
@@ -830,6 +844,13 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver,
 {
 	CUresult rc;
 
+	if (tls_initing) {	/* libcuda's constructor: its own answer */
+		gpa2_fn f = (gpa2_fn)real_dlsym_new(RTLD_NEXT,
+						    "cuGetProcAddress_v2");
+
+		return f != NULL ? f(symbol, pfn, ver, flags, status) :
+			CUDA_ERROR_NOT_FOUND;
+	}
 	gate_init_once();
 	if (real_gpa2 == NULL)
 		return CUDA_ERROR_NOT_FOUND;
@@ -849,7 +870,7 @@ static void *dlsym_hook(void *h, const char *name, const void *caller)
 {
 	void *p;
 
-	if (name == NULL || name[0] != 'c' || name[1] != 'u')
+	if (name == NULL || name[0] != 'c' || name[1] != 'u' || tls_initing)
 		return NULL;
 	gate_init_once();
 	if (from_libcuda(caller) || real_dlsym_new == NULL)
