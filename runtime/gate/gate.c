@@ -127,6 +127,7 @@ static struct {
 	uint64_t last_submit_ns, grant_ns, hold_gpu_ns, next_progress_ns;
 	struct gstream *streams[GATE_MAX_STREAMS];
 	unsigned nstreams;
+	uint64_t n_reclaimed;
 	/* statistics (GSHARE_GATE_DEBUG) */
 	uint64_t n_submit, n_events, n_grants, n_suspend, n_idle, n_waits;
 	uint64_t gpu_total_ns;
@@ -429,6 +430,58 @@ static int token_wait_locked(void)
 
 /* ---- streams and events (g.mu held) ----------------------------------- */
 
+static CUcontext cur_ctx_locked(void)
+{
+	CUcontext c = NULL;
+
+	return d_cuCtxGetCurrent(&c) == CUDA_SUCCESS ? c : NULL;
+}
+
+/* The table is full (a program that creates and destroys streams all
+ * the time): take over an entry whose stream has nothing in flight; its
+ * events are destroyed (they may belong to another context).  NULL when
+ * every stream has work in flight. */
+static int record_locked(struct gstream *st, int start);
+
+static struct gstream *reclaim_locked(void)
+{
+	CUcontext cur = NULL;
+	unsigned covered = 0;
+
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		struct gstream *st = g.streams[i];
+
+		if (st->w.n == 0 && !gl_drained(&st->w) && covered < 8 &&
+		    !st->per_thread && st->ctx == cur_ctx_locked()) {
+			/* launches never covered by an event (the program
+			 * synchronized them itself): cover them now, so the
+			 * entry can be taken once they are done; a stream
+			 * already destroyed refuses the record: take it */
+			covered++;
+			if (record_locked(st, 0) == 0)
+				continue;
+			st->w.done = st->w.launched;
+		}
+		if (!gl_drained(&st->w) || st->w.n != 0)
+			continue;
+		if (d_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != st->ctx &&
+		    d_cuCtxSetCurrent(st->ctx) == CUDA_SUCCESS) {
+			for (int k = 0; k < GL_RING; k++)
+				if (st->ev[k] != NULL && d_cuEventDestroy_v2)
+					(void)d_cuEventDestroy_v2(st->ev[k]);
+			(void)d_cuCtxSetCurrent(cur);
+		} else {
+			for (int k = 0; k < GL_RING; k++)
+				if (st->ev[k] != NULL && d_cuEventDestroy_v2)
+					(void)d_cuEventDestroy_v2(st->ev[k]);
+		}
+		memset(st->ev, 0, sizeof(st->ev));
+		g.n_reclaimed++;
+		return st;
+	}
+	return NULL;
+}
+
 static struct gstream *stream_get_locked(CUstream s, int ptsz)
 {
 	uint64_t key;
@@ -451,8 +504,6 @@ static struct gstream *stream_get_locked(CUstream s, int ptsz)
 		     1 : st->ctx == cur))
 			return st;
 	}
-	if (g.nstreams >= GATE_MAX_STREAMS)
-		return NULL;
 	if (s == NULL || s == CU_STREAM_LEGACY || per_thread)
 		ctx = cur;
 	else if (d_cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
@@ -465,9 +516,14 @@ static struct gstream *stream_get_locked(CUstream s, int ptsz)
 		dev = -1;
 	if (ctx != cur)
 		(void)d_cuCtxSetCurrent(cur);
-	st = calloc(1, sizeof(*st));
-	if (st == NULL)
+	if (g.nstreams < GATE_MAX_STREAMS) {
+		st = calloc(1, sizeof(*st));
+		if (st == NULL)
+			return NULL;
+		g.streams[g.nstreams++] = st;
+	} else if ((st = reclaim_locked()) == NULL) {
 		return NULL;
+	}
 	st->key = key;
 	st->ctx = ctx;
 	st->per_thread = per_thread;
@@ -475,7 +531,6 @@ static struct gstream *stream_get_locked(CUstream s, int ptsz)
 		(s == NULL ? CU_STREAM_LEGACY : s);
 	st->gated = dev == g.gate_dev;
 	gl_stream_init(&st->w);
-	g.streams[g.nstreams++] = st;
 	if (g.debug)
 		gate_warn("stream %p: device %d, %s", (void *)s, (int)dev,
 			  st->gated ? "gated" : "not gated");
@@ -932,7 +987,7 @@ __attribute__((destructor)) static void gate_fini(void)
 	}
 	gate_warn("submissions %llu events %llu grants %llu suspends %llu "
 		  "idle-releases %llu waits %llu gpu_ms %.3f streams %u "
-		  "evict_max_us %.1f evict_avg_us %.1f",
+		  "evict_max_us %.1f evict_avg_us %.1f reclaimed %llu",
 		  (unsigned long long)g.n_submit,
 		  (unsigned long long)g.n_events,
 		  (unsigned long long)g.n_grants,
@@ -943,5 +998,6 @@ __attribute__((destructor)) static void gate_fini(void)
 		  g.sess ? (double)page()->evict_ns_max / 1e3 : 0.0,
 		  g.sess && page()->suspensions ?
 		  (double)page()->evict_ns_sum / 1e3 /
-		  (double)page()->suspensions : 0.0);
+		  (double)page()->suspensions : 0.0,
+		  (unsigned long long)g.n_reclaimed);
 }

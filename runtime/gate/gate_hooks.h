@@ -91,6 +91,7 @@
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \
 	X(cuEventCreate, (CUevent *e, unsigned flags)) \
+	X(cuEventDestroy_v2, (CUevent e)) \
 	X(cuEventRecord, (CUevent e, CUstream s)) \
 	X(cuEventQuery, (CUevent e)) \
 	X(cuEventSynchronize, (CUevent e)) \

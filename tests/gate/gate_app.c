@@ -33,6 +33,7 @@ typedef CUresult (*retain_t)(CUcontext *, CUdevice);
 typedef CUresult (*setcur_t)(CUcontext);
 typedef CUresult (*screate_t)(CUstream *, unsigned);
 typedef CUresult (*ssync_t)(CUstream);
+typedef CUresult (*sdestroy_t)(CUstream);
 typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned,
 			     unsigned, unsigned, unsigned, unsigned, CUstream,
 			     void **, void **);
@@ -81,12 +82,14 @@ int main(int argc, char **argv)
 		{ "max-queue-us", 1, NULL, 'q' }, { "dev1", 0, NULL, '1' },
 		{ "self-gpa", 0, NULL, 'S' }, { "copies", 0, NULL, 'C' },
 		{ "sync-every", 1, NULL, 'Y' },
+		{ "stream-churn", 0, NULL, 'R' },
 		{ NULL, 0, NULL, 0 }
 	};
 	unsigned kus = 100, nstreams = 1, sync_every = 200;
 	double secs = 1.0, busy_ms = 0, idle_ms = 0, win_a = 0, win_b = 0;
 	int ptds = 0, use_dlsym = 0, graph = 0, capture = 0, do_fork = 0;
 	int expect = -1, dev1 = 0, self_gpa = 0, copies = 0, o, bad = 0;
+	int churn = 0;
 	uint64_t at = 0, max_q_ns = 0;
 	void *h;
 	gpa2_t gpa;
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
 	setcur_t p_setcur;
 	screate_t p_screate;
 	ssync_t p_ssync;
+	sdestroy_t p_sdestroy;
 	launch_t p_launch;
 	glaunch_t p_glaunch;
 	h2d_t p_h2d;
@@ -139,6 +143,7 @@ int main(int argc, char **argv)
 		case '1': dev1 = 1; break;
 		case 'S': self_gpa = 1; break;
 		case 'C': copies = 1; break;
+		case 'R': churn = 1; break;
 		case 'Y':
 			sync_every = (unsigned)strtoul(optarg, NULL, 10);
 			break;
@@ -185,6 +190,7 @@ int main(int argc, char **argv)
 	GET(p_setcur, "cuCtxSetCurrent");
 	GET(p_screate, "cuStreamCreate");
 	GET(p_ssync, "cuStreamSynchronize");
+	GET(p_sdestroy, "cuStreamDestroy");
 	GET(p_launch, "cuLaunchKernel");
 	GET(p_glaunch, "cuGraphLaunch");
 	GET(p_h2d, "cuMemcpyHtoDAsync");
@@ -245,6 +251,19 @@ int main(int argc, char **argv)
 		if (rc != CUDA_SUCCESS)
 			die("launch", rc);
 		launches++;
+		if (churn) {
+			/* a new stream for every few launches (2000 and more
+			 * over a run: more than the gate's stream table) */
+			CUstream ns;
+
+			if ((rc = p_screate(&ns, 0)) != CUDA_SUCCESS ||
+			    (rc = p_launch((CUfunction)(uintptr_t)kus, 1, 1,
+					   1, 1, 1, 1, 0, ns, NULL, NULL)) !=
+				    CUDA_SUCCESS ||
+			    (rc = p_ssync(ns)) != CUDA_SUCCESS ||
+			    (rc = p_sdestroy(ns)) != CUDA_SUCCESS)
+				die("stream churn", rc);
+		}
 		if (win_b > win_a && t >= t0 + (uint64_t)(win_a * 1e9) &&
 		    t < t0 + (uint64_t)(win_b * 1e9))
 			in_win++;

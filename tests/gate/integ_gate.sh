@@ -67,7 +67,8 @@ $APP --seconds 0.3 --max-queue-us 2000 >"$dir/p3.out" 2>&1 &&
 # --- every path to the driver, alone on the allocation --------------------
 # window 1 ms + one 100 us kernel + scheduling slack on a loaded machine
 for v in "" "--ptds" "--dlsym" "--dlsym --ptds" "--self-gpa" "--graph" \
-	 "--copies" "--streams 3" "--capture" "--fork" "--dev1"; do
+	 "--copies" "--streams 3" "--capture" "--fork" "--dev1" \
+	 "--stream-churn --kernel-us 20 --sync-every 0"; do
 	n=v$(echo "$v" | tr -dc 'a-z0-9')
 	# one window per stream (docs/runtime.md): 3 streams, 3 windows
 	q=2500
@@ -84,6 +85,13 @@ grep -q 'captured=[1-9]' "$dir/vcapture.out" &&
     ok "capture: recorded, not broken" || bad "capture: $(cat "$dir/vcapture.out")"
 grep -q 'dev1=[1-9]' "$dir/vdev1.out" && ok "second device used" ||
     bad "dev1: $(cat "$dir/vdev1.out")"
+# every churned stream's launch is gated (a start marker each), also
+# after more streams than the gate's table holds (1024)
+f=$dir/vstreamchurnkernelus20syncevery0.out
+n=$(field "$f" launches) e=$(field "$f" event_records)
+[ "${n:-0}" -gt 1100 ] && [ "${e:-0}" -ge "$n" ] &&
+    ok "stream churn: $n streams created and destroyed, $e events" ||
+    bad "stream churn: $n streams, $e events (want >1100 and >= streams)"
 ctl close "$a" >/dev/null || bad "close $a"
 
 # --- weights 1:3 -------------------------------------------------------------

@@ -184,6 +184,14 @@ EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
 	return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+	/* kept allocated: the simulation may still order work behind it,
+	 * and a later stream must not reuse the address in this test */
+	(void)s;
+	return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
 {
 	*c = (CUcontext)resolve(s, 0)->ctx;
@@ -475,6 +483,8 @@ static const struct entry table[] = {
 	{ "cuCtxSetCurrent", 0, (void *)cuCtxSetCurrent, NULL, NULL, NULL },
 	{ "cuCtxGetCurrent", 0, (void *)cuCtxGetCurrent, NULL, NULL, NULL },
 	{ "cuStreamCreate", 0, (void *)cuStreamCreate, NULL, NULL, NULL },
+	{ "cuStreamDestroy", 4000, NULL, NULL, (void *)cuStreamDestroy_v2,
+	  NULL },
 	{ "cuStreamSynchronize", 0, (void *)cuStreamSynchronize,
 	  (void *)cuStreamSynchronize_ptsz, NULL, NULL },
 	{ "cuCtxSynchronize", 0, (void *)cuCtxSynchronize, NULL, NULL, NULL },
