@@ -25,3 +25,6 @@ install-simjob: $(SIMJOB)
 	install -m 0755 $(SIMJOB) $(DESTDIR)$(PREFIX)/bin/gshare-simjob
 	install -m 0644 docs/man/gshare-simjob.1 \
 	    $(DESTDIR)$(PREFIX)/share/man/man1/
+
+# gshare-simjob --tasks against a live gshared and a busy job (about 4 s)
+INTEG_TESTS += tests/sched/integ_tasks.sh
