@@ -413,11 +413,21 @@ tasks_main(struct sim *m, struct gs_error *err)
 			return -1;
 		}
 	st = gs_tsim_stats(m->ts);
-	printf("event=tasks job=%s tasks=%" PRIu64 " ran_once=%" PRIu64
-	       " waits=%" PRIu64 " launches=%" PRIu64 " suspensions=%"
-	       PRIu64 " requeued=%" PRIu64 " races=%" PRIu64 " ticks=%"
-	       PRIu64 "\n", m->name, m->ntasks, i, m->twaits, st->launches,
-	       st->suspensions, st->requeued, st->races, st->ticks);
+	if (m->json)
+		printf("{\"event\":\"tasks\",\"job\":\"%s\",\"tasks\":%"
+		       PRIu64 ",\"ran_once\":%" PRIu64 ",\"waits\":%" PRIu64
+		       ",\"launches\":%" PRIu64 ",\"suspensions\":%" PRIu64
+		       ",\"requeued\":%" PRIu64 ",\"races\":%" PRIu64
+		       ",\"ticks\":%" PRIu64 "}\n", m->name, m->ntasks, i,
+		       m->twaits, st->launches, st->suspensions,
+		       st->requeued, st->races, st->ticks);
+	else
+		printf("event=tasks job=%s tasks=%" PRIu64 " ran_once=%"
+		       PRIu64 " waits=%" PRIu64 " launches=%" PRIu64
+		       " suspensions=%" PRIu64 " requeued=%" PRIu64
+		       " races=%" PRIu64 " ticks=%" PRIu64 "\n", m->name,
+		       m->ntasks, i, m->twaits, st->launches,
+		       st->suspensions, st->requeued, st->races, st->ticks);
 	fflush(stdout);
 	return 0;
 }
