@@ -283,6 +283,8 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
 	w32(w, a->nattached);
+	w32(w, a->unmanaged);		/* 1.4 */
+	w32(w, a->unmanaged_held);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -297,6 +299,7 @@ static void wgpu(struct wr *w, const struct gs_gpu_info *g)
 	w32(w, g->simulated);
 	w64(w, g->holder);
 	WSTR(w, g->health);
+	w32(w, g->unmanaged);		/* 1.4 */
 }
 
 /* Records inside arrays: u16 length, then the record. */
@@ -569,6 +572,8 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
 	a->nattached = r32_opt(r);
+	a->unmanaged = r32_opt(r);
+	a->unmanaged_held = r32_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)
@@ -584,6 +589,7 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->holder = r64(r);
 	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
+	g->unmanaged = r32_opt(r);
 }
 
 /* Open the next u16-length record as a sub-cursor. */

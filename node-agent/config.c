@@ -67,6 +67,13 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("metrics_listen", C, metrics_listen, 0,
 			  "127.0.0.1:9464",
 			  "Prometheus endpoint host:port (empty: off)"),
+	GS_CFG_KEY_BOOL("unmanaged_hold", C, unmanaged_hold, "false",
+			"hold back (SIGSTOP/SIGCONT) GPU processes of an "
+			"allocation that bypass the gate while ahead"),
+	GS_CFG_KEY_DURATION("unmanaged_ahead", C, unmanaged_ahead_ns,
+			    10 * GS_NS_PER_MS, 3600 * GS_NS_PER_S, "1s",
+			    "lead over the fair share that holds back "
+			    "unmanaged processes"),
 	GS_CFG_KEY_END,
 };
 

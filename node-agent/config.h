@@ -57,6 +57,9 @@ struct gs_agent_config {
 	char store_group[33];	/* group of the store file ("": 0644) */
 	uint32_t retention_days;	/* 0: keep usage forever */
 	char metrics_listen[64];	/* "": no metrics endpoint */
+	/* GPU processes that bypass the gate (node-agent/unman.c) */
+	uint32_t unmanaged_hold;	/* level 0: stop/continue them */
+	uint64_t unmanaged_ahead_ns;	/* lead that stops them */
 
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */
