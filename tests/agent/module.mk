@@ -41,6 +41,7 @@ FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
 TEST_HELPERS += $(FAKE_NVML)
 INTEG_TESTS += tests/agent/test_health_nvml.sh
 INTEG_TESTS += tests/agent/test_gpus_auto.sh
+INTEG_TESTS += tests/agent/test_unmanaged.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
