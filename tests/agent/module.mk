@@ -54,3 +54,10 @@ $(B)/tests/agent/bench_health.o: CFLAGS += -Inode-agent
 $(HEALTH_BENCH): $(B)/tests/agent/bench_health.o $(B)/node-agent/gpu.o \
 	    $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) -ldl
+
+# unmanaged GPU processes: classification and fair-queuing traces
+UNIT_TESTS += $(B)/tests/agent/test_unman
+$(B)/tests/agent/test_unman.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_unman: $(B)/tests/agent/test_unman.o \
+	    $(B)/node-agent/unman_dfq.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
