@@ -80,6 +80,9 @@ struct gs_accounting {
 	char last_error[GS_ERRMSG_MAX];	/* the store's last failed try */
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct gs_unman *unman;		/* unmanaged processes, NULL: none */
+	struct gs_unman_row *unman_rows;	/* copied at each tick, for
+						 * the metrics (st.unman) */
+	unsigned unman_cap;
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
@@ -236,10 +239,27 @@ unman_tick(struct gs_accounting *ac)
 	struct gs_alloc *a;
 	uint64_t ns;
 
+	const struct gs_unman_row *r;
+	unsigned n;
+
 	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
 		if ((ns = gs_unman_take_estimate(ac->unman, a->id)) > 0)
 			gs_acct_add_estimate(ac->acct, a->id, ns);
-	ac->st.nunman = gs_unman_rows(ac->unman, &ac->st.unman);
+	/* a copy: the watcher's rows change with each of its periods */
+	n = gs_unman_rows(ac->unman, &r);
+	if (n > ac->unman_cap) {
+		struct gs_unman_row *nr = realloc(ac->unman_rows,
+						  n * sizeof(*nr));
+
+		if (nr == NULL)
+			return;	/* the metrics keep the last copy */
+		ac->unman_rows = nr;
+		ac->unman_cap = n;
+	}
+	if (n > 0)
+		memcpy(ac->unman_rows, r, n * sizeof(*r));
+	ac->st.unman = ac->unman_rows;
+	ac->st.nunman = n;
 }
 
 void
@@ -804,6 +824,7 @@ gs_accounting_free(struct gs_accounting *ac)
 	gs_acct_free(ac->acct);
 	gs_gpu_util_close(ac->util);
 	gs_store_close(ac->store);
+	free(ac->unman_rows);
 	free(ac->sh);
 	free(ac);
 }

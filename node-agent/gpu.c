@@ -447,7 +447,9 @@ int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
 				    "nvmlDeviceGetComputeRunningProcesses: %s",
 				    u->lib.error_string(r));
 	if (r == NVML_ERROR_INSUFFICIENT_SIZE || cnt > sizeof(p) / sizeof(p[0]))
-		cnt = sizeof(p) / sizeof(p[0]);	/* the first 256 */
+		return gs_error_set(err, GS_EIO, "GPU %d: more than %u "
+				    "compute processes", index,
+				    (unsigned)(sizeof(p) / sizeof(p[0])));
 	for (i = 0; i < cnt && i < max; i++)
 		pids[i] = p[i].pid;
 	return (int)i;

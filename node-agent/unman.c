@@ -168,7 +168,10 @@ struct gs_unman {
 	int ready_fd, stop_fd;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	struct gs_unman_proc scratch[MAXP];	/* worker only */
+	struct gs_gpu_proc_sample smp[PER_GPU];	/* worker only */
 	struct gs_unman_proc res[MAXP];	/* under mu */
+	struct gs_unman_proc cur[MAXP];	/* loop only: res taken */
 	unsigned nres;
 	int fresh;
 	char err[GS_ERRMSG_MAX];	/* last NVML error, "" none (mu) */
@@ -181,7 +184,7 @@ struct gs_unman {
 	unsigned nst, stcap;
 	uint64_t noown_est[GS_MAX_GPUS];
 	struct gs_unman_row *rows;
-	unsigned nrows;
+	unsigned nrows, rowcap;
 };
 
 static uint64_t mono_ms(void)
@@ -196,7 +199,7 @@ static uint64_t mono_ms(void)
 static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 		     size_t errlen)
 {
-	static struct gs_gpu_proc_sample smp[PER_GPU];
+	struct gs_gpu_proc_sample *smp = u->smp;
 	uint32_t pids[PER_GPU];
 	struct gs_error e;
 	unsigned n = 0;
@@ -247,7 +250,7 @@ static void *worker(void *arg)
 {
 	struct gs_unman *u = arg;
 	struct pollfd pf = { .fd = u->stop_fd, .events = POLLIN };
-	static struct gs_unman_proc r[MAXP];
+	struct gs_unman_proc *r = u->scratch;
 	char err[GS_ERRMSG_MAX];
 	uint64_t one = 1, end, now;
 	unsigned n;
@@ -364,12 +367,17 @@ static int wants(const struct gs_alloc *a)
 static void add_row(struct gs_unman *u, int32_t gpu, uint64_t alloc,
 		    uint32_t procs, uint32_t held, uint64_t est)
 {
-	struct gs_unman_row *n = realloc(u->rows, (u->nrows + 1) *
-					 sizeof(*n));
+	struct gs_unman_row *n = u->rows;
 
-	if (n == NULL)
-		return;
-	u->rows = n;
+	if (u->nrows == u->rowcap) {
+		unsigned nc = u->rowcap ? u->rowcap * 2 : 16;
+
+		n = realloc(u->rows, nc * sizeof(*n));
+		if (n == NULL)
+			return;
+		u->rows = n;
+		u->rowcap = nc;
+	}
 	n[u->nrows].gpu = gpu;
 	n[u->nrows].alloc = alloc;
 	n[u->nrows].procs = procs;
@@ -556,8 +564,8 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 
 static void on_ready(struct gs_loop *l, int fd, uint32_t events, void *arg)
 {
-	static struct gs_unman_proc r[MAXP];
 	struct gs_unman *u = arg;
+	struct gs_unman_proc *r = u->cur;
 	char err[GS_ERRMSG_MAX];
 	uint64_t v, now = gs_now_ns(), period;
 	unsigned n;

@@ -113,8 +113,8 @@ void gs_unman_free(struct gs_unman *u);
 uint64_t gs_unman_take_estimate(struct gs_unman *u, uint64_t id);
 
 /* Per GPU and allocation (struct gs_unman_row, metrics.h), for the
- * metrics.  Borrowed, valid until the next period's results are
- * applied. */
+ * metrics.  Borrowed, valid until the next period's results are applied
+ * (on the loop): copy them to keep them. */
 unsigned gs_unman_rows(const struct gs_unman *u,
 		       const struct gs_unman_row **out);
 

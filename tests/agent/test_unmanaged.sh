@@ -94,11 +94,14 @@ case $out in
 	ok "gsharectl status shows them";;
 *) bad "status table: $out";;
 esac
-m=$(scrape)
-echo "$m" | grep -q "^gshare_unmanaged_processes{gpu=\"0\",alloc=\"$a1\"} 1$" &&
-	echo "$m" | grep -q '^gshare_unmanaged_processes{gpu="0",alloc=""} 2$' &&
-	ok "metrics: unmanaged process gauges" ||
-	bad "metrics: $(echo "$m" | grep unmanaged)"
+# the metrics take the counts at the accounting tick
+gauges() {
+	m=$(scrape)
+	echo "$m" | grep -q "^gshare_unmanaged_processes{gpu=\"0\",alloc=\"$a1\"} 1$" &&
+		echo "$m" | grep -q '^gshare_unmanaged_processes{gpu="0",alloc=""} 2$'
+}
+wait_for 3 "metrics: unmanaged process gauges" gauges ||
+	echo "$(scrape | grep unmanaged)" >&2
 wait_for 5 "metrics: estimated GPU time of allocation $a1 grows" sh -c \
 	"curl -sf --unix-socket $msock http://x/metrics | grep -q '^gshare_unmanaged_gpu_seconds_total{gpu=\"0\",alloc=\"$a1\"} [0-9]*\.[0-9]*[1-9]'"
 if command -v promtool >/dev/null 2>&1; then
@@ -137,8 +140,11 @@ grep -q "allocation $a1: unmanaged process $p1 (uid $NOBODY) held back (SIGSTOP)
 [ "$(pstate $p3)" != T ] && ok "a process of no allocation never stopped" ||
 	bad "process of no allocation stopped"
 wait_for 3 "status: 1 held back" is "$a1" unmanaged_held 1
-scrape | grep -q "^gshare_unmanaged_held_processes{gpu=\"0\",alloc=\"$a1\"} 1$" &&
-	ok "metrics: held gauge" || bad "metrics held: $(scrape | grep held)"
+held_gauge() {
+	scrape | grep -q "^gshare_unmanaged_held_processes{gpu=\"0\",alloc=\"$a1\"} 1$"
+}
+wait_for 3 "metrics: held gauge" held_gauge ||
+	echo "$(scrape | grep unmanaged_held)" >&2
 # the contender goes away: a1 continues
 printf '0 proc %s 90\n0 proc %s 90\n0 proc %s 90\n' $p1 $p0 $p3 > "$state"
 $CTL -s "$sock" close "$a3" >/dev/null
