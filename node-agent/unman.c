@@ -172,6 +172,7 @@ struct gs_unman {
 	struct gs_gpu_proc_sample smp[PER_GPU];	/* worker only */
 	struct gs_unman_proc res[MAXP];	/* under mu */
 	struct gs_unman_proc cur[MAXP];	/* loop only: res taken */
+	unsigned char cls[MAXP];	/* loop only: class of cur[i] */
 	unsigned nres;
 	int fresh;
 	char err[GS_ERRMSG_MAX];	/* last NVML error, "" none (mu) */
@@ -237,7 +238,8 @@ static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 					p->sm_util = smp[k].sm_util > 100 ?
 						     100 : smp[k].sm_util;
 				}
-			if (proc_ident(p->pid, &p->start, &p->uid, NULL) < 0)
+			if (proc_ident(p->pid, &p->start, &p->uid,
+				       &p->state) < 0)
 				continue;	/* gone */
 			p->alloc = proc_alloc(p->pid);
 			n++;
@@ -316,8 +318,16 @@ static int is_stopped(const struct gs_unman *u, uint32_t pid, uint64_t start)
 
 static void stop_one(struct gs_unman *u, const struct gs_unman_proc *p)
 {
-	if (is_stopped(u, p->pid, p->start))
+	if (is_stopped(u, p->pid, p->start)) {
+		/* continued by someone else (its owner may send SIGCONT):
+		 * stopped again */
+		if (p->state != 'T' &&
+		    signal_proc(p->pid, p->start, SIGSTOP) == 0)
+			log_info("allocation %" PRIu64 ": unmanaged process "
+				 "%u was continued while held back; stopped "
+				 "again", p->alloc, p->pid);
 		return;
+	}
 	if (u->nst == u->stcap) {
 		unsigned nc = u->stcap ? u->stcap * 2 : 16;
 		struct stopped *n = realloc(u->st, nc * sizeof(*n));
@@ -431,7 +441,8 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 			o.natt = a->natt;
 			op = &o;
 		}
-		switch (gs_unman_classify(p, op)) {
+		u->cls[i] = (unsigned char)gs_unman_classify(p, op);
+		switch (u->cls[i]) {
 		case GS_UNMAN_MANAGED:
 			break;
 		case GS_UNMAN_UNMANAGED:
@@ -461,15 +472,16 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 	if (!cfg->unmanaged_hold) {
 		if (u->nst)
 			cont_alloc(u, 0, "unmanaged_hold is off");
-		for (i = 0; i < u->nas; i++)
+		for (i = 0; i < u->nas; i++) {
 			u->as[i].stopped = 0;
+			u->as[i].fresh = 1;	/* level again when on */
+		}
 	} else {
 		for (uint32_t g = 0; g < ng; g++) {
-			struct gs_dfq_ent e[64];
-			struct gs_alloc *ea[64];
+			struct gs_dfq_ent e[128];
 			unsigned ne = 0;
 
-			for (a = gs_alloc_first(t); a != NULL && ne < 64;
+			for (a = gs_alloc_first(t); a != NULL && ne < 128;
 			     a = gs_alloc_next(t, a)) {
 				if (a->gpu < 0 || (uint32_t)a->gpu != g)
 					continue;
@@ -484,24 +496,24 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 				if (s->fresh)
 					e[ne].used_ns = 0;
 				s->last_gpu_ns = a->gpu_ns;
+				/* a held process uses nothing, unless its
+				 * owner continued it: count what NVML saw */
 				for (j = 0; j < n; j++)
 					if (r[j].alloc == a->id &&
-					    r[j].gpu == g &&
-					    !is_stopped(u, r[j].pid,
-							r[j].start))
+					    u->cls[j] == GS_UNMAN_UNMANAGED)
 						e[ne].used_ns += period_ns *
 							r[j].sm_util / 100;
 				e[ne].wants = wants(a);
 				e[ne].holdable = 0;
-				for (j = 0; j < n && a->unmanaged; j++)
+				for (j = 0; j < n; j++)
 					if (r[j].alloc == a->id &&
-					    r[j].gpu == g &&
+					    u->cls[j] == GS_UNMAN_UNMANAGED &&
 					    gs_unman_holdable(&r[j]))
 						e[ne].holdable = 1;
 				e[ne].fresh = s->fresh;
 				e[ne].vt = s->vt;
 				e[ne].stopped = s->stopped;
-				ea[ne++] = a;
+				ne++;
 			}
 			gs_unman_dfq_step(e, ne, period_ns,
 					  cfg->unmanaged_ahead_ns);
@@ -517,23 +529,11 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 					continue;
 				/* every holdable unmanaged process of it,
 				 * newcomers included */
-				for (j = 0; j < n; j++) {
-					struct gs_unman_owner o;
-
-					if (r[j].alloc != e[i].id)
-						continue;
-					o.id = ea[i]->id;
-					o.gpu = ea[i]->gpu;
-					o.uid = ea[i]->uid;
-					o.any_uid = (ea[i]->flags &
-						     GS_ALLOC_ANY_UID) != 0;
-					o.att = ea[i]->att;
-					o.natt = ea[i]->natt;
-					if (gs_unman_classify(&r[j], &o) ==
-					    GS_UNMAN_UNMANAGED &&
+				for (j = 0; j < n; j++)
+					if (r[j].alloc == e[i].id &&
+					    u->cls[j] == GS_UNMAN_UNMANAGED &&
 					    gs_unman_holdable(&r[j]))
 						stop_one(u, &r[j]);
-				}
 			}
 		}
 	}

@@ -56,6 +56,7 @@ struct gs_unman_proc {
 	uint32_t uid;		/* owner of /proc/PID; (uint32_t)-1: gone */
 	uint64_t alloc;		/* GSHARE_ALLOC, 0: none */
 	uint64_t start;		/* start time, /proc/PID/stat field 22 */
+	char state;		/* /proc/PID/stat field 3 ('T': stopped) */
 };
 
 /* What the classification needs of an allocation. */

@@ -140,6 +140,11 @@ grep -q "allocation $a1: unmanaged process $p1 (uid $NOBODY) held back (SIGSTOP)
 [ "$(pstate $p3)" != T ] && ok "a process of no allocation never stopped" ||
 	bad "process of no allocation stopped"
 wait_for 3 "status: 1 held back" is "$a1" unmanaged_held 1
+kill -CONT $p1	# its owner continues it: stopped again
+wait_for 4 "continued by its owner while held: stopped again" \
+	grep -q "allocation $a1: unmanaged process $p1 was continued while held back; stopped again" \
+	"$dir/log"
+[ "$(pstate $p1)" = T ] && ok "state T again" || bad "state $(pstate $p1)"
 held_gauge() {
 	scrape | grep -q "^gshare_unmanaged_held_processes{gpu=\"0\",alloc=\"$a1\"} 1$"
 }
