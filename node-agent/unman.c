@@ -396,6 +396,20 @@ static void add_row(struct gs_unman *u, int32_t gpu, uint64_t alloc,
 	u->nrows++;
 }
 
+/* Is pid attached to any open allocation (whatever its GSHARE_ALLOC
+ * says)?  Then the gate of that allocation manages it. */
+static int attached_anywhere(struct gs_alloc_table *t, uint32_t pid)
+{
+	struct gs_alloc *a;
+
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
+		for (unsigned k = 0; k < a->natt; k++)
+			if (a->att[k].conn != NULL &&
+			    (uint32_t)a->att[k].pid == pid)
+				return 1;
+	return 0;
+}
+
 static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 		  unsigned n, uint64_t period_ns)
 {
@@ -442,6 +456,9 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 			op = &o;
 		}
 		u->cls[i] = (unsigned char)gs_unman_classify(p, op);
+		if (u->cls[i] != GS_UNMAN_MANAGED &&
+		    attached_anywhere(t, p->pid))
+			u->cls[i] = GS_UNMAN_MANAGED;
 		switch (u->cls[i]) {
 		case GS_UNMAN_MANAGED:
 			break;

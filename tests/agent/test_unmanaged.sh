@@ -17,7 +17,8 @@
 set -u
 GS_LOG_TAIL=+1
 . "$(dirname "$0")/../lib/agent.sh"
-gs_agent_init gsunman
+JOB=$B/tests/acct/acct_job
+gs_agent_init gsunman $JOB
 state=$dir/nvml-state
 msock=$dir/metrics.sock
 NOBODY=65534
@@ -40,13 +41,19 @@ import json, sys
 for a in json.load(sys.stdin)["allocations"]:
     if a["id"] == int(sys.argv[1]): print(a[sys.argv[2]])' "$1" "$2"
 }
-gpu_unman() {
+gpu_unman() {	# [GPU]: processes of no allocation on it (default 0)
 	$CTL -s "$sock" -t 2000 status --json | $PY -c '
 import json, sys
-print([g for g in json.load(sys.stdin)["gpus"] if g["index"] == 0][0]["unmanaged"])'
+print([g for g in json.load(sys.stdin)["gpus"] if g["index"] == int(sys.argv[1])][0]["unmanaged"])' "${1:-0}"
+}
+job_alloc() {	# JOB: id of the allocation labelled with it
+	$CTL -s "$sock" -t 2000 status --json | $PY -c '
+import json, sys
+for a in json.load(sys.stdin)["allocations"]:
+    if a["labels"]["job"] == sys.argv[1]: print(a["id"])' "$1"
 }
 is() { [ "$(field "$1" "$2")" = "$3" ]; }
-gpu_is() { [ "$(gpu_unman)" = "$1" ]; }
+gpu_is() { [ "$(gpu_unman "${2:-0}")" = "$1" ]; }
 scrape() { curl -sf --unix-socket "$msock" http://x/metrics; }
 # spawn UID ALLOC: a sleeping process as UID with GSHARE_ALLOC=ALLOC
 spawn() {
@@ -108,6 +115,28 @@ if command -v promtool >/dev/null 2>&1; then
 	scrape | promtool check metrics >/dev/null 2>&1 &&
 		ok "promtool check metrics" || bad "promtool: $(scrape | promtool check metrics 2>&1 | head -3)"
 fi
+# an attached process (the runtime's session, SO_PEERCRED pid) is managed:
+# counted nowhere, even without GSHARE_ALLOC in its environment
+"$JOB" --socket "$sock" --shares 10 --job 905 --step 0 --work 60 \
+	--task-us 500 > "$dir/job.out" 2>&1 &
+pj=$!
+jpids="$jpids $pj"
+wait_for 5 "the attached job's allocation is listed" job_alloc 905
+aj=$(job_alloc 905)
+wait_for 5 "allocation $aj: its job attached" is "$aj" nattached 1
+gj=$(field "$aj" gpu)
+spawn $NOBODY ""; p6=$last	# with it, one more of no allocation
+before=$(gpu_unman "$gj")
+printf '0 proc %s 60\n0 proc %s 30\n0 proc %s 10\n%s proc %s 50\n%s proc %s 10\n' \
+	$p1 $p2 $p3 "$gj" $pj "$gj" $p6 > "$state"
+wait_for 3 "GPU $gj: the new process of no allocation counted" \
+	gpu_is $((before + 1)) "$gj"
+[ "$(gpu_unman "$gj")" = $((before + 1)) ] && [ "$(field "$aj" unmanaged)" = 0 ] &&
+	ok "the attached process is managed: counted neither on its allocation nor on the GPU" ||
+	bad "attached process: GPU $gj $(gpu_unman "$gj") (before $before), allocation $aj $(field "$aj" unmanaged)"
+kill $pj 2>/dev/null
+printf '0 proc %s 60\n0 proc %s 30\n0 proc %s 10\n' $p1 $p2 $p3 > "$state"
+
 # never attached: acct.c's NVML estimate charges it, flagged
 est() {
 	GSHARE_STORE=$dir/state/usage.db $B/node-agent/gsacct/gsacct -a \
