@@ -6,7 +6,8 @@
  * and reads for each its owner (the uid owning /proc/PID), its start time
  * and GSHARE_ALLOC from /proc/PID/environ.  The loop thread classifies
  * them against the allocation table:
- *   managed     the pid is attached to its allocation (SO_PEERCRED);
+ *   managed     the pid is attached to an allocation (SO_PEERCRED),
+ *               whatever its environment says;
  *   unmanaged   GSHARE_ALLOC names an open allocation on that GPU whose
  *               uid owns the process (or which any uid may attach), and
  *               the pid never attached: the allocation's process that
