@@ -6,9 +6,10 @@
  * writes only res[]/nres/err under mu and signals ready_fd.  The loop
  * thread takes the results, classifies them against the allocation
  * table, runs the fair-queuing step and sends the signals.  A signal goes
- * through a pidfd opened after checking that the pid still has the start
- * time and a non-root owner the worker saw, so a pid reused by another
- * process is never signalled.
+ * through a pidfd; once it is open (the process can no longer be
+ * replaced under it) the pid must still have the start time the worker
+ * saw and a non-root owner, so a pid reused by another process, or a
+ * process that exec'd a setuid program, is never signalled.
  */
 #include <errno.h>
 #include <fcntl.h>
