@@ -288,6 +288,8 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w32(w, a->mps_pct);
 	WSTR(w, a->mps_pipe);
 	WSTR(w, a->space_why);
+	w32(w, a->unmanaged);		/* 1.4 */
+	w32(w, a->unmanaged_held);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -302,6 +304,7 @@ static void wgpu(struct wr *w, const struct gs_gpu_info *g)
 	w32(w, g->simulated);
 	w64(w, g->holder);
 	WSTR(w, g->health);
+	w32(w, g->unmanaged);		/* 1.4 */
 }
 
 /* Records inside arrays: u16 length, then the record. */
@@ -584,6 +587,8 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 		RSTR(r, a->mps_pipe);
 		RSTR(r, a->space_why);
 	}
+	a->unmanaged = r32_opt(r);
+	a->unmanaged_held = r32_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)
@@ -599,6 +604,7 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->holder = r64(r);
 	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
+	g->unmanaged = r32_opt(r);
 }
 
 /* Open the next u16-length record as a sub-cursor. */

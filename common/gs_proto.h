@@ -53,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		3
+#define GS_PROTO_MINOR		4
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -174,6 +174,9 @@ struct gs_alloc_info {
 	char mps_pipe[GS_PATH_MAX];	/* CUDA_MPS_PIPE_DIRECTORY for the
 					 * job, "": not an MPS client */
 	char space_why[GS_LABEL_MAX];	/* the planner's decision */
+	uint32_t unmanaged;	/* its GPU processes that bypass the gate;
+				 * 1.4, absent: 0 */
+	uint32_t unmanaged_held;	/* of those, held back; 1.4 */
 };
 
 struct gs_gpu_info {
@@ -188,6 +191,8 @@ struct gs_gpu_info {
 	uint64_t holder;	/* allocation holding the token, 0 none */
 	char health[GS_LABEL_MAX];	/* why unhealthy, "" when healthy;
 					 * 1.1, absent: "" */
+	uint32_t unmanaged;	/* GPU processes of no allocation; 1.4,
+				 * absent: 0 */
 };
 
 struct gs_status {

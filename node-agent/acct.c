@@ -621,6 +621,17 @@ estimate_gpu(struct gs_acct *a, int32_t gpu, uint64_t tick_ns)
 		g->last_us = prev;
 }
 
+void
+gs_acct_add_estimate(struct gs_acct *a, uint64_t id, uint64_t ns)
+{
+	struct ent *e = find(a, id);
+
+	if (e == NULL || e->closing || ns == 0)
+		return;
+	e->est_ns += ns;
+	e->v.row.estimate = 1;
+}
+
 static void
 estimate_all(struct gs_acct *a, uint64_t tick_ns)
 {

@@ -141,6 +141,11 @@ void gs_acct_escalate(struct gs_acct *a, uint64_t id, uint64_t mono);
 void gs_acct_set_util_source(struct gs_acct *a, gs_acct_util_fn fn,
 			     void *arg, const char *proc_root);
 
+/* Estimated GPU time (ns) of processes of allocation id that bypass
+ * its attached runtime (unman.c): added to its usage at the next tick,
+ * the row flagged as an estimate. */
+void gs_acct_add_estimate(struct gs_acct *a, uint64_t id, uint64_t ns);
+
 /* One tick: compute deltas since the last tick and return the batch to
  * store (*out NULL when there is nothing to write).  The caller submits
  * it to the store. */

@@ -44,6 +44,7 @@
 #include "gs_log.h"
 #include "metrics.h"
 #include "store.h"
+#include "unman.h"
 
 #define PURGE_BATCH	2000
 /* a job whose allocation was cut by an agent crash may come back this
@@ -78,6 +79,10 @@ struct gs_accounting {
 	uint64_t behind_logged;		/* when "behind" was last logged */
 	char last_error[GS_ERRMSG_MAX];	/* the store's last failed try */
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
+	struct gs_unman *unman;		/* unmanaged processes, NULL: none */
+	struct gs_unman_row *unman_rows;	/* copied at each tick, for
+						 * the metrics (st.unman) */
+	unsigned unman_cap;
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
@@ -235,6 +240,51 @@ observer(void *ctx, int event, const struct gs_alloc *a)
 	}
 }
 
+/* Unmanaged processes of allocations with attached ones: their
+ * estimated GPU time (acct.c estimates allocations that never attached);
+ * the metrics rows. */
+static void
+unman_tick(struct gs_accounting *ac)
+{
+	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
+	struct gs_alloc *a;
+	uint64_t ns;
+
+	const struct gs_unman_row *r;
+	unsigned n;
+
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
+		if ((ns = gs_unman_take_estimate(ac->unman, a->id)) > 0)
+			gs_acct_add_estimate(ac->acct, a->id, ns);
+	/* a copy: the watcher's rows change with each of its periods */
+	n = gs_unman_rows(ac->unman, &r);
+	if (n > ac->unman_cap) {
+		struct gs_unman_row *nr = realloc(ac->unman_rows,
+						  n * sizeof(*nr));
+
+		if (nr == NULL)
+			return;	/* the metrics keep the last copy */
+		ac->unman_rows = nr;
+		ac->unman_cap = n;
+	}
+	if (n > 0)
+		memcpy(ac->unman_rows, r, n * sizeof(*r));
+	ac->st.unman = ac->unman_rows;
+	ac->st.nunman = n;
+}
+
+void
+gs_accounting_set_unman(struct gs_accounting *ac, struct gs_unman *u)
+{
+	if (ac == NULL)
+		return;
+	ac->unman = u;
+	if (u == NULL) {
+		ac->st.unman = NULL;
+		ac->st.nunman = 0;
+	}
+}
+
 /* 0: the tick's batch is the store's (it commits it, retrying) */
 static int
 do_tick(struct gs_accounting *ac, uint64_t now)
@@ -242,6 +292,8 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 	struct gs_store_batch *b = NULL;
 	struct gs_error err;
 
+	if (ac->unman != NULL)
+		unman_tick(ac);
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);
 		return -1;
@@ -805,6 +857,7 @@ gs_accounting_free(struct gs_accounting *ac)
 	gs_acct_free(ac->acct);
 	gs_gpu_util_close(ac->util);
 	gs_store_close(ac->store);
+	free(ac->unman_rows);
 	free(ac->sh);
 	free(ac);
 }

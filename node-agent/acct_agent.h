@@ -22,5 +22,9 @@ struct gs_accounting;
 int gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 		      struct gs_error *err);
 void gs_accounting_free(struct gs_accounting *ac);
+/* Take unmanaged processes' estimates and metrics rows from u at every
+ * tick (NULL: none). */
+struct gs_unman;
+void gs_accounting_set_unman(struct gs_accounting *ac, struct gs_unman *u);
 
 #endif /* GS_ACCT_AGENT_H */

@@ -1352,6 +1352,7 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		gi->drained = (uint32_t)g->drained;
 		gi->simulated = (uint32_t)g->d.simulated;
 		gi->holder = gs_sched_holder(g->sched);
+		gi->unmanaged = g->unmanaged;
 	}
 	/* nallocs_total counts every allocation the caller may see; the
 	 * page lists those after after_id, ascending */

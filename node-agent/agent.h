@@ -37,6 +37,7 @@ struct gs_gpu {
 	char xid_why[GS_LABEL_MAX];	/* which XID */
 	struct gs_sched *sched;
 	uint64_t next_ns;	/* when the scheduler wants a step */
+	uint32_t unmanaged;	/* GPU processes of no allocation (unman.c) */
 };
 
 struct gs_agent;

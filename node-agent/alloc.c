@@ -345,6 +345,8 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->gpu_ns = a->gpu_ns;
 	out->held_ns = a->held_ns;
 	out->suspensions = a->suspensions;
+	out->unmanaged = a->unmanaged;
+	out->unmanaged_held = a->unmanaged_held;
 	for (unsigned i = 0; i < a->natt; i++)
 		out->block_tasks += __atomic_load_n(
 			&a->att[i].page->block_tasks, __ATOMIC_ACQUIRE);

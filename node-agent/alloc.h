@@ -83,6 +83,10 @@ struct gs_alloc {
 	uint64_t suspensions;	/* releases after a suspend */
 	uint64_t escalations;
 	uint64_t last_evict_ns;
+
+	/* GPU processes of this allocation that bypass the gate (unman.c,
+	 * refreshed every period) */
+	uint32_t unmanaged, unmanaged_held;
 };
 
 enum gs_alloc_event {

@@ -85,6 +85,13 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "false",
 			"write planned SM partitions into control pages "
 			"(the scheduler does not co-grant groups yet)"),
+	GS_CFG_KEY_BOOL("unmanaged_hold", C, unmanaged_hold, "false",
+			"hold back (SIGSTOP/SIGCONT) GPU processes of an "
+			"allocation that bypass the gate while ahead"),
+	GS_CFG_KEY_DURATION("unmanaged_ahead", C, unmanaged_ahead_ns,
+			    10 * GS_NS_PER_MS, 3600 * GS_NS_PER_S, "1s",
+			    "lead over the fair share that holds back "
+			    "unmanaged processes"),
 	GS_CFG_KEY_END,
 };
 

@@ -316,10 +316,19 @@ struct nvml_proc_util {		/* nvmlProcessUtilizationSample_t */
 	unsigned int sm, mem, enc, dec;
 };
 
+struct nvml_proc_info {		/* nvmlProcessInfo_t (v2 and v3 alike) */
+	unsigned int pid;
+	unsigned long long used_mem;
+	unsigned int gpu_instance, compute_instance;
+};
+
 struct gs_gpu_util {
 	struct nvml_lib lib;
 	nvml_ret (*proc_util)(nvml_dev, struct nvml_proc_util *,
 			      unsigned int *, unsigned long long);
+	/* nvmlDeviceGetComputeRunningProcesses_v3, else _v2; NULL: none */
+	nvml_ret (*compute_procs)(nvml_dev, unsigned int *,
+				  struct nvml_proc_info *);
 	int32_t index[GS_MAX_GPUS];
 	nvml_dev dev[GS_MAX_GPUS];
 	uint32_t n;
@@ -343,6 +352,12 @@ int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
 	if (nvml_lib_open(&u->lib, err) < 0)
 		goto out_free;
 	NVML_SYM_IN(u->lib.h, u, proc_util, "nvmlDeviceGetProcessUtilization");
+	/* optional: older drivers lack _v3 */
+	*(void **)(&u->compute_procs) = dlsym(u->lib.h,
+			"nvmlDeviceGetComputeRunningProcesses_v3");
+	if (u->compute_procs == NULL)
+		*(void **)(&u->compute_procs) = dlsym(u->lib.h,
+			"nvmlDeviceGetComputeRunningProcesses_v2");
 	if (missing != NULL) {
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
@@ -407,6 +422,37 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		n++;
 	}
 	return (int)n;
+}
+
+int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
+			 unsigned max, struct gs_error *err)
+{
+	struct nvml_proc_info p[256];
+	unsigned int cnt = sizeof(p) / sizeof(p[0]), i;
+	nvml_ret r;
+	uint32_t g;
+
+	if (u->compute_procs == NULL)
+		return gs_error_set(err, GS_EUNSUPP, "NVML has no "
+				    "nvmlDeviceGetComputeRunningProcesses");
+	for (g = 0; g < u->n; g++)
+		if (u->index[g] == index)
+			break;
+	if (g == u->n)
+		return gs_error_set(err, GS_ENOENT, "no GPU %d", index);
+	memset(p, 0, sizeof(p));
+	r = u->compute_procs(u->dev[g], &cnt, p);
+	if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+		return gs_error_set(err, GS_EIO,
+				    "nvmlDeviceGetComputeRunningProcesses: %s",
+				    u->lib.error_string(r));
+	if (r == NVML_ERROR_INSUFFICIENT_SIZE || cnt > sizeof(p) / sizeof(p[0]))
+		return gs_error_set(err, GS_EIO, "GPU %d: more than %u "
+				    "compute processes", index,
+				    (unsigned)(sizeof(p) / sizeof(p[0])));
+	for (i = 0; i < cnt && i < max; i++)
+		pids[i] = p[i].pid;
+	return (int)i;
 }
 
 /*

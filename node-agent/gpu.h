@@ -44,6 +44,13 @@ void gs_gpu_util_close(struct gs_gpu_util *u);
 int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		     struct gs_gpu_proc_sample *out, unsigned max,
 		     struct gs_error *err);
+/* Pids of the compute processes NVML lists on GPU `index` (at most max);
+ * returns how many, or -1 (GS_EIO with more than 256; GS_EUNSUPP when
+ * the driver has no
+ * nvmlDeviceGetComputeRunningProcesses_v3/_v2).  Blocks in the driver:
+ * worker threads only. */
+int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
+			 unsigned max, struct gs_error *err);
 
 /*
  * GPU health from NVML, for the agent's health worker (health.c).  Every

@@ -145,7 +145,7 @@ static void print_json(const struct gs_status *st)
 		       g->drained ? "true" : "false",
 		       g->simulated ? "true" : "false", g->holder);
 		json_str(g->health);
-		printf("}");
+		printf(", \"unmanaged\": %u}", g->unmanaged);
 	}
 	printf("], \"allocations_total\": %u, \"allocations\": [",
 	       st->nallocs_total);
@@ -157,7 +157,8 @@ static void print_json(const struct gs_status *st)
 		json_str(a->gpu_uuid);
 		printf(", \"shares\": %u, \"weight\": %u, \"priority\": %u, "
 		       "\"mode\": \"%s\", \"uid\": %u, \"state\": \"%s\", "
-		       "\"pid\": %u, \"nattached\": %u, "
+		       "\"pid\": %u, \"nattached\": %u, \"unmanaged\": %u, "
+		       "\"unmanaged_held\": %u, "
 		       "\"created_unix_ns\": %" PRIu64
 		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
 		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
@@ -166,7 +167,7 @@ static void print_json(const struct gs_status *st)
 		       a->shares, a->weight, a->priority,
 		       gs_mode_name(a->mode), a->uid,
 		       gs_alloc_state_name(a->state), a->pid, a->nattached,
-		       a->created_unix_ns, a->gpu_ns, a->held_ns,
+		       a->unmanaged, a->unmanaged_held, a->created_unix_ns, a->gpu_ns, a->held_ns,
 		       a->suspensions, a->block_tasks, a->vtime_ns,
 		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false");
 		json_labels(&a->labels);
@@ -265,7 +266,17 @@ static void print_table(const struct gs_status *st)
 			       owner_label(a, own, sizeof(own)));
 			if (a->mode == GS_MODE_SPACE)
 				print_space(a);
+			if (a->unmanaged)
+				printf("  %6s unmanaged: %u GPU process%s "
+				       "bypassing the gate (%u held back)\n",
+				       "", a->unmanaged,
+				       a->unmanaged == 1 ? "" : "es",
+				       a->unmanaged_held);
 		}
+		if (g->unmanaged)
+			printf("  unmanaged: %u GPU process%s of no "
+			       "allocation\n", g->unmanaged,
+			       g->unmanaged == 1 ? "" : "es");
 		if (shown == 0)
 			printf("  (no allocations%s)\n",
 			       getuid() == 0 ? "" : " of yours");

@@ -19,6 +19,7 @@
 #include "agent.h"
 #include "gs_log.h"
 #include "health.h"
+#include "unman.h"
 
 #ifndef GS_DEFAULT_CONFIG
 #define GS_DEFAULT_CONFIG "/etc/gshare/gshare.yaml"
@@ -40,6 +41,7 @@ int main(int argc, char *argv[])
 	struct gs_agent *ag;
 	struct gs_accounting *acct;
 	struct gs_health *health;
+	struct gs_unman *unman;
 	struct gs_error err;
 	const char *path = NULL;
 	int ch, fg = 0, check = 0, verbose = 0, rv;
@@ -104,9 +106,14 @@ int main(int argc, char *argv[])
 		fatalx("%s", err.msg);
 	if (gs_health_new(ag, &health, &err) < 0)
 		fatalx("%s", err.msg);
+	if (gs_unman_new(ag, &unman, &err) < 0)
+		fatalx("%s", err.msg);
+	gs_accounting_set_unman(acct, unman);
 	rv = gs_agent_run(ag, &err);
 	if (rv < 0)
 		log_warnx("%s", err.msg);
+	gs_accounting_set_unman(acct, NULL);
+	gs_unman_free(unman);
 	gs_health_free(health);
 	gs_accounting_free(acct);
 	gs_agent_free(ag);

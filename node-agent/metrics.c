@@ -135,6 +135,44 @@ struct per_alloc {
 	int kind;	/* 0 gpu, 1 share, 2 held, 3 susp, 4 shares, 5 weight */
 };
 
+/* GPU processes that bypass the gate, per GPU and allocation ("" for
+ * processes of no allocation). */
+static void
+unman_families(struct gs_mbuf *b, const struct gs_agent_stats *st)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} f[] = {
+		{ "gshare_unmanaged_processes", "gauge",
+		  "GPU processes that bypass the launch gate (alloc \"\": processes of no allocation)." },
+		{ "gshare_unmanaged_held_processes", "gauge",
+		  "Unmanaged processes held back (stopped) by the level-0 policy." },
+		{ "gshare_unmanaged_gpu_seconds_total", "counter",
+		  "Estimated GPU time of unmanaged processes (NVML SM utilization times the sampling period)." },
+	};
+	char id[24];
+
+	for (unsigned k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+		family(b, f[k].name, f[k].type, f[k].help);
+		for (unsigned i = 0; i < st->nunman; i++) {
+			const struct gs_unman_row *r = &st->unman[i];
+
+			if (r->alloc)
+				snprintf(id, sizeof(id), "%" PRIu64, r->alloc);
+			else
+				id[0] = '\0';
+			if (k < 2)
+				gs_mbuf_printf(b, "%s{gpu=\"%d\",alloc=\"%s\"} %u\n",
+					       f[k].name, r->gpu, id,
+					       k == 0 ? r->procs : r->held);
+			else
+				gs_mbuf_printf(b, "%s{gpu=\"%d\",alloc=\"%s\"} %.9g\n",
+					       f[k].name, r->gpu, id,
+					       sec(r->est_ns));
+		}
+	}
+}
+
 int
 gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		  struct gs_mbuf *b, struct gs_error *err)
@@ -258,6 +296,7 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		       "Samples removed by the retention purge.");
 		gs_mbuf_printf(b, "gshare_store_purged_samples_total %" PRIu64 "\n",
 			       st->store_purged);
+		unman_families(b, st);
 	}
 	if (st != NULL && st->spool_watched) {
 		family(b, "gshare_spool_pending_records", "gauge",

@@ -27,6 +27,15 @@
 #define GS_METRICS_IDLE_MS	5000
 
 /* What the agent knows about itself. */
+/* GPU processes that bypass the gate (unman.c), per GPU and allocation
+ * (0: processes of no allocation). */
+struct gs_unman_row {
+	int32_t gpu;		/* the GPU's index */
+	uint64_t alloc;
+	uint32_t procs, held;	/* now */
+	uint64_t est_ns;	/* estimated GPU time since start */
+};
+
 struct gs_agent_stats {
 	uint64_t loop_lag_ns;		/* lateness of the last tick */
 	uint64_t loop_lag_max_ns;	/* worst since start */
@@ -42,6 +51,8 @@ struct gs_agent_stats {
 	int spool_watched;
 	uint32_t spool_pending;		/* regular files not named .* */
 	uint64_t spool_oldest_s;	/* age of the oldest, seconds */
+	const struct gs_unman_row *unman;	/* borrowed, may be NULL */
+	unsigned nunman;
 };
 
 /* Count the records in dir (regular files whose name does not start with

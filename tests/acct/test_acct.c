@@ -428,6 +428,17 @@ test_estimate(void **state)
 	assert_int_equal(gs_acct_tick(a, 3 * S, (int64_t)3 * S, &b, &err), 0);
 	assert_int_equal(b->nsamples, 0);
 	gs_store_batch_free(b);
+	/* an unmanaged process of the attached allocation (unman.c): its
+	 * estimate is added and the row flagged */
+	src.n = 0;
+	gs_acct_add_estimate(a, 4, S / 4);
+	gs_acct_add_estimate(a, 99, S);		/* no such allocation */
+	assert_int_equal(gs_acct_tick(a, 4 * S, (int64_t)4 * S, &b, &err), 0);
+	assert_int_equal(b->nsamples, 1);
+	assert_int_equal(b->samples[0].estimate, 1);
+	assert_int_equal(b->samples[0].d.gpu_ns, S / 4);
+	assert_int_equal(b->allocs[0].estimate, 1);
+	gs_store_batch_free(b);
 	gs_acct_free(a);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	assert_int_equal(system(cmd), 0);

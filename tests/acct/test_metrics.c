@@ -105,14 +105,37 @@ test_spool(void **state)
 static void
 test_render(void **state)
 {
+	static const struct gs_unman_row un[] = {
+		{ .gpu = 1, .alloc = 9, .procs = 2, .held = 1,
+		  .est_ns = 250000000 },
+		{ .gpu = 1, .alloc = 0, .procs = 3, .est_ns = 0 },
+	};
 	struct gs_agent_stats st = { .loop_lag_ns = 2000, .clients = 4,
-				     .store_writes = 10 };
+				     .store_writes = 10, .unman = un,
+				     .nunman = 2 };
 	struct gs_acct *a = make_acct();
 	struct gs_mbuf b = { 0 };
 	struct gs_error err;
+	const char *f1, *f2;
 
 	(void)state;
 	assert_int_equal(gs_metrics_render(a, &st, &b, &err), 0);
+	/* unmanaged processes: each family's samples follow its TYPE line */
+	f1 = strstr(b.p, "# TYPE gshare_unmanaged_processes gauge\n");
+	f2 = strstr(b.p, "# HELP gshare_unmanaged_held_processes");
+	assert_non_null(f1);
+	assert_non_null(f2);
+	{
+		const char *x = strstr(f1, "gshare_unmanaged_processes{gpu=\"1\",alloc=\"9\"} 2\n");
+		const char *y = strstr(f1, "gshare_unmanaged_processes{gpu=\"1\",alloc=\"\"} 3\n");
+
+		assert_true(x != NULL && x < f2);
+		assert_true(y != NULL && y < f2);
+	}
+	assert_non_null(strstr(f2, "gshare_unmanaged_held_processes{gpu=\"1\",alloc=\"9\"} 1\n"));
+	assert_non_null(strstr(b.p, "# TYPE gshare_unmanaged_gpu_seconds_total counter\n"));
+	assert_non_null(strstr(b.p, "gshare_unmanaged_gpu_seconds_total{gpu=\"1\",alloc=\"9\"} 0.25\n"));
+	assert_non_null(strstr(b.p, "gshare_unmanaged_gpu_seconds_total{gpu=\"1\",alloc=\"\"} 0\n"));
 	assert_non_null(b.p);
 	assert_non_null(strstr(b.p, "# TYPE gshare_gpu_seconds_total counter\n"));
 	assert_non_null(strstr(b.p,

@@ -10,8 +10,12 @@
  *   hang  nvmlDeviceGetPowerUsage blocks while the line is there
  * (at most 60 s).  No file, or no line for a GPU: healthy.  A line
  * "N xid K" makes nvmlEventSetWait_v2 deliver one critical-XID event K
- * for GPU N (each such line once, in file order).  Types follow the NVML
- * API (int-sized return codes, opaque pointers, nvmlEventData_t).
+ * for GPU N (each such line once, in file order).  A line
+ * "N proc PID SM" lists process PID as a compute process of GPU N
+ * (nvmlDeviceGetComputeRunningProcesses_v3) with SM utilization SM %
+ * (nvmlDeviceGetProcessUtilization: one sample per call, stamped now).
+ * Types follow the NVML API (int-sized return codes, opaque pointers,
+ * nvmlEventData_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t).
  */
 #include <stdio.h>
 #include <string.h>
@@ -151,14 +155,94 @@ int nvmlDeviceGetPowerUsage(struct fake_dev *d, unsigned int *mw)
 	return 0;
 }
 
+struct fake_proc_info {		/* nvmlProcessInfo_t */
+	unsigned int pid;
+	unsigned long long used_mem;
+	unsigned int gpu_instance, compute_instance;
+};
+
+struct fake_util_sample {	/* nvmlProcessUtilizationSample_t */
+	unsigned int pid;
+	unsigned long long ts;
+	unsigned int sm, mem, enc, dec;
+};
+
+int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
+					    unsigned int *n,
+					    struct fake_proc_info *out);
+
+/* The "N proc PID SM" lines of GPU index: pids[] and sm[], at most max. */
+static unsigned procs_of(int index, unsigned *pids, unsigned *sm,
+			 unsigned max)
+{
+	const char *path = getenv("FAKE_NVML_STATE");
+	char line[128];
+	unsigned n = 0, pid, u;
+	int gpu;
+	FILE *f;
+
+	if (path == NULL || (f = fopen(path, "r")) == NULL)
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%d proc %u %u", &gpu, &pid, &u) != 3 ||
+		    gpu != index)
+			continue;
+		pids[n] = pid;
+		sm[n] = u;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
+					    unsigned int *n,
+					    struct fake_proc_info *out)
+{
+	unsigned pids[64], sm[64], k, cnt;
+
+	cnt = procs_of(d->index, pids, sm, 64);
+	if (*n < cnt) {
+		*n = cnt;
+		return 7;	/* INSUFFICIENT_SIZE */
+	}
+	for (k = 0; k < cnt; k++) {
+		memset(&out[k], 0, sizeof(out[k]));
+		out[k].pid = pids[k];
+		out[k].used_mem = 1ull << 20;
+	}
+	*n = cnt;
+	return 0;
+}
+
 int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
 				    unsigned int *n, unsigned long long since)
 {
-	(void)d;
-	(void)samples;
-	(void)since;
-	*n = 0;
-	return 6;	/* NOT_FOUND: no samples */
+	struct fake_util_sample *s = samples;
+	unsigned pids[64], sm[64], k, cnt;
+	struct timespec ts;
+	unsigned long long now;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (unsigned long long)ts.tv_sec * 1000000ull +
+	      (unsigned long long)ts.tv_nsec / 1000u;
+	cnt = procs_of(d->index, pids, sm, 64);
+	if (cnt == 0 || now <= since) {
+		*n = 0;
+		return 6;	/* NOT_FOUND: no samples */
+	}
+	if (*n < cnt) {
+		*n = cnt;
+		return 7;
+	}
+	for (k = 0; k < cnt; k++) {
+		memset(&s[k], 0, sizeof(s[k]));
+		s[k].pid = pids[k];
+		s[k].ts = now;
+		s[k].sm = sm[k];
+	}
+	*n = cnt;
+	return 0;
 }
 
 int nvmlEventSetCreate(int **set)

@@ -41,6 +41,7 @@ FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
 TEST_HELPERS += $(FAKE_NVML)
 INTEG_TESTS += tests/agent/test_health_nvml.sh
 INTEG_TESTS += tests/agent/test_gpus_auto.sh
+INTEG_TESTS += tests/agent/test_unmanaged.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
@@ -68,3 +69,9 @@ SPACE_PROBE := $(B)/tests/agent/space_probe
 TEST_HELPERS += $(SPACE_PROBE)
 $(SPACE_PROBE): $(B)/tests/agent/space_probe.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON)
+# unmanaged GPU processes: classification and fair-queuing traces
+UNIT_TESTS += $(B)/tests/agent/test_unman
+$(B)/tests/agent/test_unman.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_unman: $(B)/tests/agent/test_unman.o \
+	    $(B)/node-agent/unman_dfq.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka

@@ -85,6 +85,8 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->mps_pct = 30;
 	snprintf(a->mps_pipe, sizeof(a->mps_pipe), "%s", SPACE_PIPE);
 	snprintf(a->space_why, sizeof(a->space_why), "%s", SPACE_WHY);
+	a->unmanaged = 2;
+	a->unmanaged_held = 1;
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -169,6 +171,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 			g->drained = i;
 			g->simulated = 1;
 			g->holder = 3 + i;
+			g->unmanaged = 7 + i;
 			if (i == 1)
 				snprintf(g->health, sizeof(g->health),
 					 "NVML: GPU is lost");
@@ -296,7 +299,7 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok1, ok2, ok3;
+	uint32_t n, full, ok1, ok2, ok3, ok4, ok5;
 	size_t i;
 	int rv;
 
@@ -312,17 +315,19 @@ static void test_truncated(void **state)
 		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1),
 		 * ALLOC_CLOSE with end_state (1.3), ALLOC_INFO / ATTACHED
 		 * with flags (1.1), then nattached and the space fields
-		 * (1.3) */
-		ok1 = ok2 = ok3 = UINT32_MAX;
+		 * (1.3), then unmanaged and unmanaged_held (1.4) */
+		ok1 = ok2 = ok3 = ok4 = ok5 = UINT32_MAX;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
 			ok1 = full - 10;
 			ok2 = full - 6;
 			ok3 = full - 2;
 		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok1 = full - (uint32_t)SPACE_TAIL - 8;
-			ok2 = full - (uint32_t)SPACE_TAIL - 4;
-			ok3 = full - (uint32_t)SPACE_TAIL;
+			ok1 = full - 8 - (uint32_t)SPACE_TAIL - 8;
+			ok2 = full - 8 - (uint32_t)SPACE_TAIL - 4;
+			ok3 = full - 8 - (uint32_t)SPACE_TAIL;
+			ok4 = full - 8;
+			ok5 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
 		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
@@ -334,7 +339,8 @@ static void test_truncated(void **state)
 			err.code = 0;
 			rv = gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					   &out, &err);
-			if (n == ok1 || n == ok2 || n == ok3) {
+			if (n == ok1 || n == ok2 || n == ok3 || n == ok4 ||
+			    n == ok5) {
 				assert_int_equal(rv, 0);
 				gs_msg_clear(&out);
 				continue;
@@ -372,9 +378,10 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		/* the 1.0 payload: no flags, nattached nor space fields */
+		/* the 1.0 payload: no flags, nattached, space fields (1.3)
+		 * nor unmanaged and unmanaged_held (1.4) */
 		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 4 :
-			    8 + (uint32_t)SPACE_TAIL;
+			    16 + (uint32_t)SPACE_TAIL;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -395,6 +402,26 @@ static void test_minor0_frames(void **state)
 						       &out, &err), 0);
 			assert_int_equal(out.u.info.flags, in.u.info.flags);
 			assert_int_equal(out.u.info.nattached, 0);
+			/* 1.3: nattached and the space fields, no unmanaged
+			 * counts */
+			gs_msg_clear(&out);
+			h.length += 4 + (uint32_t)SPACE_TAIL;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_int_equal(out.u.info.nattached, 3);
+			assert_int_equal(out.u.info.sm_count, 92);
+			assert_string_equal(out.u.info.mps_pipe, SPACE_PIPE);
+			assert_int_equal(out.u.info.unmanaged, 0);
+			assert_int_equal(out.u.info.unmanaged_held, 0);
+			/* 1.4: all */
+			gs_msg_clear(&out);
+			h.length += 8;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_int_equal(out.u.info.unmanaged, 2);
+			assert_int_equal(out.u.info.unmanaged_held, 1);
 		}
 		gs_msg_clear(&out);
 		gs_msg_clear(&in);
@@ -406,6 +433,7 @@ static void test_minor0_frames(void **state)
 	memset(&st, 0, sizeof(st));
 	g.index = 0;
 	g.healthy = 0;
+	g.unmanaged = 5;
 	snprintf(g.health, sizeof(g.health), "x");
 	st.ngpus = 1;
 	st.gpus = &g;
@@ -414,20 +442,30 @@ static void test_minor0_frames(void **state)
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	/* payload: str policy(2) u64 slice(8) u32 ngpus(4) u16 reclen, then
-	 * the record ending with health (u16 1, "x"), u32 nallocs, u32
-	 * total: drop the health string from the record */
-	{
+	 * the record ending with health (u16 1, "x") and unmanaged (u32,
+	 * 1.4), u32 nallocs, u32 total: first drop unmanaged (a 1.3
+	 * record), then the health string too (a 1.0 record) */
+	for (int cut = 4; cut <= 7; cut += 3) {
 		uint8_t *p = b.data + GS_FRAME_HDR_SIZE + 2 + 8 + 4;
 		uint16_t rl = (uint16_t)(p[0] | p[1] << 8);
 		size_t tail = b.len - (size_t)(p + 2 + rl - b.data);
+		int d = cut == 4 ? 4 : 3;
 
-		rl = (uint16_t)(rl - 3);
+		rl = (uint16_t)(rl - d);
 		p[0] = (uint8_t)rl;
 		p[1] = (uint8_t)(rl >> 8);
-		memmove(p + 2 + rl, p + 2 + rl + 3, tail);
-		b.len -= 3;
+		memmove(p + 2 + rl, p + 2 + rl + d, tail);
+		b.len -= (size_t)d;
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		h.length -= 3;
+		h.length -= (uint32_t)cut;
+		if (cut == 4) {
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_string_equal(out.u.status.gpus[0].health, "x");
+			assert_int_equal(out.u.status.gpus[0].unmanaged, 0);
+			gs_msg_clear(&out);
+		}
 	}
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
 				       &err), 0);
