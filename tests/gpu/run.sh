@@ -137,8 +137,10 @@ restart() {
 	pa=$!
 	# wait (deadline 30 s) until the agent has suspended the job once
 	i=0
-	while [ "$(ctl status 2>/dev/null |
-	    awk -v id="$ia" '$1 == id { print $11 }')" = 0 ] && [ $i -lt 300 ]; do
+	# (the SUSP column found by its header: columns come and go)
+	while [ "$(ctl status 2>/dev/null | awk -v id="$ia" '
+	    $1 == "ALLOC" { for (k = 1; k <= NF; k++) if ($k == "SUSP") c = k }
+	    $1 == id && c { print $c }')" = 0 ] && [ $i -lt 300 ]; do
 		i=$((i + 1)); sleep 0.1
 	done
 	kill -9 "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null
