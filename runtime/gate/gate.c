@@ -61,20 +61,20 @@ typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
 static dlsym_fn real_dlsym_new, real_dlsym_old;
 
 enum {
-#define X(kind, sym, ptsz, P, A, S) H_##sym,
+#define X(kind, sym, ptsz, P, A, S, K) H_##sym,
 	GATE_HOOKS(X)
 #undef X
 	H_COUNT
 };
 
 static const char *const hook_names[H_COUNT] = {
-#define X(kind, sym, ptsz, P, A, S) #sym,
+#define X(kind, sym, ptsz, P, A, S, K) #sym,
 	GATE_HOOKS(X)
 #undef X
 };
 
 /* the exported wrappers (defined below, from the same list) */
-#define X(kind, sym, ptsz, P, A, S) \
+#define X(kind, sym, ptsz, P, A, S, K) \
 	__attribute__((visibility("default"))) CUresult sym P;
 GATE_HOOKS(X)
 #undef X
@@ -136,6 +136,8 @@ static struct {
 	.cv = PTHREAD_COND_INITIALIZER,
 };
 
+/* per-kernel duration estimates (lock-free; gate_logic.h) */
+static struct gl_fntab gate_fntab;
 static int capture_count;		/* stream captures in progress */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
@@ -218,7 +220,7 @@ static void gate_init(void)
 
 	tls_initing = 1;
 	resolve_dlsym();
-#define X(kind, sym, ptsz, P, A, S) hook_wrap[H_##sym] = (void *)sym;
+#define X(kind, sym, ptsz, P, A, S, K) hook_wrap[H_##sym] = (void *)sym;
 	GATE_HOOKS(X)
 #undef X
 	cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -575,7 +577,7 @@ static void poll_stream_locked(struct gstream *st)
 						      st->ev[slot]) ==
 				 CUDA_SUCCESS && ms > 0)
 			span = (uint64_t)((double)ms * 1e6);
-		acc = gl_pop(&st->w, span, now_ns());
+		acc = gl_pop_fn(&st->w, span, now_ns(), &gate_fntab);
 		g.hold_gpu_ns += acc;
 		g.gpu_total_ns += acc;
 	}
@@ -767,9 +769,12 @@ enum { GK_SUBMIT, GK_CAPBEGIN, GK_CAPEND };
 
 struct gate_ticket {
 	struct gstream *st;	/* non-NULL: gated, g.mu held */
+	uint64_t key, est;	/* the launch's kernel and its estimate */
+	int known;
 };
 
-static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
+static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
+		     struct gate_ticket *t)
 {
 	struct gstream *st;
 
@@ -798,6 +803,11 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	}
 	if (gl_need_start(&st->w, &g.par, now_ns()))
 		(void)record_locked(st, 1);
+	t->key = key;
+	t->est = gl_estimate(&st->w, &gate_fntab, key, &t->known);
+	/* a big or new kernel is measured alone */
+	if (gl_isolate(&st->w, &g.par, key, t->est, t->known))
+		(void)record_locked(st, 0);
 	t->st = st;
 	return;
 pass:
@@ -826,18 +836,19 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		if (gl_launched(&st->w, &g.par) || st->per_thread)
+		if (gl_launched_fn(&st->w, &g.par, t->key, t->est,
+				   t->known) || st->per_thread)
 			(void)record_locked(st, 0);
 	}
 	pthread_mutex_unlock(&g.mu);
 }
 
-#define X(kind, sym, ptsz, P, A, S)					\
+#define X(kind, sym, ptsz, P, A, S, K)					\
 	CUresult sym P							\
 	{								\
 		struct gate_ticket t_;					\
 		CUresult rc_;						\
-		gate_pre(GATE_K_##kind, (S), ptsz, &t_);		\
+		gate_pre(GATE_K_##kind, (S), ptsz, (K), &t_);	\
 		if (hook_real[H_##sym] == NULL) {			\
 			gate_post(GATE_K_##kind, &t_, CUDA_ERROR_NOT_FOUND); \
 			return CUDA_ERROR_NOT_FOUND;			\
