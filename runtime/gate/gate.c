@@ -117,6 +117,7 @@ struct gstream {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t mcv;	/* wakes the monitor (CLOCK_MONOTONIC) */
 	int enabled;		/* 0: pass everything through */
 	int sess_tried;
 	struct gs_session *sess;
@@ -214,6 +215,7 @@ static void resolve_dlsym(void)
 static void gate_atfork_prepare(void);
 static void gate_atfork_parent(void);
 static void gate_atfork_child(void);
+static void mcv_init(void);
 
 /* The one-time init: symbols and settings only (no threads, no driver
  * calls, no agent). */
@@ -260,6 +262,7 @@ static void gate_init(void)
 		    d_cuEventElapsedTime != NULL && d_cuCtxGetCurrent != NULL &&
 		    d_cuCtxSetCurrent != NULL && d_cuCtxGetDevice != NULL &&
 		    d_cuStreamGetCtx != NULL;
+	mcv_init();
 	pthread_atfork(gate_atfork_prepare, gate_atfork_parent,
 		       gate_atfork_child);
 	tls_initing = 0;
@@ -304,10 +307,21 @@ static void gate_atfork_parent(void)
 /* The child has no monitor thread and must not speak for the parent's
  * session: it forgets both (the parent's connection stays the parent's)
  * and would open a session of its own if it used the GPU. */
+static void mcv_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g.mcv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 static void gate_atfork_child(void)
 {
 	pthread_mutex_init(&g.mu, NULL);
 	pthread_cond_init(&g.cv, NULL);
+	mcv_init();
 	g.sess = NULL;
 	g.sess_tried = 0;
 	g.monitor_up = 0;
@@ -419,6 +433,11 @@ static int token_wait_locked(void)
 			return -1;
 		if (g.state == GT_HELD && !suspend_pending())
 			return 0;
+		/* a submitter sees the suspend first: the monitor acts on it
+		 * now, not at its next poll (each poll interval lost here
+		 * leaves the GPU idle at the hand-over) */
+		if (g.state == GT_HELD)
+			pthread_cond_signal(&g.mcv);
 		if (g.state == GT_NOTHELD) {
 			if (acquire_locked() < 0)
 				return -1;
@@ -807,9 +826,14 @@ static void *monitor_main(void *arg)
 						  &err);
 			g.next_progress_ns = t + 10000000;
 		}
-		pthread_mutex_unlock(&g.mu);
-		sleep_ns(g.poll_ns);
-		pthread_mutex_lock(&g.mu);
+		if (!suspend_pending()) {
+			struct timespec ts;
+			uint64_t dl = now_ns() + g.poll_ns;
+
+			ts.tv_sec = (time_t)(dl / 1000000000ull);
+			ts.tv_nsec = (long)(dl % 1000000000ull);
+			(void)pthread_cond_timedwait(&g.mcv, &g.mu, &ts);
+		}
 	}
 	return NULL;
 }

@@ -125,6 +125,25 @@ sys.exit(0 if abs(s - 25) <= 8 else 1)
 EOF
     true || bad "weights 1:3 off by more than 8 points"
 
+# --- hand-over: a submitter that sees the suspend wakes the monitor ---------
+# with the monitor's poll at 30 ms, the eviction (suspend -> released)
+# must not wait for the poll: it takes about the window (1 ms)
+export GSHARE_GATE_POLL_US=30000 GSHARE_GATE_DEBUG=1
+gated "$a" h1 --seconds 2
+gated "$b" h2 --seconds 2
+unset GSHARE_GATE_POLL_US GSHARE_GATE_DEBUG
+gs_wait_jobs 60
+p50=$(sed -n 's/.*evictions [0-9]* p50_us \([0-9.]*\).*/\1/p' "$dir/h1.out" |
+      head -n 1)
+$PY - "${p50:-}" <<'EOF' &&
+import sys
+p = float(sys.argv[1]) if sys.argv[1] else 1e9
+if p >= 8000:
+    sys.exit(1)
+print(f"ok   hand-over: eviction p50 {p / 1000:.2f} ms with a 30 ms poll")
+EOF
+    true || bad "hand-over waits for the monitor's poll: p50 ${p50:-none} us"
+
 # --- idle release: a job busy 20 % of the time leaves the rest ------------------
 at=$(( $($SIM --now) + 800000000 ))
 gated "$a" i1 --seconds 3 --at $at --win 0:3
