@@ -252,6 +252,7 @@ static void gate_init(void)
 					       256, 1, 1u << 20);
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
+	g.par.gap_ns = env_u64("GSHARE_GATE_GAP_US", 20, 0, 1000000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
 	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
 	e = getenv("GSHARE_GATE");
@@ -856,6 +857,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
 		     struct gate_ticket *t)
 {
 	struct gstream *st;
+	uint64_t t0;
 
 	t->st = NULL;
 	t->refuse = 0;
@@ -883,7 +885,12 @@ static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
 	}
-	if (gl_need_start(&st->w, &g.par, now_ns()))
+	t0 = now_ns();
+	/* after a pause of the host: is the stream drained?  Then a start
+	 * marker keeps the GPU's idle time out of the next span */
+	if (st->w.n > 0 && t0 - st->w.submit_ns >= g.par.gap_ns)
+		poll_stream_locked(st);
+	if (gl_need_start(&st->w, &g.par, t0))
 		(void)record_locked(st, 1);
 	t->key = key;
 	t->est = gl_estimate(&st->w, &gate_fntab, key, &t->known);
@@ -918,6 +925,7 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
+		gl_mark_submit(&st->w, g.last_submit_ns);
 		if (gl_launched_fn(&st->w, &g.par, t->key, t->est,
 				   t->known) || st->per_thread)
 			(void)record_locked(st, 0);

@@ -12,7 +12,8 @@
  *   params  the parameter list, args the same names as an argument list
  *   stream  the expression that names the stream the call submits to
  *   key     what the gate estimates its duration by: the CUfunction or
- *           CUgraphExec, 0 for copies and memsets (gate_logic.h)
+ *           CUgraphExec, GL_KEY_DTOH for device-to-host copies, 0 for
+ *           other copies and memsets (gate_logic.h)
  *
  * The list expands into the exported wrappers, the table of real
  * pointers, the dlsym map and the cuGetProcAddress map (gate.c).  The
@@ -77,8 +78,8 @@
 	X(SUBMIT, cuMemcpyDtoDAsync_v2_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s, 0) \
 	X(SUBMIT, cuMemcpyHtoDAsync_v2, 0, GATE_P_HTOD, GATE_A_HTOD, s, 0) \
 	X(SUBMIT, cuMemcpyHtoDAsync_v2_ptsz, 1, GATE_P_HTOD, GATE_A_HTOD, s, 0) \
-	X(SUBMIT, cuMemcpyDtoHAsync_v2, 0, GATE_P_DTOH, GATE_A_DTOH, s, 0) \
-	X(SUBMIT, cuMemcpyDtoHAsync_v2_ptsz, 1, GATE_P_DTOH, GATE_A_DTOH, s, 0) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2, 0, GATE_P_DTOH, GATE_A_DTOH, s, GL_KEY_DTOH) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2_ptsz, 1, GATE_P_DTOH, GATE_A_DTOH, s, GL_KEY_DTOH) \
 	X(SUBMIT, cuMemsetD8Async, 0, GATE_P_SET8, GATE_A_SET8, s, 0) \
 	X(SUBMIT, cuMemsetD8Async_ptsz, 1, GATE_P_SET8, GATE_A_SET8, s, 0) \
 	X(SUBMIT, cuMemsetD32Async, 0, GATE_P_SET32, GATE_A_SET32, s, 0) \

@@ -11,7 +11,7 @@ void gl_params_default(struct gl_params *p)
 	p->window_ns = 1000000;		/* 1 ms */
 	p->max_inflight = 256;
 	p->max_batch = 32;
-	p->gap_ns = 100000;		/* 100 us */
+	p->gap_ns = 20000;		/* 20 us */
 }
 
 void gl_stream_init(struct gl_stream *st)
@@ -37,13 +37,19 @@ uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p)
 int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
 		  uint64_t now_ns)
 {
+	uint64_t ref = st->submit_ns != 0 ? st->submit_ns : st->drained_ns;
+
 	/* drained, nothing recorded since, and idle long enough (or never
 	 * measured): the next span needs a start */
 	if (st->n != 0 || st->launched != st->done ||
 	    st->evented != st->launched)
 		return 0;
-	return st->prev_slot < 0 || now_ns < st->drained_ns ||
-	       now_ns - st->drained_ns >= p->gap_ns;
+	return st->prev_slot < 0 || now_ns < ref || now_ns - ref >= p->gap_ns;
+}
+
+void gl_mark_submit(struct gl_stream *st, uint64_t now_ns)
+{
+	st->submit_ns = now_ns;
 }
 
 static uint32_t fn_hash(uint64_t key)
@@ -143,7 +149,7 @@ int gl_launched_fn(struct gl_stream *st, const struct gl_params *p,
 		st->infl_unk++;
 		st->unev_unk++;
 	}
-	return solo(p, key, est, known) ||
+	return solo(p, key, est, known) || key == GL_KEY_DTOH ||
 	       (!known && est >= p->window_ns / 4) ||
 	       st->launched - st->evented >= p->max_batch ||
 	       st->unev_unk >= 4 || 2 * st->unev_ns >= p->window_ns;

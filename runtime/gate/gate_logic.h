@@ -46,6 +46,10 @@
 #define GL_LOG 256		/* launches remembered per stream (power of 2) */
 #define GL_FN_SLOTS 4096	/* kernels / graphs with an estimate */
 #define GL_FN_PROBE 16
+/* the key of device-to-host copies: the host is about to wait for the
+ * stream, so the batch ends there (an event right after the copy), and
+ * the host's pause that follows can be left out of the accounting */
+#define GL_KEY_DTOH 1
 
 /* Per-kernel duration estimates, keyed by CUfunction or CUgraphExec
  * (key 0: none, e.g. a copy).  Open addressing, bounded (a kernel that
@@ -83,6 +87,7 @@ struct gl_stream {
 	uint64_t prev_seq;
 	uint32_t used;		/* slot bitmap: outstanding or prev */
 	uint64_t drained_ns;	/* when the last launch was seen complete */
+	uint64_t submit_ns;	/* last submission (gl_mark_submit), 0: none */
 	/* per launch in flight (index: launch number % GL_LOG) */
 	uint64_t lkey[GL_LOG];	/* its kernel / graph, 0: none */
 	uint64_t lest[GL_LOG];	/* its estimate when submitted, 0: none */
@@ -98,8 +103,11 @@ void gl_stream_init(struct gl_stream *st);
 /* Launches per event for this stream now. */
 uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p);
 /* Before a launch at now_ns: 1 if the gate should record a start marker
- * first (the stream has been known drained for gap_ns or longer, or has
- * no completed event, so the previous event cannot start a span). */
+ * first: the stream is known drained and nothing was submitted to it for
+ * gap_ns or longer (since its drain was noticed, when no submission was
+ * marked), so the GPU idled at least since the previous event; or it has
+ * no completed event to start a span.  The caller polls the stream's
+ * events first when nothing was submitted for gap_ns. */
 int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
 		  uint64_t now_ns);
 /* After a launch that the driver accepted: 1 if an event should follow.
@@ -129,6 +137,8 @@ int gl_isolate(const struct gl_stream *st, const struct gl_params *p,
  * without an estimate). */
 int gl_launched_fn(struct gl_stream *st, const struct gl_params *p,
 		   uint64_t key, uint64_t est, int known);
+/* A submission to st at now_ns (for gl_need_start). */
+void gl_mark_submit(struct gl_stream *st, uint64_t now_ns);
 /* Launches not yet covered by an event. */
 uint64_t gl_unevented(const struct gl_stream *st);
 /* Reserve a slot for an event about to be recorded (start: marker).
