@@ -11,8 +11,8 @@
  *   ptsz    1 for the per-thread-default-stream twin (_ptsz), 0 otherwise
  *   params  the parameter list, args the same names as an argument list
  *   stream  the expression that names the stream the call submits to
- *   key     what the gate estimates its duration by: the CUfunction or
- *           CUgraphExec, GL_KEY_DTOH for device-to-host copies, 0 for
+ *   key     what the gate estimates its duration by: the CUfunction with
+ *           its grid, or the CUgraphExec, GL_KEY_DTOH for device-to-host copies, 0 for
  *           other copies and memsets (gate_logic.h)
  *
  * The list expands into the exported wrappers, the table of real
@@ -62,14 +62,21 @@
 #define GATE_A_END (s, gp)
 
 #define GATE_K_FN(h) ((uint64_t)(uintptr_t)(h))
+/* a kernel with its grid: one library kernel (a GEMM) launched with
+ * different shapes lasts differently; never 0 or GL_KEY_DTOH */
+#define GATE_K_GRID(f, x, y, z) \
+	((GATE_K_FN(f) ^ (((uint64_t)(x) * 0x9e3779b1u + (uint64_t)(y)) * \
+			  0x85ebca77u + (uint64_t)(z)) * 0xc2b2ae3d27d4eb4full) | 2u)
+#define GATE_K_EX (cfg != NULL ? GATE_K_GRID(f, cfg->gridDimX, \
+		   cfg->gridDimY, cfg->gridDimZ) : GATE_K_FN(f))
 
 #define GATE_HOOKS(X) \
-	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_FN(f)) \
-	X(SUBMIT, cuLaunchKernel_ptsz, 1, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_FN(f)) \
-	X(SUBMIT, cuLaunchKernelEx, 0, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_FN(f)) \
-	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_FN(f)) \
-	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s, GATE_K_FN(f)) \
-	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s, GATE_K_FN(f)) \
+	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_GRID(f, gx, gy, gz)) \
+	X(SUBMIT, cuLaunchKernel_ptsz, 1, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_GRID(f, gx, gy, gz)) \
+	X(SUBMIT, cuLaunchKernelEx, 0, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_EX) \
+	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_EX) \
+	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s, GATE_K_GRID(f, gx, gy, gz)) \
+	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s, GATE_K_GRID(f, gx, gy, gz)) \
 	X(SUBMIT, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s, GATE_K_FN(ge)) \
 	X(SUBMIT, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s, GATE_K_FN(ge)) \
 	X(SUBMIT, cuMemcpyAsync, 0, GATE_P_CPY, GATE_A_CPY, s, 0) \
