@@ -46,12 +46,10 @@
 #include "gate_logic.h"
 #include "gs_error.h"
 #include "gs_proto.h"
-#include "gs_rtlogic.h"
 #include "gs_session.h"
 
 #define GATE_EXPORT __attribute__((visibility("default")))
 #define GATE_MAX_STREAMS 1024
-#define GATE_MAX_DEVS 64
 
 /* ---- real symbols --------------------------------------------------- */
 
@@ -63,20 +61,20 @@ typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
 static dlsym_fn real_dlsym_new, real_dlsym_old;
 
 enum {
-#define X(kind, sym, ptsz, P, A, S, K) H_##sym,
+#define X(kind, sym, ptsz, P, A, S) H_##sym,
 	GATE_HOOKS(X)
 #undef X
 	H_COUNT
 };
 
 static const char *const hook_names[H_COUNT] = {
-#define X(kind, sym, ptsz, P, A, S, K) #sym,
+#define X(kind, sym, ptsz, P, A, S) #sym,
 	GATE_HOOKS(X)
 #undef X
 };
 
 /* the exported wrappers (defined below, from the same list) */
-#define X(kind, sym, ptsz, P, A, S, K) \
+#define X(kind, sym, ptsz, P, A, S) \
 	__attribute__((visibility("default"))) CUresult sym P;
 GATE_HOOKS(X)
 #undef X
@@ -109,7 +107,6 @@ struct gstream {
 	int gated;
 	int per_thread;		/* per-thread default stream: the monitor
 				 * cannot record on it (one event per launch) */
-	int refuse;		/* on a device that is not the allocation's */
 	struct gl_stream w;
 	CUevent ev[GL_RING];
 };
@@ -117,7 +114,6 @@ struct gstream {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	pthread_cond_t mcv;	/* wakes the monitor (CLOCK_MONOTONIC) */
 	int enabled;		/* 0: pass everything through */
 	int sess_tried;
 	struct gs_session *sess;
@@ -127,7 +123,6 @@ static struct {
 	struct gl_params par;
 	uint64_t idle_ns, poll_ns;
 	int gate_dev;
-	unsigned char dev_role[GATE_MAX_DEVS];	/* DEV_*, 0: not looked at */
 	int debug;
 	uint64_t last_submit_ns, grant_ns, hold_gpu_ns, next_progress_ns;
 	struct gstream *streams[GATE_MAX_STREAMS];
@@ -141,8 +136,6 @@ static struct {
 	.cv = PTHREAD_COND_INITIALIZER,
 };
 
-/* per-kernel duration estimates (lock-free; gate_logic.h) */
-static struct gl_fntab gate_fntab;
 static int capture_count;		/* stream captures in progress */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
@@ -215,7 +208,6 @@ static void resolve_dlsym(void)
 static void gate_atfork_prepare(void);
 static void gate_atfork_parent(void);
 static void gate_atfork_child(void);
-static void mcv_init(void);
 
 /* The one-time init: symbols and settings only (no threads, no driver
  * calls, no agent). */
@@ -226,7 +218,7 @@ static void gate_init(void)
 
 	tls_initing = 1;
 	resolve_dlsym();
-#define X(kind, sym, ptsz, P, A, S, K) hook_wrap[H_##sym] = (void *)sym;
+#define X(kind, sym, ptsz, P, A, S) hook_wrap[H_##sym] = (void *)sym;
 	GATE_HOOKS(X)
 #undef X
 	cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -252,7 +244,6 @@ static void gate_init(void)
 					       256, 1, 1u << 20);
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
-	g.par.gap_ns = env_u64("GSHARE_GATE_GAP_US", 20, 0, 1000000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
 	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
 	e = getenv("GSHARE_GATE");
@@ -263,7 +254,6 @@ static void gate_init(void)
 		    d_cuEventElapsedTime != NULL && d_cuCtxGetCurrent != NULL &&
 		    d_cuCtxSetCurrent != NULL && d_cuCtxGetDevice != NULL &&
 		    d_cuStreamGetCtx != NULL;
-	mcv_init();
 	pthread_atfork(gate_atfork_prepare, gate_atfork_parent,
 		       gate_atfork_child);
 	tls_initing = 0;
@@ -308,21 +298,10 @@ static void gate_atfork_parent(void)
 /* The child has no monitor thread and must not speak for the parent's
  * session: it forgets both (the parent's connection stays the parent's)
  * and would open a session of its own if it used the GPU. */
-static void mcv_init(void)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g.mcv, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
 static void gate_atfork_child(void)
 {
 	pthread_mutex_init(&g.mu, NULL);
 	pthread_cond_init(&g.cv, NULL);
-	mcv_init();
 	g.sess = NULL;
 	g.sess_tried = 0;
 	g.monitor_up = 0;
@@ -357,6 +336,9 @@ static void session_open_locked(void)
 		g.enabled = 0;
 		return;
 	}
+	/* TODO(gpu-uuid): once gs_session_gpu_uuid() exists, gate the device
+	 * whose UUID matches the allocation's GPU instead of the ordinal
+	 * GSHARE_GATE_DEVICE (the plugins make it ordinal 0). */
 	if (g.debug)
 		gate_warn("attached to allocation %s", alloc);
 }
@@ -434,11 +416,6 @@ static int token_wait_locked(void)
 			return -1;
 		if (g.state == GT_HELD && !suspend_pending())
 			return 0;
-		/* a submitter sees the suspend first: the monitor acts on it
-		 * now, not at its next poll (each poll interval lost here
-		 * leaves the GPU idle at the hand-over) */
-		if (g.state == GT_HELD)
-			pthread_cond_signal(&g.mcv);
 		if (g.state == GT_NOTHELD) {
 			if (acquire_locked() < 0)
 				return -1;
@@ -505,63 +482,12 @@ static struct gstream *reclaim_locked(void)
 	return NULL;
 }
 
-enum { DEV_PASS = 1, DEV_GATE = 2, DEV_REFUSE = 3 };
-
-/* What the gate does with work on device dev.  The agent sent the
- * allocation's GPU UUID: the device with that UUID is gated; the device
- * the job was meant to use (GSHARE_GATE_DEVICE, ordinal 0: the plugins
- * put the allocation's GPU first in CUDA_VISIBLE_DEVICES) with another
- * UUID is refused, with the reason on stderr once (it would run outside
- * its GPU's scheduler, charged to the wrong GPU); other devices pass
- * through.  No UUID (an older agent): the ordinal GSHARE_GATE_DEVICE is
- * gated. */
-static int device_role_locked(CUdevice dev)
-{
-	const char *want = gs_session_gpu_uuid(g.sess);
-	struct gs_error err;
-	CUuuid u;
-	char have[48];
-	int role;
-
-	if (dev < 0)
-		return DEV_PASS;
-	if (dev < GATE_MAX_DEVS && g.dev_role[dev] != 0)
-		return g.dev_role[dev];
-	if (want == NULL || *want == '\0') {
-		role = dev == g.gate_dev ? DEV_GATE : DEV_PASS;
-	} else {
-		have[0] = '\0';
-		if ((d_cuDeviceGetUuid_v2 != NULL &&
-		     d_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) ||
-		    (d_cuDeviceGetUuid != NULL &&
-		     d_cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS))
-			(void)gs__uuid_format((const unsigned char *)u.bytes,
-					      have, sizeof(have));
-		gs_error_clear(&err);
-		if (gs__gpu_check(gs_session_alloc_id(g.sess), want,
-				  have[0] != '\0' ? have : NULL, (int)dev,
-				  &err) == 0)
-			role = DEV_GATE;
-		else if (dev != g.gate_dev)
-			role = DEV_PASS;
-		else {
-			role = DEV_REFUSE;
-			gate_warn("%s; its launches fail with "
-				  "CUDA_ERROR_INVALID_DEVICE", err.msg);
-		}
-	}
-	if (dev < GATE_MAX_DEVS)
-		g.dev_role[dev] = (unsigned char)role;
-	return role;
-}
-
 static struct gstream *stream_get_locked(CUstream s, int ptsz)
 {
 	uint64_t key;
 	struct gstream *st;
 	CUcontext ctx = NULL, cur = NULL;
 	CUdevice dev = -1;
-	int role;
 	int per_thread = (ptsz && s == NULL) || s == CU_STREAM_PER_THREAD;
 	static __thread char tls_key;
 
@@ -603,9 +529,7 @@ static struct gstream *stream_get_locked(CUstream s, int ptsz)
 	st->per_thread = per_thread;
 	st->rec = per_thread ? CU_STREAM_PER_THREAD :
 		(s == NULL ? CU_STREAM_LEGACY : s);
-	role = device_role_locked(dev);
-	st->gated = role == DEV_GATE;
-	st->refuse = role == DEV_REFUSE;
+	st->gated = dev == g.gate_dev;
 	gl_stream_init(&st->w);
 	if (g.debug)
 		gate_warn("stream %p: device %d, %s", (void *)s, (int)dev,
@@ -651,7 +575,7 @@ static void poll_stream_locked(struct gstream *st)
 						      st->ev[slot]) ==
 				 CUDA_SUCCESS && ms > 0)
 			span = (uint64_t)((double)ms * 1e6);
-		acc = gl_pop_fn(&st->w, span, now_ns(), &gate_fntab);
+		acc = gl_pop(&st->w, span, now_ns());
 		g.hold_gpu_ns += acc;
 		g.gpu_total_ns += acc;
 	}
@@ -827,14 +751,9 @@ static void *monitor_main(void *arg)
 						  &err);
 			g.next_progress_ns = t + 10000000;
 		}
-		if (!suspend_pending()) {
-			struct timespec ts;
-			uint64_t dl = now_ns() + g.poll_ns;
-
-			ts.tv_sec = (time_t)(dl / 1000000000ull);
-			ts.tv_nsec = (long)(dl % 1000000000ull);
-			(void)pthread_cond_timedwait(&g.mcv, &g.mu, &ts);
-		}
+		pthread_mutex_unlock(&g.mu);
+		sleep_ns(g.poll_ns);
+		pthread_mutex_lock(&g.mu);
 	}
 	return NULL;
 }
@@ -848,19 +767,13 @@ enum { GK_SUBMIT, GK_CAPBEGIN, GK_CAPEND };
 
 struct gate_ticket {
 	struct gstream *st;	/* non-NULL: gated, g.mu held */
-	uint64_t key, est;	/* the launch's kernel and its estimate */
-	int known;
-	int refuse;		/* fail the call: not the allocation's GPU */
 };
 
-static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
-		     struct gate_ticket *t)
+static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 {
 	struct gstream *st;
-	uint64_t t0;
 
 	t->st = NULL;
-	t->refuse = 0;
 	if (tls_initing)
 		return;
 	gate_init_once();
@@ -873,8 +786,6 @@ static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
 	if (!g.enabled || g.sess == NULL)
 		goto pass;
 	st = stream_get_locked(s, ptsz);
-	if (st != NULL && st->refuse)
-		t->refuse = 1;
 	if (st == NULL || !st->gated)
 		goto pass;
 	for (;;) {
@@ -885,18 +796,8 @@ static void gate_pre(int kind, CUstream s, int ptsz, uint64_t key,
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
 	}
-	t0 = now_ns();
-	/* after a pause of the host: is the stream drained?  Then a start
-	 * marker keeps the GPU's idle time out of the next span */
-	if (st->w.n > 0 && t0 - st->w.submit_ns >= g.par.gap_ns)
-		poll_stream_locked(st);
-	if (gl_need_start(&st->w, &g.par, t0))
+	if (gl_need_start(&st->w, &g.par, now_ns()))
 		(void)record_locked(st, 1);
-	t->key = key;
-	t->est = gl_estimate(&st->w, &gate_fntab, key, &t->known);
-	/* a big or new kernel is measured alone */
-	if (gl_isolate(&st->w, &g.par, key, t->est, t->known))
-		(void)record_locked(st, 0);
 	t->st = st;
 	return;
 pass:
@@ -925,22 +826,18 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		gl_mark_submit(&st->w, g.last_submit_ns);
-		if (gl_launched_fn(&st->w, &g.par, t->key, t->est,
-				   t->known) || st->per_thread)
+		if (gl_launched(&st->w, &g.par) || st->per_thread)
 			(void)record_locked(st, 0);
 	}
 	pthread_mutex_unlock(&g.mu);
 }
 
-#define X(kind, sym, ptsz, P, A, S, K)					\
+#define X(kind, sym, ptsz, P, A, S)					\
 	CUresult sym P							\
 	{								\
 		struct gate_ticket t_;					\
 		CUresult rc_;						\
-		gate_pre(GATE_K_##kind, (S), ptsz, (K), &t_);	\
-		if (t_.refuse)						\
-			return CUDA_ERROR_INVALID_DEVICE;		\
+		gate_pre(GATE_K_##kind, (S), ptsz, &t_);		\
 		if (hook_real[H_##sym] == NULL) {			\
 			gate_post(GATE_K_##kind, &t_, CUDA_ERROR_NOT_FOUND); \
 			return CUDA_ERROR_NOT_FOUND;			\

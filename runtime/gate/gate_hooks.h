@@ -2,7 +2,7 @@
  * gate_hooks.h — every driver entry point the launch gate interposes,
  * declared once (STYLE rule 15).  One line per exported driver symbol:
  *
- *   X(kind, symbol, ptsz, params, args, stream, key)
+ *   X(kind, symbol, ptsz, params, args, stream)
  *
  *   kind    SUBMIT (puts work on a stream: gated), CAPBEGIN / CAPEND
  *           (stream capture starts / ends: counted, never gated)
@@ -11,9 +11,6 @@
  *   ptsz    1 for the per-thread-default-stream twin (_ptsz), 0 otherwise
  *   params  the parameter list, args the same names as an argument list
  *   stream  the expression that names the stream the call submits to
- *   key     what the gate estimates its duration by: the CUfunction with
- *           its grid, or the CUgraphExec, GL_KEY_DTOH for device-to-host copies, 0 for
- *           other copies and memsets (gate_logic.h)
  *
  * The list expands into the exported wrappers, the table of real
  * pointers, the dlsym map and the cuGetProcAddress map (gate.c).  The
@@ -61,44 +58,35 @@
 #define GATE_P_END (CUstream s, CUgraph *gp)
 #define GATE_A_END (s, gp)
 
-#define GATE_K_FN(h) ((uint64_t)(uintptr_t)(h))
-/* a kernel with its grid: one library kernel (a GEMM) launched with
- * different shapes lasts differently; never 0 or GL_KEY_DTOH */
-#define GATE_K_GRID(f, x, y, z) \
-	((GATE_K_FN(f) ^ (((uint64_t)(x) * 0x9e3779b1u + (uint64_t)(y)) * \
-			  0x85ebca77u + (uint64_t)(z)) * 0xc2b2ae3d27d4eb4full) | 2u)
-#define GATE_K_EX (cfg != NULL ? GATE_K_GRID(f, cfg->gridDimX, \
-		   cfg->gridDimY, cfg->gridDimZ) : GATE_K_FN(f))
-
 #define GATE_HOOKS(X) \
-	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_GRID(f, gx, gy, gz)) \
-	X(SUBMIT, cuLaunchKernel_ptsz, 1, GATE_P_LAUNCH, GATE_A_LAUNCH, s, GATE_K_GRID(f, gx, gy, gz)) \
-	X(SUBMIT, cuLaunchKernelEx, 0, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_EX) \
-	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX, GATE_K_EX) \
-	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s, GATE_K_GRID(f, gx, gy, gz)) \
-	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s, GATE_K_GRID(f, gx, gy, gz)) \
-	X(SUBMIT, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s, GATE_K_FN(ge)) \
-	X(SUBMIT, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s, GATE_K_FN(ge)) \
-	X(SUBMIT, cuMemcpyAsync, 0, GATE_P_CPY, GATE_A_CPY, s, 0) \
-	X(SUBMIT, cuMemcpyAsync_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s, 0) \
-	X(SUBMIT, cuMemcpyDtoDAsync_v2, 0, GATE_P_CPY, GATE_A_CPY, s, 0) \
-	X(SUBMIT, cuMemcpyDtoDAsync_v2_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s, 0) \
-	X(SUBMIT, cuMemcpyHtoDAsync_v2, 0, GATE_P_HTOD, GATE_A_HTOD, s, 0) \
-	X(SUBMIT, cuMemcpyHtoDAsync_v2_ptsz, 1, GATE_P_HTOD, GATE_A_HTOD, s, 0) \
-	X(SUBMIT, cuMemcpyDtoHAsync_v2, 0, GATE_P_DTOH, GATE_A_DTOH, s, GL_KEY_DTOH) \
-	X(SUBMIT, cuMemcpyDtoHAsync_v2_ptsz, 1, GATE_P_DTOH, GATE_A_DTOH, s, GL_KEY_DTOH) \
-	X(SUBMIT, cuMemsetD8Async, 0, GATE_P_SET8, GATE_A_SET8, s, 0) \
-	X(SUBMIT, cuMemsetD8Async_ptsz, 1, GATE_P_SET8, GATE_A_SET8, s, 0) \
-	X(SUBMIT, cuMemsetD32Async, 0, GATE_P_SET32, GATE_A_SET32, s, 0) \
-	X(SUBMIT, cuMemsetD32Async_ptsz, 1, GATE_P_SET32, GATE_A_SET32, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCapture, 0, GATE_P_CAP1, GATE_A_CAP1, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCapture_ptsz, 1, GATE_P_CAP1, GATE_A_CAP1, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCapture_v2, 0, GATE_P_CAP2, GATE_A_CAP2, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCapture_v2_ptsz, 1, GATE_P_CAP2, GATE_A_CAP2, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCaptureToGraph, 0, GATE_P_CAPG, GATE_A_CAPG, s, 0) \
-	X(CAPBEGIN, cuStreamBeginCaptureToGraph_ptsz, 1, GATE_P_CAPG, GATE_A_CAPG, s, 0) \
-	X(CAPEND, cuStreamEndCapture, 0, GATE_P_END, GATE_A_END, s, 0) \
-	X(CAPEND, cuStreamEndCapture_ptsz, 1, GATE_P_END, GATE_A_END, s, 0)
+	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
+	X(SUBMIT, cuLaunchKernel_ptsz, 1, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
+	X(SUBMIT, cuLaunchKernelEx, 0, GATE_P_EX, GATE_A_EX, GATE_S_EX) \
+	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX) \
+	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s) \
+	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s) \
+	X(SUBMIT, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(SUBMIT, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(SUBMIT, cuMemcpyAsync, 0, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyAsync_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyDtoDAsync_v2, 0, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyDtoDAsync_v2_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyHtoDAsync_v2, 0, GATE_P_HTOD, GATE_A_HTOD, s) \
+	X(SUBMIT, cuMemcpyHtoDAsync_v2_ptsz, 1, GATE_P_HTOD, GATE_A_HTOD, s) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2, 0, GATE_P_DTOH, GATE_A_DTOH, s) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2_ptsz, 1, GATE_P_DTOH, GATE_A_DTOH, s) \
+	X(SUBMIT, cuMemsetD8Async, 0, GATE_P_SET8, GATE_A_SET8, s) \
+	X(SUBMIT, cuMemsetD8Async_ptsz, 1, GATE_P_SET8, GATE_A_SET8, s) \
+	X(SUBMIT, cuMemsetD32Async, 0, GATE_P_SET32, GATE_A_SET32, s) \
+	X(SUBMIT, cuMemsetD32Async_ptsz, 1, GATE_P_SET32, GATE_A_SET32, s) \
+	X(CAPBEGIN, cuStreamBeginCapture, 0, GATE_P_CAP1, GATE_A_CAP1, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_ptsz, 1, GATE_P_CAP1, GATE_A_CAP1, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_v2, 0, GATE_P_CAP2, GATE_A_CAP2, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_v2_ptsz, 1, GATE_P_CAP2, GATE_A_CAP2, s) \
+	X(CAPBEGIN, cuStreamBeginCaptureToGraph, 0, GATE_P_CAPG, GATE_A_CAPG, s) \
+	X(CAPBEGIN, cuStreamBeginCaptureToGraph_ptsz, 1, GATE_P_CAPG, GATE_A_CAPG, s) \
+	X(CAPEND, cuStreamEndCapture, 0, GATE_P_END, GATE_A_END, s) \
+	X(CAPEND, cuStreamEndCapture_ptsz, 1, GATE_P_END, GATE_A_END, s)
 
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \
@@ -111,8 +99,6 @@
 	X(cuCtxGetCurrent, (CUcontext *c)) \
 	X(cuCtxSetCurrent, (CUcontext c)) \
 	X(cuCtxGetDevice, (CUdevice *d)) \
-	X(cuDeviceGetUuid, (CUuuid *u, CUdevice d)) \
-	X(cuDeviceGetUuid_v2, (CUuuid *u, CUdevice d)) \
 	X(cuStreamGetCtx, (CUstream s, CUcontext *c)) \
 	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m))
 
