@@ -46,10 +46,12 @@
 #include "gate_logic.h"
 #include "gs_error.h"
 #include "gs_proto.h"
+#include "gs_rtlogic.h"
 #include "gs_session.h"
 
 #define GATE_EXPORT __attribute__((visibility("default")))
 #define GATE_MAX_STREAMS 1024
+#define GATE_MAX_DEVS 64
 
 /* ---- real symbols --------------------------------------------------- */
 
@@ -107,6 +109,7 @@ struct gstream {
 	int gated;
 	int per_thread;		/* per-thread default stream: the monitor
 				 * cannot record on it (one event per launch) */
+	int refuse;		/* on a device that is not the allocation's */
 	struct gl_stream w;
 	CUevent ev[GL_RING];
 };
@@ -123,6 +126,7 @@ static struct {
 	struct gl_params par;
 	uint64_t idle_ns, poll_ns;
 	int gate_dev;
+	unsigned char dev_role[GATE_MAX_DEVS];	/* DEV_*, 0: not looked at */
 	int debug;
 	uint64_t last_submit_ns, grant_ns, hold_gpu_ns, next_progress_ns;
 	struct gstream *streams[GATE_MAX_STREAMS];
@@ -336,9 +340,6 @@ static void session_open_locked(void)
 		g.enabled = 0;
 		return;
 	}
-	/* TODO(gpu-uuid): once gs_session_gpu_uuid() exists, gate the device
-	 * whose UUID matches the allocation's GPU instead of the ordinal
-	 * GSHARE_GATE_DEVICE (the plugins make it ordinal 0). */
 	if (g.debug)
 		gate_warn("attached to allocation %s", alloc);
 }
@@ -482,12 +483,63 @@ static struct gstream *reclaim_locked(void)
 	return NULL;
 }
 
+enum { DEV_PASS = 1, DEV_GATE = 2, DEV_REFUSE = 3 };
+
+/* What the gate does with work on device dev.  The agent sent the
+ * allocation's GPU UUID: the device with that UUID is gated; the device
+ * the job was meant to use (GSHARE_GATE_DEVICE, ordinal 0: the plugins
+ * put the allocation's GPU first in CUDA_VISIBLE_DEVICES) with another
+ * UUID is refused, with the reason on stderr once (it would run outside
+ * its GPU's scheduler, charged to the wrong GPU); other devices pass
+ * through.  No UUID (an older agent): the ordinal GSHARE_GATE_DEVICE is
+ * gated. */
+static int device_role_locked(CUdevice dev)
+{
+	const char *want = gs_session_gpu_uuid(g.sess);
+	struct gs_error err;
+	CUuuid u;
+	char have[48];
+	int role;
+
+	if (dev < 0)
+		return DEV_PASS;
+	if (dev < GATE_MAX_DEVS && g.dev_role[dev] != 0)
+		return g.dev_role[dev];
+	if (want == NULL || *want == '\0') {
+		role = dev == g.gate_dev ? DEV_GATE : DEV_PASS;
+	} else {
+		have[0] = '\0';
+		if ((d_cuDeviceGetUuid_v2 != NULL &&
+		     d_cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) ||
+		    (d_cuDeviceGetUuid != NULL &&
+		     d_cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS))
+			(void)gs__uuid_format((const unsigned char *)u.bytes,
+					      have, sizeof(have));
+		gs_error_clear(&err);
+		if (gs__gpu_check(gs_session_alloc_id(g.sess), want,
+				  have[0] != '\0' ? have : NULL, (int)dev,
+				  &err) == 0)
+			role = DEV_GATE;
+		else if (dev != g.gate_dev)
+			role = DEV_PASS;
+		else {
+			role = DEV_REFUSE;
+			gate_warn("%s; its launches fail with "
+				  "CUDA_ERROR_INVALID_DEVICE", err.msg);
+		}
+	}
+	if (dev < GATE_MAX_DEVS)
+		g.dev_role[dev] = (unsigned char)role;
+	return role;
+}
+
 static struct gstream *stream_get_locked(CUstream s, int ptsz)
 {
 	uint64_t key;
 	struct gstream *st;
 	CUcontext ctx = NULL, cur = NULL;
 	CUdevice dev = -1;
+	int role;
 	int per_thread = (ptsz && s == NULL) || s == CU_STREAM_PER_THREAD;
 	static __thread char tls_key;
 
@@ -529,7 +581,9 @@ static struct gstream *stream_get_locked(CUstream s, int ptsz)
 	st->per_thread = per_thread;
 	st->rec = per_thread ? CU_STREAM_PER_THREAD :
 		(s == NULL ? CU_STREAM_LEGACY : s);
-	st->gated = dev == g.gate_dev;
+	role = device_role_locked(dev);
+	st->gated = role == DEV_GATE;
+	st->refuse = role == DEV_REFUSE;
 	gl_stream_init(&st->w);
 	if (g.debug)
 		gate_warn("stream %p: device %d, %s", (void *)s, (int)dev,
@@ -767,6 +821,7 @@ enum { GK_SUBMIT, GK_CAPBEGIN, GK_CAPEND };
 
 struct gate_ticket {
 	struct gstream *st;	/* non-NULL: gated, g.mu held */
+	int refuse;		/* fail the call: not the allocation's GPU */
 };
 
 static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
@@ -774,6 +829,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	struct gstream *st;
 
 	t->st = NULL;
+	t->refuse = 0;
 	if (tls_initing)
 		return;
 	gate_init_once();
@@ -786,6 +842,8 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	if (!g.enabled || g.sess == NULL)
 		goto pass;
 	st = stream_get_locked(s, ptsz);
+	if (st != NULL && st->refuse)
+		t->refuse = 1;
 	if (st == NULL || !st->gated)
 		goto pass;
 	for (;;) {
@@ -838,6 +896,8 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 		struct gate_ticket t_;					\
 		CUresult rc_;						\
 		gate_pre(GATE_K_##kind, (S), ptsz, &t_);		\
+		if (t_.refuse)						\
+			return CUDA_ERROR_INVALID_DEVICE;		\
 		if (hook_real[H_##sym] == NULL) {			\
 			gate_post(GATE_K_##kind, &t_, CUDA_ERROR_NOT_FOUND); \
 			return CUDA_ERROR_NOT_FOUND;			\

@@ -22,10 +22,14 @@ typedef uint64_t CUdeviceptr;
 typedef uint64_t cuuint64_t;
 typedef int CUstreamCaptureMode;
 typedef int CUdriverProcAddressQueryResult;
+typedef struct CUuuid_st {
+	char bytes[16];
+} CUuuid;
 
 #define CUDA_SUCCESS			0
 #define CUDA_ERROR_NOT_READY		600
 #define CUDA_ERROR_NOT_FOUND		500
+#define CUDA_ERROR_INVALID_DEVICE	101
 
 #define CU_STREAM_LEGACY		((CUstream)0x1)
 #define CU_STREAM_PER_THREAD		((CUstream)0x2)

@@ -99,6 +99,8 @@
 	X(cuCtxGetCurrent, (CUcontext *c)) \
 	X(cuCtxSetCurrent, (CUcontext c)) \
 	X(cuCtxGetDevice, (CUdevice *d)) \
+	X(cuDeviceGetUuid, (CUuuid *u, CUdevice d)) \
+	X(cuDeviceGetUuid_v2, (CUuuid *u, CUdevice d)) \
 	X(cuStreamGetCtx, (CUstream s, CUcontext *c)) \
 	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m))
 

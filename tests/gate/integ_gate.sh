@@ -26,13 +26,18 @@ gs_agent_init gsgate "$APP" "$SIM" "$GATE" "$B/tests/gate/standin/libcuda.so.1" 
     "$B/tests/gate/fake_libgshare.so"
 export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
 
+# one GPU listed with the stand-in's UUID (device 0's), so the gate's
+# check that a job runs on its allocation's GPU passes
+UUID=GPU-5354414e-4449-4e00-0000-000000000000
 gs_agent_conf <<CONF
 gpus:
-  simulated: 1
+  - index: 0
+    uuid: $UUID
+    name: stand-in
 policy: wfq
 slice: 4ms
 CONF
-gs_agent_start "simulated GPU"
+gs_agent_start "stand-in GPU"
 
 ctl() { $CTL -s "$sock" "$@"; }
 gated() {	# ALLOC OUT ARGS...: gate_app under the gate, in the background
@@ -59,6 +64,16 @@ GSHARE_SOCKET=$sock GSHARE_ALLOC=$a \
     $APP --seconds 0.2 --expect-ungated >"$dir/p4.out" 2>&1 &&
     ok "libgshare linked: the gate stands aside" ||
     bad "libgshare linked: $(cat "$dir/p4.out")"
+# a job on another GPU than its allocation's (the stand-in's device 0
+# reports another UUID): refused with the reason, never silently shared
+GATE_STANDIN_UUID=5354414e44494e0000000000000000ff \
+    GSHARE_SOCKET=$sock GSHARE_ALLOC=$a LD_PRELOAD=$GATE \
+    $APP --seconds 0.2 >"$dir/p5.out" 2>&1 &&
+    bad "wrong GPU: ran ($(cat "$dir/p5.out"))" || {
+	grep -q "allocation $a is on GPU $UUID, but this process's CUDA device 0 is GPU-5354414e-4449-4e00-0000-0000000000ff.*CUDA_ERROR_INVALID_DEVICE" \
+	    "$dir/p5.out" && ok "wrong GPU: refused with the reason" ||
+	bad "wrong GPU: $(cat "$dir/p5.out")"
+}
 # the same program without the gate queues far more than a window
 $APP --seconds 0.3 --max-queue-us 2000 >"$dir/p3.out" 2>&1 &&
     bad "ungated run stayed within the window (test cannot fail)" ||
