@@ -8,8 +8,15 @@
 # gated job mid-slice, the weighted split of three bf16 matmul loops
 # (1:2:5) against default time-slicing, uncontended overhead of four
 # PyTorch workloads, a duty-cycled job beside a busy one, and accounting
-# against CUDA-event ground truth.  Results: OUT_DIR/*.json(l), summary
-# printed by summary.py.  Exit 1 if a correctness check failed.
+# against CUDA-event ground truth.  Results: OUT_DIR/*.json(l), the gate's
+# exit lines (eviction latencies) in OUT_DIR/gate.txt, the summary table
+# in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
+# failed.  GATE_PHASES="..." picks phases (default: all);
+# GATE_PHASES=final is the short re-measurement (about 5 min on an H100):
+# correctness, JAX/CuPy, the 20/30/50 guarantee, overhead of four kinds
+# (one plain/gated pair each) with accounting, eviction latency of matmul
+# and transformer, and a job refused on a GPU that is not its
+# allocation's.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${1:-}
@@ -19,6 +26,7 @@ if [ -z "$BIN" ]; then
 	GSHARED=build/node-agent/gshared CTLB=build/node-agent/gsharectl
 	GATE=$PWD/build/runtime/gate/libgshare-gate.so
 else
+	BIN=$(cd "$BIN" && pwd)
 	GSHARED=$BIN/gshared CTLB=$BIN/gsharectl GATE=$BIN/libgshare-gate.so
 	[ -d "$BIN/lib" ] && export LD_LIBRARY_PATH=$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -79,7 +87,19 @@ until ctl ping >/dev/null 2>&1; do
 	sleep 0.1
 done
 
-phase() { [ -z "${GATE_PHASES:-}" ] || echo " $GATE_PHASES " | grep -q " $1 "; }
+phase() {
+	if [ -z "${GATE_PHASES:-}" ]; then
+		[ "$1" != final ]
+	else
+		echo " $GATE_PHASES " | grep -q " $1 " ||
+		    { echo " $GATE_PHASES " | grep -q " final " &&
+		      echo " correct other shares overhead latency wrongpu " |
+		      grep -q " $1 "; }
+	fi
+}
+# final: one overhead pair per kind, no repeat of plain JAX/CuPy runs
+QUICK=0
+phase final && QUICK=1
 
 if phase correct; then
 log "PyTorch correctness (plain, then gated)"
@@ -104,11 +124,13 @@ for w in jax cupy; do
 	$PY "$here/other.py" $w >"$OUTD/${w}_plain.json" 2>"$TMP/$w.err" ||
 	    tail -3 "$TMP/$w.err"
 	# is the framework itself deterministic from run to run?
+	if [ $QUICK = 0 ]; then
 	$PY "$here/other.py" $w >"$OUTD/${w}_plain2.json" 2>"$TMP/$w.err" ||
 	    tail -3 "$TMP/$w.err"
 	cmp -s "$OUTD/${w}_plain.json" "$OUTD/${w}_plain2.json" ||
 	    echo "  note: $w differs between two plain runs:" \
 		"$(cat "$OUTD/${w}_plain2.json")"
+	fi
 	a=$(ctl create --shares 50)
 	gated "$a" $TO 120 $PY "$here/other.py" $w >"$OUTD/${w}_gate.json" \
 	    2>"$OUTD/${w}_gate.err" || tail -5 "$OUTD/${w}_gate.err"
@@ -182,7 +204,9 @@ run_set() {	# LABEL SECONDS GATED(0/1) KIND:SHARES:WEIGHT...
 	for p in $pids; do wait "$p"; done
 	for i in $(seq 1 $n); do
 		cat "$TMP/$label.$i.out" >>"$OUTD/sets.jsonl"
-		grep -h gshare-gate "$TMP/$label.$i.err" | sed "s/^/  $label.$i /"
+		grep -h gshare-gate "$TMP/$label.$i.err" |
+		    sed "s/^/$label.$i /" | tee -a "$OUTD/gate.txt" |
+		    sed 's/^/  /'
 		grep -h -i -m3 "error\|Traceback" "$TMP/$label.$i.err"
 	done
 	if [ -n "$allocs" ]; then
@@ -214,8 +238,10 @@ if phase overhead; then
 log "uncontended overhead: plain vs gated, four kinds"
 # alternating plain / gated twice: run-to-run drift shows up as the
 # difference between the two plain runs
+reps="1 2"
+[ $QUICK = 1 ] && reps=1
 for k in transformer cnn mlp matmul; do
-	for r in 1 2; do
+	for r in $reps; do
 		run_set "oh_plain${r}_$k" 6 0 "$k:0:0"
 		run_set "oh_gate${r}_$k" 6 1 "$k:100:1"
 	done
@@ -270,6 +296,50 @@ run_set w2_trmm 8 1 transformer:50:1 matmul:50:1
 unset GSHARE_GATE_WINDOW_US
 fi
 
+if phase latency; then
+log "eviction latency (suspend -> last kernel done): matmul, transformer"
+run_set lat_mm 8 1 matmul:25:1 matmul:75:3
+run_set lat_trmm 8 1 transformer:50:1 matmul:50:1
+fi
+
+if phase wrongpu; then
+log "a job whose GPU is not its allocation's (a simulated GPU: SIM-...)"
+cat >"$TMP/sim.yaml" <<YAML
+socket: $TMP/sim.sock
+state_dir: $TMP/simstate
+gpus:
+  simulated: 1
+log: stderr
+metrics_listen: ""
+YAML
+mkdir -p "$TMP/simstate"
+"$GSHARED" -d -f "$TMP/sim.yaml" >"$TMP/gshared-sim.log" 2>&1 &
+sp=$!
+i=0
+until "$CTLB" -s "$TMP/sim.sock" ping >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 100 ] && kill -0 $sp 2>/dev/null || break
+	sleep 0.1
+done
+id=$("$CTLB" -s "$TMP/sim.sock" create --shares 10)
+env GSHARE_SOCKET="$TMP/sim.sock" GSHARE_ALLOC="$id" LD_PRELOAD="$GATE" \
+    $TO 120 $PY -c 'import torch; x = torch.ones(1 << 20, device="cuda"); print(float((x * 2).sum()))' \
+    >"$OUTD/wrongpu.out" 2>&1
+rc=$?
+if [ $rc != 0 ] && grep -q "allocation $id is on GPU SIM-.*CUDA device 0 is GPU-.*CUDA_ERROR_INVALID_DEVICE" \
+    "$OUTD/wrongpu.out"; then
+	echo "PASS refused: $(grep -o "allocation $id is on GPU.*" "$OUTD/wrongpu.out" | head -1 | cut -c1-120)" |
+	    tee "$OUTD/wrongpu.txt"
+else
+	echo "FAIL rc=$rc" | tee "$OUTD/wrongpu.txt"; tail -5 "$OUTD/wrongpu.out"
+	fail=1
+fi
+kill $sp 2>/dev/null; wait $sp 2>/dev/null
+fi
+
 log "summary"
-$PY "$here/summary.py" "$OUTD" || true
+$PY "$here/summary.py" "$OUTD" >"$OUTD/summary.txt" 2>&1 || true
+cat "$OUTD/summary.txt"
+echo "correctness: $([ $fail = 0 ] && echo PASS || echo FAIL)" |
+    tee -a "$OUTD/summary.txt"
 exit $fail

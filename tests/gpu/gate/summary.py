@@ -97,6 +97,10 @@ if all(mp) and all(mg):
 for k in ("transformer", "cnn", "mlp", "matmul"):
     ps = [rate(f"oh_plain{r}_{k}") for r in (1, 2)]
     gs = [rate(f"oh_gate{r}_{k}") for r in (1, 2)]
+    if ps[0] and gs[0] and not (ps[1] and gs[1]):
+        # one plain/gated pair (run.sh's final phase)
+        print(f"overhead {k}: plain {ps[0]:.2f} it/s gated {gs[0]:.2f} "
+              f"it/s -> {100 * (ps[0] - gs[0]) / ps[0]:+.2f} %")
     if all(ps) and all(gs):
         p, g = sum(ps) / 2, sum(gs) / 2
         print(f"overhead {k}: plain {ps[0]:.2f}/{ps[1]:.2f} it/s gated "
@@ -126,3 +130,20 @@ for s, kinds in (("mix_ts", ("mlp", "matmul")), ("mix_gate", ("mlp", "matmul")),
 for (s, n), a in sorted(acct.items()):
     print(f"acct {s}.{n}: gpu {a['gpu_ns'] / 1e9:.3f} s held "
           f"{a['held_ns'] / 1e9:.3f} s suspensions {a['suspensions']}")
+
+# eviction latency (the gate's exit line: suspend seen -> its last
+# kernel done), per job of the latency sets
+if os.path.exists(os.path.join(d, "gate.txt")):
+    for line in open(os.path.join(d, "gate.txt")):
+        f = line.split()
+        if "evictions" not in f or not f[0].startswith(("lat_", "mm_gate",
+                                                        "w2_")):
+            continue
+        i = f.index("evictions")
+        try:
+            print(f"latency {f[0]}: evictions {f[i + 1]} p50 "
+                  f"{f[i + 3]} us p99 {f[i + 5]} us max {f[i + 7]} us")
+        except IndexError:
+            pass
+if os.path.exists(os.path.join(d, "wrongpu.txt")):
+    print("wrong GPU: " + open(os.path.join(d, "wrongpu.txt")).read().strip())
