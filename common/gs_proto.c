@@ -282,6 +282,9 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->block_tasks);
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
+	w64(w, a->mem_limit);
+	w64(w, a->mem_used);
+	w64(w, a->mem_peak);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -296,6 +299,8 @@ static void wgpu(struct wr *w, const struct gs_gpu_info *g)
 	w32(w, g->simulated);
 	w64(w, g->holder);
 	WSTR(w, g->health);
+	w64(w, g->mem_total);
+	w64(w, g->mem_limits);
 }
 
 /* Records inside arrays: u16 length, then the record. */
@@ -346,6 +351,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, m->u.req.uid);
 		wlabels(w, &m->u.req.labels);
 		w32(w, m->u.req.flags);
+		w64(w, m->u.req.mem_limit);
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -566,6 +572,9 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->block_tasks = r64(r);
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
+	a->mem_limit = r64_opt(r);	/* 1.3 */
+	a->mem_used = r64_opt(r);
+	a->mem_peak = r64_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)
@@ -581,6 +590,8 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->holder = r64(r);
 	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
+	g->mem_total = r64_opt(r);	/* 1.3 */
+	g->mem_limits = r64_opt(r);
 }
 
 /* Open the next u16-length record as a sub-cursor. */
@@ -713,6 +724,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		m->u.req.uid = r32(&r);
 		rlabels(&r, &m->u.req.labels);
 		m->u.req.flags = r32_opt(&r);
+		m->u.req.mem_limit = r64_opt(&r);	/* 1.3 */
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:

@@ -53,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		2
+#define GS_PROTO_MINOR		3
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -143,6 +143,8 @@ struct gs_alloc_req {
 	uint32_t uid;		/* owner: only this uid (or root) attaches */
 	struct gs_labels labels;
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
+	uint64_t mem_limit;	/* device memory limit, bytes; 1.3, absent
+				 * or 0: the site's default for the shares */
 };
 
 struct gs_alloc_info {
@@ -160,6 +162,11 @@ struct gs_alloc_info {
 	uint64_t block_tasks;
 	uint64_t vtime_ns;	/* scheduler virtual time */
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
+	uint64_t mem_limit;	/* 1.3 (absent: 0): device memory limit,
+				 * bytes; 0: none */
+	uint64_t mem_used;	/* 1.3: device memory the job holds now
+				 * (job-reported), bytes */
+	uint64_t mem_peak;	/* 1.3: the most it held at once */
 };
 
 struct gs_gpu_info {
@@ -174,6 +181,10 @@ struct gs_gpu_info {
 	uint64_t holder;	/* allocation holding the token, 0 none */
 	char health[GS_LABEL_MAX];	/* why unhealthy, "" when healthy;
 					 * 1.1, absent: "" */
+	uint64_t mem_total;	/* 1.3 (absent: 0): device memory, bytes;
+				 * 0: unknown */
+	uint64_t mem_limits;	/* 1.3: sum of the memory limits of the
+				 * allocations placed here */
 };
 
 struct gs_status {

@@ -82,6 +82,9 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->suspensions = 6;
 	a->block_tasks = 7;
 	a->vtime_ns = 8;
+	a->mem_limit = 20ull << 30;
+	a->mem_used = 0x0102030405060708ull;
+	a->mem_peak = UINT64_MAX - 1;
 }
 
 /* Every message type with non-trivial contents. */
@@ -113,6 +116,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 		m->u.req.mode = 1;
 		m->u.req.uid = 65534;
 		fill_labels(&m->u.req.labels);
+		m->u.req.mem_limit = (10ull << 30) + 7;
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -154,6 +158,8 @@ static int sample(uint16_t type, struct gs_msg *m)
 			g->drained = i;
 			g->simulated = 1;
 			g->holder = 3 + i;
+			g->mem_total = (80ull << 30) + i;
+			g->mem_limits = 0xa0b0c0d0e0f00102ull;
 			if (i == 1)
 				snprintf(g->health, sizeof(g->health),
 					 "NVML: GPU is lost");
@@ -281,7 +287,7 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok1, ok2;
+	uint32_t n, full, ok1, ok2, ok3, ok4;
 	size_t i;
 	int rv;
 
@@ -293,25 +299,31 @@ static void test_truncated(void **state)
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
 		/* STATUS_REPLY ends with two optional fields (nallocs_total,
-		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE /
-		 * ALLOC_INFO / ATTACHED end with flags (1.1) */
-		ok1 = ok2 = UINT32_MAX;
+		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE
+		 * ends with flags (1.1) and mem_limit (1.3), ALLOC_INFO /
+		 * ATTACHED with flags (1.1) and three u64 of memory (1.3) */
+		ok1 = ok2 = ok3 = ok4 = UINT32_MAX;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
 			ok1 = full - 8;
 			ok2 = full - 4;
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
-			   all_types[i] == GS_MSG_ALLOC_INFO ||
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
+			ok1 = full - 12;
+			ok2 = full - 8;
+		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok1 = full - 4;
+			ok1 = full - 28;
+			ok2 = full - 24;
+			ok3 = full - 16;
+			ok4 = full - 8;
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;
 			err.code = 0;
 			rv = gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					   &out, &err);
-			if (n == ok1 || n == ok2) {
+			if (n == ok1 || n == ok2 || n == ok3 || n == ok4) {
 				assert_int_equal(rv, 0);
 				gs_msg_clear(&out);
 				continue;
@@ -349,7 +361,8 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		h.length -= 4;	/* the 1.0 payload */
+		/* the 1.0 payload: without flags and the 1.3 memory */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 : 28;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -378,25 +391,27 @@ static void test_minor0_frames(void **state)
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	/* payload: str policy(2) u64 slice(8) u32 ngpus(4) u16 reclen, then
-	 * the record ending with health (u16 1, "x"), u32 nallocs, u32
-	 * total: drop the health string from the record */
+	 * the record ending with health (u16 1, "x") and the 1.3 memory
+	 * (2 u64), u32 nallocs, u32 total: drop health and memory from the
+	 * record */
 	{
 		uint8_t *p = b.data + GS_FRAME_HDR_SIZE + 2 + 8 + 4;
 		uint16_t rl = (uint16_t)(p[0] | p[1] << 8);
 		size_t tail = b.len - (size_t)(p + 2 + rl - b.data);
 
-		rl = (uint16_t)(rl - 3);
+		rl = (uint16_t)(rl - 19);
 		p[0] = (uint8_t)rl;
 		p[1] = (uint8_t)(rl >> 8);
-		memmove(p + 2 + rl, p + 2 + rl + 3, tail);
-		b.len -= 3;
+		memmove(p + 2 + rl, p + 2 + rl + 19, tail);
+		b.len -= 19;
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		h.length -= 3;
+		h.length -= 19;
 	}
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
 				       &err), 0);
 	assert_int_equal(out.u.status.ngpus, 1);
 	assert_string_equal(out.u.status.gpus[0].health, "");
+	assert_int_equal(out.u.status.gpus[0].mem_total, 0);
 	gs_msg_clear(&out);
 	/* one byte of the health string's length left in the record: a
 	 * truncated record, not a 1.0 one */
@@ -421,6 +436,57 @@ static void test_minor0_frames(void **state)
 				       &err), -1);
 	assert_int_equal(err.code, GS_EPROTO);
 	gs_wbuf_free(&b);
+}
+
+/* Frames of protocol 1.2 (flags, no memory fields) decode with the memory
+ * fields 0 (the agent's default limit) and everything else intact. */
+static void test_minor2_frames(void **state)
+{
+	static const uint16_t types[] = { GS_MSG_ALLOC_CREATE,
+					  GS_MSG_ALLOC_INFO, GS_MSG_ATTACHED };
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		sample(types[i], &in);
+		if (types[i] == GS_MSG_ALLOC_CREATE)
+			in.u.req.flags = GS_ALLOC_ANY_UID;
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		gs_frame_hdr_decode(b.data, b.len, &h, &err);
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 8 : 24;
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		if (types[i] == GS_MSG_ALLOC_CREATE) {
+			assert_int_equal(out.u.req.flags, GS_ALLOC_ANY_UID);
+			assert_int_equal(out.u.req.mem_limit, 0);
+		} else {
+			assert_int_equal(out.u.info.flags, GS_ALLOC_ANY_UID);
+			assert_int_equal(out.u.info.mem_limit, 0);
+			assert_int_equal(out.u.info.mem_used, 0);
+			assert_int_equal(out.u.info.mem_peak, 0);
+		}
+		gs_msg_clear(&out);
+		/* the whole frame carries them */
+		h.length += types[i] == GS_MSG_ALLOC_CREATE ? 8 : 24;
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		if (types[i] == GS_MSG_ALLOC_CREATE) {
+			assert_int_equal(out.u.req.mem_limit, (10ull << 30) + 7);
+		} else {
+			assert_int_equal(out.u.info.mem_limit, 20ull << 30);
+			assert_int_equal(out.u.info.mem_used,
+					 0x0102030405060708ull);
+			assert_int_equal(out.u.info.mem_peak, UINT64_MAX - 1);
+		}
+		gs_msg_clear(&out);
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+	}
 }
 
 static void mkhdr(uint8_t *buf, uint32_t magic, uint8_t major, uint16_t type,
@@ -696,6 +762,7 @@ int main(void)
 		cmocka_unit_test(test_trailing_ignored),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_minor0_frames),
+		cmocka_unit_test(test_minor2_frames),
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_status_counts),
