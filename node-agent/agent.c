@@ -62,6 +62,7 @@
 #include "agent.h"
 #include "connlimit.h"
 #include "gs_log.h"
+#include "memquota.h"
 #include "state.h"
 
 #define RBUF_INIT	4096u
@@ -270,6 +271,7 @@ static void state_save(struct gs_agent *ag)
 		sa.flags = a->flags;
 		sa.created_unix_ns = a->created_unix_ns;
 		sa.labels = a->labels;
+		sa.mem_req = a->mem_req;
 		if (gs_state_add(&st, &sa, &err) < 0)
 			goto fail;
 	}
@@ -301,6 +303,7 @@ void gs_agent_forget(struct gs_agent *ag, uint64_t id)
 	if (g != NULL) {
 		gs_sched_remove(g->sched, a->id, gs_now_ns());
 		g->shares_used -= a->shares;
+		g->mem_limits -= a->mem_limit;
 	}
 	log_info("allocation %llu: closed before the restart (its usage row "
 		 "is final); not restored", (unsigned long long)id);
@@ -326,6 +329,29 @@ static const char *restore_refusal(struct gs_agent *ag,
 	    (r->flags & ~GS_ALLOC_FLAGS_KNOWN))
 		return "its weight, priority, mode or flags are invalid";
 	return NULL;
+}
+
+/* The memory limit of a restored allocation, settled again with today's
+ * config (the file keeps only a limit asked for).  It was admitted
+ * before: a limit that no longer fits (the config changed) is kept and
+ * logged rather than dropping a running job. */
+static uint64_t restore_mem(struct gs_agent *ag, const struct gs_gpu *g,
+			    const struct gs_state_alloc *sa)
+{
+	struct gs_agent_config c = ag->cfg;
+	struct gs_error err;
+	uint64_t limit = 0;
+
+	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
+			  sa->shares, sa->mem_req, &limit, &err) == 0)
+		return limit;
+	log_warnx("allocation %llu: %s; restored with it anyway",
+		  (unsigned long long)sa->id, err.msg);
+	c.memory_oversubscribe = 1;
+	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
+			  sa->shares, sa->mem_req, &limit, &err) == 0)
+		return limit;
+	return 0;	/* larger than the GPU now: no limit at all */
 }
 
 /* Put back the allocations of the previous run (state file), with their
@@ -383,6 +409,7 @@ static void state_restore(struct gs_agent *ag)
 		req.uid = sa->uid;
 		req.flags = sa->flags;
 		req.labels = sa->labels;
+		req.mem_limit = restore_mem(ag, g, sa);
 		a = gs_alloc_restore(ag->allocs, sa->id, &req,
 				     sa->created_unix_ns);
 		if (a == NULL || gs_sched_add(g->sched, a->id, a->weight,
@@ -394,6 +421,8 @@ static void state_restore(struct gs_agent *ag)
 			continue;
 		}
 		g->shares_used += a->shares;
+		g->mem_limits += a->mem_limit;
+		a->mem_req = sa->mem_req;
 		nok++;
 		log_info("allocation %llu restored: gpu %d, %u shares, weight "
 			 "%u, priority %u, uid %u, job '%s' pod '%s'",
@@ -732,9 +761,14 @@ static void sched_detach(struct gs_agent *ag, struct gs_alloc *a,
 		gs_sched_remove(g->sched, a->id, now);
 		gs_sched_add(g->sched, a->id, a->weight, a->priority, now);
 	}
-	if (a->page != NULL)
+	if (a->page != NULL) {
 		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
 				 __ATOMIC_RELEASE);
+		/* the driver gave back what the process held: keep the
+		 * peak, zero the gauge for the next process to attach */
+		gs_alloc_mem_peak(a);
+		__atomic_store_n(&a->page->mem_used, 0, __ATOMIC_RELEASE);
+	}
 	if (ag->stopping)
 		return;
 	gpu_step(ag, g, now);
@@ -767,11 +801,14 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc_req req = m->u.req;
-	struct gs_gpu *g = NULL, *best = NULL;
+	struct gs_gpu *g = NULL, *best = NULL, *fit = NULL;
 	struct gs_alloc_info info;
 	struct gs_msg rep;
 	struct gs_alloc *a;
-	uint32_t i, freeb = 0, nsick = 0;
+	struct gs_error merr;
+	uint64_t asked = req.mem_limit, limit = 0, lim;
+	uint32_t i, freeb = 0, freefit = 0, nsick = 0, nmem = 0;
+	char mb[32];
 
 	if (need_root(c, m) < 0)
 		return;
@@ -828,7 +865,15 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 				  g->shares_total);
 			return;
 		}
+		if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
+				  g->mem_limits, req.shares, asked, &limit,
+				  &merr) < 0) {
+			reply_err(c, m->seq, merr.code, "%s", merr.msg);
+			return;
+		}
 	} else {
+		/* the GPU with the most free shares among those where both
+		 * the shares and the memory limit fit */
 		for (i = 0; i < ag->ngpus; i++) {
 			struct gs_gpu *x = &ag->gpus[i];
 			uint32_t f = x->shares_total - x->shares_used;
@@ -840,6 +885,20 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 			if (best == NULL || f > freeb) {
 				best = x;
 				freeb = f;
+			}
+			if (f < req.shares)
+				continue;
+			if (gs_mem_settle(&ag->cfg, x->d.index,
+					  x->d.mem_total, x->mem_limits,
+					  req.shares, asked, &lim,
+					  &merr) < 0) {
+				nmem++;
+				continue;
+			}
+			if (fit == NULL || f > freefit) {
+				fit = x;
+				freefit = f;
+				limit = lim;
 			}
 		}
 		if (best == NULL) {
@@ -854,16 +913,23 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 					  ag->ngpus - nsick, nsick);
 			return;
 		}
-		if (freeb < req.shares) {
+		if (fit == NULL && nmem > 0) {
+			reply_err(c, m->seq, merr.code, "no GPU with %u free "
+				  "shares has room for the memory limit (%s)",
+				  req.shares, merr.msg);
+			return;
+		}
+		if (fit == NULL) {
 			reply_err(c, m->seq, GS_EBUSY,
 				  "no GPU has %u free shares (most free: GPU "
 				  "%d with %u of %u)", req.shares,
 				  best->d.index, freeb, best->shares_total);
 			return;
 		}
-		g = best;
+		g = fit;
 		req.gpu = g->d.index;
 	}
+	req.mem_limit = limit;
 	a = gs_alloc_add(ag->allocs, &req, unix_ns());
 	if (a == NULL) {
 		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
@@ -876,11 +942,16 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 		return;
 	}
 	g->shares_used += a->shares;
+	g->mem_limits += a->mem_limit;
+	a->mem_req = asked;
 	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
-		 "%u, uid %u%s, job '%s' pod '%s'", (unsigned long long)a->id,
-		 a->gpu, a->shares, a->weight, a->priority, a->uid,
+		 "%u, uid %u%s, memory limit %s%s, job '%s' pod '%s'",
+		 (unsigned long long)a->id, a->gpu, a->shares, a->weight,
+		 a->priority, a->uid,
 		 (a->flags & GS_ALLOC_ANY_UID) ? " (any uid may attach)" : "",
-		 a->labels.job, a->labels.pod);
+		 a->mem_limit ? gs_mem_str(a->mem_limit, mb, sizeof(mb)) :
+		 "none", asked ? " (asked)" : "", a->labels.job,
+		 a->labels.pod);
 	state_save(ag);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
@@ -937,6 +1008,7 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	if (g != NULL) {
 		gs_sched_remove(g->sched, a->id, now);
 		g->shares_used -= a->shares;
+		g->mem_limits -= a->mem_limit;
 		gpu_step(ag, g, now);
 		update_wakeup(ag);
 	}
@@ -1141,6 +1213,8 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		snprintf(gi->name, sizeof(gi->name), "%s", g->d.name);
 		gi->shares_total = g->shares_total;
 		gi->shares_used = g->shares_used;
+		gi->mem_total = g->d.mem_total;
+		gi->mem_limits = g->mem_limits;
 		gi->healthy = (uint32_t)g->healthy;
 		snprintf(gi->health, sizeof(gi->health), "%s",
 			 gs_agent_gpu_why(g));

@@ -118,6 +118,7 @@ static struct gs_alloc *alloc_put(struct gs_alloc_table *t, uint64_t id,
 	a->mode = req->mode;
 	a->uid = req->uid;
 	a->flags = req->flags;
+	a->mem_limit = req->mem_limit;
 	a->labels = req->labels;
 	a->created_unix_ns = now_unix_ns;
 	a->state = GS_ASTATE_CREATED;
@@ -265,6 +266,7 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 	p->page_size = GS_CTL_SIZE;
 	p->gpu_index = gpu_index;
 	p->created_ns = now_ns;
+	p->mem_limit = a->mem_limit;
 	p->version = GS_CTL_VERSION;
 	__atomic_store_n(&p->magic, GS_CTL_MAGIC, __ATOMIC_RELEASE);
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
@@ -280,6 +282,35 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 out_close:
 	close(fd);
 	return -1;
+}
+
+uint64_t gs_alloc_mem_used(const struct gs_alloc *a)
+{
+	if (a->page == NULL)
+		return 0;
+	return __atomic_load_n(&a->page->mem_used, __ATOMIC_ACQUIRE);
+}
+
+/* The job's word; a peak below the current use is not one. */
+static uint64_t peak_of(const struct gs_alloc *a)
+{
+	uint64_t p = a->mem_peak, q, u;
+
+	if (a->page != NULL) {
+		q = __atomic_load_n(&a->page->mem_peak, __ATOMIC_ACQUIRE);
+		u = gs_alloc_mem_used(a);
+		if (q < u)
+			q = u;
+		if (q > p)
+			p = q;
+	}
+	return p;
+}
+
+uint64_t gs_alloc_mem_peak(struct gs_alloc *a)
+{
+	a->mem_peak = peak_of(a);
+	return a->mem_peak;
 }
 
 void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
@@ -300,6 +331,9 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->gpu_ns = a->gpu_ns;
 	out->held_ns = a->held_ns;
 	out->suspensions = a->suspensions;
+	out->mem_limit = a->mem_limit;
+	out->mem_used = gs_alloc_mem_used(a);
+	out->mem_peak = peak_of(a);
 	if (a->page != NULL)
 		out->block_tasks = __atomic_load_n(&a->page->block_tasks,
 						    __ATOMIC_ACQUIRE);

@@ -17,6 +17,10 @@
 typedef int nvml_ret;
 typedef struct nvml_device *nvml_dev;
 
+struct nvml_memory {		/* nvmlMemory_t (v1) */
+	unsigned long long total, free, used;
+};
+
 #define NVML_SUCCESS 0
 #define NVML_BUF 96
 
@@ -29,6 +33,7 @@ struct nvml {
 	nvml_ret (*by_index)(unsigned int, nvml_dev *);
 	nvml_ret (*uuid)(nvml_dev, char *, unsigned int);
 	nvml_ret (*name)(nvml_dev, char *, unsigned int);
+	nvml_ret (*meminfo)(nvml_dev, struct nvml_memory *);	/* optional */
 };
 
 static const char *nv_err(const struct nvml *nv, nvml_ret r)
@@ -120,6 +125,9 @@ static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
 	}
+	/* optional: without it the GPU's memory is unknown (no default
+	 * limits, no memory admission) */
+	*(void **)(&nv.meminfo) = dlsym(nv.h, "nvmlDeviceGetMemoryInfo");
 	r = nv.init();
 	if (r != NVML_SUCCESS) {
 		gs_error_set(err, GS_EIO, "nvmlInit: %s", nv_err(&nv, r));
@@ -163,6 +171,13 @@ static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
 		if (nv.name(d, buf, sizeof(buf)) == NVML_SUCCESS)
 			snprintf(out[i].name, sizeof(out[i].name), "%.*s",
 				 (int)sizeof(out[i].name) - 1, buf);
+		if (nv.meminfo != NULL) {
+			struct nvml_memory mi;
+
+			memset(&mi, 0, sizeof(mi));
+			if (nv.meminfo(d, &mi) == NVML_SUCCESS)
+				out[i].mem_total = mi.total;
+		}
 	}
 	*n = cnt;
 	rv = 0;
@@ -173,7 +188,8 @@ out_close:
 	return rv;
 }
 
-static void simulated(uint32_t count, struct gs_gpu_desc *out, uint32_t *n)
+static void simulated(uint32_t count, uint64_t mem, struct gs_gpu_desc *out,
+		      uint32_t *n)
 {
 	uint32_t i;
 
@@ -184,6 +200,7 @@ static void simulated(uint32_t count, struct gs_gpu_desc *out, uint32_t *n)
 			 "SIM-00000000-0000-0000-0000-%012u", i);
 		snprintf(out[i].name, sizeof(out[i].name), "simulated GPU");
 		out[i].simulated = 1;
+		out[i].mem_total = mem;
 	}
 	*n = i;
 }
@@ -197,7 +214,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 		*note = NULL;
 	switch (c->gpu_source) {
 	case GS_GPUS_SIM:
-		simulated(c->nsim, out, n);
+		simulated(c->nsim, c->sim_memory, out, n);
 		return 0;
 	case GS_GPUS_LIST:
 		for (i = 0; i < c->ngpus; i++) {
@@ -207,6 +224,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 			       sizeof(out[i].uuid));
 			memcpy(out[i].name, c->gpus[i].name,
 			       sizeof(out[i].name));
+			out[i].mem_total = c->gpus[i].memory;
 		}
 		*n = c->ngpus;
 		return 0;
@@ -215,7 +233,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 			return 0;
 		if (note != NULL)
 			*note = "NVML found no GPU; using one simulated GPU";
-		simulated(1, out, n);
+		simulated(1, c->sim_memory, out, n);
 		return 0;
 	default:
 		return nvml_discover(out, n, err);

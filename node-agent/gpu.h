@@ -18,6 +18,9 @@ struct gs_gpu_desc {
 	char uuid[GS_UUID_MAX];
 	char name[GS_LABEL_MAX];
 	int simulated;
+	uint64_t mem_total;	/* device memory, bytes; 0: unknown (NVML
+				 * without the query, a listed GPU without
+				 * `memory`) */
 };
 
 /* Fill out[0..*n-1] (at most GS_MAX_GPUS) per c->gpu_source.  NVML
