@@ -962,12 +962,13 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 	conn_queue(c, &rep);
 }
 
-static void fill_info(struct gs_agent *ag, const struct gs_alloc *a,
+static void fill_info(struct gs_agent *ag, struct gs_alloc *a,
 		      struct gs_alloc_info *info)
 {
 	struct gs_gpu *g = gpu_of(ag, a);
 	struct gs_sched_entry_info si;
 
+	gs_alloc_mem_peak(a);	/* every look at the page counts */
 	gs_alloc_to_info(a, info);
 	if (g != NULL) {
 		snprintf(info->gpu_uuid, sizeof(info->gpu_uuid), "%s",

@@ -52,3 +52,11 @@ $(B)/tests/agent/bench_health.o: CFLAGS += -Inode-agent
 $(HEALTH_BENCH): $(B)/tests/agent/bench_health.o $(B)/node-agent/gpu.o \
 	    $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) -ldl
+
+# default memory limits and memory admission (memquota.c)
+UNIT_TESTS += $(B)/tests/agent/test_memquota
+$(B)/tests/agent/test_memquota.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_memquota: $(B)/tests/agent/test_memquota.o \
+	    $(AGENT_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $(B)/tests/agent/test_memquota.o \
+	    $(AGENT_OBJS) $(AGENT_LDLIBS) -lcmocka
