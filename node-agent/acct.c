@@ -102,6 +102,8 @@ gs_acct_read_page(const volatile struct gs_ctlpage *p,
 	c->evict_ns_sum = __atomic_load_n(&p->evict_ns_sum, __ATOMIC_ACQUIRE);
 	c->evict_ns_max = __atomic_load_n(&p->evict_ns_max, __ATOMIC_ACQUIRE);
 	c->heartbeat_ns = __atomic_load_n(&p->heartbeat_ns, __ATOMIC_ACQUIRE);
+	c->mem_used = __atomic_load_n(&p->mem_used, __ATOMIC_ACQUIRE);
+	c->mem_peak = __atomic_load_n(&p->mem_peak, __ATOMIC_ACQUIRE);
 	c->state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
 	c->resumed = __atomic_load_n(&p->resumed, __ATOMIC_ACQUIRE);
 }
@@ -123,6 +125,29 @@ gs_acct_delta(const struct gs_ctl_counters *prev,
 	d->suspensions = sub0(cur->suspensions, prev->suspensions);
 	d->evict_ns_sum = sub0(cur->evict_ns_sum, prev->evict_ns_sum);
 	d->evict_ns_max = d->suspensions ? cur->evict_ns_max : 0;
+}
+
+void
+gs_acct_mem(const struct gs_ctl_counters *prev,
+	    const struct gs_ctl_counters *cur, uint64_t dt_ns,
+	    struct gs_usage *d)
+{
+	unsigned __int128 bs;
+
+	d->mem_max = cur->mem_used;
+	if (cur->mem_peak > prev->mem_peak && cur->mem_peak > d->mem_max)
+		d->mem_max = cur->mem_peak;
+	if (cur->mem_used == 0) {
+		/* nothing held: no time to average over either, so that
+		 * jobs without a memory figure (no runtime that reports
+		 * one) write no samples for it */
+		d->mem_byte_s = 0;
+		d->mem_ns = 0;
+		return;
+	}
+	bs = (unsigned __int128)cur->mem_used * dt_ns / 1000000000u;
+	d->mem_byte_s = bs > INT64_MAX ? INT64_MAX : (uint64_t)bs;
+	d->mem_ns = dt_ns;
 }
 
 static unsigned
@@ -169,6 +194,10 @@ usage_add(struct gs_usage *t, const struct gs_usage *d)
 	t->evict_ns_sum += d->evict_ns_sum;
 	if (d->evict_ns_max > t->evict_ns_max)
 		t->evict_ns_max = d->evict_ns_max;
+	if (d->mem_max > t->mem_max)
+		t->mem_max = d->mem_max;
+	t->mem_byte_s += d->mem_byte_s;
+	t->mem_ns += d->mem_ns;
 }
 
 static void settle_base(struct ent *e, const struct gs_ctl_counters *cur);
@@ -280,6 +309,7 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 	e->v.row.weight = m->weight ? m->weight : m->shares;
 	e->v.row.priority = m->priority;
 	e->v.row.mode = m->mode;
+	e->v.row.mem_limit = m->mem_limit;
 	e->last_mono = mono;
 	e->dirty = 1;
 	a->nents++;
@@ -585,7 +615,8 @@ static int
 usage_zero(const struct gs_usage *u)
 {
 	return !(u->gpu_ns | u->held_ns | u->share_ns | u->wall_ns |
-		 u->block_tasks | u->suspensions | u->evict_ns_sum);
+		 u->block_tasks | u->suspensions | u->evict_ns_sum |
+		 u->mem_max | u->mem_ns);
 }
 
 /*
@@ -629,6 +660,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		gs_acct_read_page(e->page, &cur);
 		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
+		gs_acct_mem(&e->base, &cur, dt, &d);
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
 

@@ -50,6 +50,7 @@ struct gs_acct_meta {
 	uint32_t restored;	/* 1: the agent restored it from its state
 				 * file after a restart: continue the row
 				 * recovery kept open for this agent_id */
+	uint64_t mem_limit;	/* device memory limit, bytes, 0: none */
 };
 
 /* One NVML per-process utilization sample (nvmlProcessUtilizationSample_t
@@ -149,6 +150,7 @@ uint64_t gs_acct_ticks(const struct gs_acct *a);
 struct gs_ctl_counters {
 	uint64_t gpu_ns, held_ns, block_tasks, suspensions, last_evict_ns,
 		evict_ns_sum, evict_ns_max, heartbeat_ns;
+	uint64_t mem_used, mem_peak;	/* a gauge and its maximum */
 	uint32_t state, resumed;
 };
 void gs_acct_read_page(const volatile struct gs_ctlpage *p,
@@ -157,6 +159,12 @@ void gs_acct_read_page(const volatile struct gs_ctlpage *p,
  * page after a re-attach — contributes nothing). */
 void gs_acct_delta(const struct gs_ctl_counters *prev,
 		   const struct gs_ctl_counters *cur, struct gs_usage *d);
+/* Device memory over a tick of dt_ns ending at cur: the most held (the
+ * gauge now, or the page's peak when it rose since prev), byte-seconds
+ * (the gauge held over the tick) and the time covered, into d. */
+void gs_acct_mem(const struct gs_ctl_counters *prev,
+		 const struct gs_ctl_counters *cur, uint64_t dt_ns,
+		 struct gs_usage *d);
 /* Distribute n evictions with latency sum `sum` and latest `last` into a
  * histogram. */
 void gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,
