@@ -52,6 +52,7 @@ struct ent {
 	int base_pending;		/* baseline not settled yet */
 	/* staged by tick_one, applied by tick_commit */
 	int st_busy, st_sample;
+	uint64_t st_mem_used;
 	struct gs_store_alloc st_row;
 };
 
@@ -656,11 +657,13 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	int busy = 0;
 
 	memset(&smp, 0, sizeof(smp));
+	e->st_mem_used = 0;
 	if (e->page != NULL) {
 		gs_acct_read_page(e->page, &cur);
 		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
 		gs_acct_mem(&e->base, &cur, dt, &d);
+		e->st_mem_used = cur.mem_used;
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
 
@@ -715,6 +718,7 @@ tick_commit(struct ent *e, uint64_t mono)
 	e->extra_ns = 0;
 	e->est_ns = 0;
 	e->v.active = (uint32_t)e->st_busy;
+	e->v.mem_used = e->st_mem_used;
 	e->last_mono = mono;
 	e->v.row = e->st_row;
 	e->dirty = 0;

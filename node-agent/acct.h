@@ -137,6 +137,8 @@ struct gs_acct_view {
 	struct gs_store_alloc row;	/* identity + totals */
 	uint32_t active;		/* busy during the last tick */
 	uint32_t attached;
+	uint64_t mem_used;		/* device memory held at the last
+					 * tick (0: not attached) */
 };
 
 /* Borrowed arrays, valid until the next call into a. */
