@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gs_config.h"
 #include "gs_proto.h"
 
 static const char *const down_names[] = { "fail", "unmanaged", NULL };
@@ -118,6 +119,7 @@ void gs_spank_opts_init(struct gs_spank_opts *o)
 	o->weight = 0;
 	o->priority = GS_PRIO_NORMAL;
 	o->mode = GS_MODE_TIME;
+	o->mem = 0;
 }
 
 /* A decimal number made of digits only (no sign, no spaces), <= max. */
@@ -176,6 +178,21 @@ int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 				    "--gshare-mode=%s: expected time or space",
 				    val ? val : "");
 	o->mode = m;
+	return 0;
+}
+
+int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
+		     struct gs_error *err)
+{
+	uint64_t v;
+
+	if (val == NULL || gs_cfg_parse_size(val, &v) < 0 ||
+	    v < (1ull << 20) || v > (16ull << 40))
+		return gs_error_set(err, GS_EINVAL,
+				    "--gshare-mem=%s: expected a size from 1M "
+				    "to 16T, such as 20G or 512M (units K, M, "
+				    "G, T: powers of 1024)", val ? val : "");
+	o->mem = v;
 	return 0;
 }
 

@@ -58,6 +58,8 @@ struct gs_spank_opts {
 	uint32_t weight;	/* 0: same as the shares */
 	uint32_t priority;	/* enum gs_priority */
 	uint32_t mode;		/* enum gs_mode */
+	uint64_t mem;		/* device memory limit, bytes; 0: the
+				 * site's default */
 };
 
 void gs_spank_opts_init(struct gs_spank_opts *o);
@@ -71,6 +73,9 @@ int gs_spank_opt_priority(const char *val, struct gs_spank_opts *o,
 			  struct gs_error *err);
 int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 		      struct gs_error *err);
+/* --gshare-mem=SIZE: 1M..16T, units K M G T (powers of 1024). */
+int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
+		     struct gs_error *err);
 
 /*
  * The count of gres `name` in a Slurm TRES-per-node string such as

@@ -79,6 +79,33 @@ static void test_priority_mode(void **state)
 	assert_int_equal(gs_spank_opt_mode(NULL, &o, &err), -1);
 }
 
+static void test_mem(void **state)
+{
+	struct gs_spank_opts o;
+	struct gs_error err;
+
+	(void)state;
+	gs_spank_opts_init(&o);
+	assert_int_equal(o.mem, 0);
+	assert_int_equal(gs_spank_opt_mem("20G", &o, &err), 0);
+	assert_int_equal(o.mem, 20ull << 30);
+	assert_int_equal(gs_spank_opt_mem("512MiB", &o, &err), 0);
+	assert_int_equal(o.mem, 512ull << 20);
+	assert_int_equal(gs_spank_opt_mem("1M", &o, &err), 0);
+	assert_int_equal(gs_spank_opt_mem("16T", &o, &err), 0);
+	assert_int_equal(o.mem, 16ull << 40);
+	assert_int_equal(gs_spank_opt_mem("1023K", &o, &err), -1);
+	assert_string_equal(err.msg, "--gshare-mem=1023K: expected a size "
+			    "from 1M to 16T, such as 20G or 512M (units K, M, "
+			    "G, T: powers of 1024)");
+	assert_int_equal(gs_spank_opt_mem("17T", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("1.5G", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("-1G", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem(NULL, &o, &err), -1);
+	assert_int_equal(o.mem, 16ull << 40);	/* unchanged by errors */
+}
+
 static void test_conf_defaults(void **state)
 {
 	struct gs_spank_conf c;
@@ -431,6 +458,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_weight),
 		cmocka_unit_test(test_priority_mode),
+		cmocka_unit_test(test_mem),
 		cmocka_unit_test(test_conf_defaults),
 		cmocka_unit_test(test_conf_args),
 		cmocka_unit_test(test_conf_bad),
