@@ -339,8 +339,12 @@ int gs_spank_record_format(const struct gs_spank_record *r, char *buf,
 
 	n = snprintf(buf, len,
 		     RECORD_TAG "id=%" PRIu64 " shares=%" PRIu32
-		     " gpu_ns=%" PRIu64 " held_ns=%" PRIu64 "\n",
-		     r->id, r->shares, r->gpu_ns, r->held_ns);
+		     " gpu_ns=%" PRIu64 " held_ns=%" PRIu64 "%s",
+		     r->id, r->shares, r->gpu_ns, r->held_ns,
+		     r->mem_max ? "" : "\n");
+	if (n >= 0 && (size_t)n < len && r->mem_max)
+		n += snprintf(buf + n, len - (size_t)n,
+			      " mem_max=%" PRIu64 "\n", r->mem_max);
 	if (n < 0 || (size_t)n >= len)
 		return gs_error_set(err, GS_EINVAL, "record buffer too small");
 	return n;
@@ -388,7 +392,15 @@ int gs_spank_record_parse(const char *text, struct gs_spank_record *r,
 	    record_field(&p, "shares", &shares) < 0 ||
 	    record_field(&p, "gpu_ns", &rec.gpu_ns) < 0 ||
 	    record_field(&p, "held_ns", &rec.held_ns) < 0 ||
-	    shares > UINT32_MAX || (*p != '\0' && strcmp(p, "\n") != 0))
+	    shares > UINT32_MAX)
+		return gs_error_set(err, GS_EINVAL,
+				    "malformed gshare usage record");
+	rec.mem_max = 0;
+	if (strncmp(p, "mem_max=", 8) == 0 &&
+	    record_field(&p, "mem_max", &rec.mem_max) < 0)
+		return gs_error_set(err, GS_EINVAL,
+				    "malformed gshare usage record");
+	if (*p != '\0' && strcmp(p, "\n") != 0)
 		return gs_error_set(err, GS_EINVAL,
 				    "malformed gshare usage record");
 	rec.shares = (uint32_t)shares;
@@ -419,6 +431,8 @@ void gs_spank_totals_add(struct gs_spank_totals *t,
 		t->max_shares = r->shares;
 	t->gpu_ns += r->gpu_ns;
 	t->held_ns += r->held_ns;
+	if (r->mem_max > t->mem_max)
+		t->mem_max = r->mem_max;
 }
 
 #define SEG_PREFIX "gshare["
@@ -440,6 +454,9 @@ int gs_spank_comment_segment(const char *node,
 		     (t->gpu_ns / 1000000u) % 1000u, t->held_ns / 1000000000u,
 		     (t->held_ns / 1000000u) % 1000u, t->max_shares,
 		     t->allocs);
+	if (n >= 0 && (size_t)n < len && t->mem_max)
+		n += snprintf(buf + n, len - (size_t)n, ",mem_max=%" PRIu64,
+			      t->mem_max);
 	if (n < 0 || (size_t)n >= len)
 		return gs_error_set(err, GS_EINVAL,
 				    "AdminComment buffer too small");

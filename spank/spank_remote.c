@@ -179,6 +179,7 @@ static int save_record(const struct gs_alloc_info *fin, const char *step,
 	r.shares = fin->shares;
 	r.gpu_ns = fin->gpu_ns;
 	r.held_ns = fin->held_ns;
+	r.mem_max = fin->mem_peak;
 	n = gs_spank_record_format(&r, line, sizeof(line), err);
 	if (n < 0)
 		return -1;
