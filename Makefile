@@ -16,6 +16,9 @@
 
 B        ?= build
 PREFIX   ?= /usr/local
+LIBDIR   ?= $(PREFIX)/lib
+# the project's version (packages, image tag, gshare.pc)
+GS_VERSION := $(shell cat VERSION)
 DESTDIR  ?=
 SYSCONFDIR ?= /etc
 # the config file gshared reads without -f (gsacct finds the store by it)

@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -82,6 +83,7 @@ struct gs_session {
 	uint64_t epoch, reattaches;
 	void *retired[RETIRED_MAX];	/* earlier pages, still mapped */
 	unsigned nretired;
+	char gpu_uuid[GS_UUID_MAX];	/* the allocation's GPU (ATTACHED) */
 };
 
 static uint64_t
@@ -152,6 +154,14 @@ out_fd:
 	return -1;
 }
 
+/* Keep the GPU UUID of the ATTACHED reply (cut to its field, "" when
+ * the agent sent none). */
+static void
+session_set_gpu(struct gs_session *s, const struct gs_alloc_info *info)
+{
+	snprintf(s->gpu_uuid, sizeof(s->gpu_uuid), "%s", info->gpu_uuid);
+}
+
 int
 gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
 		struct gs_session **out, struct gs_error *err)
@@ -159,6 +169,7 @@ gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
 	struct gs_session *s = NULL;
 	struct gs_client *c = NULL;
 	volatile struct gs_ctlpage *pg = NULL;
+	struct gs_alloc_info info;
 	int fd = -1;
 
 	if (out == NULL || alloc_id == 0)
@@ -172,10 +183,11 @@ gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
 	}
 	if (gs_client_connect(sock, timeout_ms, &c, err) < 0)
 		goto out;
-	if (gs_client_attach(c, alloc_id, &fd, NULL, err) < 0)
+	if (gs_client_attach(c, alloc_id, &fd, &info, err) < 0)
 		goto out;
 	if (map_page(fd, alloc_id, &pg, err) < 0)
 		goto out;
+	session_set_gpu(s, &info);
 	s->c = c;
 	s->page = pg;
 	s->alloc_id = alloc_id;
@@ -428,6 +440,12 @@ uint64_t
 gs_session_alloc_id(const struct gs_session *s)
 {
 	return s->alloc_id;
+}
+
+const char *
+gs_session_gpu_uuid(const struct gs_session *s)
+{
+	return s->gpu_uuid;
 }
 
 int

@@ -71,6 +71,12 @@ volatile struct gs_ctlpage *gs_session_page(struct gs_session *s);
 /* +1 every time the page changes (0 until the first re-attach). */
 uint64_t gs_session_page_epoch(const struct gs_session *s);
 uint64_t gs_session_alloc_id(const struct gs_session *s);
+/* The UUID of the allocation's GPU as the agent reported it at ATTACH
+ * ("GPU-…" or "MIG-…" from NVML, "SIM-…" for a simulated GPU, "" from an
+ * agent that sent none).  Borrowed, valid until gs_session_close.  A job
+ * must run on this GPU: the runtime compares it with the UUID of the
+ * device it uses (gs__gpu_check in runtime/src/gs_rtlogic.h). */
+const char *gs_session_gpu_uuid(const struct gs_session *s);
 
 /* Low-level steps, for executors that need them.
  * acquire: sends TOKEN_WANT unless one is outstanding (after a SUSPENDED

@@ -417,10 +417,12 @@ gs_dp_allocate_check(const struct gs_dp_gpu *gpus, size_t ngpus,
 	}
 	if (ng > 1 && !allow_span)
 		return gs_error_set(err, GS_EINVAL,
-		    "Allocate: the request spans %zu GPUs (%s and %s); one "
+		    "Allocate: the request spans %zu GPUs (%s and %s): no "
+		    "single GPU of this node had %zu free shares, and one "
 		    "container's shares must come from one GPU (set "
-		    "allow_span to permit this)", ng, gpus[groups[0].gpu].uuid,
-		    gpus[groups[1].gpu].uuid);
+		    "allow_span to permit spanning; docs/kubernetes.md, When a "
+		    "request does not fit on one GPU)", ng,
+		    gpus[groups[0].gpu].uuid, gpus[groups[1].gpu].uuid, nids);
 	qsort(groups, ng, sizeof(*groups), cmp_group);
 	return (int)ng;
 }

@@ -58,6 +58,7 @@ struct dp_cfg {
 	uint64_t agent_timeout;
 	uint64_t podresources_poll;
 	uint64_t pod_grace;
+	uint64_t reuse_window;
 };
 
 static const char *const prio_names[] = { "low", "normal", "high", NULL };
@@ -104,6 +105,9 @@ static const struct gs_cfg_key cfg_keys[] = {
 	    "PodResources List interval"),
 	GS_CFG_KEY_DURATION("pod_grace", struct dp_cfg, pod_grace, 0, 0,
 	    "30s", "close an allocation no pod has held for this long"),
+	GS_CFG_KEY_DURATION("reuse_window", struct dp_cfg, reuse_window, 0,
+	    3600000 * MS, "10s",
+	    "device IDs handed out again within this: same pod (init)"),
 	GS_CFG_KEY_END,
 };
 
@@ -118,6 +122,10 @@ struct plugin {
 	size_t ngpus;
 	struct gs_dp_state st;
 	uint64_t next_poll_ms, next_pods_ms;
+	/* The last GetPreferredAllocation's free IDs (available, not
+	 * must-include), for the Allocate that follows it. */
+	char (*freed)[GS_DP_ID_MAX];
+	size_t nfreed;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -389,13 +397,56 @@ h_pods(void *ctx, int ok, const struct gs_dp_podctr *pcs, size_t n,
 	free(acts);
 }
 
+static void
+freed_clear(struct plugin *p)
+{
+	free(p->freed);
+	p->freed = NULL;
+	p->nfreed = 0;
+}
+
 static int
 h_preferred(void *ctx, const char *const *avail, size_t navail,
 	    const char *const *must, size_t nmust, size_t size,
 	    const char **out, struct gs_error *err)
 {
-	(void)ctx;
+	struct plugin *p = ctx;
+	size_t i, j;
+
+	/* What the kubelet offers as free is no pod's any more: remember it
+	 * for the Allocate that follows (gs_dp_state_overlap). */
+	freed_clear(p);
+	if (navail > 0 && (p->freed = calloc(navail, sizeof(*p->freed))) ==
+	    NULL)
+		return gs_error_set(err, GS_ENOMEM, "GetPreferredAllocation: "
+		    "out of memory");
+	for (i = 0; i < navail; i++) {
+		for (j = 0; j < nmust; j++)
+			if (strcmp(avail[i], must[j]) == 0)
+				break;
+		if (j < nmust || strlen(avail[i]) >= GS_DP_ID_MAX)
+			continue;
+		strcpy(p->freed[p->nfreed++], avail[i]);
+	}
 	return gs_dp_preferred(avail, navail, must, nmust, size, out, err);
+}
+
+/* ALLOC_CREATE; a connection the agent closed since the last poll (it
+ * restarted) is replaced once.  Not after a timeout: that request may
+ * have been carried out. */
+static int
+alloc_create(struct plugin *p, const struct gs_alloc_req *rq,
+	     struct gs_alloc_info *info, struct gs_error *err)
+{
+	if (gs_client_alloc_create(p->agent, rq, info, err) == 0)
+		return 0;
+	if (err->code != GS_ECLOSED && err->code != GS_EIO)
+		return -1;
+	gs_client_free(p->agent);
+	p->agent = NULL;
+	if (agent_connect(p, err) == -1)
+		return -1;
+	return gs_client_alloc_create(p->agent, rq, info, err);
 }
 
 static int
@@ -406,24 +457,32 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	struct gs_dp_group *groups = NULL;
 	uint64_t *made = NULL, *stale = NULL;
 	const char **uuids = NULL, **gids = NULL;
+	unsigned char *fresh = NULL;
+	const char **freed = NULL;
 	struct gs_error cerr;
 	size_t i, k, nstale;
-	int ng, nmade = 0, rv = -1;
+	int ng = 0, rv = -1;
 
-	if (!p->agent_up || agent_connect(p, err) == -1)
+	if (!p->agent_up || agent_connect(p, err) == -1) {
+		freed_clear(p);
 		return gs_error_set(err, GS_ECONNREFUSED, "Allocate: the "
-		    "gshare agent at %s is not reachable",
+		    "gshare agent at %s is unavailable (not reachable)",
 		    p->cfg.agent_socket);
+	}
 	groups = calloc(p->ngpus + 1, sizeof(*groups));
 	made = calloc(p->ngpus + 1, sizeof(*made));
 	uuids = calloc(p->ngpus + 1, sizeof(*uuids));
 	stale = calloc(p->st.n + 1, sizeof(*stale));
 	gids = calloc(nids + 1, sizeof(*gids));
+	fresh = calloc(p->ngpus + 1, 1);
+	freed = calloc(p->nfreed + 1, sizeof(*freed));
 	if (groups == NULL || made == NULL || uuids == NULL ||
-	    stale == NULL || gids == NULL) {
+	    stale == NULL || gids == NULL || fresh == NULL || freed == NULL) {
 		gs_error_set(err, GS_ENOMEM, "Allocate: out of memory");
 		goto out;
 	}
+	for (i = 0; i < p->nfreed; i++)
+		freed[i] = p->freed[i];
 	ng = gs_dp_allocate_check(p->gpus, p->ngpus, ids, nids,
 	    p->cfg.allow_span, groups, err);
 	if (ng == -1)
@@ -435,16 +494,38 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 			goto out;
 		}
 	}
-	/* The kubelet reuses a device ID only once its holder is gone. */
-	nstale = gs_dp_state_overlap(&p->st, ids, nids, stale);
-	for (i = 0; i < nstale; i++)
-		close_alloc(p, stale[i], "its devices were handed out again");
 	for (i = 0; i < (size_t)ng; i++) {
 		const struct gs_dp_gpu *gpu = &p->gpus[groups[i].gpu];
 		struct gs_alloc_req rq;
 		struct gs_alloc_info info;
+		struct gs_dp_alloc *sa;
 		size_t ulen = strlen(gpu->uuid), n = 0;
+		uint64_t same, now = gs_dp_now_ms();
+		int rc;
 
+		for (k = 0; k < nids; k++)
+			if (strncmp(ids[k], gpu->uuid, ulen) == 0 &&
+			    ids[k][ulen] == ':')
+				gids[n++] = ids[k];
+		/* Device IDs handed out again: a stale holder is closed; an
+		 * init container's allocation of the same pod is kept, and
+		 * shared when the IDs are the same (dp_state.h). */
+		nstale = gs_dp_state_overlap(&p->st, gids, n, freed,
+		    p->nfreed, now, p->cfg.reuse_window / GS_NS_PER_MS,
+		    stale, &same);
+		for (k = 0; k < nstale; k++)
+			close_alloc(p, stale[k],
+			    "its devices were handed out again");
+		uuids[i] = gpu->uuid;
+		if (same != 0 && (sa = gs_dp_state_find(&p->st, same)) !=
+		    NULL) {
+			sa->handed_ms = now;
+			made[i] = same;
+			log_info("allocation %llu: handed on to the pod's next "
+			    "container (%u shares of GPU %s)",
+			    (unsigned long long)same, sa->shares, gpu->uuid);
+			continue;
+		}
 		memset(&rq, 0, sizeof(rq));
 		rq.gpu = gpu->index;
 		rq.shares = groups[i].count;
@@ -457,15 +538,36 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 		    p->cfg.cluster);
 		snprintf(rq.labels.node, sizeof(rq.labels.node), "%s",
 		    p->cfg.node_name);
-		if (gs_client_alloc_create(p->agent, &rq, &info, &cerr) == -1) {
-			gs_error_set(err, cerr.code, "Allocate: the gshare "
-			    "agent refused %u shares of GPU %s: %s",
-			    rq.shares, gpu->uuid, cerr.msg);
-			if (conn_error(cerr.code))
+		rc = alloc_create(p, &rq, &info, &cerr);
+		if (rc == -1 && cerr.code == GS_EBUSY &&
+		    (nstale = gs_dp_state_seen_holders(&p->st, gids, n,
+		    stale)) > 0) {
+			/* No room: the kept holders seen in a pod are a pod
+			 * deleted since the last poll, not an init
+			 * container; their shares are this container's. */
+			for (k = 0; k < nstale; k++)
+				close_alloc(p, stale[k], "its devices were "
+				    "handed out again and the agent needs its "
+				    "shares");
+			rc = alloc_create(p, &rq, &info, &cerr);
+		}
+		if (rc == -1) {
+			if (conn_error(cerr.code)) {
+				gs_error_set(err, GS_ECONNREFUSED, "Allocate: "
+				    "the gshare agent at %s is unavailable "
+				    "(%s); %u shares of GPU %s not allocated",
+				    p->cfg.agent_socket, cerr.msg, rq.shares,
+				    gpu->uuid);
 				agent_lost(p, &cerr);
+			} else {
+				gs_error_set(err, cerr.code, "Allocate: the "
+				    "gshare agent refused %u shares of GPU "
+				    "%s: %s", rq.shares, gpu->uuid, cerr.msg);
+			}
 			goto out_undo;
 		}
-		made[nmade++] = info.id;
+		made[i] = info.id;
+		fresh[i] = 1;
 		if (p->cfg.owner_any && !(info.flags & GS_ALLOC_ANY_UID)) {
 			/* an agent older than protocol 1.1 ignored the flag */
 			gs_error_set(err, GS_EUNSUPP, "Allocate: the gshare "
@@ -473,13 +575,8 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 			    "1.1); upgrade it or set owner_uid to a uid");
 			goto out_undo;
 		}
-		uuids[i] = gpu->uuid;
-		for (k = 0; k < nids; k++)
-			if (strncmp(ids[k], gpu->uuid, ulen) == 0 &&
-			    ids[k][ulen] == ':')
-				gids[n++] = ids[k];
 		if (gs_dp_state_add(&p->st, info.id, gpu->uuid, rq.shares,
-		    gids, n, gs_dp_now_ms(), err) == -1)
+		    gids, n, now, err) == -1)
 			goto out_undo;
 		log_info("allocation %llu: %u shares of GPU %s",
 		    (unsigned long long)info.id, rq.shares, gpu->uuid);
@@ -492,9 +589,14 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	goto out;
 
 out_undo:
-	for (i = 0; i < (size_t)nmade; i++)
-		close_alloc(p, made[i], "Allocate failed");
+	/* Close what this call created, not what it shared. */
+	for (i = 0; i < (size_t)ng; i++)
+		if (fresh[i])
+			close_alloc(p, made[i], "Allocate failed");
 out:
+	free(freed);
+	freed_clear(p);		/* it was this container's */
+	free(fresh);
 	free(gids);
 	free(stale);
 	free(uuids);
@@ -669,6 +771,7 @@ out:
 	gs_dp_grpc_free(p.grpc);
 	gs_client_free(p.agent);
 	gs_dp_state_clear(&p.st);
+	freed_clear(&p);
 	free(p.gpus);
 	log_close();
 	return rv;

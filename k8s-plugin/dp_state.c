@@ -94,6 +94,8 @@ gs_dp_state_add(struct gs_dp_state *st, uint64_t id, const char *uuid,
 	strcpy(a->uuid, uuid);
 	a->shares = shares;
 	a->seen_ms = now_ms;
+	a->handed = nids > 0;		/* adopted: no */
+	a->handed_ms = now_ms;
 	st->n++;
 	return 0;
 }
@@ -134,19 +136,65 @@ alloc_has_id(const struct gs_dp_alloc *a, const char *id)
 	return 0;
 }
 
+static int
+in_list(const char *const *list, size_t n, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(list[i], id) == 0)
+			return 1;
+	return 0;
+}
+
 size_t
 gs_dp_state_overlap(const struct gs_dp_state *st, const char *const *ids,
-		    size_t nids, uint64_t *out)
+		    size_t nids, const char *const *freed, size_t nfreed,
+		    uint64_t now_ms, uint64_t window_ms, uint64_t *stale,
+		    uint64_t *same)
+{
+	size_t i, j, k = 0, hits;
+	int offered;
+
+	*same = 0;
+	for (i = 0; i < st->n; i++) {
+		const struct gs_dp_alloc *a = &st->a[i];
+
+		offered = 0;
+		for (j = 0, hits = 0; j < nids; j++) {
+			if (!alloc_has_id(a, ids[j]))
+				continue;
+			hits++;
+			if (in_list(freed, nfreed, ids[j]))
+				offered = 1;
+		}
+		if (hits == 0)
+			continue;
+		if (offered || !a->handed ||
+		    now_ms - a->handed_ms >= window_ms) {
+			stale[k++] = a->id;
+			continue;
+		}
+		if (*same == 0 && !a->seen && hits == nids && a->nids == nids)
+			*same = a->id;
+	}
+	return k;
+}
+
+size_t
+gs_dp_state_seen_holders(const struct gs_dp_state *st,
+			 const char *const *ids, size_t nids, uint64_t *out)
 {
 	size_t i, j, k = 0;
 
 	for (i = 0; i < st->n; i++) {
-		for (j = 0; j < nids; j++) {
-			if (alloc_has_id(&st->a[i], ids[j])) {
-				out[k++] = st->a[i].id;
+		if (!st->a[i].seen)
+			continue;
+		for (j = 0; j < nids; j++)
+			if (alloc_has_id(&st->a[i], ids[j]))
 				break;
-			}
-		}
+		if (j < nids)
+			out[k++] = st->a[i].id;
 	}
 	return k;
 }
@@ -202,19 +250,45 @@ same_labels(const struct gs_dp_alloc *a, const struct gs_dp_podctr *pc)
 	    strcmp(a->container, ctr) == 0;
 }
 
+/* The container holds one of the allocation's device IDs. */
+static int
+holds_any(const struct gs_dp_alloc *a, const struct gs_dp_podctr *pc)
+{
+	size_t k;
+
+	for (k = 0; k < pc->nids; k++)
+		if (alloc_has_id(a, pc->ids[k]))
+			return 1;
+	return 0;
+}
+
+/* The container is in the pod the allocation was seen in. */
+static int
+same_pod(const struct gs_dp_alloc *a, const struct gs_dp_podctr *pc)
+{
+	char ns[GS_LABEL_MAX], pod[GS_LABEL_MAX * 2];
+
+	if (!a->labeled)
+		return 1;
+	cut_label(ns, sizeof(ns), pc->ns);
+	cut_label(pod, sizeof(pod), pc->pod);
+	return strcmp(a->ns, ns) == 0 && strcmp(a->pod, pod) == 0;
+}
+
 int
 gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 		size_t npcs, uint64_t now_ms, uint64_t grace_ms,
 		struct gs_dp_action *acts, struct gs_error *err)
 {
-	unsigned char *claimed = NULL;
+	unsigned char *claimed = NULL, *moved = NULL;
 	size_t *match = NULL;
 	size_t i, j, nacts = 0;
 	int pass, rv = -1;
 
 	claimed = calloc(npcs + 1, 1);
 	match = calloc(st->n + 1, sizeof(*match));
-	if (claimed == NULL || match == NULL) {
+	moved = calloc(st->n + 1, 1);
+	if (claimed == NULL || match == NULL || moved == NULL) {
 		gs_error_set(err, GS_ENOMEM, "reconcile: out of memory");
 		goto out;
 	}
@@ -233,13 +307,9 @@ gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 				continue;
 			for (j = 0; j < npcs; j++) {
 				const struct gs_dp_podctr *pc = &pcs[j];
-				size_t k;
 
 				if (pass == 0) {
-					for (k = 0; k < pc->nids; k++)
-						if (alloc_has_id(a, pc->ids[k]))
-							break;
-					if (k < pc->nids)
+					if (holds_any(a, pc))
 						break;
 				} else if (pass == 1) {
 					if (same_labels(a, pc) &&
@@ -252,6 +322,18 @@ gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 			}
 			if (j == npcs)
 				continue;
+			if (pass == 0 && a->seen && !same_pod(a, &pcs[j])) {
+				/* Another pod holds its IDs: its own pod,
+				 * if listed, holds some of them too. */
+				for (; j < npcs; j++)
+					if (same_pod(a, &pcs[j]) &&
+					    holds_any(a, &pcs[j]))
+						break;
+				if (j == npcs) {
+					moved[i] = 1;
+					continue;
+				}
+			}
 			match[i] = j;
 			claimed[j] = 1;
 			if (a->nids == 0 && take_ids(a, &pcs[j], err) == -1)
@@ -262,7 +344,8 @@ gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 		struct gs_dp_alloc *a = &st->a[i];
 
 		if (match[i] == npcs) {
-			if (a->seen || now_ms - a->seen_ms >= grace_ms) {
+			if (a->seen || moved[i] ||
+			    now_ms - a->seen_ms >= grace_ms) {
 				acts[nacts].kind = GS_DP_ACT_CLOSE;
 				acts[nacts++].id = a->id;
 			}
@@ -281,6 +364,7 @@ gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,
 	rv = (int)nacts;
 
 out:
+	free(moved);
 	free(claimed);
 	free(match);
 	return rv;

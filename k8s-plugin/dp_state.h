@@ -37,6 +37,8 @@ struct gs_dp_alloc {
 	int label_pending;	/* known here, not yet stored by the agent */
 	int seen;		/* has been seen in a pod */
 	uint64_t seen_ms;	/* created, adopted or last seen in a pod */
+	int handed;		/* made by Allocate here (not adopted) */
+	uint64_t handed_ms;	/* last handed to a container by Allocate */
 };
 
 struct gs_dp_state {
@@ -74,16 +76,42 @@ int gs_dp_state_set_labels(struct gs_dp_alloc *a, const char *ns,
 			   const char *pod, const char *container,
 			   int pending);
 
-/* Allocations holding any of ids: the kubelet hands out a device ID only
- * when its previous holder is gone, so such allocations are stale.  out
- * (caller array, st->n entries) receives their ids; returns the count. */
+/* Allocations holding any of ids (one GPU's part of an Allocate).  The
+ * kubelet hands a device ID out again in two cases: its holder is gone
+ * (the allocation is stale: close it), or, within one pod's admission, a
+ * later container reuses an init container's devices (the init container
+ * has not even started: keep its allocation).  The kubelet takes reused
+ * devices from the pod's own pool, never from the free devices it offers
+ * GetPreferredAllocation; and a pod's containers are admitted in one
+ * burst.  So an allocation is stale when one of its IDs in this request
+ * was offered as free (freed: the last GetPreferredAllocation's available
+ * IDs that were not must-include, NULL/0 when none preceded), or when it
+ * was handed out window_ms ago or more (or adopted); otherwise it is the
+ * same pod's.  stale (caller array, st->n entries) receives the stale
+ * ids; *same the id of a kept allocation, never seen in a pod, whose
+ * device IDs are exactly ids, which the new container shares (0: none).
+ * Returns the number of stale ids. */
 size_t gs_dp_state_overlap(const struct gs_dp_state *st,
-			   const char *const *ids, size_t nids, uint64_t *out);
+			   const char *const *ids, size_t nids,
+			   const char *const *freed, size_t nfreed,
+			   uint64_t now_ms, uint64_t window_ms,
+			   uint64_t *stale, uint64_t *same);
+
+/* Allocations holding any of ids that have been seen in a pod: kept by
+ * gs_dp_state_overlap as the same pod's, but a pod seen running cannot be
+ * the one being admitted unless a PodResources poll fell inside its
+ * admission, so when the agent has no room for the new container these
+ * are the ones whose pod is gone (deleted since the last poll).  out
+ * (caller array, st->n entries) receives their ids; returns the count. */
+size_t gs_dp_state_seen_holders(const struct gs_dp_state *st,
+				const char *const *ids, size_t nids,
+				uint64_t *out);
 
 /* Reconcile with the kubelet's list.  acts (caller array of st->n
  * entries) receives LABEL for allocations whose labels the agent should
  * store (clear label_pending once it did) and CLOSE for allocations
- * whose pod went away, or that no pod has held within grace_ms of their
+ * whose pod went away (also when its device IDs now show up only in
+ * another pod), or that no pod has held within grace_ms of their
  * creation (remove them once closed).  Returns the
  * number of actions, or -1. */
 int gs_dp_reconcile(struct gs_dp_state *st, const struct gs_dp_podctr *pcs,

@@ -6,6 +6,7 @@
  * bad values are errors with file:line.  `gpus` is the one structured key:
  *   gpus: nvml              discover with NVML (default)
  *   gpus: auto              NVML when it loads, else one simulated GPU
+ *                           (not on a GPU node: gpu.c, host_has_gpus)
  *   gpus: {simulated: N, memory: 80G}    N simulated GPUs (1..64)
  *   gpus: [{index: 0, uuid: GPU-..., name: ..., memory: 80G}, ...]
  *                           explicit list

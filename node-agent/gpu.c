@@ -8,6 +8,7 @@
  * agent's health worker thread for the same reason.
  */
 #include <dlfcn.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,9 +206,81 @@ static void simulated(uint32_t count, uint64_t mem, struct gs_gpu_desc *out,
 	*n = i;
 }
 
+/* Read the first line of a sysfs file into buf; 0 or -1. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	int rv = -1;
+
+	if (f == NULL)
+		return -1;
+	if (fgets(buf, (int)len, f) != NULL) {
+		buf[strcspn(buf, "\n")] = '\0';
+		rv = 0;
+	}
+	fclose(f);
+	return rv;
+}
+
+/*
+ * Whether this node has, or is labelled as having, NVIDIA GPUs, for
+ * `gpus: auto`, which may simulate one only where there is none.  Signs:
+ * GSHARE_GPU_NODE=1 in the environment (the DaemonSet sets it: it runs
+ * only on nodes labelled gshare.io/gpu=true), an NVIDIA display or 3D
+ * controller on the PCI bus (vendor 0x10de, class 0x03xxxx), or a
+ * /dev/nvidia<N> device node.  GSHARE_HOST_ROOT prefixes the paths (a
+ * host /sys mounted elsewhere; the tests).  why receives the sign.
+ */
+static int host_has_gpus(char *why, size_t len)
+{
+	const char *root = getenv("GSHARE_HOST_ROOT");
+	const char *label = getenv("GSHARE_GPU_NODE");
+	char pat[512], path[600], v[32], cls[32];
+	glob_t g;
+	size_t i;
+	int found = 0;
+
+	if (label != NULL && strcmp(label, "1") == 0) {
+		snprintf(why, len, "the node is labelled as a GPU node "
+			 "(GSHARE_GPU_NODE=1)");
+		return 1;
+	}
+	if (root == NULL)
+		root = "";
+	snprintf(pat, sizeof(pat), "%s/sys/bus/pci/devices/*", root);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		for (i = 0; i < g.gl_pathc && !found; i++) {
+			snprintf(path, sizeof(path), "%s/vendor",
+				 g.gl_pathv[i]);
+			if (read_line(path, v, sizeof(v)) < 0 ||
+			    strcmp(v, "0x10de") != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/class", g.gl_pathv[i]);
+			if (read_line(path, cls, sizeof(cls)) < 0 ||
+			    strncmp(cls, "0x03", 4) != 0)
+				continue;
+			snprintf(why, len, "the node has an NVIDIA GPU on "
+				 "the PCI bus (%s)", strrchr(g.gl_pathv[i],
+				 '/') + 1);
+			found = 1;
+		}
+		globfree(&g);
+	}
+	if (found)
+		return 1;
+	snprintf(pat, sizeof(pat), "%s/dev/nvidia[0-9]*", root);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		snprintf(why, len, "the node has %s", g.gl_pathv[0]);
+		globfree(&g);
+		return 1;
+	}
+	return 0;
+}
+
 int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 		    uint32_t *n, const char **note, struct gs_error *err)
 {
+	char why[160], nv[sizeof(err->msg)];
 	uint32_t i;
 
 	if (note != NULL)
@@ -231,6 +304,13 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 	case GS_GPUS_AUTO:
 		if (nvml_discover(out, n, err) == 0)
 			return 0;
+		snprintf(nv, sizeof(nv), "%s", err->msg);
+		if (host_has_gpus(why, sizeof(why)))
+			return gs_error_set(err, GS_ECONFIG, "gpus: auto: "
+			    "NVML is not usable (%s) but %s; refusing to "
+			    "simulate a GPU: give the agent the NVIDIA driver "
+			    "(docs/kubernetes.md: runtime class) or ask for "
+			    "simulation with gpus: {simulated: N}", nv, why);
 		if (note != NULL)
 			*note = "NVML found no GPU; using one simulated GPU";
 		simulated(1, c->sim_memory, out, n);

@@ -1,7 +1,8 @@
 /*
  * gsharectl.c — command-line control of the node agent.
  *
- *   gsharectl [-s socket] [-t ms] status [--json]
+ *   gsharectl [-s|--socket socket] [-t|--timeout ms] status [--json]
+ *   gsharectl -h|--help | -V|--version
  *   gsharectl set-weight ALLOC N
  *   gsharectl set-priority ALLOC N|low|normal|high
  *   gsharectl drain GPU | undrain GPU
@@ -28,10 +29,15 @@
 
 static const char *prog = "gsharectl";
 
-static void usage(void)
+static void usage_to(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: gsharectl [-s socket] [-t timeout_ms] command\n"
+		"  -s, --socket PATH          the agent's socket\n"
+		"  -t, --timeout MS           timeout of each request\n"
+		"  -h, --help                 this text\n"
+		"  -V, --version              version and protocol\n"
+		"commands:\n"
 		"  status [--json]            allocations per GPU\n"
 		"  set-weight ALLOC N         change an allocation's weight\n"
 		"  set-priority ALLOC P       0..31 or low|normal|high\n"
@@ -43,6 +49,11 @@ static void usage(void)
 		"         [--step S] [--mem SIZE]\n"
 		"  close ALLOC                close an allocation\n"
 		"  ping                       check that the agent answers\n");
+}
+
+static void usage(void)
+{
+	usage_to(stderr);
 	exit(2);
 }
 
@@ -267,6 +278,19 @@ static void print_table(const struct gs_status *st)
 		       st->nallocs, st->nallocs_total);
 }
 
+/* A label as the protocol carries it: refused, not cut, when longer. */
+static int label_arg(const char *what, const char *v, char *dst, size_t len)
+{
+	if (strlen(v) >= len) {
+		fprintf(stderr, "%s: %s: '%.20s...' is %zu characters, longer "
+			"than the protocol's limit of %zu\n", prog, what, v,
+			strlen(v), len - 1);
+		return -1;
+	}
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
 static int cmd_create(struct gs_client *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -285,7 +309,7 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 	struct gs_alloc_req req;
 	struct gs_alloc_info info;
 	struct gs_error err;
-	int ch;
+	int ch, uid_given = 0;
 
 	memset(&req, 0, sizeof(req));
 	req.gpu = -1;
@@ -316,14 +340,17 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 			break;
 		case 'u':
 			req.uid = (uint32_t)num("uid", optarg, UINT32_MAX);
+			uid_given = 1;
 			break;
 		case 'j':
-			snprintf(req.labels.job, sizeof(req.labels.job), "%s",
-				 optarg);
+			if (label_arg("job", optarg, req.labels.job,
+				      sizeof(req.labels.job)) < 0)
+				return 2;
 			break;
 		case 'x':
-			snprintf(req.labels.step, sizeof(req.labels.step),
-				 "%s", optarg);
+			if (label_arg("step", optarg, req.labels.step,
+				      sizeof(req.labels.step)) < 0)
+				return 2;
 			break;
 		case 'A':
 			req.flags |= GS_ALLOC_ANY_UID;
@@ -342,6 +369,11 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 	}
 	if (optind != argc || req.shares == 0)
 		usage();
+	if (uid_given && (req.flags & GS_ALLOC_ANY_UID)) {
+		fprintf(stderr, "%s: --uid and --any-uid exclude each other: "
+			"an any-uid allocation has no owner to name\n", prog);
+		return 2;
+	}
 	if (gs_client_alloc_create(c, &req, &info, &err) < 0)
 		return die(&err);
 	printf("%" PRIu64 "\n", info.id);
@@ -375,11 +407,18 @@ int main(int argc, char *argv[])
 	struct gs_status *st = NULL;
 	struct gs_alloc_info info;
 	struct gs_error err;
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
 	const char *sock = getenv(GS_ENV_SOCKET);
 	const char *cmd;
 	int ch, timeout = 5000, rv = 0;
 
-	while ((ch = getopt(argc, argv, "+hs:t:")) != -1) {
+	while ((ch = getopt_long(argc, argv, "+hs:t:V", opts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			sock = optarg;
@@ -387,6 +426,13 @@ int main(int argc, char *argv[])
 		case 't':
 			timeout = (int)num("timeout", optarg, 3600000);
 			break;
+		case 'h':
+			usage_to(stdout);
+			return 0;
+		case 'V':
+			printf("gsharectl (gshare) protocol %d.%d\n",
+			       GS_PROTO_MAJOR, GS_PROTO_MINOR);
+			return 0;
 		default:
 			usage();
 		}

@@ -326,7 +326,7 @@ static int decode_alloc(struct rd *r, struct gs_state_alloc *a)
 	    kv_str(r, "user", l->user, sizeof(l->user)) < 0 ||
 	    kv_str(r, "account", l->account, sizeof(l->account)) < 0)
 		return -1;
-	if (r->p != r->end &&
+	if ((size_t)(r->end - r->p) >= 5 && memcmp(r->p, " mem=", 5) == 0 &&
 	    kv_num(r, "mem", UINT64_MAX, &a->mem_req) < 0)
 		return -1;
 	if (a->id == 0)

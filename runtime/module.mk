@@ -88,13 +88,20 @@ $(RT_API_TEST): $(B)/runtime/tests/test_api.o $(LIBGSHARE)
 
 INSTALL_RULES += install-runtime
 .PHONY: install-runtime
+INCLUDEDIR ?= $(PREFIX)/include
 install-runtime: $(LIBGSHARE)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 0755 $(LIBGSHARE1) $(DESTDIR)$(PREFIX)/lib/libgshare.so.1
-	ln -sf libgshare.so.1 $(DESTDIR)$(PREFIX)/lib/libgshare.so
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(LIBGSHARE1) $(DESTDIR)$(LIBDIR)/libgshare.so.1
+	ln -sf libgshare.so.1 $(DESTDIR)$(LIBDIR)/libgshare.so
 	install -m 0644 runtime/include/gshare.h \
-	    runtime/include/gshare_device.cuh $(DESTDIR)$(PREFIX)/include/
+	    runtime/include/gshare_device.cuh $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(GS_VERSION)|' \
+	    runtime/gshare.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/gshare.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/gshare.pc
 	install -d $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 0644 docs/man/libgshare.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		echo ldconfig; ldconfig; fi
 
 endif

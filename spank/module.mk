@@ -20,7 +20,7 @@ $(SPANK_SO): $(SPANK_OBJS) $(GSCOMMON) spank/spank_gshare.lds
 
 .PHONY: install-spank
 install-spank: $(SPANK_SO)
-	install -d $(DESTDIR)$(PREFIX)/lib/gshare
-	install -m 0755 $(SPANK_SO) $(DESTDIR)$(PREFIX)/lib/gshare/spank_gshare.so
+	install -d $(DESTDIR)$(LIBDIR)/gshare
+	install -m 0644 $(SPANK_SO) $(DESTDIR)$(LIBDIR)/gshare/spank_gshare.so
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 docs/man/spank_gshare.8 $(DESTDIR)$(PREFIX)/share/man/man8/

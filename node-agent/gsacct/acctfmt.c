@@ -7,6 +7,7 @@
  * separates them with '|'.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,8 +107,34 @@ rel_unit(const char *u, long *mult)
 	return -1;
 }
 
+static int time_parse(const char *s, time_t now, time_t *out,
+		      struct gs_error *err);
+
+/* Well formed, but not a time the store can hold. */
+static int
+range_err(struct gs_error *err, const char *s)
+{
+	return gs_error_set(err, GS_EINVAL, "Invalid time specification "
+			    "(pos=0): %s: out of range (1970-01-01 to "
+			    "2262-04-11 UTC)", s);
+}
+
 int
 gs_time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
+{
+	time_t t = 0;
+
+	if (time_parse(s, now, &t, err) < 0)
+		return -1;
+	/* The store keeps nanoseconds since the epoch in 64 bits. */
+	if (t < 0 || t > GS_TIME_MAX)
+		return range_err(err, s);
+	*out = t;
+	return 0;
+}
+
+static int
+time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
 {
 	static const struct { const char *kw; int h, days; } kws[] = {
 		{ "today", 0, 0 }, { "midnight", 0, 0 }, { "noon", 12, 0 },
@@ -160,7 +187,13 @@ gs_time_parse(const char *s, time_t now, time_t *out, struct gs_error *err)
 	while (isdigit((unsigned char)s[nd]))
 		nd++;
 	if (nd >= 9 && s[nd] == '\0') {		/* seconds since the epoch */
-		*out = (time_t)strtoll(s, NULL, 10);
+		long long v;
+
+		errno = 0;
+		v = strtoll(s, NULL, 10);
+		if (errno == ERANGE || v > GS_TIME_MAX)
+			return range_err(err, s);
+		*out = (time_t)v;
 		return 0;
 	}
 	if (nd == 0)

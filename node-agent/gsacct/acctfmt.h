@@ -25,8 +25,13 @@
  *   abbreviated: s, min, h, d, w ...; default seconds)
  *   today midnight noon elevenses fika teatime tomorrow
  *   a plain number of 9 or more digits: seconds since the epoch
- * Error message: "Invalid time specification (pos=N): TEXT".
+ * Error message: "Invalid time specification (pos=N): TEXT"; for a time
+ * before 1970 or after GS_TIME_MAX, "... (pos=0): TEXT: out of range ...".
  */
+/* The latest time whose nanoseconds since the epoch fit an int64_t
+ * (2262-04-11T23:47:16Z); gs_time_parse refuses times outside
+ * 0..GS_TIME_MAX. */
+#define GS_TIME_MAX	9223372036LL
 int gs_time_parse(const char *s, time_t now, time_t *out,
 		  struct gs_error *err);
 /* sacct's time output, "YYYY-MM-DDTHH:MM:SS" local time. */

@@ -360,6 +360,30 @@ truncate_alloc(struct collect *c, struct gs_store_alloc *a)
 	return 0;
 }
 
+/* The User column shows the owner's name, as sacct does: allocations
+ * made without a user label (pods, gsharectl) get the name of their uid
+ * from the password database, or keep the number when it has none. */
+static void
+name_user(struct gs_store_alloc *a)
+{
+	static uid_t last_uid = (uid_t)-1;
+	static char last[GS_LABEL_MAX];
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+
+	if (a->labels.user[0] != '\0')
+		return;
+	if ((uid_t)a->uid != last_uid) {
+		last[0] = '\0';
+		if (getpwuid_r((uid_t)a->uid, &pw, buf, sizeof(buf),
+			       &res) == 0 && res != NULL &&
+		    strlen(res->pw_name) < sizeof(last))
+			snprintf(last, sizeof(last), "%s", res->pw_name);
+		last_uid = (uid_t)a->uid;
+	}
+	snprintf(a->labels.user, sizeof(a->labels.user), "%s", last);
+}
+
 static int
 collect_cb(void *arg, const struct gs_store_alloc *in)
 {
@@ -370,6 +394,7 @@ collect_cb(void *arg, const struct gs_store_alloc *in)
 
 	if (c->truncate && truncate_alloc(c, a) < 0)
 		return -1;
+	name_user(a);
 
 	if (slurm)
 		for (unsigned i = 0; i < c->ng; i++)

@@ -143,9 +143,11 @@ gs_plot_svg(FILE *f, const char *title, int64_t t0, int64_t t1,
 			double xx = MARGIN_L + pw * k / 5.0;
 
 			tlabel(tt, t1 - t0, lab, sizeof(lab));
+			/* the end labels grow inwards, not past the edges */
 			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" "
-				"text-anchor=\"middle\">%s</text>\n", xx,
-				y0 + PANEL_H + 16, lab);
+				"text-anchor=\"%s\">%s</text>\n", xx,
+				y0 + PANEL_H + 16, k == 0 ? "start" :
+				k == 5 ? "end" : "middle", lab);
 		}
 		memset(cum, 0, nbins * sizeof(*cum));
 		for (unsigned i = 0; i < ns; i++) {

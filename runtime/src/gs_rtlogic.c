@@ -2,6 +2,7 @@
  * gs_rtlogic.c — pure host-side logic of libgshare (see gs_rtlogic.h).
  */
 #include <errno.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -322,4 +323,63 @@ gs__queues_total(const struct gs__queues *qs)
 	for (i = 0; i < qs->n; i++)
 		t += qs->q[i].len;
 	return t;
+}
+
+int
+gs__uuid_format(const unsigned char bytes[16], char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, k = 0;
+
+	if (len < 41)
+		return -1;
+	memcpy(out, "GPU-", 4);
+	k = 4;
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[k++] = '-';
+		out[k++] = hex[bytes[i] >> 4];
+		out[k++] = hex[bytes[i] & 15];
+	}
+	out[k] = '\0';
+	return 0;
+}
+
+/* The UUID's body: after "GPU-"/"MIG-" (letters, then '-'), or all. */
+static const char *
+uuid_body(const char *u)
+{
+	const char *p = u;
+
+	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z'))
+		p++;
+	return (p > u && *p == '-') ? p + 1 : u;
+}
+
+int
+gs__gpu_check(uint64_t alloc_id, const char *want, const char *have,
+	      int device, struct gs_error *err)
+{
+	const char *a, *b;
+
+	if (want == NULL || *want == '\0')
+		return 0;
+	if (strncmp(want, "SIM-", 4) != 0 && have != NULL) {
+		a = uuid_body(want);
+		b = uuid_body(have);
+		while (*a != '\0' && *b != '\0' &&
+		       tolower((unsigned char)*a) ==
+		       tolower((unsigned char)*b)) {
+			a++;
+			b++;
+		}
+		if (*a == '\0' && *b == '\0')
+			return 0;
+	}
+	return gs_error_set(err, GS_EPERM, "allocation %llu is on GPU %s, "
+			    "but this process's CUDA device %d is %s: a job "
+			    "must run on its allocation's GPU (check "
+			    "CUDA_VISIBLE_DEVICES and the device the program "
+			    "selects)", (unsigned long long)alloc_id, want,
+			    device, have != NULL && *have ? have : "unknown");
 }

@@ -110,4 +110,18 @@ int gs__queues_remove(struct gs__queues *qs, void *stream,
 		      struct gs__qnode *node);
 size_t gs__queues_total(const struct gs__queues *qs);
 
+/* A job must run on its allocation's GPU.  gs__uuid_format writes the
+ * 16 UUID bytes CUDA reports for a device as NVML prints them,
+ * "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (lowercase hex), into out
+ * (at least 41 bytes).  gs__gpu_check compares the allocation's GPU UUID
+ * (want, from the agent at ATTACH) with the device's (have): equal when
+ * their hex digits match, ignoring case and an alphabetic prefix before
+ * the first '-' (NVML's "GPU-"/"MIG-"); want "" (an agent that sent
+ * none) passes.  A simulated GPU ("SIM-…") never matches a real device.
+ * 0, or -1 with GS_EPERM and a message naming allocation, both UUIDs and
+ * the CUDA device. */
+int gs__uuid_format(const unsigned char bytes[16], char *out, size_t len);
+int gs__gpu_check(uint64_t alloc_id, const char *want, const char *have,
+		  int device, struct gs_error *err);
+
 #endif /* GS_RTLOGIC_H */

@@ -1189,6 +1189,31 @@ map_page(void)
 	return 0;
 }
 
+/* The device this process uses must be its allocation's GPU (by UUID):
+ * a job started with another CUDA_VISIBLE_DEVICES would run outside that
+ * GPU's scheduler, beside the jobs holding shares there, and be charged
+ * to the wrong GPU. */
+static int
+check_gpu(void)
+{
+	struct cudaDeviceProp prop;
+	struct gs_error err;
+	char have[48];
+	cudaError_t e;
+
+	e = cudaGetDeviceProperties(&prop, rt->device);
+	if (!CU_OK(e))
+		return cufail(e, "cudaGetDeviceProperties");
+	if (gs__uuid_format((const unsigned char *)prop.uuid.bytes, have,
+			    sizeof(have)) < 0)
+		have[0] = '\0';
+	if (gs__gpu_check(gs_session_alloc_id(rt->sess),
+			  gs_session_gpu_uuid(rt->sess), have, rt->device,
+			  &err) < 0)
+		return fail_err(&err);
+	return 0;
+}
+
 GS_API int
 gs_init(unsigned int flags)
 {
@@ -1228,6 +1253,8 @@ gs_init(unsigned int flags)
 		}
 	}
 	rt->attached = rt->sess != NULL;
+	if (rt->attached && (rc = check_gpu()) < 0)
+		goto out_free;
 	if (rt->attached) {
 		rt->page = gs_session_page(rt->sess);
 	} else if (rt->cfg.force_max_ns) {

@@ -213,6 +213,47 @@ test_queues(void **state)
 	assert_int_equal(gs__queues_total(&qs), 0);
 }
 
+/* The device a process uses must be its allocation's GPU. */
+static void
+test_gpu_check(void **state)
+{
+	static const unsigned char b[16] = {
+		0x1d, 0x2e, 0x3f, 0x40, 0x51, 0x62, 0x73, 0x84,
+		0x95, 0xa6, 0xb7, 0xc8, 0xd9, 0xea, 0xfb, 0x0c,
+	};
+	char u[48], small[40];
+	struct gs_error err;
+
+	(void)state;
+	assert_int_equal(gs__uuid_format(b, u, sizeof(u)), 0);
+	assert_string_equal(u, "GPU-1d2e3f40-5162-7384-95a6-b7c8d9eafb0c");
+	assert_int_equal(gs__uuid_format(b, small, sizeof(small)), -1);
+	/* the same GPU, whatever the case; a MIG prefix on both */
+	assert_int_equal(gs__gpu_check(3, "GPU-1D2E3F40-5162-7384-95A6-"
+				       "B7C8D9EAFB0C", u, 0, &err), 0);
+	assert_int_equal(gs__gpu_check(3, "MIG-1d2e3f40-5162-7384-95a6-"
+				       "b7c8d9eafb0c", "MIG-1d2e3f40-5162-"
+				       "7384-95a6-b7c8d9eafb0c", 0, &err), 0);
+	/* an agent that sent no UUID: nothing to compare */
+	assert_int_equal(gs__gpu_check(3, "", u, 0, &err), 0);
+	/* another GPU: refused, naming both */
+	assert_int_equal(gs__gpu_check(7, "GPU-1d2e3f40-5162-7384-95a6-"
+				       "b7c8d9eafb0d", u, 1, &err), -1);
+	assert_int_equal(err.code, GS_EPERM);
+	assert_non_null(strstr(err.msg, "allocation 7 is on GPU "
+			       "GPU-1d2e3f40-5162-7384-95a6-b7c8d9eafb0d"));
+	assert_non_null(strstr(err.msg, "CUDA device 1 is " "GPU-1d2e"));
+	/* a prefix of the UUID is not the UUID */
+	assert_int_equal(gs__gpu_check(7, "GPU-1d2e3f40", u, 0, &err), -1);
+	assert_int_equal(gs__gpu_check(7, u, "GPU-1d2e3f40", 0, &err), -1);
+	/* a simulated GPU is never a real device, even with equal digits */
+	assert_int_equal(gs__gpu_check(9, "SIM-1d2e3f40-5162-7384-95a6-"
+				       "b7c8d9eafb0c", u, 0, &err), -1);
+	assert_non_null(strstr(err.msg, "SIM-"));
+	assert_int_equal(gs__gpu_check(9, "GPU-x", NULL, 0, &err), -1);
+	assert_non_null(strstr(err.msg, "is unknown"));
+}
+
 int
 main(void)
 {
@@ -225,6 +266,7 @@ main(void)
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_rand),
 		cmocka_unit_test(test_queues),
+		cmocka_unit_test(test_gpu_check),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,7 +77,21 @@ for p in polys:
         top = 40.0 + 220.0 - 220.0 * 0.70
         if not any(abs(y - top) < 0.2 for y in ys):
             sys.exit("plot: 4243 never at 70%% (ys %s)" % sorted(set(ys))[:5])
-print("plot: ok, %d series" % len(polys))
+# every text stays inside the picture (width estimated at 0.55 em per
+# character, which sans-serif digits exceed): the last time label was cut
+W = float(root.get("width"))
+for t in root.iter("{http://www.w3.org/2000/svg}text"):
+    if not t.text or t.get("x") is None:
+        continue
+    x = float(t.get("x"))
+    w = len(t.text) * 0.55 * float(t.get("font-size", root.get("font-size")))
+    a = t.get("text-anchor", "start")
+    lo, hi = {"start": (x, x + w), "middle": (x - w / 2, x + w / 2),
+              "end": (x - w, x)}[a]
+    if lo < 0 or hi > W:
+        sys.exit("plot: text %r at x=%s (%s) runs off the %g px picture"
+                 % (t.text, t.get("x"), a, W))
+print("plot: ok, %d series, every text inside" % len(polys))
 PY
 "$gsacct" --store "$tmp/usage.db" -j 999 --plot "$tmp/none.svg" 2>"$tmp/err" >/dev/null
 if [ $? != 1 ] || ! grep -q "no usage in the selected window" "$tmp/err"; then

@@ -40,6 +40,7 @@ $(B)/tests/agent/test_connlimit: $(B)/tests/agent/test_connlimit.o \
 FAKE_NVML := $(B)/tests/agent/fakenvml/libnvidia-ml.so.1
 TEST_HELPERS += $(FAKE_NVML)
 INTEG_TESTS += tests/agent/test_health_nvml.sh
+INTEG_TESTS += tests/agent/test_gpus_auto.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<

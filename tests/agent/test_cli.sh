@@ -39,6 +39,26 @@ expect 0 "create" "^1$" $CTL create --shares 30 --job 4242 --step 0
 expect 0 "create for nobody" "^2$" $CTL create --shares 20 --uid 65534 --gpu 1
 expect 1 "admission" "GPU 1: 90 shares requested, only 80 of 100 free" \
 	$CTL create --shares 90 --gpu 1
+long=$(printf 'j%.0s' $(seq 64))
+expect 2 "--job longer than the protocol's limit" "job: 'jjjjjjjjjjjjjjjjjjjj...' is 64 characters, longer than the protocol's limit of 63" \
+	$CTL create --shares 1 --job "$long"
+expect 2 "--step longer than the protocol's limit" "step: .* longer than the protocol's limit" \
+	$CTL create --shares 1 --job 1 --step "$long"
+expect 2 "--uid with --any-uid" "--uid and --any-uid exclude each other" \
+	$CTL create --shares 1 --uid 65534 --any-uid
+expect 2 "--any-uid with --uid" "--uid and --any-uid exclude each other" \
+	$CTL create --shares 1 --any-uid --uid 0
+expect 0 "nothing created by refused requests" "^2$" sh -c \
+	"$CTL status --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)[\"allocations\"]))'"
+# long options, as gsacct and the Slurm tools take them
+expect 0 "--socket PATH --timeout MS ping" "^ok$" \
+	$CTL --socket "$sock" --timeout 2000 ping
+expect 0 "--socket=PATH" "^ok$" $CTL --socket="$sock" ping
+expect 0 "--help" "^usage: gsharectl" $CTL --help
+expect 0 "-h" "--socket PATH" $CTL -h
+expect 0 "--version" "^gsharectl (gshare) protocol 1\." $CTL --version
+expect 2 "unknown long option" "usage: gsharectl" $CTL --frobnicate ping
+expect 2 "--timeout without a number" "is not a number" $CTL --timeout x ping
 expect 0 "status table" "job 4242.0" $CTL status
 # memory: 30 shares of a simulated 80G GPU less the 1G reserve
 expect 0 "memory in the table" " 23.7G  job 4242.0" $CTL status

@@ -16,7 +16,11 @@
 #      1 ms slices, each checked the same way (skipped with a note when
 #      gshared is not built);
 #   5. the agent is killed (-9) and restarted while an attached eater runs:
-#      the job must finish and check out.
+#      the job must finish and check out;
+#   6. a job attached to an allocation whose GPU is not the device it
+#      uses (an agent with a simulated GPU: its UUID is SIM-…) is refused
+#      at gs_init with a clear error (the attached runs above prove the
+#      matching case).
 # Usage: tests/gpu/run.sh [BUILD_DIR]   (default build; needs a GPU)
 # Exit status 0 only if every run passed.  Runs in about 2–4 minutes.
 set -u
@@ -154,6 +158,47 @@ restart() {
 	ctl close "$ia" >/dev/null 2>&1; ctl close "$ic" >/dev/null 2>&1
 }
 
+# 6. the device the job uses is not its allocation's GPU: refused
+wrong_gpu() {
+	cat >"$TMP/sim.yaml" <<YAML
+socket: $TMP/sim.sock
+state_dir: $TMP/simstate
+gpus:
+  simulated: 1
+log: stderr
+metrics_listen: ""
+YAML
+	mkdir -p "$TMP/simstate"
+	LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+	    "$AGENTBIN" -d -f "$TMP/sim.yaml" >"$LOG/gshared-sim.log" 2>&1 &
+	sp=$!
+	i=0
+	while ! "$CTL" -s "$TMP/sim.sock" ping >/dev/null 2>&1 &&
+	    [ $i -lt 100 ]; do
+		i=$((i + 1)); sleep 0.1
+	done
+	id=$("$CTL" -s "$TMP/sim.sock" create --shares 10)
+	if GSHARE_SOCKET=$TMP/sim.sock GSHARE_ALLOC=$id timeout -k 5 60 \
+	    "$EX/gs-vadd" --check 1 >"$LOG/vadd-wrong-gpu.log" 2>&1; then
+		rc=0
+	else
+		rc=$?
+	fi
+	if [ $rc != 0 ] && grep -q "allocation $id is on GPU SIM-.*CUDA device 0 is GPU-.*a job must run on its allocation's GPU" \
+	    "$LOG/vadd-wrong-gpu.log"; then
+		pass=$((pass + 1))
+		echo "gpu    PASS vadd     wrong-gpu  refused: $(grep -o "allocation $id is on GPU.*" "$LOG/vadd-wrong-gpu.log" | head -n 1 | cut -c1-110)"
+	else
+		fail=$((fail + 1)); failed="$failed vadd/wrong-gpu"
+		printf 'gpu    FAIL %-8s %-10s (rc=%s)\n' vadd wrong-gpu "$rc"
+		tail -n 20 "$LOG/vadd-wrong-gpu.log" | sed 's/^/    | /'
+	fi
+	kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+}
+
+if [ -x "$AGENTBIN" ]; then
+	wrong_gpu
+fi
 if agent_start 1ms; then
 	attached agent eater sgemm
 	attached agent vadd reduce

@@ -64,7 +64,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pc.ids = ids + n / 2;
 		pc.nids = n - n / 2;
 		gs_dp_reconcile(&st, &pc, 1, data[0], 100, acts, &err);
-		gs_dp_state_overlap(&st, ids, n, (uint64_t *)acts);
+		uint64_t same;
+
+		gs_dp_state_overlap(&st, ids, n, ids + n / 2, n - n / 2,
+		    data[0], 50,
+		    (uint64_t *)acts, &same);
 	}
 	gs_dp_state_clear(&st);
 	free(buf);

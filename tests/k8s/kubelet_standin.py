@@ -7,9 +7,16 @@ It behaves as the kubelet's device manager does toward a device plugin:
     GetDevicePluginOptions, starts ListAndWatch, and only then answers;
   - keeps the newest ListAndWatch device list (every message is the full
     list; its length is the capacity);
-  - admits pods one container at a time: GetPreferredAllocation over the
-    healthy unallocated devices, then Allocate with one container;
-  - serves /v1.PodResourcesLister/List from what it allocated;
+  - admits pods one container at a time, init containers first, as the
+    kubelet's device manager does: a container takes devices from the
+    pod's reuse pool first (the devices of its init containers, which
+    have finished before any later container starts), then asks
+    GetPreferredAllocation over the pool's picks (must_include) and the
+    healthy unallocated devices, then calls Allocate with one container;
+    an init container's devices join the pool, an app container's leave
+    it, and every device stays the pod's until the pod is deleted;
+  - serves /v1.PodResourcesLister/List from what it allocated (app
+    containers only, like a kubelet without sidecar init containers);
   - restart(): stops serving, deletes every socket in the directory (as
     a starting kubelet does) and serves again.
 
@@ -109,6 +116,7 @@ class Kubelet:
         self.channel = None
         self.allocated = {}          # device id -> (ns, pod, ctr)
         self.pods = {}               # (ns, pod) -> {ctr: [ids]}
+        self.init_pods = {}          # the same for init containers
         self.stream_thread = None
 
     # ---- serving ----
@@ -295,27 +303,50 @@ class Kubelet:
             return sorted(i for i, h in self.devices.items()
                           if h == "Healthy" and i not in self.allocated)
 
-    def admit(self, ns, pod, containers):
-        """Admit a pod: containers is [(name, shares)].  Returns
+    def _pick(self, n, reuse):
+        """The kubelet's devicesToAllocate: the reuse pool first (in
+        sorted order), then a preferred allocation that must include
+        what the pool gave."""
+        with self.lock:
+            healthy = {i for i, h in self.devices.items() if h == "Healthy"}
+        got = [i for i in sorted(reuse) if i in healthy][:n]
+        if len(got) == n:
+            return got
+        avail = [i for i in self.free_ids() if i not in got]
+        if len(avail) + len(got) < n:
+            raise AssertionError("only %d free devices" % len(avail))
+        if len(avail) == n - len(got):
+            # the kubelet asks for a preference only when it has a choice
+            return got + avail
+        pref = self.preferred(sorted(set(avail) | set(got)), got, n)
+        assert len(pref) == n and set(got) <= set(pref), pref
+        return got + [i for i in pref if i not in got]
+
+    def admit(self, ns, pod, containers, init=()):
+        """Admit a pod: containers and init are [(name, shares)].  Returns
         {name: (ids, envs, mounts)}.  Raises PluginError on refusal."""
         out = {}
-        for cname, n in containers:
-            avail = self.free_ids()
-            if len(avail) < n:
-                raise AssertionError("only %d free devices" % len(avail))
-            ids = self.preferred(avail, [], n)
-            assert len(ids) == n and set(ids) <= set(avail), ids
+        reuse = set()
+        for is_init, (cname, n) in ([(True, c) for c in init] +
+                                    [(False, c) for c in containers]):
+            ids = self._pick(n, reuse)
             envs, mounts = self.allocate(ids)
             with self.lock:
                 for i in ids:
                     self.allocated[i] = (ns, pod, cname)
-                self.pods.setdefault((ns, pod), {})[cname] = ids
+                if is_init:
+                    reuse |= set(ids)
+                    self.init_pods.setdefault((ns, pod), {})[cname] = ids
+                else:
+                    reuse -= set(ids)
+                    self.pods.setdefault((ns, pod), {})[cname] = ids
             out[cname] = (ids, envs, mounts)
         return out
 
     def delete(self, ns, pod):
         with self.lock:
             ctrs = self.pods.pop((ns, pod), {})
+            ctrs.update(self.init_pods.pop((ns, pod), {}))
             for ids in ctrs.values():
                 for i in ids:
                     self.allocated.pop(i, None)

@@ -249,6 +249,8 @@ test_allocate_check(void **state)
 	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 0, g, &err),
 			 -1);
 	assert_non_null(strstr(err.msg, "spans 2 GPUs"));
+	assert_non_null(strstr(err.msg, "no single GPU of this node had 3 "
+			       "free shares"));
 	assert_int_equal(gs_dp_allocate_check(gpus, 2, span, 3, 1, g, &err), 2);
 	assert_int_equal(g[0].gpu, 0);	/* largest group first */
 	assert_int_equal(g[0].count, 2);
@@ -323,7 +325,7 @@ test_state_reconcile(void **state)
 	struct gs_dp_podctr pc[1] = {
 		{ "default", "pod-a", "main", c1, 3 },
 	};
-	uint64_t ov[4];
+	uint64_t ov[4], same;
 	int n;
 
 	(void)state;
@@ -345,16 +347,120 @@ test_state_reconcile(void **state)
 	assert_int_equal(acts[0].kind, GS_DP_ACT_CLOSE);
 	assert_int_equal(acts[0].id, 6);
 	gs_dp_state_remove(&st, 6);
-	/* Overlap: a new Allocate of U0::1 makes 5 stale. */
-	assert_int_equal(gs_dp_state_overlap(&st, &a1[1], 1, ov), 1);
+	/* Overlap: U0::1 handed out again after the window makes 5 stale. */
+	assert_int_equal(gs_dp_state_overlap(&st, &a1[1], 1,
+	    NULL, 0, 6000, 4000, ov,
+	    &same), 1);
 	assert_int_equal(ov[0], 5);
-	assert_int_equal(gs_dp_state_overlap(&st, a2, 1, ov), 0);
+	assert_int_equal(same, 0);
+	assert_int_equal(gs_dp_state_overlap(&st, a2, 1,
+	    NULL, 0, 6000, 4000, ov,
+	    &same), 0);
 	/* pod-a gone: 5 had been seen in it, so it closes at once. */
 	n = gs_dp_reconcile(&st, NULL, 0, 6100, 5000, acts, &err);
 	assert_int_equal(n, 1);
 	assert_int_equal(acts[0].kind, GS_DP_ACT_CLOSE);
 	gs_dp_state_clear(&st);
 	assert_int_equal(st.n, 0);
+}
+
+/* A pod with an init container: the kubelet hands the init container's
+ * device IDs to the app containers within the same admission.  The init
+ * container's allocation must stay (it has not run yet); the same IDs
+ * share it, other IDs get their own; after the window the IDs mean the
+ * holder is gone. */
+static void
+test_state_init_reuse(void **state)
+{
+	struct gs_dp_state st;
+	struct gs_error err;
+	const char *init[3] = { U0 "::0", U0 "::1", U0 "::2" };
+	const char *app1[2] = { U0 "::0", U0 "::1" };
+	const char *app2[2] = { U0 "::2", U0 "::3" };
+	const char *c1[3] = { U0 "::0", U0 "::1", U0 "::2" };
+	const char *c2[2] = { U0 "::0", U0 "::1" };
+	const char *c3[2] = { U0 "::2", U0 "::3" };
+	struct gs_dp_podctr pc[2] = {
+		{ "default", "pod-i", "app1", c2, 2 },
+		{ "default", "pod-i", "app2", c3, 2 },
+	};
+	struct gs_dp_podctr other[2] = {
+		{ "default", "pod-k", "main", c2, 2 },
+		{ "default", "pod-i", "app2", c3, 2 },
+	};
+	struct gs_dp_action acts[4];
+	uint64_t ov[4], same;
+	int n;
+
+	(void)state;
+	gs_dp_state_init(&st);
+	assert_int_equal(gs_dp_state_add(&st, 7, U0, 3, init, 3, 1000, &err),
+			 0);
+	/* The same IDs, next container: shared, nothing stale. */
+	assert_int_equal(gs_dp_state_overlap(&st, c1, 3,
+	    NULL, 0, 1200, 10000, ov,
+	    &same), 0);
+	assert_int_equal(same, 7);
+	gs_dp_state_find(&st, 7)->handed_ms = 1200;
+	/* Part of them: kept, not shared. */
+	assert_int_equal(gs_dp_state_overlap(&st, app1, 2,
+	    NULL, 0, 1300, 10000, ov,
+	    &same), 0);
+	assert_int_equal(same, 0);
+	assert_int_equal(gs_dp_state_add(&st, 8, U0, 2, app1, 2, 1300, &err),
+			 0);
+	/* A PodResources poll lists app1 only (init containers are not
+	 * listed); 7 and 8 both match it, nothing closes. */
+	n = gs_dp_reconcile(&st, pc, 1, 1400, 5000, acts, &err);
+	assert_int_equal(n, 2);
+	assert_int_equal(acts[0].kind, GS_DP_ACT_LABEL);
+	assert_int_equal(acts[1].kind, GS_DP_ACT_LABEL);
+	gs_dp_state_find(&st, 7)->label_pending = 0;
+	gs_dp_state_find(&st, 8)->label_pending = 0;
+	/* app2 reuses the rest of the init container's IDs plus one: the
+	 * seen init allocation still counts as the same pod's. */
+	assert_int_equal(gs_dp_state_overlap(&st, app2, 2,
+	    NULL, 0, 1500, 10000, ov,
+	    &same), 0);
+	assert_int_equal(same, 0);
+	assert_int_equal(gs_dp_state_add(&st, 9, U0, 2, app2, 2, 1500, &err),
+			 0);
+	n = gs_dp_reconcile(&st, pc, 2, 1600, 5000, acts, &err);
+	assert_int_equal(n, 1);		/* label 9 */
+	assert_int_equal(acts[0].id, 9);
+	gs_dp_state_find(&st, 9)->label_pending = 0;
+	/* app1's IDs now held by another pod: 8's holder is gone (closed);
+	 * 7 still has IDs in its own pod (app2). */
+	n = gs_dp_reconcile(&st, other, 2, 1650, 5000, acts, &err);
+	assert_int_equal(n, 2);	/* 7 relabelled (app2), 8 closed */
+	assert_int_equal(acts[0].kind, GS_DP_ACT_LABEL);
+	assert_int_equal(acts[0].id, 7);
+	assert_int_equal(acts[1].kind, GS_DP_ACT_CLOSE);
+	assert_int_equal(acts[1].id, 8);
+	assert_string_equal(gs_dp_state_find(&st, 7)->pod, "pod-i");
+	/* Seen in a pod: kept within the window, but never shared. */
+	assert_int_equal(gs_dp_state_overlap(&st, c3, 2,
+	    NULL, 0, 1660, 10000, ov,
+	    &same), 0);
+	assert_int_equal(same, 0);
+	/* Seen holders of app2's IDs: 7 and 9 (8 holds none of them). */
+	assert_int_equal(gs_dp_state_seen_holders(&st, c3, 2, ov), 2);
+	assert_int_equal(ov[0], 7);
+	assert_int_equal(ov[1], 9);
+	/* Pod gone: all three close. */
+	n = gs_dp_reconcile(&st, NULL, 0, 1700, 5000, acts, &err);
+	assert_int_equal(n, 3);
+	/* Offered as free by the last GetPreferredAllocation: the kubelet
+	 * no longer counts them as the pod's, whatever the time. */
+	assert_int_equal(gs_dp_state_overlap(&st, c3, 2, &c3[1], 1, 1700,
+					     10000, ov, &same), 1);
+	assert_int_equal(ov[0], 9);
+	/* Long after: the same IDs mean their holder is gone. */
+	assert_int_equal(gs_dp_state_overlap(&st, c1, 3,
+	    NULL, 0, 60000, 10000, ov,
+	    &same), 3);
+	assert_int_equal(same, 0);
+	gs_dp_state_clear(&st);
 }
 
 static void
@@ -370,7 +476,7 @@ test_state_adopt(void **state)
 		{ "ns2", "p2", "c", c2, 3 },
 	};
 	struct gs_dp_alloc *a;
-	uint64_t ov[4];
+	uint64_t ov[4], same;
 	int n;
 
 	(void)state;
@@ -391,7 +497,10 @@ test_state_adopt(void **state)
 	a = gs_dp_state_find(&st, 2);
 	assert_int_equal(a->nids, 3);
 	assert_string_equal(a->pod, "p2");
-	assert_int_equal(gs_dp_state_overlap(&st, &c2[2], 1, ov), 1);
+	/* adopted: reused IDs always mean the holder is gone */
+	assert_int_equal(gs_dp_state_overlap(&st, &c2[2], 1,
+	    NULL, 0, 100, 1000, ov,
+	    &same), 1);
 	assert_int_equal(ov[0], 2);
 	n = gs_dp_reconcile(&st, pc, 2, 2000, 1000, acts, &err);
 	assert_int_equal(n, 2);	/* 2 still pending, 3 closed */
@@ -437,6 +546,7 @@ main(void)
 		cmocka_unit_test(test_allocate_check),
 		cmocka_unit_test(test_container_build),
 		cmocka_unit_test(test_state_reconcile),
+		cmocka_unit_test(test_state_init_reuse),
 		cmocka_unit_test(test_state_adopt),
 		cmocka_unit_test(test_state_long_labels),
 	};

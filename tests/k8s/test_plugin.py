@@ -418,7 +418,8 @@ def run(args):
         check(True, "agent stopped: 200 devices Unhealthy after %.2f s" %
               (time.monotonic() - t0))
         expect_error(k, lambda: k.allocate(g0[:1]),
-                     ks.grpc.StatusCode.UNAVAILABLE, "not reachable",
+                     ks.grpc.StatusCode.UNAVAILABLE,
+                     "agent at .* is unavailable",
                      "Allocate while the agent is down")
         t0 = time.monotonic()
         env.start_agent()
@@ -538,6 +539,99 @@ def run(args):
              "every allocation closed once every pod is gone")
         check(True, "all %d allocations closed once their pods were gone" %
               args.allocs)
+        # Init containers: the kubelet hands their devices on to the
+        # pod's later containers within one admission; their allocations
+        # must survive it (the init container has not even started).
+        pi = k.admit("default", "pod-i", [("main", 20), ("side", 5)],
+                     init=[("setup", 20), ("warm", 20)])
+        pj = k.admit("default", "pod-j", [("main", 15), ("aux", 3)],
+                     init=[("setup", 10)])
+        aid = {(p, c): int(r[1]["GSHARE_ALLOC"])
+               for p, cs in (("i", pi), ("j", pj)) for c, r in cs.items()}
+        check(set(pi["main"][0]) == set(pi["setup"][0]) and
+              set(pj["setup"][0]) < set(pj["main"][0]),
+              "stand-in: app containers got the init containers' devices")
+        openall = env.open_allocs()
+        check(all(x in openall for x in aid.values()),
+              "every container's allocation is open after admission, init "
+              "containers' included: %s" % sorted(set(aid.values())))
+        check(aid[("i", "setup")] == aid[("i", "warm")] == aid[("i", "main")]
+              and aid[("i", "side")] != aid[("i", "main")] and
+              openall[aid[("i", "main")]]["shares"] == 20,
+              "the same device IDs share one allocation (init, init, app)")
+        check(len({aid[("j", c)] for c in ("setup", "main", "aux")}) == 3
+              and openall[aid[("j", "setup")]]["shares"] == 10 and
+              openall[aid[("j", "main")]]["shares"] == 15,
+              "other IDs get their own allocation; the init container's "
+              "stays")
+        wait(lambda: env.open_allocs().get(aid[("j", "main")], {}).get(
+            "pod") == "pod-j", 5 * slow, "pod-j labelled")
+        wait(lambda: env.open_allocs().get(aid[("j", "setup")], {}).get(
+            "pod") == "pod-j", 5 * slow, "pod-j's init allocation labelled")
+        r = subprocess.run([SIMJOB, "-s", env.sock, "-a",
+                            str(aid[("j", "setup")]), "-d", "0.05"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "event=done" in r.stdout,
+              "after PodResources polls the init container still attaches "
+              "to allocation %d" % aid[("j", "setup")])
+        k.delete("default", "pod-i")
+        k.delete("default", "pod-j")
+        wait(lambda: not set(aid.values()) & set(env.open_allocs()),
+             10 * slow, "pod-i and pod-j's allocations closed")
+        check(True, "deleting the pods closes all their allocations")
+
+        # A pod deleted between two PodResources polls and its devices
+        # handed at once to a new pod, on a full GPU where the kubelet
+        # asks no GetPreferredAllocation (it has no choice): the new pod
+        # gets the shares, the old allocation is closed.
+        env.ctl("drain", "1")
+        k.wait_for(lambda: k.health_counts() == (100, 100), 5 * slow,
+                   "GPU 1 drained")
+        pp = k.admit("default", "pod-p", [("main", 100)])["main"]
+        ppid = int(pp[1]["GSHARE_ALLOC"])
+        wait(lambda: env.open_allocs().get(ppid, {}).get("pod") == "pod-p",
+             5 * slow, "pod-p seen in PodResources")
+        k.delete("default", "pod-p")
+        pq = k.admit("default", "pod-q", [("main", 100)])["main"]
+        pqid = int(pq[1]["GSHARE_ALLOC"])
+        al = env.open_allocs()
+        check(set(pq[0]) == set(pp[0]) and ppid not in al and
+              al.get(pqid, {}).get("shares") == 100,
+              "a full GPU's devices handed from a deleted pod to a new one "
+              "at once: allocation %d closed, %d has the 100 shares" %
+              (ppid, pqid))
+        k.delete("default", "pod-q")
+        env.ctl("undrain", "1")
+        wait(lambda: pqid not in env.open_allocs(), 10 * slow,
+             "pod-q's allocation closed")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 5 * slow,
+                   "GPU 1 undrained")
+
+        # The agent restarts, or goes away, between two of the plugin's
+        # agent polls (agent_poll=60s here): the plugin's connection is
+        # stale.  An Allocate replaces it; with no agent it says the agent
+        # is unavailable, not that it refused.
+        rc, _ = env.stop_plugin()
+        n = len(k.registrations)
+        env.start_plugin(["agent_poll=60s"])
+        k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
+                   "registration (agent_poll=60s)")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
+                   "200 healthy devices (agent_poll=60s)")
+        env.stop_agent()
+        env.start_agent()
+        pr = k.admit("default", "pod-r", [("main", 3)])["main"]
+        check(int(pr[1]["GSHARE_ALLOC"]) in env.open_allocs(),
+              "Allocate right after an agent restart the plugin has not "
+              "polled yet: the stale connection is replaced")
+        env.stop_agent()
+        free = k.free_ids()
+        expect_error(k, lambda: k.allocate(free[:1]),
+                     ks.grpc.StatusCode.UNAVAILABLE,
+                     "agent at .* is unavailable",
+                     "Allocate after the agent went away between two polls")
+        env.start_agent()
+
         if args.bench:
             # Plugin side: request decoded to response built, agent round
             # trip included (logged by the plugin at -v).

@@ -211,7 +211,7 @@ static void test_mem_key(void **state)
 			"trailing");
 	expect_bad_body("gshare-allocs 2\nseq 1\nnext_id 9\n"
 			REC(1, LABELS " memory=5") "\n", 1, GS_EPROTO,
-			"expected");
+			"trailing");
 }
 
 static void test_reject(void **state)
