@@ -4,6 +4,8 @@ AGENT_TEST := $(B)/tests/agent/test_agent
 AGENT_BENCH := $(B)/tests/agent/bench_agent
 TEST_HELPERS += $(AGENT_TEST) $(AGENT_BENCH)
 INTEG_TESTS += $(AGENT_TEST) tests/agent/test_cli.sh
+# memory limits across a kill -9 and a changed memory_reserve
+INTEG_TESTS += tests/agent/mem_restart.sh
 # gshared under ASan+UBSan through shutdown and restart with jobs attached
 SAN_TEST_BINS += build/san/node-agent/gshared
 INTEG_TESTS += tests/agent/shutdown_asan.sh tests/agent/test_agent_asan.sh
