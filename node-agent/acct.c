@@ -197,7 +197,9 @@ usage_add(struct gs_usage *t, const struct gs_usage *d)
 		t->evict_ns_max = d->evict_ns_max;
 	if (d->mem_max > t->mem_max)
 		t->mem_max = d->mem_max;
-	t->mem_byte_s += d->mem_byte_s;
+	/* job-reported: saturate at what the store's int64 holds */
+	t->mem_byte_s = d->mem_byte_s > INT64_MAX - t->mem_byte_s ?
+			INT64_MAX : t->mem_byte_s + d->mem_byte_s;
 	t->mem_ns += d->mem_ns;
 }
 

@@ -362,7 +362,8 @@ gs_row_job_add(struct gs_row *j, const struct gs_store_alloc *a)
 	 * steps held memory (each step weighs by its own time) */
 	if (u->mem_max > t->mem_max)
 		t->mem_max = u->mem_max;
-	t->mem_byte_s += u->mem_byte_s;
+	t->mem_byte_s = u->mem_byte_s > UINT64_MAX - t->mem_byte_s ?
+			UINT64_MAX : t->mem_byte_s + u->mem_byte_s;
 	t->mem_ns += u->mem_ns;
 	if (a->mem_limit > j->a.mem_limit)
 		j->a.mem_limit = a->mem_limit;

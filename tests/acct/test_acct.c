@@ -151,6 +151,14 @@ test_tick_mem(void **state)
 	assert_int_equal(v[0].row.tot.mem_max, 4ull << 30);
 	assert_int_equal(v[0].row.tot.mem_byte_s, 6ull << 30);
 	assert_int_equal(v[0].row.tot.mem_ns, 3 * S);
+	/* a job that claims all the memory there is, for two ticks: the
+	 * total stays at the store's largest integer, no wrap */
+	page.mem_used = UINT64_MAX;
+	tick(a, 5000 * S, 1, NULL);
+	tick(a, 10000 * S, 1, NULL);
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_int_equal(v[0].row.tot.mem_byte_s, INT64_MAX);
+	assert_int_equal(v[0].row.tot.mem_max, UINT64_MAX);
 	gs_acct_free(a);
 }
 
