@@ -319,6 +319,15 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 	return 0;
 }
 
+void
+gs_acct_set_mem_nvml(struct gs_acct *a, uint64_t id, uint64_t bytes)
+{
+	struct ent *e = find(a, id);
+
+	if (e != NULL)
+		e->v.mem_nvml = bytes;
+}
+
 int
 gs_acct_attach(struct gs_acct *a, uint64_t id,
 	       const volatile struct gs_ctlpage *page, uint64_t mono)
@@ -360,6 +369,7 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	}
 	e->page = NULL;
 	e->v.attached = 0;
+	e->v.mem_nvml = 0;
 }
 
 int

@@ -103,6 +103,9 @@ int gs_acct_close(struct gs_acct *a, uint64_t id, uint32_t state,
 		  int64_t real, uint64_t mono);
 int gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
 		       uint32_t weight, uint32_t priority);
+/* NVML's device memory figure for the allocation's attached process
+ * (the agent's cross-check of the job-reported figures). */
+void gs_acct_set_mem_nvml(struct gs_acct *a, uint64_t id, uint64_t bytes);
 /* The allocation's labels changed (ALLOC_LABEL). */
 int gs_acct_set_labels(struct gs_acct *a, uint64_t id,
 		       const struct gs_labels *l);
@@ -139,6 +142,8 @@ struct gs_acct_view {
 	uint32_t attached;
 	uint64_t mem_used;		/* device memory held at the last
 					 * tick (0: not attached) */
+	uint64_t mem_nvml;		/* NVML's figure for the attached
+					 * process (0: none or not known) */
 };
 
 /* Borrowed arrays, valid until the next call into a. */

@@ -50,6 +50,7 @@
 struct shadow {
 	uint64_t id;
 	int attached, granted;
+	int mem_warned;		/* NVML saw more than the limit: logged */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
 	uint32_t shares, weight, priority;
@@ -219,12 +220,89 @@ observer(void *ctx, int event, const struct gs_alloc *a)
 	}
 }
 
+/*
+ * Cross-check the job-reported device memory with NVML's per-process
+ * figures (real GPUs only): the figure goes to the metrics
+ * (gshare_memory_nvml_bytes), and a process holding more than its
+ * allocation's limit plus memory_reserve (its CUDA context and library
+ * workspaces are outside the limit) is logged once per attachment: memory
+ * taken around the runtime (an application the gate does not see).  One
+ * NVML call per GPU with an attached allocation, per tick, on the loop
+ * like the utilization estimates.
+ */
+static void
+mem_cross_check(struct gs_accounting *ac)
+{
+	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
+	const struct gs_agent_config *cfg = gs_agent_config(ac->ag);
+	struct gs_gpu_proc_mem pm[128];
+	struct gs_alloc *a;
+	struct gs_error err;
+	struct shadow *s;
+	uint32_t g, ng = gs_agent_ngpus(ac->ag);
+	int n, i, any;
+	char b1[32], b2[32];
+
+	if (ac->util == NULL)
+		return;
+	/* no process attached: nothing to see, and the next one may be
+	 * warned about again */
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
+		if (a->pid != 0)
+			continue;
+		gs_acct_set_mem_nvml(ac->acct, a->id, 0);
+		s = shadow_find(ac, a->id);
+		if (s != NULL)
+			s->mem_warned = 0;
+	}
+	for (g = 0; g < ng; g++) {
+		int32_t idx = gs_agent_gpu(ac->ag, g)->d.index;
+
+		any = 0;
+		for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
+			any |= a->gpu == idx && a->pid != 0;
+		if (!any)
+			continue;
+		n = gs_gpu_proc_mem(ac->util, idx, pm, 128, &err);
+		if (n < 0) {
+			if (err.code != GS_EUNSUPP)
+				log_debug("accounting: %s", err.msg);
+			continue;
+		}
+		for (a = gs_alloc_first(t); a != NULL;
+		     a = gs_alloc_next(t, a)) {
+			uint64_t bytes = 0;
+
+			if (a->gpu != idx || a->pid == 0)
+				continue;
+			for (i = 0; i < n; i++)
+				if (pm[i].pid == (uint32_t)a->pid)
+					bytes = pm[i].bytes;
+			gs_acct_set_mem_nvml(ac->acct, a->id, bytes);
+			s = shadow_find(ac, a->id);
+			if (s == NULL || s->mem_warned || a->mem_limit == 0 ||
+			    bytes <= a->mem_limit + cfg->memory_reserve)
+				continue;
+			s->mem_warned = 1;
+			gs_cfg_format_size(bytes - bytes % (1 << 20), b1,
+					   sizeof(b1));
+			gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
+			log_warnx("allocation %" PRIu64 ": NVML sees pid %d "
+				  "holding %s of device memory, beyond its "
+				  "limit of %s and the memory_reserve: memory "
+				  "allocated around gshare's runtime", a->id,
+				  (int)a->pid, b1, b2);
+		}
+	}
+}
+
 static void
 do_tick(struct gs_accounting *ac, uint64_t now)
 {
 	struct gs_store_batch *b = NULL;
 	struct gs_error err;
 
+	mem_cross_check(ac);
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);
 		return;

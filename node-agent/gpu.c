@@ -334,10 +334,19 @@ struct nvml_proc_util {		/* nvmlProcessUtilizationSample_t */
 	unsigned int sm, mem, enc, dec;
 };
 
+struct nvml_proc_info {		/* nvmlProcessInfo_v2_t, _v3's too */
+	unsigned int pid;
+	unsigned long long used;	/* usedGpuMemory */
+	unsigned int gpu_instance, compute_instance;
+};
+
+#define NVML_VALUE_NOT_AVAILABLE (~0ull)
+
 struct gs_gpu_util {
 	struct nvml_lib lib;
 	nvml_ret (*proc_util)(nvml_dev, struct nvml_proc_util *,
 			      unsigned int *, unsigned long long);
+	nvml_ret (*procs)(nvml_dev, unsigned int *, struct nvml_proc_info *);
 	int32_t index[GS_MAX_GPUS];
 	nvml_dev dev[GS_MAX_GPUS];
 	uint32_t n;
@@ -361,6 +370,12 @@ int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
 	if (nvml_lib_open(&u->lib, err) < 0)
 		goto out_free;
 	NVML_SYM_IN(u->lib.h, u, proc_util, "nvmlDeviceGetProcessUtilization");
+	/* optional: the memory cross-check only */
+	*(void **)(&u->procs) = dlsym(u->lib.h,
+				      "nvmlDeviceGetComputeRunningProcesses_v3");
+	if (u->procs == NULL)
+		*(void **)(&u->procs) = dlsym(u->lib.h,
+				"nvmlDeviceGetComputeRunningProcesses_v2");
 	if (missing != NULL) {
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
@@ -422,6 +437,41 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		out[n].pid = s[i].pid;
 		out[n].sm_util = s[i].sm;
 		out[n].ts_us = s[i].ts;
+		n++;
+	}
+	return (int)n;
+}
+
+int gs_gpu_proc_mem(struct gs_gpu_util *u, int32_t index,
+		    struct gs_gpu_proc_mem *out, unsigned max,
+		    struct gs_error *err)
+{
+	struct nvml_proc_info s[128];
+	unsigned int cnt = sizeof(s) / sizeof(s[0]), i, n = 0;
+	nvml_ret r;
+	uint32_t g;
+
+	if (u->procs == NULL)
+		return gs_error_set(err, GS_EUNSUPP, "NVML has no "
+				    "nvmlDeviceGetComputeRunningProcesses");
+	for (g = 0; g < u->n; g++)
+		if (u->index[g] == index)
+			break;
+	if (g == u->n)
+		return gs_error_set(err, GS_ENOENT, "no GPU %d", index);
+	memset(s, 0, sizeof(s));
+	r = u->procs(u->dev[g], &cnt, s);
+	if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE)
+		return gs_error_set(err, GS_EIO,
+				    "nvmlDeviceGetComputeRunningProcesses: %s",
+				    u->lib.error_string(r));
+	if (cnt > sizeof(s) / sizeof(s[0]))
+		cnt = sizeof(s) / sizeof(s[0]);
+	for (i = 0; i < cnt && n < max; i++) {
+		if (s[i].used == NVML_VALUE_NOT_AVAILABLE)
+			continue;
+		out[n].pid = s[i].pid;
+		out[n].bytes = s[i].used;
 		n++;
 	}
 	return (int)n;

@@ -47,6 +47,17 @@ void gs_gpu_util_close(struct gs_gpu_util *u);
 int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		     struct gs_gpu_proc_sample *out, unsigned max,
 		     struct gs_error *err);
+/* Device memory of the compute processes on GPU `index` as NVML sees it
+ * (nvmlDeviceGetComputeRunningProcesses _v3 or _v2; a process whose
+ * figure NVML does not have is left out).  Returns how many (at most
+ * max), or -1 (GS_EUNSUPP when the driver has neither entry point). */
+struct gs_gpu_proc_mem {
+	uint32_t pid;
+	uint64_t bytes;
+};
+int gs_gpu_proc_mem(struct gs_gpu_util *u, int32_t index,
+		    struct gs_gpu_proc_mem *out, unsigned max,
+		    struct gs_error *err);
 
 /*
  * GPU health from NVML, for the agent's health worker (health.c).  Every

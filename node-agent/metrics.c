@@ -160,6 +160,9 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		  "Most device memory the allocation's job held at once.", 7 },
 		{ "gshare_memory_limit_bytes", "gauge",
 		  "Device memory limit of the allocation (0: none).", 8 },
+		{ "gshare_memory_nvml_bytes", "gauge",
+		  "Device memory NVML sees the allocation's attached process hold (real GPUs; 0: none or not known).",
+		  9 },
 	};
 	const struct gs_acct_view *v = NULL;
 	const struct gs_acct_hist *h = NULL;
@@ -182,7 +185,8 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 			if (pa[k].kind >= 6) {
 				bytes = pa[k].kind == 6 ? v[i].mem_used :
 					pa[k].kind == 7 ? r->tot.mem_max :
-					r->mem_limit;
+					pa[k].kind == 8 ? r->mem_limit :
+					v[i].mem_nvml;
 				gs_mbuf_printf(b,
 					       "%s{alloc=\"%" PRIu64 "\",job=\"%s\",user=\"%s\",gpu=\"%d\"} %" PRIu64 "\n",
 					       pa[k].name, r->agent_id, job,

@@ -10,8 +10,11 @@
  *   hang  nvmlDeviceGetPowerUsage blocks while the line is there
  * (at most 60 s).  No file, or no line for a GPU: healthy.  A line
  * "N xid K" makes nvmlEventSetWait_v2 deliver one critical-XID event K
- * for GPU N (each such line once, in file order).  Types follow the NVML
- * API (int-sized return codes, opaque pointers, nvmlEventData_t).
+ * for GPU N (each such line once, in file order).  Each GPU has 80 GiB
+ * (nvmlDeviceGetMemoryInfo); a line "N procmem PID BYTES" lists a compute
+ * process on GPU N holding BYTES (nvmlDeviceGetComputeRunningProcesses_v3).
+ * Types follow the NVML API (int-sized return codes, opaque pointers,
+ * nvmlEventData_t, nvmlMemory_t, nvmlProcessInfo_v2_t).
  */
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +56,63 @@ int nvmlEventSetFree(int *set);
 int nvmlDeviceRegisterEvents(struct fake_dev *d, unsigned long long types,
 			     int *set);
 int nvmlEventSetWait_v2(int *set, struct fake_event *ev, unsigned int ms);
+
+struct fake_mem {		/* nvmlMemory_t */
+	unsigned long long total, free, used;
+};
+
+struct fake_proc {		/* nvmlProcessInfo_v2_t */
+	unsigned int pid;
+	unsigned long long used;
+	unsigned int gpu_instance, compute_instance;
+};
+
+int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m);
+int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
+					    unsigned int *n,
+					    struct fake_proc *p);
+
+int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m)
+{
+	(void)d;
+	m->total = 80ull << 30;
+	m->used = 0;
+	m->free = m->total;
+	return 0;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
+					    unsigned int *n,
+					    struct fake_proc *p)
+{
+	const char *path = getenv("FAKE_NVML_STATE");
+	char line[128];
+	unsigned int cnt = 0, pid;
+	unsigned long long bytes;
+	int gpu;
+	FILE *f;
+
+	if (path != NULL && (f = fopen(path, "r")) != NULL) {
+		while (fgets(line, sizeof(line), f) != NULL) {
+			if (sscanf(line, "%d procmem %u %llu", &gpu, &pid,
+				   &bytes) != 3 || gpu != d->index)
+				continue;
+			if (cnt < *n) {
+				memset(&p[cnt], 0, sizeof(p[cnt]));
+				p[cnt].pid = pid;
+				p[cnt].used = bytes;
+			}
+			cnt++;
+		}
+		fclose(f);
+	}
+	if (cnt > *n) {
+		*n = cnt;
+		return 7;	/* INSUFFICIENT_SIZE */
+	}
+	*n = cnt;
+	return 0;
+}
 
 /* Does the state file hold the line "<index> <mode>"? */
 static int has_mode(int index, const char *mode)
