@@ -282,6 +282,7 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->block_tasks);
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
+	w32(w, a->nattached);
 	w64(w, a->mem_limit);
 	w64(w, a->mem_used);
 	w64(w, a->mem_peak);
@@ -394,6 +395,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, st->nallocs_total > st->nallocs ? st->nallocs_total
 						       : st->nallocs);
 		w32(w, st->more ? 1u : 0u);
+		WSTR(w, st->warning);	/* 1.3 */
 		break;
 	case GS_MSG_SET_WEIGHT:
 	case GS_MSG_SET_PRIORITY:
@@ -572,7 +574,8 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->block_tasks = r64(r);
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
-	a->mem_limit = r64_opt(r);	/* 1.3 */
+	a->nattached = r32_opt(r);
+	a->mem_limit = r64_opt(r);	/* 1.4 */
 	a->mem_used = r64_opt(r);
 	a->mem_peak = r64_opt(r);
 }
@@ -590,7 +593,7 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	g->holder = r64(r);
 	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
-	g->mem_total = r64_opt(r);	/* 1.3 */
+	g->mem_total = r64_opt(r);	/* 1.4 */
 	g->mem_limits = r64_opt(r);
 }
 
@@ -664,6 +667,8 @@ static int rstatus(struct rd *r, struct gs_status *st, struct gs_error *err)
 		if (n > st->nallocs)
 			st->nallocs_total = n;
 		st->more = r32_opt(r) != 0 ? 1u : 0u;	/* 1.2 */
+		if (!r->bad && r->len - r->off > 0)	/* 1.3 */
+			RSTR(r, st->warning);
 	}
 	return 0;
 }
@@ -724,7 +729,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		m->u.req.uid = r32(&r);
 		rlabels(&r, &m->u.req.labels);
 		m->u.req.flags = r32_opt(&r);
-		m->u.req.mem_limit = r64_opt(&r);	/* 1.3 */
+		m->u.req.mem_limit = r64_opt(&r);	/* 1.4 */
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:

@@ -53,7 +53,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		3
+#define GS_PROTO_MINOR		4
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -116,6 +116,7 @@ enum gs_release_reason {
 
 #define GS_LABEL_MAX	64
 #define GS_UUID_MAX	64
+#define GS_WARNING_MAX	256	/* status warning */
 
 /* Who an allocation belongs to; empty strings when unknown. */
 struct gs_labels {
@@ -143,7 +144,7 @@ struct gs_alloc_req {
 	uint32_t uid;		/* owner: only this uid (or root) attaches */
 	struct gs_labels labels;
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
-	uint64_t mem_limit;	/* device memory limit, bytes; 1.3, absent
+	uint64_t mem_limit;	/* device memory limit, bytes; 1.4, absent
 				 * or 0: the site's default for the shares */
 };
 
@@ -162,11 +163,12 @@ struct gs_alloc_info {
 	uint64_t block_tasks;
 	uint64_t vtime_ns;	/* scheduler virtual time */
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
-	uint64_t mem_limit;	/* 1.3 (absent: 0): device memory limit,
+	uint32_t nattached;	/* attached processes; 1.3, absent: 0 */
+	uint64_t mem_limit;	/* 1.4 (absent: 0): device memory limit,
 				 * bytes; 0: none */
-	uint64_t mem_used;	/* 1.3: device memory the job holds now
-				 * (job-reported), bytes */
-	uint64_t mem_peak;	/* 1.3: the most it held at once */
+	uint64_t mem_used;	/* 1.4: device memory the job holds now
+				 * (job-reported, all its processes), bytes */
+	uint64_t mem_peak;	/* 1.4: the most it held at once */
 };
 
 struct gs_gpu_info {
@@ -181,9 +183,9 @@ struct gs_gpu_info {
 	uint64_t holder;	/* allocation holding the token, 0 none */
 	char health[GS_LABEL_MAX];	/* why unhealthy, "" when healthy;
 					 * 1.1, absent: "" */
-	uint64_t mem_total;	/* 1.3 (absent: 0): device memory, bytes;
+	uint64_t mem_total;	/* 1.4 (absent: 0): device memory, bytes;
 				 * 0: unknown */
-	uint64_t mem_limits;	/* 1.3: sum of the memory limits of the
+	uint64_t mem_limits;	/* 1.4: sum of the memory limits of the
 				 * allocations placed here */
 };
 
@@ -202,6 +204,9 @@ struct gs_status {
 	uint32_t more;		/* 1.2, absent: 0.  1: allocations with
 				 * larger ids did not fit; ask again with
 				 * after_id = the last id listed */
+	char warning[GS_WARNING_MAX];	/* 1.3, absent: "".  What the agent
+					 * wants an operator to know now
+					 * (the usage store is behind) */
 };
 
 /* Frame header codec.  decode checks magic, major and length bound and

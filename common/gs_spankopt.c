@@ -43,6 +43,10 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 	GS_CFG_KEY_STRING("sacctmgr", struct gs_spank_conf, sacctmgr, 1,
 			  "/usr/bin/sacctmgr",
 			  "sacctmgr, to write AdminComment"),
+	GS_CFG_KEY_UINT("max_user_weight", struct gs_spank_conf,
+			max_user_weight, 0, GS_SPANK_WEIGHT_MAX, "0",
+			"largest --gshare-weight a user may ask for (0: the "
+			"job's shares; only lower weights)"),
 	GS_CFG_KEY_END,
 };
 
@@ -152,6 +156,22 @@ int gs_spank_opt_weight(const char *val, struct gs_spank_opts *o,
 				    val ? val : "", GS_SPANK_WEIGHT_MAX);
 	o->weight = (uint32_t)v;
 	return 0;
+}
+
+int gs_spank_weight_allowed(const struct gs_spank_opts *o, uint32_t shares,
+			    uint32_t max_user_weight, struct gs_error *err)
+{
+	uint32_t lim = shares > max_user_weight ? shares : max_user_weight;
+
+	if (o->weight == 0 || o->weight <= lim)
+		return 0;
+	return gs_error_set(err, GS_EPERM,
+			    "--gshare-weight=%u: above %u (%s); users may "
+			    "only lower their weight, raising it is for "
+			    "administrators (plugstack max_user_weight, or "
+			    "gsharectl set-weight as root)", o->weight, lim,
+			    lim == shares ? "the job's shares" :
+			    "max_user_weight");
 }
 
 int gs_spank_opt_priority(const char *val, struct gs_spank_opts *o,

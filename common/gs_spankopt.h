@@ -35,6 +35,8 @@ struct gs_spank_conf {
 	int admin_comment;		/* write job totals to AdminComment */
 	char sacct[GS_SPANK_PATH_MAX];	/* reads AdminComment back */
 	char sacctmgr[GS_SPANK_PATH_MAX];	/* writes it */
+	uint32_t max_user_weight;	/* largest --gshare-weight a user may
+					 * ask for; 0: the job's shares */
 };
 
 /* The table behind struct gs_spank_conf (defaults, help, printing). */
@@ -76,6 +78,16 @@ int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 /* --gshare-mem=SIZE: 1M..16T, units K M G T (powers of 1024). */
 int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
 		     struct gs_error *err);
+
+/* Site policy on the weight, once the shares are known: a user may lower
+ * the weight below the default (the shares) but not raise it beyond
+ * max(shares, max_user_weight); raising it further is for root
+ * (`gsharectl set-weight`).  GS_EPERM with a one-line message; weight 0
+ * (not given) always passes.  A weight never breaks another job's
+ * guarantee (docs/scheduler.md), it only divides the unguaranteed
+ * time. */
+int gs_spank_weight_allowed(const struct gs_spank_opts *o, uint32_t shares,
+			    uint32_t max_user_weight, struct gs_error *err);
 
 /*
  * The count of gres `name` in a Slurm TRES-per-node string such as

@@ -37,15 +37,30 @@ const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS] = {
 #define PIDCACHE	256
 #define UTIL_MAX	512
 
+/* A further page of the same allocation (several processes attached,
+ * each with its own page and counters). */
+struct xpage {
+	const volatile struct gs_ctlpage *page;
+	struct gs_ctl_counters base;
+};
+
 struct ent {
 	struct gs_acct_view v;
-	const volatile struct gs_ctlpage *page;
+	const volatile struct gs_ctlpage *page;	/* the first page */
 	struct gs_ctl_counters base;	/* counters at the last read */
+	struct xpage *xp;		/* the others */
+	unsigned nxp;
 	struct gs_usage pend;		/* read but not yet emitted */
 	uint64_t last_mono;		/* end of the last tick */
 	int holding, escalated;
 	uint64_t grant_mono, gpu_at_grant, prov_ns;
 	uint64_t extra_ns;		/* overrun charge to emit */
+	/* what the agent proves was held (holds that ended), and what was
+	 * emitted, since open: emitted = max(reported, proven) */
+	uint64_t floor_gpu, floor_held;	/* gs_sched_charge of each hold */
+	uint64_t raw_gpu, raw_held;	/* reported (pages, extra, est) */
+	uint64_t out_gpu, out_held;	/* emitted */
+	uint64_t st_raw_gpu, st_raw_held, st_out_gpu, st_out_held;
 	uint64_t est_ns;		/* NVML estimate to emit */
 	int closing, dirty;
 	int adopted;			/* row continued from a crash */
@@ -53,6 +68,8 @@ struct ent {
 	/* staged by tick_one, applied by tick_commit */
 	int st_busy, st_sample;
 	uint64_t st_mem_used;
+	uint64_t mem_peak_seen;		/* largest page peak at the last
+					 * tick (a peak rising counts) */
 	struct gs_store_alloc st_row;
 };
 
@@ -232,6 +249,8 @@ gs_acct_free(struct gs_acct *a)
 {
 	if (a == NULL)
 		return;
+	for (unsigned i = 0; i < a->nents; i++)
+		free(a->ents[i].xp);
 	free(a->ents);
 	free(a->views);
 	free(a->hists);
@@ -333,11 +352,27 @@ gs_acct_attach(struct gs_acct *a, uint64_t id,
 	       const volatile struct gs_ctlpage *page, uint64_t mono)
 {
 	struct ent *e = find(a, id);
+	struct xpage *nx;
 
+	(void)mono;
 	if (e == NULL)
 		return -1;
-	if (e->page != NULL)
-		gs_acct_detach(a, id, mono);
+	if (e->page != NULL && e->page != page) {
+		/* one more process of the allocation: its own counters */
+		for (unsigned i = 0; i < e->nxp; i++)
+			if (e->xp[i].page == page)
+				return 0;
+		nx = realloc(e->xp, (e->nxp + 1) * sizeof(*nx));
+		if (nx == NULL)
+			return -1;
+		e->xp = nx;
+		nx[e->nxp].page = page;
+		gs_acct_read_page(page, &nx[e->nxp].base);
+		e->nxp++;
+		return 0;
+	}
+	if (e->page == page)
+		return 0;
 	e->page = page;
 	gs_acct_read_page(page, &e->base);
 	e->v.attached = 1;
@@ -367,6 +402,14 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 			gs_acct_hist_add(h, d.suspensions, d.evict_ns_sum,
 					 cur.last_evict_ns);
 	}
+	for (unsigned i = 0; i < e->nxp; i++) {
+		gs_acct_read_page(e->xp[i].page, &cur);
+		gs_acct_delta(&e->xp[i].base, &cur, &d);
+		usage_add(&e->pend, &d);
+	}
+	free(e->xp);
+	e->xp = NULL;
+	e->nxp = 0;
 	e->page = NULL;
 	e->v.attached = 0;
 	e->v.mem_nvml = 0;
@@ -421,8 +464,13 @@ gs_acct_set_labels(struct gs_acct *a, uint64_t id, const struct gs_labels *l)
 static uint64_t
 page_gpu(const struct ent *e)
 {
-	return e->page ? __atomic_load_n(&e->page->gpu_ns, __ATOMIC_ACQUIRE) :
+	uint64_t v = e->page ? __atomic_load_n(&e->page->gpu_ns,
+					       __ATOMIC_ACQUIRE) :
 		e->base.gpu_ns;
+
+	for (unsigned i = 0; i < e->nxp; i++)
+		v += __atomic_load_n(&e->xp[i].page->gpu_ns, __ATOMIC_ACQUIRE);
+	return v;
 }
 
 void
@@ -462,6 +510,9 @@ gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
 		return;
 	if (e->escalated)
 		charge_overrun(e, mono, reported_gpu_ns);
+	e->floor_held += sub0(mono, e->grant_mono);
+	e->floor_gpu += gs_acct_bill_gpu(sub0(mono, e->grant_mono),
+					 reported_gpu_ns);
 	e->holding = 0;
 	e->escalated = 0;
 	e->prov_ns = 0;
@@ -663,7 +714,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	 struct gs_store_batch *b, struct gs_error *err)
 {
 	struct gs_store_sample smp;
-	struct gs_ctl_counters cur;
+	struct gs_ctl_counters cur, mc, mp;
 	struct gs_usage d;
 	uint64_t dt = sub0(mono, e->last_mono);
 	int busy = 0;
@@ -674,8 +725,6 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		gs_acct_read_page(e->page, &cur);
 		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
-		gs_acct_mem(&e->base, &cur, dt, &d);
-		e->st_mem_used = cur.mem_used;
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
 
@@ -688,6 +737,33 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		usage_add(&e->pend, &d);
 		busy = cur.state == GS_CTL_WAITING ||
 			cur.state == GS_CTL_RUNNING;
+		/* memory of the allocation: the gauges of all its pages
+		 * added up, the largest page peak */
+		memset(&mc, 0, sizeof(mc));
+		mc.mem_used = cur.mem_used;
+		mc.mem_peak = cur.mem_peak;
+		for (unsigned k = 0; k < e->nxp; k++) {
+			struct gs_ctl_counters xc;
+			struct gs_usage xd;
+
+			gs_acct_read_page(e->xp[k].page, &xc);
+			gs_acct_delta(&e->xp[k].base, &xc, &xd);
+			e->xp[k].base = xc;
+			usage_add(&e->pend, &xd);
+			busy = busy || xc.state == GS_CTL_WAITING ||
+			       xc.state == GS_CTL_RUNNING;
+			mc.mem_used = xc.mem_used > UINT64_MAX - mc.mem_used ?
+				      UINT64_MAX : mc.mem_used + xc.mem_used;
+			if (xc.mem_peak > mc.mem_peak)
+				mc.mem_peak = xc.mem_peak;
+		}
+		memset(&mp, 0, sizeof(mp));
+		mp.mem_peak = e->mem_peak_seen;
+		memset(&d, 0, sizeof(d));
+		gs_acct_mem(&mp, &mc, dt, &d);
+		usage_add(&e->pend, &d);
+		e->mem_peak_seen = mc.mem_peak;
+		e->st_mem_used = mc.mem_used;
 		if (e->holding && e->escalated)
 			charge_overrun(e, mono, sub0(cur.gpu_ns,
 						     e->gpu_at_grant));
@@ -699,6 +775,27 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	d.gpu_ns += e->extra_ns + e->est_ns;
 	if (e->est_ns)
 		smp.estimate = 1;
+	/* Never bill less than the agent saw held: the token time of every
+	 * hold that ended (GPU time: gs_acct_bill_gpu of it and the
+	 * RELEASE reports), and of the one running so far.  Emitted totals are the
+	 * larger of that and what the job reported, so a report that comes
+	 * after its RELEASE is not counted twice. */
+	{
+		uint64_t run = e->holding ? sub0(mono, e->grant_mono) : 0;
+		uint64_t fg = e->floor_gpu + gs_acct_bill_gpu(run, 0);
+		uint64_t fh = e->floor_held + run;
+
+		e->st_raw_gpu = e->raw_gpu + d.gpu_ns;
+		e->st_raw_held = e->raw_held + d.held_ns;
+		e->st_out_gpu = e->st_raw_gpu > fg ? e->st_raw_gpu : fg;
+		e->st_out_held = e->st_raw_held > fh ? e->st_raw_held : fh;
+		if (e->st_out_gpu < e->out_gpu)
+			e->st_out_gpu = e->out_gpu;
+		if (e->st_out_held < e->out_held)
+			e->st_out_held = e->out_held;
+		d.gpu_ns = e->st_out_gpu - e->out_gpu;
+		d.held_ns = e->st_out_held - e->out_held;
+	}
 	busy = busy || e->holding || d.gpu_ns || d.held_ns;
 	if (busy) {
 		d.wall_ns = dt;
@@ -731,6 +828,10 @@ tick_commit(struct ent *e, uint64_t mono)
 	e->est_ns = 0;
 	e->v.active = (uint32_t)e->st_busy;
 	e->v.mem_used = e->st_mem_used;
+	e->raw_gpu = e->st_raw_gpu;
+	e->raw_held = e->st_raw_held;
+	e->out_gpu = e->st_out_gpu;
+	e->out_held = e->st_out_held;
 	e->last_mono = mono;
 	e->v.row = e->st_row;
 	e->dirty = 0;
@@ -760,6 +861,8 @@ gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 	for (i = j = 0; i < a->nents; i++)
 		if (!a->ents[i].closing)
 			a->ents[j++] = a->ents[i];
+		else
+			free(a->ents[i].xp);
 	a->nents = j;
 	a->tick++;
 	a->last_mono = mono;

@@ -36,6 +36,26 @@
 #include "gs_proto.h"
 #include "store.h"
 
+/* A job's GPU time report may lower its bill below the token time the
+ * agent saw it hold by at most 1/GS_ACCT_REPORT_SLACK_DIV of that time
+ * (docs/accounting.md); held time is billed at least as the agent saw
+ * it. */
+#define GS_ACCT_REPORT_SLACK_DIV	8u
+
+/* GPU time billed for a hold the agent saw last held_ns, whose processes
+ * reported reported_ns: what they reported, but at least the held time
+ * less 1/GS_ACCT_REPORT_SLACK_DIV (the job's own wake-up after the grant
+ * and its release's way back, which a loaded node stretches).  Several
+ * processes under one grant may report more than held_ns together.
+ * Nondecreasing in held_ns. */
+static inline uint64_t
+gs_acct_bill_gpu(uint64_t held_ns, uint64_t reported_ns)
+{
+	uint64_t lo = held_ns - held_ns / GS_ACCT_REPORT_SLACK_DIV;
+
+	return reported_ns > lo ? reported_ns : lo;
+}
+
 /* Upper bounds (seconds) of the eviction latency histogram buckets. */
 #define GS_ACCT_EVICT_BUCKETS	12
 extern const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS];
@@ -130,8 +150,10 @@ void gs_acct_set_util_source(struct gs_acct *a, gs_acct_util_fn fn,
  * it to the store. */
 int gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 		 struct gs_store_batch **out, struct gs_error *err);
-/* The store reported a batch lost (EBUSY / write error): rewrite every
- * open allocation's row with the next tick so totals stay durable. */
+/* A batch could not be handed to the store (out of memory, writer not
+ * started): rewrite every open allocation's row with the next tick so
+ * totals stay durable.  (A batch the store took is never lost: it
+ * retries until it commits.) */
 void gs_acct_mark_dirty(struct gs_acct *a);
 
 /* --- read side, for metrics and status --- */

@@ -5,16 +5,19 @@
  * events.  It keeps a small shadow per allocation (attached?, granted?,
  * escalations seen, GPU time reported at the grant) because observers
  * only see the record after a change: a grant is the `granted` flag going
- * 0 → 1, a release 1 → 0 (the difference of a->gpu_ns is what the RELEASE
- * reported), an escalation a->escalations growing.
+ * 0 → 1, a release 1 → 0 (the difference of a->reported_gpu_ns is what
+ * the RELEASE messages reported), an escalation a->escalations growing.
  *
  * The tick never touches the disk: it builds a batch and queues it for the
  * store's writer thread; completions come back on the store's eventfd.
  * Restart: allocations already in the table when accounting starts are
  * the ones the agent restored from its state file.  Recovery keeps their
  * open rows open (gs_store_recover_keep) and each continues its own row,
- * matched by allocation id; every other row left open closes as NODE_FAIL
- * (re-adopted by labels if its job comes back with a new allocation).
+ * matched by allocation id; a row left open of an allocation whose close
+ * reached the table file (its id below the file's counter, not in it)
+ * becomes COMPLETED (gs_store_finish_closed); every other row left open
+ * closes as NODE_FAIL (re-adopted by labels if its job comes back with a
+ * new allocation).
  * Who may read the store: its files (the database, -wal, -shm) are mode
  * 0640, group store_group, so that only root and gsacct (installed setgid
  * to that group) read them; 0600 when the group does not exist; 0644
@@ -51,6 +54,7 @@ struct shadow {
 	uint64_t id;
 	int attached, granted;
 	int mem_warned;		/* NVML saw more than the limit: logged */
+	unsigned npages;		/* pages handed to accounting */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
 	uint32_t shares, weight, priority;
@@ -72,12 +76,14 @@ struct gs_accounting {
 	 * warned about once */
 	char cfg_path[512], cfg_group[33], cfg_metrics[64];
 	uint64_t warned_busy;
+	uint64_t behind_logged;		/* when "behind" was last logged */
+	char last_error[GS_ERRMSG_MAX];	/* the store's last failed try */
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct shadow *sh;
 	unsigned nsh, cap;
 };
 
-static void do_tick(struct gs_accounting *ac, uint64_t now);
+static int do_tick(struct gs_accounting *ac, uint64_t now);
 
 static int64_t
 real_now(void)
@@ -154,8 +160,11 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 
 	if (s == NULL)
 		return;
-	if (!s->attached && a->page != NULL) {
-		gs_acct_attach(ac->acct, a->id, a->page, now);
+	/* one page per attached process; a slot keeps its page for the
+	 * allocation's life, so pages only ever get added */
+	while (s->npages < a->natt) {
+		gs_acct_attach(ac->acct, a->id, a->att[s->npages].page, now);
+		s->npages++;
 		s->attached = 1;
 	}
 	if (memcmp(&s->labels, &a->labels, sizeof(s->labels)) != 0) {
@@ -172,10 +181,10 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 	}
 	if (a->granted && !s->granted) {
 		gs_acct_hold(ac->acct, a->id, a->grant_at);
-		s->gpu_at_grant = a->gpu_ns;
+		s->gpu_at_grant = a->reported_gpu_ns;
 	} else if (!a->granted && s->granted) {
 		gs_acct_unhold(ac->acct, a->id, now,
-			       a->gpu_ns - s->gpu_at_grant);
+			       a->reported_gpu_ns - s->gpu_at_grant);
 	}
 	s->granted = a->granted;
 	if (a->escalations > s->escalations) {
@@ -199,13 +208,10 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 		st = GS_SST_CANCELLED;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
-	/* make the final usage durable before the agent forgets the
-	 * allocation (its table file is rewritten right after): a restart
-	 * must find either the allocation or its final row */
-	do_tick(ac, gs_now_ns());
-	if (gs_store_flush(ac->store, 2000) < 0)
-		log_warnx("accounting: allocation %" PRIu64 ": final usage "
-			  "not written within 2 s", a->id);
+	/* the final row goes to the store now; the CLOSE's reply waits for
+	 * its commit (without holding the loop) */
+	if (do_tick(ac, gs_now_ns()) == 0)
+		gs_agent_usage_queued(ac->ag, gs_acct_ticks(ac->acct));
 }
 
 static void
@@ -275,9 +281,14 @@ mem_cross_check(struct gs_accounting *ac)
 
 			if (a->gpu != idx || a->pid == 0)
 				continue;
-			for (i = 0; i < n; i++)
-				if (pm[i].pid == (uint32_t)a->pid)
-					bytes = pm[i].bytes;
+			/* every attached process of the job */
+			for (unsigned k = 0; k < a->natt; k++) {
+				if (a->att[k].conn == NULL)
+					continue;
+				for (i = 0; i < n; i++)
+					if (pm[i].pid == (uint32_t)a->att[k].pid)
+						bytes += pm[i].bytes;
+			}
 			gs_acct_set_mem_nvml(ac->acct, a->id, bytes);
 			s = shadow_find(ac, a->id);
 			if (s == NULL || s->mem_warned || a->mem_limit == 0 ||
@@ -287,16 +298,18 @@ mem_cross_check(struct gs_accounting *ac)
 			gs_cfg_format_size(bytes - bytes % (1 << 20), b1,
 					   sizeof(b1));
 			gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
-			log_warnx("allocation %" PRIu64 ": NVML sees pid %d "
-				  "holding %s of device memory, beyond its "
-				  "limit of %s and the memory_reserve: memory "
-				  "allocated around gshare's runtime", a->id,
+			log_warnx("allocation %" PRIu64 ": NVML sees its "
+				  "%u process(es) (pid %d...) holding %s of "
+				  "device memory, beyond its limit of %s and "
+				  "the memory_reserve: memory allocated around "
+				  "gshare's runtime", a->id, a->nattached,
 				  (int)a->pid, b1, b2);
 		}
 	}
 }
 
-static void
+/* 0: the tick's batch is the store's (it commits it, retrying) */
+static int
 do_tick(struct gs_accounting *ac, uint64_t now)
 {
 	struct gs_store_batch *b = NULL;
@@ -305,7 +318,7 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 	mem_cross_check(ac);
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);
-		return;
+		return -1;
 	}
 	if (gs_store_submit(ac->store, b, &err) < 0) {
 		ac->st.store_errors++;
@@ -313,6 +326,50 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 		if (ac->warned_busy++ % 60 == 0)
 			log_warnx("accounting: tick %" PRIu64 " not stored: %s",
 				  gs_acct_ticks(ac->acct), err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Is the usage store behind?  Its oldest batch not yet committed was
+ * queued more than BEHIND_NS ago (a failing or stalled disk).  Say so
+ * when it starts, every BEHIND_LOG_NS while it lasts (with the last
+ * error), and when it ends; keep the metric and the agent's STATUS
+ * warning up to date.
+ */
+#define BEHIND_NS	(3000000000ull)
+#define BEHIND_LOG_NS	(60000000000ull)
+
+static void
+check_behind(struct gs_accounting *ac, uint64_t now)
+{
+	uint64_t oldest = gs_store_oldest(ac->store);
+	uint64_t age = oldest && now > oldest ? now - oldest : 0;
+	char w[GS_WARNING_MAX];
+
+	ac->st.store_behind_ns = age;
+	if (age > BEHIND_NS) {
+		if (ac->behind_logged == 0 ||
+		    now - ac->behind_logged >= BEHIND_LOG_NS) {
+			log_warnx("usage store %s: behind by %.0f s (%u "
+				  "batches waiting): %s; usage is kept in "
+				  "memory and written once the disk takes it",
+				  ac->path, (double)age / 1e9,
+				  gs_store_queued(ac->store),
+				  ac->last_error[0] ? ac->last_error :
+				  "a write has not finished (stalled disk?)");
+			ac->behind_logged = now;
+		}
+		snprintf(w, sizeof(w), "usage store behind by %.0f s: %.180s",
+			 (double)age / 1e9, ac->last_error[0] ?
+			 ac->last_error : "a write has not finished");
+		gs_agent_set_warning(ac->ag, w);
+	} else if (age == 0 && ac->behind_logged != 0) {
+		log_info("usage store %s: caught up, nothing lost", ac->path);
+		ac->behind_logged = 0;
+		ac->last_error[0] = '\0';
+		gs_agent_set_warning(ac->ag, "");
 	}
 }
 
@@ -526,6 +583,7 @@ on_tick(struct gs_loop *l, uint64_t now, void *arg)
 	ac->due += ac->period;
 	ac->st.clients = gs_agent_nclients(ac->ag);
 	do_tick(ac, now);
+	check_behind(ac, now);
 	if (ac->metrics != NULL)
 		gs_metrics_expire(ac->metrics, now / 1000000);
 }
@@ -539,12 +597,26 @@ reap(struct gs_accounting *ac)
 	while ((n = gs_store_reap(ac->store, d, 16)) > 0)
 		for (int i = 0; i < n; i++) {
 			if (!d[i].ok) {
+				/* the store keeps the batch and tries again:
+				 * logged by check_behind, rate-limited */
 				ac->st.store_errors++;
-				gs_acct_mark_dirty(ac->acct);
-				log_warnx("usage store: tick %" PRIu64 ": %s",
-					  d[i].tick, d[i].msg);
+				snprintf(ac->last_error,
+					 sizeof(ac->last_error), "%s",
+					 d[i].msg);
+				if (d[i].lost)
+					log_warnx("usage store %s: tick %"
+						  PRIu64 " given up at stop "
+						  "after %u tries: %s",
+						  ac->path, d[i].tick,
+						  d[i].tries, d[i].msg);
+				else if (d[i].tries == 1)
+					log_debug("usage store %s: tick %"
+						  PRIu64 " failed: %s",
+						  ac->path, d[i].tick,
+						  d[i].msg);
 				continue;
 			}
+			gs_agent_usage_committed(ac->ag, d[i].tick);
 			ac->st.store_writes++;
 			ac->st.store_write_ns_sum += d[i].write_ns;
 			ac->st.store_write_ns_last = d[i].write_ns;
@@ -625,8 +697,9 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	struct gs_accounting *ac;
 	const char *path;
 	struct gs_alloc *a;
-	uint64_t *keep, next_id;
-	unsigned nkeep = 0;
+	uint64_t *keep, next_id, below;
+	const uint64_t *known;
+	unsigned nkeep = 0, nknown;
 	int n, changed = 0;
 	mode_t mode;
 	gid_t gid;
@@ -664,6 +737,16 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	else
 		log_info("usage store %s: mode %04o, group %s", path,
 			 (unsigned)mode, cfg->store_group);
+	/* closes that reached the table file but not the store */
+	nknown = gs_agent_table_loaded(ag, &known, &below);
+	n = gs_store_finish_closed(ac->store, known, nknown, below, err);
+	if (n < 0)
+		goto out_free;
+	if (n > 0)
+		log_warnx("usage store %s: %d allocation(s) closed just before "
+			  "the previous run ended, their final row not yet "
+			  "written: COMPLETED with the usage committed", path,
+			  n);
 	keep = calloc(gs_alloc_count(gs_agent_allocs(ag)) + 1, sizeof(*keep));
 	if (keep == NULL) {
 		gs_error_set(err, GS_ENOMEM, "accounting: out of memory");

@@ -22,21 +22,30 @@
  * so; it then takes no new allocations (GS_EUNHEALTHY),
  * existing ones keep running.
  *
- * Token protocol.  The attached connection of an allocation is its job
- * process.  TOKEN_WANT → gs_sched_want; the scheduler's actions become
- * page writes and TOKEN_GRANT events: GRANT writes grant_gen and
- * slice_deadline_ns, clears suspend and sends the event; SUSPEND stores
- * suspend_set_ns, then suspend = 1 (release order, so a job that sees the
- * flag sees the time); ESCALATE holds the allocation back or SIGKILLs the
- * attached pid.  When the job's connection closes its process is gone:
- * the token is released (charged for the time held) and the allocation
- * becomes idle with no process; the allocation itself stays until root
- * closes it, and a new process of the owner may attach again and gets
- * the same control page.
+ * Token protocol.  Each attached connection of an allocation is one of
+ * its job's processes (up to GS_ALLOC_MAX_ATTACH), with its own control
+ * page (attachment slot); the allocation holds the token.  TOKEN_WANT →
+ * gs_sched_want (or, while a grant runs, a TOKEN_GRANT of that grant at
+ * once); the scheduler's actions become page writes into every page of
+ * the allocation and TOKEN_GRANT events to every process that wants:
+ * GRANT writes grant_gen and slice_deadline_ns, clears suspend and sends
+ * the event; SUSPEND stores suspend_set_ns, then suspend = 1 (release
+ * order, so a job that sees the flag sees the time); ESCALATE holds the
+ * allocation back or SIGKILLs the attached pids.  The allocation's token
+ * goes back to the scheduler once every granted process released or is
+ * gone, billed per grant (gs_acct_bill_gpu).  When a process's connection
+ * closes, what it held is released (charged for the time held) and the
+ * others go on; with none left the allocation is idle with no process;
+ * it stays until root closes it, and a new process of the owner may
+ * attach again and gets a free slot's page (counters keep growing).
  *
  * Restarts: the allocation table is saved to <state_dir>/allocs after
  * every create, close, weight/priority and label change, and restored at
  * start-up with the same ids (state_restore; docs/agent.md, Restarts).
+ * Those requests are "durable requests": the table they would leave is
+ * written by the writer thread (durable.c) before anything changes, and a
+ * failed write refuses the request with nothing changed; the loop does
+ * not wait for the disk (see the section of that name below).
  *
  * Paging: STATUS_REPLY must fit one frame (64 KiB: ~200 allocations with
  * short labels, ~85 with every label at its longest); the reply lists
@@ -59,8 +68,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acct.h"
 #include "agent.h"
 #include "connlimit.h"
+#include "durable.h"
 #include "gs_log.h"
 #include "memquota.h"
 #include "state.h"
@@ -88,6 +99,7 @@ struct gs_conn {
 	int pollout;		/* EPOLLOUT registered */
 	int closing;		/* close once out is written */
 	struct gs_alloc *alloc;	/* attached allocation */
+	unsigned slot;		/* its attachment slot (alloc->att[slot]) */
 	struct gs_conn *prev, *next;
 };
 
@@ -112,6 +124,17 @@ struct gs_agent {
 	uint64_t state_seq;	/* generation of its last load or save */
 	int state_old_file;	/* an older agent's file still to remove */
 	uint64_t state_failed;	/* saves that failed in a row */
+	struct gs_durable *dur;	/* the table's writer thread */
+	struct dop *dq_head, *dq_tail;	/* durable requests, in order; the
+					 * head's table is being written */
+	struct dop *uwait;	/* CLOSEs waiting for their usage row */
+	uint64_t usage_queued;	/* tick carrying the last final row */
+	uint64_t usage_committed;	/* last tick the store committed */
+	struct gs_conn sink;	/* replies for requesters that left */
+	char warning[GS_WARNING_MAX];	/* STATUS: gs_agent_set_warning */
+	uint64_t *loaded_ids;	/* every id of the table loaded at start */
+	unsigned nloaded;
+	uint64_t loaded_next_id;	/* its id counter; 0: none loaded */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -215,6 +238,7 @@ static void sched_params_of(const struct gs_agent_config *c,
 	p->escalation = c->escalation;
 	p->aging_ns = c->aging_ns ? c->aging_ns : c->slice_ns;
 	p->idle_grace_ns = c->idle_grace_ns;
+	p->shares_total = c->shares_per_gpu;
 }
 
 static struct gs_gpu *gpu_of(struct gs_agent *ag, const struct gs_alloc *a)
@@ -239,15 +263,37 @@ static struct gs_gpu *gpu_by_index(struct gs_agent *ag, int32_t index)
 
 /* ---- the allocation table file (state.h) ---- */
 
-/* Write the table so a restarted agent gets it back.  Called after every create, close, weight/priority and
- * label change.  A failure is logged (once per run of failures) and the
- * next change tries again. */
+/* The table file's record of allocation a. */
+static void state_entry(struct gs_agent *ag, const struct gs_alloc *a,
+			struct gs_state_alloc *sa)
+{
+	struct gs_gpu *g = gpu_by_index(ag, a->gpu);
+
+	memset(sa, 0, sizeof(*sa));
+	sa->id = a->id;
+	sa->gpu = a->gpu;
+	if (g != NULL)
+		snprintf(sa->gpu_uuid, sizeof(sa->gpu_uuid), "%s", g->d.uuid);
+	sa->shares = a->shares;
+	sa->weight = a->weight;
+	sa->priority = a->priority;
+	sa->mode = a->mode;
+	sa->uid = a->uid;
+	sa->flags = a->flags;
+	sa->created_unix_ns = a->created_unix_ns;
+	sa->labels = a->labels;
+	sa->mem_req = a->mem_req;
+}
+
+/* Write the table now, on the loop thread: only at start-up, before the
+ * loop runs and before any request (state_restore, gs_agent_forget); the
+ * requests that change the table go through the writer thread (durable
+ * requests below).  A failure is logged; the next write tries again. */
 static void state_save(struct gs_agent *ag)
 {
 	struct gs_state st;
 	struct gs_state_alloc sa;
 	struct gs_alloc *a;
-	struct gs_gpu *g;
 	struct gs_error err;
 
 	memset(&st, 0, sizeof(st));
@@ -256,22 +302,7 @@ static void state_save(struct gs_agent *ag)
 	st.next_id = gs_alloc_next_id(ag->allocs);
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
-		memset(&sa, 0, sizeof(sa));
-		sa.id = a->id;
-		sa.gpu = a->gpu;
-		g = gpu_by_index(ag, a->gpu);
-		if (g != NULL)
-			snprintf(sa.gpu_uuid, sizeof(sa.gpu_uuid), "%s",
-				 g->d.uuid);
-		sa.shares = a->shares;
-		sa.weight = a->weight;
-		sa.priority = a->priority;
-		sa.mode = a->mode;
-		sa.uid = a->uid;
-		sa.flags = a->flags;
-		sa.created_unix_ns = a->created_unix_ns;
-		sa.labels = a->labels;
-		sa.mem_req = a->mem_req;
+		state_entry(ag, a, &sa);
 		if (gs_state_add(&st, &sa, &err) < 0)
 			goto fail;
 	}
@@ -290,6 +321,14 @@ fail:
 			  "good write would not survive an agent restart",
 			  err.msg);
 	gs_state_clear(&st);
+}
+
+unsigned gs_agent_table_loaded(const struct gs_agent *ag,
+			       const uint64_t **ids, uint64_t *next_id)
+{
+	*ids = ag->loaded_ids;
+	*next_id = ag->loaded_next_id;
+	return ag->nloaded;
 }
 
 void gs_agent_forget(struct gs_agent *ag, uint64_t id)
@@ -388,6 +427,13 @@ static void state_restore(struct gs_agent *ag)
 	ag->state_seq = st.seq;
 	ag->state_old_file = st.old_file;
 	gs_alloc_set_next_id(ag->allocs, st.next_id);
+	ag->loaded_ids = calloc(st.n ? st.n : 1, sizeof(*ag->loaded_ids));
+	if (ag->loaded_ids != NULL) {
+		for (i = 0; i < st.n; i++)
+			ag->loaded_ids[i] = st.v[i].id;
+		ag->nloaded = st.n;
+		ag->loaded_next_id = st.next_id;
+	}
 	for (i = 0; i < st.n; i++) {
 		const struct gs_state_alloc *sa = &st.v[i];
 
@@ -412,8 +458,9 @@ static void state_restore(struct gs_agent *ag)
 		req.mem_limit = restore_mem(ag, g, sa);
 		a = gs_alloc_restore(ag->allocs, sa->id, &req,
 				     sa->created_unix_ns);
-		if (a == NULL || gs_sched_add(g->sched, a->id, a->weight,
-					      a->priority, gs_now_ns()) < 0) {
+		if (a == NULL || gs_sched_add_shares(g->sched, a->id,
+				a->shares, a->weight, a->priority,
+				gs_now_ns()) < 0) {
 			log_warnx("allocation %llu not restored: out of "
 				  "memory", (unsigned long long)sa->id);
 			if (a != NULL)
@@ -480,6 +527,8 @@ static int conn_queue(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_error err;
 
+	if (c == &c->ag->sink || (c->closing && c->fd < 0))
+		return -1;	/* the sink: a requester that left */
 	if (conn_encode(c, m, &err) < 0) {
 		log_warnx("client pid %d: cannot encode %s: %s", (int)c->pid,
 			  gs_msg_type_name(m->type), err.msg);
@@ -646,12 +695,66 @@ static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
 	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
 }
 
+/* Write the allocation's control fields into slot i's page (release
+ * order: a job that sees `suspend` sees the fields written before it). */
+static void ctl_write(struct gs_alloc *a, unsigned i)
+{
+	struct gs_ctlpage *p = a->att[i].page;
+
+	__atomic_store_n(&p->slice_deadline_ns, a->ctl_deadline_ns,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->grant_gen, a->grant_gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->suspend_set_ns, a->ctl_suspend_set_ns,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->suspend, a->ctl_suspend, __ATOMIC_RELEASE);
+}
+
+static void ctl_write_all(struct gs_alloc *a)
+{
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		ctl_write(a, i);
+}
+
+/* Does an attached process of a hold the grant (granted) or want the
+ * GPU (!granted)? */
+static int any_att(const struct gs_alloc *a, int granted)
+{
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL &&
+		    (granted ? a->att[i].granted : a->att[i].wants))
+			return 1;
+	return 0;
+}
+
+/* Slot i runs under the allocation's current grant: TOKEN_GRANT with
+ * the grant's generation and what is left of its slice. */
+static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
+{
+	struct gs_attach *t = &a->att[i];
+	struct gs_msg m;
+
+	t->granted = 1;
+	t->grant_at = now;
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_TOKEN_GRANT;
+	m.seq = 0;
+	m.u.grant.gen = a->grant_gen;
+	m.u.grant.slice_ns = a->ctl_deadline_ns > now ?
+			     a->ctl_deadline_ns - now : 1;
+	conn_queue(t->conn, &m);
+	conn_flush(t->conn);
+}
+
 static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 		     struct gs_alloc *a, uint64_t slice_ns, uint64_t now)
 {
-	struct gs_msg m;
+	unsigned i;
 
-	if (a->conn == NULL || a->page == NULL) {
+	if (!any_att(a, 0)) {
 		/* no process to run it: give the token straight back */
 		gs_sched_release(g->sched, a->id, 0, 1, now);
 		return;
@@ -659,18 +762,17 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 	a->grant_gen++;
 	a->granted = 1;
 	a->grant_at = now;
-	__atomic_store_n(&a->page->slice_deadline_ns, now + slice_ns,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&a->page->grant_gen, a->grant_gen, __ATOMIC_RELAXED);
-	__atomic_store_n(&a->page->suspend, GS_CTL_RUN, __ATOMIC_RELEASE);
+	a->suspending = 0;
+	a->grant_gpu_ns = 0;
+	a->grant_suspended = 0;
+	a->grant_escalated = 0;
+	a->ctl_deadline_ns = now + slice_ns;
+	a->ctl_suspend = GS_CTL_RUN;
+	ctl_write_all(a);
 	set_state(ag, a, GS_ASTATE_RUNNING);
-	memset(&m, 0, sizeof(m));
-	m.type = GS_MSG_TOKEN_GRANT;
-	m.seq = 0;
-	m.u.grant.gen = a->grant_gen;
-	m.u.grant.slice_ns = slice_ns;
-	conn_queue(a->conn, &m);
-	conn_flush(a->conn);
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL && a->att[i].wants)
+			send_grant(a, i, now);
 	log_debug("gpu %d: grant %llu to allocation %llu", g->d.index,
 		  (unsigned long long)a->grant_gen,
 		  (unsigned long long)a->id);
@@ -678,26 +780,32 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 
 static void do_suspend(struct gs_agent *ag, struct gs_alloc *a, uint64_t now)
 {
-	if (a->page != NULL) {
-		__atomic_store_n(&a->page->suspend_set_ns, now,
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
-				 __ATOMIC_RELEASE);
-	}
+	a->suspending = 1;
+	a->ctl_suspend_set_ns = now;
+	a->ctl_suspend = GS_CTL_SUSPEND;
+	ctl_write_all(a);
 	set_state(ag, a, GS_ASTATE_SUSPENDING);
 }
 
 static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 {
+	unsigned i;
+
 	a->escalations++;
+	a->grant_escalated = 1;
 	set_state(ag, a, GS_ASTATE_HELD);
-	if (ag->cfg.escalation == GS_ESC_KILL && a->conn != NULL &&
-	    a->pid > 0) {
-		log_warnx("allocation %llu: pid %d ignored a suspend for "
-			  "longer than the grace period; killing it",
-			  (unsigned long long)a->id, (int)a->pid);
-		if (kill(a->pid, SIGKILL) < 0)
-			log_warn("kill %d", (int)a->pid);
+	if (ag->cfg.escalation == GS_ESC_KILL && a->nattached > 0) {
+		for (i = 0; i < a->natt; i++) {
+			pid_t pid = a->att[i].pid;
+
+			if (a->att[i].conn == NULL || pid <= 0)
+				continue;
+			log_warnx("allocation %llu: pid %d ignored a suspend "
+				  "for longer than the grace period; killing "
+				  "it", (unsigned long long)a->id, (int)pid);
+			if (kill(pid, SIGKILL) < 0)
+				log_warn("kill %d", (int)pid);
+		}
 		return;
 	}
 	log_warnx("allocation %llu: pid %d ignored a suspend for longer "
@@ -739,36 +847,74 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 	g->next_ns = next;
 }
 
-/* The job is gone or detached: give back the token it holds and make it
- * inactive in the scheduler. */
-static void sched_detach(struct gs_agent *ag, struct gs_alloc *a,
-			 uint64_t now)
+/* Every process that ran under the allocation's grant has released it
+ * (or is gone): the allocation gives the token back, idle unless one of
+ * its processes still wants the GPU. */
+static void alloc_released(struct gs_agent *ag, struct gs_gpu *g,
+			   struct gs_alloc *a, uint64_t now)
 {
+	int idle = !any_att(a, 0);
+
+	gs_sched_release(g->sched, a->id, a->grant_gpu_ns, idle, now);
+	/* billed: what its processes reported, at least 7/8 of the hold;
+	 * an escalated hold all of it */
+	a->gpu_ns += a->grant_escalated && a->grant_gpu_ns < now - a->grant_at
+			     ? now - a->grant_at
+			     : gs_acct_bill_gpu(now - a->grant_at,
+						a->grant_gpu_ns);
+	a->granted = 0;
+	a->suspending = 0;
+	a->held_ns += now - a->grant_at;
+	if (a->grant_suspended)
+		a->suspensions++;
+	set_state(ag, a, idle ? GS_ASTATE_IDLE : GS_ASTATE_WAITING);
+}
+
+/* Process slot k of a is gone or detached: what it held of the grant is
+ * released (charged the time it held), it wants nothing more; the
+ * allocation stays, its other processes go on. */
+static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
+		       uint64_t now)
+{
+	struct gs_attach *t = &a->att[k];
 	struct gs_gpu *g = gpu_of(ag, a);
 	struct gs_sched_entry_info si;
+	unsigned i;
 
+	if (t->granted) {
+		a->grant_gpu_ns += now - t->grant_at;
+		t->granted = 0;
+	}
+	t->wants = 0;
+	t->conn = NULL;
+	t->pid = 0;
+	a->nattached--;
+	__atomic_store_n(&t->page->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
+	a->conn = NULL;
+	a->pid = 0;
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn != NULL) {
+			a->conn = a->att[i].conn;
+			a->pid = a->att[i].pid;
+			break;
+		}
 	if (g == NULL)
 		return;
-	if (a->granted) {
-		uint64_t held = now - a->grant_at;
-
-		gs_sched_release(g->sched, a->id, held, 1, now);
-		a->granted = 0;
-		a->held_ns += held;
-	}
-	if (gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
+	if (a->granted && !any_att(a, 1)) {
+		alloc_released(ag, g, a, now);
+	} else if (!a->granted && !any_att(a, 0) &&
+		   gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
 		/* waiting, never granted: re-enter inactive */
 		gs_sched_remove(g->sched, a->id, now);
-		gs_sched_add(g->sched, a->id, a->weight, a->priority, now);
+		gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				    a->priority, now);
 	}
-	if (a->page != NULL) {
-		__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND,
-				 __ATOMIC_RELEASE);
-		/* the driver gave back what the process held: keep the
-		 * peak, zero the gauge for the next process to attach */
-		gs_alloc_mem_peak(a);
-		__atomic_store_n(&a->page->mem_used, 0, __ATOMIC_RELEASE);
-	}
+	/* the driver gave back what the process held: keep the peak, zero
+	 * the gauge of its page for the next process to attach there */
+	gs_alloc_mem_peak(a);
+	__atomic_store_n(&t->page->mem_used, 0, __ATOMIC_RELEASE);
+	if (a->nattached == 0)
+		set_state(ag, a, GS_ASTATE_IDLE);
 	if (ag->stopping)
 		return;
 	gpu_step(ag, g, now);
@@ -797,65 +943,64 @@ static struct gs_alloc *need_alloc(struct gs_conn *c, const struct gs_msg *m,
 	return a;
 }
 
-static void req_create(struct gs_conn *c, const struct gs_msg *m)
+/* Is CREATE m admissible?  The GPU it goes to, with *out the request
+ * with its defaults; NULL when refused (the error is queued). */
+static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
+				   struct gs_alloc_req *out)
 {
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc_req req = m->u.req;
 	struct gs_gpu *g = NULL, *best = NULL, *fit = NULL;
-	struct gs_alloc_info info;
-	struct gs_msg rep;
-	struct gs_alloc *a;
 	struct gs_error merr;
 	uint64_t asked = req.mem_limit, limit = 0, lim;
 	uint32_t i, freeb = 0, freefit = 0, nsick = 0, nmem = 0;
-	char mb[32];
 
 	if (need_root(c, m) < 0)
-		return;
+		return NULL;
 	if (req.shares < 1 || req.shares > ag->cfg.shares_per_gpu) {
 		reply_err(c, m->seq, GS_EINVAL, "shares must be 1..%u, not %u",
 			  ag->cfg.shares_per_gpu, req.shares);
-		return;
+		return NULL;
 	}
 	if (req.weight == 0)
 		req.weight = req.shares;
 	if (req.weight > WEIGHT_MAX) {
 		reply_err(c, m->seq, GS_EINVAL, "weight must be 1..%u, not %u",
 			  WEIGHT_MAX, req.weight);
-		return;
+		return NULL;
 	}
 	if (req.priority > GS_SCHED_PRIO_MAX) {
 		reply_err(c, m->seq, GS_EINVAL,
 			  "priority must be 0..%u, not %u", GS_SCHED_PRIO_MAX,
 			  req.priority);
-		return;
+		return NULL;
 	}
 	if (req.mode > GS_MODE_SPACE) {
 		reply_err(c, m->seq, GS_EINVAL, "unknown mode %u", req.mode);
-		return;
+		return NULL;
 	}
 	if (req.flags & ~GS_ALLOC_FLAGS_KNOWN) {
 		reply_err(c, m->seq, GS_EINVAL, "unknown allocation flags %#x",
 			  req.flags & ~GS_ALLOC_FLAGS_KNOWN);
-		return;
+		return NULL;
 	}
 	if (req.gpu >= 0) {
 		g = gpu_by_index(ag, req.gpu);
 		if (g == NULL) {
 			reply_err(c, m->seq, GS_ENOENT, "no GPU %d on this "
 				  "node (%u GPUs)", req.gpu, ag->ngpus);
-			return;
+			return NULL;
 		}
 		if (g->drained) {
 			reply_err(c, m->seq, GS_EDRAINED,
 				  "GPU %d is drained", req.gpu);
-			return;
+			return NULL;
 		}
 		if (!g->healthy) {
 			reply_err(c, m->seq, GS_EUNHEALTHY,
 				  "GPU %d is unhealthy (%s): no new "
 				  "allocations", req.gpu, gs_agent_gpu_why(g));
-			return;
+			return NULL;
 		}
 		if (g->shares_total - g->shares_used < req.shares) {
 			reply_err(c, m->seq, GS_EBUSY,
@@ -863,13 +1008,13 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 				  "%u free", req.gpu, req.shares,
 				  g->shares_total - g->shares_used,
 				  g->shares_total);
-			return;
+			return NULL;
 		}
 		if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
 				  g->mem_limits, req.shares, asked, &limit,
 				  &merr) < 0) {
 			reply_err(c, m->seq, merr.code, "%s", merr.msg);
-			return;
+			return NULL;
 		}
 	} else {
 		/* the GPU with the most free shares among those where both
@@ -911,48 +1056,65 @@ static void req_create(struct gs_conn *c, const struct gs_msg *m)
 					  "no GPU accepts allocations (%u "
 					  "drained, %u unhealthy)",
 					  ag->ngpus - nsick, nsick);
-			return;
+			return NULL;
 		}
 		if (fit == NULL && nmem > 0) {
 			reply_err(c, m->seq, merr.code, "no GPU with %u free "
 				  "shares has room for the memory limit (%s)",
 				  req.shares, merr.msg);
-			return;
+			return NULL;
 		}
 		if (fit == NULL) {
 			reply_err(c, m->seq, GS_EBUSY,
 				  "no GPU has %u free shares (most free: GPU "
 				  "%d with %u of %u)", req.shares,
 				  best->d.index, freeb, best->shares_total);
-			return;
+			return NULL;
 		}
 		g = fit;
 		req.gpu = g->d.index;
 	}
 	req.mem_limit = limit;
-	a = gs_alloc_add(ag->allocs, &req, unix_ns());
+	*out = req;
+	return g;
+}
+
+/* CREATE, once the table with the new allocation is on disk: the same id
+ * (nothing else changed the table meanwhile: durable requests run one at
+ * a time) and creation time as the file holds. */
+static void create_apply(struct gs_conn *c, const struct gs_msg *m,
+			 const struct gs_alloc_req *r, uint64_t created)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc_req req = *r;
+	struct gs_alloc_info info;
+	struct gs_msg rep;
+	struct gs_alloc *a;
+	struct gs_gpu *g = gpu_by_index(ag, req.gpu);
+	char mb[32];
+
+	a = gs_alloc_add(ag->allocs, &req, created);
 	if (a == NULL) {
 		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
 		return;
 	}
-	if (gs_sched_add(g->sched, a->id, a->weight, a->priority,
-			 gs_now_ns()) < 0) {
+	if (gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
+				a->priority, gs_now_ns()) < 0) {
 		gs_alloc_remove(ag->allocs, a->id);
 		reply_err(c, m->seq, GS_ENOMEM, "scheduler: out of memory");
 		return;
 	}
 	g->shares_used += a->shares;
 	g->mem_limits += a->mem_limit;
-	a->mem_req = asked;
+	a->mem_req = m->u.req.mem_limit;	/* what was asked for */
 	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
 		 "%u, uid %u%s, memory limit %s%s, job '%s' pod '%s'",
 		 (unsigned long long)a->id, a->gpu, a->shares, a->weight,
 		 a->priority, a->uid,
 		 (a->flags & GS_ALLOC_ANY_UID) ? " (any uid may attach)" : "",
 		 a->mem_limit ? gs_mem_str(a->mem_limit, mb, sizeof(mb)) :
-		 "none", asked ? " (asked)" : "", a->labels.job,
+		 "none", a->mem_req ? " (asked)" : "", a->labels.job,
 		 a->labels.pod);
-	state_save(ag);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
 	memset(&rep, 0, sizeof(rep));
@@ -978,7 +1140,10 @@ static void fill_info(struct gs_agent *ag, struct gs_alloc *a,
 	}
 }
 
-static void req_close(struct gs_conn *c, const struct gs_msg *m)
+/* CLOSE, once the table without the allocation is on disk; *rep gets the
+ * reply (sent by the caller once the final usage row is stored). */
+static void close_apply(struct gs_conn *c, const struct gs_msg *m,
+			struct gs_msg *out)
 {
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc *a;
@@ -986,9 +1151,8 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_conn *job;
 	struct gs_msg rep;
 	uint64_t now = gs_now_ns();
+	unsigned k;
 
-	if (need_root(c, m) < 0)
-		return;
 	a = need_alloc(c, m, m->u.id);
 	if (a == NULL)
 		return;
@@ -996,13 +1160,14 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
-	job = a->conn;
-	if (job != NULL) {
-		sched_detach(ag, a, now);
+	for (k = 0; k < a->natt; k++) {
+		job = a->att[k].conn;
+		if (job == NULL)
+			continue;
+		detach_att(ag, a, k, now);
 		job->alloc = NULL;
-		a->conn = NULL;
 		/* the job's connection is useless now; the requester may
-		 * itself be the attached connection: keep that one open */
+		 * itself be an attached connection: keep that one open */
 		if (job != c)
 			conn_close(job);
 	}
@@ -1020,28 +1185,23 @@ static void req_close(struct gs_conn *c, const struct gs_msg *m)
 		 "suspensions", (unsigned long long)a->id, (double)a->gpu_ns /
 		 1e9, (double)a->held_ns / 1e9,
 		 (unsigned long long)a->suspensions);
-	/* the usage row is final and durable first (the accounting
-	 * observer flushes it), then the table file forgets the allocation:
-	 * a kill in between leaves it in the file with a final row, and the
-	 * next start drops it (gs_agent_forget) */
+	/* the table file no longer has it; the accounting observer queues
+	 * the final usage row, which the reply waits for (durable_done) */
 	gs_alloc_remove(ag->allocs, a->id);
-	state_save(ag);
-	conn_queue(c, &rep);
+	*out = rep;
 }
 
-static void req_label(struct gs_conn *c, const struct gs_msg *m)
+/* LABEL, once the table with the new labels is on disk. */
+static void label_apply(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_alloc *a;
 	struct gs_msg rep;
 
-	if (need_root(c, m) < 0)
-		return;
 	a = need_alloc(c, m, m->u.label.id);
 	if (a == NULL)
 		return;
 	a->labels = m->u.label.labels;
 	gs_alloc_notify(c->ag->allocs, GS_AEV_STATE, a);
-	state_save(c->ag);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
@@ -1056,7 +1216,8 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_gpu *g;
 	struct gs_error err;
 	struct gs_msg rep;
-	int fd;
+	struct gs_attach *t;
+	int fd, k;
 
 	if (c->alloc != NULL) {
 		reply_err(c, m->seq, GS_ESTATE, "this connection is already "
@@ -1074,34 +1235,48 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 			  (unsigned long long)a->id);
 		return;
 	}
-	if (a->conn != NULL) {
-		reply_err(c, m->seq, GS_EBUSY, "allocation %llu is already "
-			  "attached by pid %d", (unsigned long long)a->id,
-			  (int)a->pid);
-		return;
-	}
+	/* every process of the job attaches (srun -n, a launcher and its
+	 * workers), each with its own page, up to GS_ALLOC_MAX_ATTACH */
 	g = gpu_of(ag, a);
-	if (a->page == NULL &&
-	    gs_alloc_make_page(a, g ? (uint32_t)g->d.index : 0, gs_now_ns(),
-			       &err) < 0) {
-		log_warnx("allocation %llu: %s", (unsigned long long)a->id,
+	k = gs_alloc_attach_slot(a, g ? (uint32_t)g->d.index : 0, gs_now_ns(),
+				 &err);
+	if (k < 0) {
+		if (err.code != GS_EBUSY)
+			log_warnx("allocation %llu: %s",
+				  (unsigned long long)a->id, err.msg);
+		reply_err(c, m->seq, err.code, "%s%s",
+			  err.code == GS_EBUSY ? "" : "control page: ",
 			  err.msg);
-		reply_err(c, m->seq, err.code, "control page: %s", err.msg);
 		return;
 	}
-	fd = fcntl(a->ctl_fd, F_DUPFD_CLOEXEC, 0);
+	t = &a->att[k];
+	fd = fcntl(t->ctl_fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		reply_err(c, m->seq, GS_EIO, "dup: %s", strerror(errno));
 		return;
 	}
-	a->conn = c;
-	a->pid = c->pid;
-	a->granted = 0;
+	t->conn = c;
+	t->pid = c->pid;
+	t->wants = 0;
+	t->granted = 0;
+	a->nattached++;
+	if (a->conn == NULL) {
+		a->conn = c;
+		a->pid = c->pid;
+	}
 	c->alloc = a;
-	__atomic_store_n(&a->page->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
-	set_state(ag, a, GS_ASTATE_IDLE);
-	log_info("allocation %llu: attached by pid %d uid %u",
-		 (unsigned long long)a->id, (int)c->pid, (unsigned)c->uid);
+	c->slot = (unsigned)k;
+	/* the page shows the allocation's control fields: SUSPEND unless
+	 * a grant runs, which this process joins once it wants the GPU */
+	if (!a->granted)
+		a->ctl_suspend = GS_CTL_SUSPEND;
+	ctl_write(a, (unsigned)k);
+	if (a->nattached == 1)
+		set_state(ag, a, GS_ASTATE_IDLE);
+	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);	/* a new page */
+	log_info("allocation %llu: attached by pid %d uid %u (%u attached)",
+		 (unsigned long long)a->id, (int)c->pid, (unsigned)c->uid,
+		 a->nattached);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ATTACHED;
 	rep.seq = m->seq;
@@ -1131,6 +1306,13 @@ static void req_want(struct gs_conn *c, const struct gs_msg *m)
 	g = gpu_of(ag, a);
 	if (g == NULL)
 		return;
+	a->att[c->slot].wants = 1;
+	if (a->granted && !a->suspending) {
+		/* a grant runs: this process joins it at once */
+		if (!a->att[c->slot].granted)
+			send_grant(a, c->slot, now);
+		return;
+	}
 	if (gs_sched_want(g->sched, a->id, now) < 0) {
 		reply_err(c, m->seq, GS_ESTATE, "TOKEN_WANT refused");
 		return;
@@ -1146,6 +1328,7 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc *a = c->alloc;
 	const struct gs_release *r = &m->u.release;
+	struct gs_attach *t;
 	struct gs_gpu *g;
 	uint64_t now = gs_now_ns();
 	int idle;
@@ -1155,27 +1338,32 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 			  "TOKEN_RELEASE: connection is not attached");
 		return;
 	}
-	if (!a->granted || r->gen != a->grant_gen) {
+	t = &a->att[c->slot];
+	if (!t->granted || !a->granted || r->gen != a->grant_gen) {
 		reply_err(c, m->seq, GS_ESTATE, "TOKEN_RELEASE: generation "
 			  "%llu is not held (current %llu%s)",
 			  (unsigned long long)r->gen,
 			  (unsigned long long)a->grant_gen,
-			  a->granted ? "" : ", none held");
+			  t->granted ? "" : ", none held");
 		return;
 	}
 	g = gpu_of(ag, a);
 	if (g == NULL)
 		return;
 	idle = r->reason != GS_REL_SUSPENDED;
-	gs_sched_release(g->sched, a->id, r->gpu_ns, idle, now);
-	a->granted = 0;
-	a->gpu_ns += r->gpu_ns;
-	a->held_ns += now - a->grant_at;
+	t->granted = 0;
+	t->wants = !idle;
+	a->grant_gpu_ns += r->gpu_ns;
+	a->reported_gpu_ns += r->gpu_ns;
 	if (r->reason == GS_REL_SUSPENDED) {
-		a->suspensions++;
+		a->grant_suspended = 1;
 		a->last_evict_ns = r->evict_ns;
 	}
-	set_state(ag, a, idle ? GS_ASTATE_IDLE : GS_ASTATE_WAITING);
+	/* the allocation's token comes back once every process that ran
+	 * under the grant has released it */
+	if (any_att(a, 1))
+		return;
+	alloc_released(ag, g, a, now);
 	gpu_step(ag, g, now);
 	update_wakeup(ag);
 }
@@ -1195,6 +1383,7 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 	snprintf(st->policy, sizeof(st->policy), "%s",
 		 policy_name(ag->cfg.policy));
 	st->slice_ns = ag->cfg.slice_ns;
+	snprintf(st->warning, sizeof(st->warning), "%s", ag->warning);
 	st->gpus = calloc(ag->ngpus ? ag->ngpus : 1, sizeof(*st->gpus));
 	st->allocs = calloc(gs_alloc_count(ag->allocs) + 1,
 			    sizeof(*st->allocs));
@@ -1253,42 +1442,50 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 	gs_msg_clear(&rep);
 }
 
-static void req_set(struct gs_conn *c, const struct gs_msg *m)
+/* SET_WEIGHT / SET_PRIORITY: the allocation, or NULL when refused (the
+ * error is queued). */
+static struct gs_alloc *set_check(struct gs_conn *c, const struct gs_msg *m)
+{
+	uint32_t v = m->u.set.value;
+
+	if (need_root(c, m) < 0)
+		return NULL;
+	if (m->type == GS_MSG_SET_WEIGHT && (v < 1 || v > WEIGHT_MAX)) {
+		reply_err(c, m->seq, GS_EINVAL, "weight must be 1..%u, not %u",
+			  WEIGHT_MAX, v);
+		return NULL;
+	}
+	if (m->type == GS_MSG_SET_PRIORITY && v > GS_SCHED_PRIO_MAX) {
+		reply_err(c, m->seq, GS_EINVAL,
+			  "priority must be 0..%u, not %u", GS_SCHED_PRIO_MAX,
+			  v);
+		return NULL;
+	}
+	return need_alloc(c, m, m->u.set.id);
+}
+
+/* SET_WEIGHT / SET_PRIORITY, once the table with the value is on disk. */
+static void set_apply(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc *a;
 	struct gs_gpu *g;
 	uint32_t v = m->u.set.value;
 
-	if (need_root(c, m) < 0)
-		return;
 	a = need_alloc(c, m, m->u.set.id);
 	if (a == NULL)
 		return;
 	g = gpu_of(ag, a);
 	if (m->type == GS_MSG_SET_WEIGHT) {
-		if (v < 1 || v > WEIGHT_MAX) {
-			reply_err(c, m->seq, GS_EINVAL,
-				  "weight must be 1..%u, not %u", WEIGHT_MAX,
-				  v);
-			return;
-		}
 		a->weight = v;
 		if (g != NULL)
 			gs_sched_set_weight(g->sched, a->id, v);
 	} else {
-		if (v > GS_SCHED_PRIO_MAX) {
-			reply_err(c, m->seq, GS_EINVAL,
-				  "priority must be 0..%u, not %u",
-				  GS_SCHED_PRIO_MAX, v);
-			return;
-		}
 		a->priority = v;
 		if (g != NULL)
 			gs_sched_set_priority(g->sched, a->id, v);
 	}
 	gs_alloc_notify(ag->allocs, GS_AEV_STATE, a);
-	state_save(ag);
 	log_info("allocation %llu: %s %u", (unsigned long long)a->id,
 		 m->type == GS_MSG_SET_WEIGHT ? "weight" : "priority", v);
 	if (g != NULL) {
@@ -1296,6 +1493,386 @@ static void req_set(struct gs_conn *c, const struct gs_msg *m)
 		update_wakeup(ag);
 	}
 	reply_ok(c, m->seq);
+}
+
+/* ---- durable requests ----
+ *
+ * CREATE, CLOSE, LABEL, SET_WEIGHT and SET_PRIORITY change the allocation
+ * table, and what the agent answers must be what a restart finds.  Such a
+ * request is checked, then the table as it will be after it is handed to
+ * the writer thread (durable.c); only once that table is on disk does the
+ * change happen in memory and the reply go out.  A write that fails
+ * changes nothing: the request is refused with GS_EIO, naming the file
+ * and the error.  These requests run one at a time, in arrival order
+ * (dq_head): each is checked against the table the previous one left, so
+ * the table written is exactly the table applied.  Meanwhile the loop
+ * goes on: schedulers, token grants, attach, PING and STATUS do not wait
+ * for the disk, and a reply to a durable request may come after replies
+ * to the same connection's later requests (clients match by seq).
+ * A CLOSE's reply also waits, at most USAGE_WAIT_NS, for the commit of the
+ * tick that carries the allocation's final usage row
+ * (gs_agent_usage_queued/_committed); past that the reply goes out and
+ * the row stays queued in the usage store, which retries until it lands.
+ * A requester that disconnects (or gives up waiting) before its request
+ * is checked has it dropped.  After that, a CLOSE, LABEL or SET completes
+ * without a reply (its reply goes to `sink`); a CREATE is not carried
+ * out, since nobody would know the allocation (it would hold its shares
+ * until someone found and closed it): the table on disk, which has it, is
+ * written again without it first (a `sync` request, ahead of the rest).
+ */
+
+#define USAGE_WAIT_NS	(2000000000ull)
+#define DURABLE_TICK_NS	(100000000ull)
+
+struct dop {
+	struct dop *next;
+	int sync;		/* no request: write the table as it is */
+	struct gs_conn *c;	/* requester; &ag->sink once it is gone */
+	struct gs_msg m;	/* the request */
+	struct gs_alloc_req req;	/* CREATE: with its defaults */
+	uint64_t created;	/* CREATE: the creation time written */
+	struct gs_msg rep;	/* CLOSE: the reply, held for the usage */
+	uint64_t tick;		/* CLOSE: the usage tick waited for */
+	uint64_t deadline;	/* CLOSE: reply anyway then (monotonic) */
+};
+
+static void durable_next(struct gs_agent *ag, struct gs_conn *from);
+
+/* Write out what was queued for c outside its own event callback. */
+static void durable_flush(struct gs_agent *ag, struct gs_conn *c,
+			  struct gs_conn *from)
+{
+	if (c == &ag->sink || c == from)
+		return;
+	conn_flush(c);
+	if (c->closing)
+		conn_close(c);
+}
+
+/* c is closing: its requests complete without it. */
+static void durable_conn_gone(struct gs_agent *ag, struct gs_conn *c)
+{
+	struct dop *op;
+
+	for (op = ag->dq_head; op != NULL; op = op->next)
+		if (op->c == c)
+			op->c = &ag->sink;
+	for (op = ag->uwait; op != NULL; op = op->next)
+		if (op->c == c)
+			op->c = &ag->sink;
+}
+
+/* The table as it will be after the change: without allocation `drop`
+ * (0: none), with *put in place of the entry of its id or, for a new id,
+ * after the others (NULL: none), and the id counter at next_id. */
+static int state_build(struct gs_agent *ag, uint64_t drop,
+		       const struct gs_state_alloc *put, uint64_t next_id,
+		       struct gs_state *st, struct gs_error *err)
+{
+	struct gs_state_alloc sa;
+	struct gs_alloc *a;
+	int placed = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->seq = ag->state_seq + 1;
+	st->old_file = ag->state_old_file;
+	st->next_id = next_id;
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (a->id == drop)
+			continue;
+		if (put != NULL && put->id == a->id) {
+			sa = *put;
+			placed = 1;
+		} else {
+			state_entry(ag, a, &sa);
+		}
+		if (gs_state_add(st, &sa, err) < 0)
+			goto fail;
+	}
+	if (put != NULL && !placed && gs_state_add(st, put, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	gs_state_clear(st);
+	return -1;
+}
+
+static void durable_done(void *arg, const struct gs_error *err);
+
+/* Check the request at the head and hand its table to the writer: 0, or
+ * -1 when it was refused (the error is queued). */
+static int durable_plan(struct gs_agent *ag, struct dop *op)
+{
+	struct gs_conn *c = op->c;
+	const struct gs_msg *m = &op->m;
+	struct gs_state_alloc sa, *put = NULL;
+	struct gs_state st;
+	struct gs_error err;
+	struct gs_alloc *a = NULL;
+	struct gs_gpu *g;
+	uint64_t drop = 0, next_id = gs_alloc_next_id(ag->allocs);
+
+	switch (op->sync ? 0 : m->type) {
+	case 0:
+		break;
+	case GS_MSG_ALLOC_CREATE:
+		g = create_check(c, m, &op->req);
+		if (g == NULL)
+			return -1;
+		op->created = unix_ns();
+		memset(&sa, 0, sizeof(sa));
+		sa.id = next_id;
+		sa.gpu = op->req.gpu;
+		snprintf(sa.gpu_uuid, sizeof(sa.gpu_uuid), "%s", g->d.uuid);
+		sa.shares = op->req.shares;
+		sa.weight = op->req.weight;
+		sa.priority = op->req.priority;
+		sa.mode = op->req.mode;
+		sa.uid = op->req.uid;
+		sa.flags = op->req.flags;
+		sa.created_unix_ns = op->created;
+		sa.labels = op->req.labels;
+		sa.mem_req = m->u.req.mem_limit;	/* asked for, 0: default */
+		put = &sa;
+		next_id++;
+		break;
+	case GS_MSG_ALLOC_CLOSE:
+		if (need_root(c, m) < 0 || need_alloc(c, m, m->u.id) == NULL)
+			return -1;
+		drop = m->u.id;
+		break;
+	case GS_MSG_ALLOC_LABEL:
+		if (need_root(c, m) < 0 ||
+		    (a = need_alloc(c, m, m->u.label.id)) == NULL)
+			return -1;
+		state_entry(ag, a, &sa);
+		sa.labels = m->u.label.labels;
+		put = &sa;
+		break;
+	default:	/* SET_WEIGHT, SET_PRIORITY */
+		a = set_check(c, m);
+		if (a == NULL)
+			return -1;
+		state_entry(ag, a, &sa);
+		if (m->type == GS_MSG_SET_WEIGHT)
+			sa.weight = m->u.set.value;
+		else
+			sa.priority = m->u.set.value;
+		put = &sa;
+		break;
+	}
+	if (state_build(ag, drop, put, next_id, &st, &err) < 0)
+		goto fail;
+	if (gs_durable_save(ag->dur, ag->state_path, &st, durable_done, ag,
+			    &err) < 0) {
+		gs_state_clear(&st);
+		goto fail;
+	}
+	return 0;
+fail:
+	reply_err(c, m->seq, err.code, "%s refused, nothing changed: %s",
+		  gs_msg_type_name(m->type), err.msg);
+	return -1;
+}
+
+/* Start the next request that needs a write, unless one is in flight.
+ * from: the connection whose event is being handled (its output is
+ * written when that returns), NULL from the writer's completion. */
+static void durable_next(struct gs_agent *ag, struct gs_conn *from)
+{
+	struct dop *op;
+
+	while ((op = ag->dq_head) != NULL && !gs_durable_busy(ag->dur)) {
+		if ((op->sync || op->c != &ag->sink) &&
+		    durable_plan(ag, op) == 0)
+			return;
+		ag->dq_head = op->next;
+		if (ag->dq_head == NULL)
+			ag->dq_tail = NULL;
+		durable_flush(ag, op->c, from);
+		free(op);
+	}
+}
+
+static void durable_request(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct dop *op = calloc(1, sizeof(*op));
+
+	if (op == NULL) {
+		reply_err(c, m->seq, GS_ENOMEM, "out of memory");
+		return;
+	}
+	op->c = c;
+	op->m = *m;
+	if (ag->dq_tail != NULL)
+		ag->dq_tail->next = op;
+	else
+		ag->dq_head = op;
+	ag->dq_tail = op;
+	durable_next(ag, c);
+}
+
+/* Send the reply of a CLOSE that waited for its usage row. */
+static void usage_reply(struct gs_agent *ag, struct dop *op)
+{
+	conn_queue(op->c, &op->rep);
+	durable_flush(ag, op->c, NULL);
+	free(op);
+}
+
+/* A CREATE whose requester left while its table was being written: not
+ * carried out; the table is written again without it, before anything
+ * else. */
+static void create_undo(struct gs_agent *ag)
+{
+	struct dop *sync = calloc(1, sizeof(*sync));
+	uint64_t id = gs_alloc_next_id(ag->allocs);
+
+	log_warnx("allocation %llu not created: its requester left before "
+		  "the allocation table was written", (unsigned long long)id);
+	/* the id was on disk: never give it to another allocation */
+	gs_alloc_set_next_id(ag->allocs, id + 1);
+	if (sync == NULL) {
+		log_warnx("out of memory: the table file names an allocation "
+			  "%llu that does not exist until the next write",
+			  (unsigned long long)id);
+		return;
+	}
+	sync->sync = 1;
+	sync->c = &ag->sink;
+	sync->next = ag->dq_head;
+	ag->dq_head = sync;
+	if (ag->dq_tail == NULL)
+		ag->dq_tail = sync;
+}
+
+/* The writer is done with the table of the request at the head. */
+static void durable_done(void *arg, const struct gs_error *err)
+{
+	struct gs_agent *ag = arg;
+	struct dop *op = ag->dq_head;
+	struct gs_conn *c;
+	uint64_t mark;
+
+	if (op == NULL)
+		return;
+	ag->dq_head = op->next;
+	if (ag->dq_head == NULL)
+		ag->dq_tail = NULL;
+	c = op->c;
+	if (err != NULL && op->sync) {
+		ag->state_failed++;
+		log_warnx("state file: %s; it still names an allocation that "
+			  "was not created, until the next write", err->msg);
+	} else if (err != NULL) {
+		if (ag->state_failed++ % 100 == 0)
+			log_warnx("state file: %s; %s refused, nothing changed "
+				  "(%llu refused in a row)", err->msg,
+				  gs_msg_type_name(op->m.type),
+				  (unsigned long long)ag->state_failed);
+		reply_err(c, op->m.seq, GS_EIO, "%s refused, nothing "
+			  "changed: the allocation table could not be "
+			  "written: %s", gs_msg_type_name(op->m.type),
+			  err->msg);
+		goto out;
+	}
+	ag->state_seq++;
+	ag->state_old_file = 0;
+	if (ag->state_failed > 0)
+		log_info("state file %s written again (%llu requests were "
+			 "refused)", ag->state_path,
+			 (unsigned long long)ag->state_failed);
+	ag->state_failed = 0;
+	switch (op->sync ? 0 : op->m.type) {
+	case 0:
+		break;
+	case GS_MSG_ALLOC_CREATE:
+		if (c == &ag->sink) {
+			create_undo(ag);
+			break;
+		}
+		create_apply(c, &op->m, &op->req, op->created);
+		break;
+	case GS_MSG_ALLOC_CLOSE:
+		mark = ag->usage_queued;
+		close_apply(c, &op->m, &op->rep);
+		if (op->rep.type != GS_MSG_ALLOC_INFO)
+			break;
+		if (ag->usage_queued != mark &&
+		    ag->usage_committed < ag->usage_queued) {
+			op->tick = ag->usage_queued;
+			op->deadline = gs_now_ns() + USAGE_WAIT_NS;
+			op->next = ag->uwait;
+			ag->uwait = op;
+			op = NULL;
+			break;
+		}
+		conn_queue(c, &op->rep);
+		break;
+	case GS_MSG_ALLOC_LABEL:
+		label_apply(c, &op->m);
+		break;
+	default:
+		set_apply(c, &op->m);
+		break;
+	}
+out:
+	if (op != NULL) {
+		durable_flush(ag, c, NULL);
+		free(op);
+	}
+	durable_next(ag, NULL);
+}
+
+void gs_agent_set_warning(struct gs_agent *ag, const char *msg)
+{
+	snprintf(ag->warning, sizeof(ag->warning), "%s", msg);
+}
+
+void gs_agent_usage_queued(struct gs_agent *ag, uint64_t tick)
+{
+	if (tick > ag->usage_queued)
+		ag->usage_queued = tick;
+}
+
+void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick)
+{
+	struct dop **pp = &ag->uwait, *op;
+
+	if (tick <= ag->usage_committed)
+		return;
+	ag->usage_committed = tick;
+	while ((op = *pp) != NULL) {
+		if (op->tick > tick) {
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		usage_reply(ag, op);
+	}
+}
+
+/* CLOSE replies whose usage row is late: answer, the row follows. */
+static void on_durable_tick(struct gs_loop *l, uint64_t now, void *arg)
+{
+	struct gs_agent *ag = arg;
+	struct dop **pp = &ag->uwait, *op;
+
+	(void)l;
+	now = gs_now_ns();
+	while ((op = *pp) != NULL) {
+		if (op->deadline > now) {
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		log_warnx("allocation %llu closed; its final usage row is not "
+			  "on disk yet (the usage store is behind): kept in "
+			  "memory and retried", (unsigned long long)op->m.u.id);
+		usage_reply(ag, op);
+	}
 }
 
 /* DRAIN and GPU_FAULT: root only, naming one of this node's GPUs (both
@@ -1364,13 +1941,11 @@ static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 		reply_ok(c, m->seq);
 		break;
 	case GS_MSG_ALLOC_CREATE:
-		req_create(c, m);
-		break;
 	case GS_MSG_ALLOC_CLOSE:
-		req_close(c, m);
-		break;
 	case GS_MSG_ALLOC_LABEL:
-		req_label(c, m);
+	case GS_MSG_SET_WEIGHT:
+	case GS_MSG_SET_PRIORITY:
+		durable_request(c, m);
 		break;
 	case GS_MSG_ATTACH:
 		req_attach(c, m);
@@ -1383,10 +1958,6 @@ static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 		break;
 	case GS_MSG_STATUS:
 		req_status(c, m);
-		break;
-	case GS_MSG_SET_WEIGHT:
-	case GS_MSG_SET_PRIORITY:
-		req_set(c, m);
 		break;
 	case GS_MSG_DRAIN:
 		req_drain(c, m);
@@ -1409,16 +1980,16 @@ static void conn_close(struct gs_conn *c)
 {
 	struct gs_agent *ag = c->ag;
 
+	durable_conn_gone(ag, c);
+
 	if (c->alloc != NULL) {
 		struct gs_alloc *a = c->alloc;
 
-		sched_detach(ag, a, gs_now_ns());
-		a->conn = NULL;
-		a->pid = 0;
 		c->alloc = NULL;
-		set_state(ag, a, GS_ASTATE_IDLE);
-		log_info("allocation %llu: job process %d detached",
-			 (unsigned long long)a->id, (int)c->pid);
+		detach_att(ag, a, c->slot, gs_now_ns());
+		log_info("allocation %llu: job process %d detached (%u still "
+			 "attached)", (unsigned long long)a->id, (int)c->pid,
+			 a->nattached);
 	}
 	gs_loop_del_fd(ag->loop, c->fd);
 	close(c->fd);
@@ -1937,9 +2508,20 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		log_info("gpu %d: %s %s%s", g->d.index, g->d.uuid, g->d.name,
 			 g->d.simulated ? " (simulated)" : "");
 	}
+	ag->sink.ag = ag;
+	ag->sink.fd = -1;
+	ag->sink.pass_fd = -1;
+	ag->sink.closing = 1;
+	gs_wbuf_init(&ag->sink.out);
 	if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
 		log_warn("state_dir %s", cfg->state_dir);
 	if (open_signals(ag, err) < 0)
+		goto out_free;
+	/* after open_signals: the writer thread inherits the blocked mask,
+	 * so SIGHUP/SIGTERM reach only the signalfd */
+	if (gs_durable_new(ag->loop, &ag->dur, err) < 0 ||
+	    gs_loop_add_tick(ag->loop, DURABLE_TICK_NS, on_durable_tick, ag,
+			     err) < 0)
 		goto out_free;
 	if (open_socket(ag, err) < 0)
 		goto out_free;
@@ -1990,12 +2572,26 @@ void gs_agent_free(struct gs_agent *ag)
 		unlink(ag->cfg.socket);
 	if (ag->sfd >= 0)
 		close(ag->sfd);
+	gs_durable_free(ag->dur);	/* a write in flight ends first */
+	while (ag->dq_head != NULL) {
+		struct dop *op = ag->dq_head;
+
+		ag->dq_head = op->next;
+		free(op);
+	}
+	while (ag->uwait != NULL) {
+		struct dop *op = ag->uwait;
+
+		ag->uwait = op->next;
+		free(op);
+	}
 	for (i = 0; i < ag->ngpus; i++)
 		gs_sched_free(ag->gpus[i].sched);
 	gs_alloc_table_free(ag->allocs);
 	gs_connlimit_free(ag->climit);
 	if (ag->spare_fd >= 0)
 		close(ag->spare_fd);
+	free(ag->loaded_ids);
 	gs_loop_free(ag->loop);
 	free(ag->cfg_path);
 	free(ag);

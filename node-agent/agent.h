@@ -73,6 +73,21 @@ void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
  * kill between the row's commit and the file's rewrite.  Only before any
  * job attached; observers are told CLOSED. */
 void gs_agent_forget(struct gs_agent *ag, uint64_t id);
+/* What STATUS tells operators now (gsharectl status prints it), "" for
+ * nothing; copied, cut at GS_WARNING_MAX - 1 bytes. */
+void gs_agent_set_warning(struct gs_agent *ag, const char *msg);
+/* Accounting: the final usage row of an allocation closed just now goes
+ * to the usage store with tick `tick`; the CLOSE's reply waits (a short
+ * while) until gs_agent_usage_committed reports that tick or a later one
+ * committed (ticks commit in order). */
+void gs_agent_usage_queued(struct gs_agent *ag, uint64_t tick);
+void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick);
+/* The allocation table loaded at start-up: every id it held (restored or
+ * not; borrowed) and its id counter (*next_id 0: no valid table).  An
+ * open usage row of an id below that counter and not in the table was
+ * closed (the close reached the table file) just before the agent died. */
+unsigned gs_agent_table_loaded(const struct gs_agent *ag,
+			       const uint64_t **ids, uint64_t *next_id);
 /* Reason a GPU is unhealthy ("" when healthy); borrowed. */
 const char *gs_agent_gpu_why(const struct gs_gpu *g);
 

@@ -38,10 +38,15 @@ struct gs_alloc_table *gs_alloc_table_new(void)
 
 static void alloc_free(struct gs_alloc *a)
 {
-	if (a->page != NULL)
-		munmap(a->page, GS_CTL_SIZE);
-	if (a->ctl_fd >= 0)
-		close(a->ctl_fd);
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++) {
+		if (a->att[i].page != NULL)
+			munmap(a->att[i].page, GS_CTL_SIZE);
+		if (a->att[i].ctl_fd >= 0)
+			close(a->att[i].ctl_fd);
+	}
+	free(a->att);
 	free(a);
 }
 
@@ -242,8 +247,9 @@ unsigned gs_alloc_count(const struct gs_alloc_table *t)
 	return t->n;
 }
 
-int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
-		       uint64_t now_ns, struct gs_error *err)
+static int make_page(struct gs_alloc *a, uint32_t gpu_index,
+		     uint64_t now_ns, int *fdp, struct gs_ctlpage **pp,
+		     struct gs_error *err)
 {
 	struct gs_ctlpage *p;
 	int fd;
@@ -275,8 +281,8 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 		munmap(p, GS_CTL_SIZE);
 		goto out_close;
 	}
-	a->ctl_fd = fd;
-	a->page = p;
+	*fdp = fd;
+	*pp = p;
 	return 0;
 
 out_close:
@@ -284,23 +290,70 @@ out_close:
 	return -1;
 }
 
-uint64_t gs_alloc_mem_used(const struct gs_alloc *a)
+int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
+			 uint64_t now_ns, struct gs_error *err)
 {
-	if (a->page == NULL)
-		return 0;
-	return __atomic_load_n(&a->page->mem_used, __ATOMIC_ACQUIRE);
+	struct gs_attach *v, *t;
+	unsigned i;
+
+	for (i = 0; i < a->natt; i++)
+		if (a->att[i].conn == NULL)
+			return (int)i;
+	if (a->natt >= GS_ALLOC_MAX_ATTACH)
+		return gs_error_set(err, GS_EBUSY, "allocation %llu already "
+				    "has %u attached processes (the most)",
+				    (unsigned long long)a->id,
+				    GS_ALLOC_MAX_ATTACH);
+	v = realloc(a->att, (a->natt + 1) * sizeof(*v));
+	if (v == NULL)
+		return gs_error_set(err, GS_ENOMEM, "out of memory");
+	a->att = v;
+	t = &v[a->natt];
+	memset(t, 0, sizeof(*t));
+	t->ctl_fd = -1;
+	if (make_page(a, gpu_index, now_ns, &t->ctl_fd, &t->page, err) < 0)
+		return -1;
+	if (a->natt == 0) {
+		a->ctl_fd = t->ctl_fd;
+		a->page = t->page;
+	}
+	return (int)a->natt++;
 }
 
-/* The job's word; a peak below the current use is not one. */
+int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
+		       uint64_t now_ns, struct gs_error *err)
+{
+	if (a->natt > 0)
+		return 0;
+	return gs_alloc_attach_slot(a, gpu_index, now_ns, err) < 0 ? -1 : 0;
+}
+
+uint64_t gs_alloc_mem_used(const struct gs_alloc *a)
+{
+	uint64_t sum = 0, u;
+
+	for (unsigned i = 0; i < a->natt; i++) {
+		u = __atomic_load_n(&a->att[i].page->mem_used,
+				    __ATOMIC_ACQUIRE);
+		sum = u > UINT64_MAX - sum ? UINT64_MAX : sum + u;
+	}
+	return sum;
+}
+
+/* The job's word.  With one process its page's peak; with several the
+ * pages' peaks do not add up to the allocation's (they need not fall at
+ * the same time), so the allocation's peak is the largest of: what the
+ * agent saw before, the sum held now, any one page's peak. */
 static uint64_t peak_of(const struct gs_alloc *a)
 {
-	uint64_t p = a->mem_peak, q, u;
+	uint64_t p = a->mem_peak, q;
 
-	if (a->page != NULL) {
-		q = __atomic_load_n(&a->page->mem_peak, __ATOMIC_ACQUIRE);
-		u = gs_alloc_mem_used(a);
-		if (q < u)
-			q = u;
+	q = gs_alloc_mem_used(a);
+	if (q > p)
+		p = q;
+	for (unsigned i = 0; i < a->natt; i++) {
+		q = __atomic_load_n(&a->att[i].page->mem_peak,
+				    __ATOMIC_ACQUIRE);
 		if (q > p)
 			p = q;
 	}
@@ -326,6 +379,7 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->flags = a->flags;
 	out->state = a->state;
 	out->pid = (uint32_t)a->pid;
+	out->nattached = a->nattached;
 	out->labels = a->labels;
 	out->created_unix_ns = a->created_unix_ns;
 	out->gpu_ns = a->gpu_ns;
@@ -334,7 +388,7 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->mem_limit = a->mem_limit;
 	out->mem_used = gs_alloc_mem_used(a);
 	out->mem_peak = peak_of(a);
-	if (a->page != NULL)
-		out->block_tasks = __atomic_load_n(&a->page->block_tasks,
-						    __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < a->natt; i++)
+		out->block_tasks += __atomic_load_n(
+			&a->att[i].page->block_tasks, __ATOMIC_ACQUIRE);
 }

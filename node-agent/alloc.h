@@ -23,6 +23,23 @@
 
 struct gs_conn;
 
+/* Processes of one job attached to one allocation at once (srun -n,
+ * launcher and workers): ATTACH beyond this is refused (GS_EBUSY). */
+#define GS_ALLOC_MAX_ATTACH 64u
+
+/* One attached process.  Slots keep their control page for the
+ * allocation's life: a process that attaches later takes the lowest free
+ * slot and its page (like a re-attach, whose counters continue). */
+struct gs_attach {
+	struct gs_conn *conn;	/* NULL: slot free */
+	pid_t pid;
+	int ctl_fd;		/* memfd of this slot's page, -1: none */
+	struct gs_ctlpage *page;	/* agent's own mapping */
+	int wants;		/* sent TOKEN_WANT, not released idle */
+	int granted;		/* holds the current grant, no release yet */
+	uint64_t grant_at;	/* when it got it */
+};
+
 struct gs_alloc {
 	uint64_t id;
 	int32_t gpu;		/* index into the agent's GPU table */
@@ -37,21 +54,35 @@ struct gs_alloc {
 				 * (req->mem_limit as the agent settled it) */
 	uint64_t mem_req;	/* the limit the job asked for, 0: default */
 	uint64_t mem_peak;	/* most device memory seen held (control
-				 * page), kept across re-attaches */
+				 * pages), kept across re-attaches */
 
-	/* attachment: the job process's connection (NULL: none) */
-	struct gs_conn *conn;
-	pid_t pid;		/* from SO_PEERCRED at attach, 0: none */
-	int ctl_fd;		/* memfd of the control page, -1: none yet */
-	struct gs_ctlpage *page;	/* agent's own mapping */
+	/* attachments: the job's processes (att[0..natt-1], slots with a
+	 * page; nattached of them have a connection) */
+	struct gs_attach *att;
+	unsigned natt, nattached;
+	struct gs_conn *conn;	/* one attached connection, NULL: none */
+	pid_t pid;		/* its pid (SO_PEERCRED), 0: none */
+	int ctl_fd;		/* slot 0's page (att[0]), -1: none yet */
+	struct gs_ctlpage *page;	/* slot 0's page, NULL: none yet */
 
-	/* token bookkeeping */
+	/* token bookkeeping (the allocation holds the token; every
+	 * attachment that wants it runs under the same grant) */
 	uint64_t grant_gen;	/* last generation granted */
 	int granted;		/* a grant is outstanding (no release yet) */
 	uint64_t grant_at;	/* CLOCK_MONOTONIC of the last grant */
+	int suspending;		/* SUSPEND written for this grant */
+	uint64_t grant_gpu_ns;	/* GPU time the releases of this grant
+				 * reported so far */
+	int grant_suspended;	/* one of them left on a suspend */
+	int grant_escalated;	/* this grant was escalated */
+	/* control fields, mirrored into every slot's page */
+	uint32_t ctl_suspend;
+	uint64_t ctl_deadline_ns, ctl_suspend_set_ns;
 
 	/* usage, as the agent saw it */
-	uint64_t gpu_ns;	/* sum of RELEASE gpu_ns */
+	uint64_t gpu_ns;	/* billed: per grant, the RELEASE reports,
+				 * at least 7/8 of the hold (gs_acct_bill_gpu) */
+	uint64_t reported_gpu_ns;	/* sum of RELEASE gpu_ns */
 	uint64_t held_ns;	/* grant → release */
 	uint64_t suspensions;	/* releases after a suspend */
 	uint64_t escalations;
@@ -112,13 +143,19 @@ struct gs_alloc *gs_alloc_next(struct gs_alloc_table *t,
 unsigned gs_alloc_count(const struct gs_alloc_table *t);
 
 /* Create the control page for a (memfd, GS_CTL_SIZE, header written,
- * sealed against resizing), map it in a->page. */
+ * sealed against resizing), map it in a->page (slot 0). */
 int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 		       uint64_t now_ns, struct gs_error *err);
+/* A free attachment slot with its page: the lowest free one (its page
+ * kept), or a new one with a new page.  Returns the slot index, or -1:
+ * GS_EBUSY when GS_ALLOC_MAX_ATTACH are attached, GS_ENOMEM/GS_EIO. */
+int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
+			 uint64_t now_ns, struct gs_error *err);
 
-/* Device memory the job reports holding now, and the most it held
- * (job-written page figures; 0 without a page).  mem_peak also updates
- * a->mem_peak. */
+/* Device memory the job reports holding now (the sum over its slots'
+ * pages), and the most it held as far as the agent can tell (see
+ * alloc.c); job-written figures, 0 without a page.  mem_peak also
+ * updates a->mem_peak. */
 uint64_t gs_alloc_mem_used(const struct gs_alloc *a);
 uint64_t gs_alloc_mem_peak(struct gs_alloc *a);
 

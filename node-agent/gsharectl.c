@@ -140,7 +140,9 @@ static void print_json(const struct gs_status *st)
 
 	printf("{\"policy\": ");
 	json_str(st->policy);
-	printf(", \"slice_ns\": %" PRIu64 ", \"gpus\": [", st->slice_ns);
+	printf(", \"slice_ns\": %" PRIu64 ", \"warning\": ", st->slice_ns);
+	json_str(st->warning);
+	printf(", \"gpus\": [");
 	for (i = 0; i < st->ngpus; i++) {
 		const struct gs_gpu_info *g = &st->gpus[i];
 
@@ -170,7 +172,8 @@ static void print_json(const struct gs_status *st)
 		json_str(a->gpu_uuid);
 		printf(", \"shares\": %u, \"weight\": %u, \"priority\": %u, "
 		       "\"mode\": \"%s\", \"uid\": %u, \"state\": \"%s\", "
-		       "\"pid\": %u, \"created_unix_ns\": %" PRIu64
+		       "\"pid\": %u, \"nattached\": %u, "
+		       "\"created_unix_ns\": %" PRIu64
 		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
 		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
 		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"any_uid\": %s"
@@ -178,7 +181,7 @@ static void print_json(const struct gs_status *st)
 		       ", \"mem_peak\": %" PRIu64 ", \"labels\": ",
 		       a->shares, a->weight, a->priority,
 		       gs_mode_name(a->mode), a->uid,
-		       gs_alloc_state_name(a->state), a->pid,
+		       gs_alloc_state_name(a->state), a->pid, a->nattached,
 		       a->created_unix_ns, a->gpu_ns, a->held_ns,
 		       a->suspensions, a->block_tasks, a->vtime_ns,
 		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false",
@@ -210,6 +213,8 @@ static void print_table(const struct gs_status *st)
 
 	gs_cfg_format_duration(st->slice_ns, slice, sizeof(slice));
 	printf("policy %s, slice %s\n", st->policy, slice);
+	if (st->warning[0])
+		printf("WARNING: %s\n", st->warning);
 	for (i = 0; i < st->ngpus; i++) {
 		const struct gs_gpu_info *g = &st->gpus[i];
 
@@ -238,12 +243,13 @@ static void print_table(const struct gs_status *st)
 			if (a->gpu != g->index)
 				continue;
 			if (shown++ == 0)
-				printf("  %6s %6s %6s %6s %6s %5s %-10s %12s "
-				       "%10s %10s %8s %7s %7s %7s  %s\n",
+				printf("  %6s %6s %6s %6s %6s %5s %-10s %5s "
+				       "%12s %10s %10s %8s %7s %7s %7s  %s\n",
 				       "ALLOC", "UID", "SHARES", "WEIGHT",
-				       "PRIO", "MODE", "STATE", "VTIME(ms)",
-				       "GPU(s)", "HELD(s)", "SUSP", "MEM",
-				       "MAXMEM", "MEMLIM", "OWNER");
+				       "PRIO", "MODE", "STATE", "PROCS",
+				       "VTIME(ms)", "GPU(s)", "HELD(s)",
+				       "SUSP", "MEM", "MAXMEM", "MEMLIM",
+				       "OWNER");
 			if (a->flags & GS_ALLOC_ANY_UID)
 				snprintf(uid, sizeof(uid), "any");
 			else
@@ -260,10 +266,10 @@ static void print_table(const struct gs_status *st)
 			fmt_mem(m2, sizeof(m2), a->mem_peak, 0);
 			fmt_mem(m3, sizeof(m3), a->mem_limit, 1);
 			printf("  %6" PRIu64 " %6s %6u %6u %6s %5s %-10s "
-			       "%12.3f %10s %10s %8" PRIu64 " %7s %7s %7s  "
+			       "%5u %12.3f %10s %10s %8" PRIu64 " %7s %7s %7s  "
 			       "%s\n", a->id, uid, a->shares, a->weight, prio,
 			       gs_mode_name(a->mode),
-			       gs_alloc_state_name(a->state),
+			       gs_alloc_state_name(a->state), a->nattached,
 			       (double)a->vtime_ns / 1e6, g1, g2,
 			       a->suspensions, m1, m2, m3,
 			       owner_label(a, own, sizeof(own)));

@@ -260,9 +260,13 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		gs_mbuf_printf(b, "gshare_store_writes_total %" PRIu64 "\n",
 			       st->store_writes);
 		family(b, "gshare_store_errors_total", "counter",
-		       "Tick batches the usage store failed to write or dropped.");
+		       "Failed tries to commit a tick batch to the usage store (each is tried again until it commits).");
 		gs_mbuf_printf(b, "gshare_store_errors_total %" PRIu64 "\n",
 			       st->store_errors);
+		family(b, "gshare_store_behind_seconds", "gauge",
+		       "Age of the oldest usage not yet committed to the usage store (0: all written; grows while the disk fails or stalls).");
+		gs_mbuf_printf(b, "gshare_store_behind_seconds %.9g\n",
+			       sec(st->store_behind_ns));
 		family(b, "gshare_store_write_seconds_total", "counter",
 		       "Time spent in usage store transactions.");
 		gs_mbuf_printf(b, "gshare_store_write_seconds_total %.9g\n",

@@ -36,6 +36,8 @@ struct gs_agent_stats {
 	uint64_t store_write_ns_sum;
 	uint64_t store_write_ns_last;
 	uint64_t store_purged;		/* samples removed by retention */
+	uint64_t store_behind_ns;	/* age of the oldest usage not yet
+					 * committed (0: all written) */
 };
 
 /* Growable text buffer. */

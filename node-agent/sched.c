@@ -30,10 +30,16 @@
 #define DEF_SLICE_NS 4000000ull
 #define DEF_GRACE_NS 100000000ull
 #define DEF_IDLE_GRACE_NS 2000000ull
+#define DEF_SHARES_TOTAL 100u
+#define EFF_ONE (1ull << 30)	/* effective weight of the whole GPU */
+#define OWED_CAP_MIN 50000000ull	/* 50 ms */
 
 struct ent {
 	uint64_t id;
 	uint32_t weight;
+	uint32_t shares;	/* guaranteed part, of shares_total */
+	uint64_t ew;		/* effective weight (reweigh), >= 1 */
+	uint64_t owed;		/* guaranteed time not yet received */
 	uint32_t prio;		/* static, clamped to GS_SCHED_PRIO_MAX */
 	uint32_t eff;		/* effective priority, last decision */
 	uint8_t active;		/* wants the token */
@@ -51,7 +57,9 @@ struct ent {
 	uint64_t suspend_at;
 	uint64_t revoked_at;
 	uint64_t hold_until;	/* held_back: penalty end */
-	uint64_t skip_ns;	/* not charged at release (policy change) */
+	uint64_t skip_ns;	/* not charged at release (charged already
+				 * at an older weight, or a policy change) */
+	uint64_t charged_to;	/* holder: vtime covers the grant to here */
 	uint64_t idle_at;	/* can_return: time of the idle release */
 	uint64_t lag;		/* can_return: vtime below the others then */
 };
@@ -63,6 +71,7 @@ struct gs_sched {
 	int hidx;		/* index of the holder, -1: token free */
 	uint64_t floor[NCLASS];	/* per-class vtime floor, monotonic */
 	uint64_t last_now;	/* latest time any call was given */
+	uint64_t acc_at;	/* owed accrued up to here */
 };
 
 void
@@ -75,6 +84,7 @@ gs_sched_params_default(struct gs_sched_params *p)
 	p->escalation = GS_ESC_HOLD;
 	p->aging_ns = DEF_SLICE_NS;
 	p->idle_grace_ns = DEF_IDLE_GRACE_NS;
+	p->shares_total = DEF_SHARES_TOTAL;
 }
 
 static void
@@ -87,6 +97,8 @@ params_fix(struct gs_sched_params *dst, const struct gs_sched_params *src)
 		dst->slice_ns = DEF_SLICE_NS;
 	if (dst->aging_ns == 0)
 		dst->aging_ns = dst->slice_ns;
+	if (dst->shares_total == 0)
+		dst->shares_total = DEF_SHARES_TOTAL;
 }
 
 struct gs_sched *
@@ -116,6 +128,8 @@ gs_sched_free(struct gs_sched *s)
 	free(s);
 }
 
+static void reweigh(struct gs_sched *s, uint64_t now);
+
 void
 gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 {
@@ -124,6 +138,7 @@ gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 	unsigned i, c;
 
 	params_fix(&s->p, p);
+	reweigh(s, s->last_now);
 	if (s->p.policy == old)
 		return;
 	/* A new policy starts a new fairness epoch: virtual times built
@@ -139,6 +154,7 @@ gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 		s->e[i].vtime = m;
 		s->e[i].can_return = 0;	/* lags of the old epoch */
 		s->e[i].back = 0;
+		s->e[i].owed = 0;
 	}
 	for (c = 0; c < NCLASS; c++)
 		s->floor[c] = m;
@@ -146,9 +162,9 @@ gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 	if (s->hidx >= 0) {
 		struct ent *h = &s->e[s->hidx];
 
-		if (s->last_now > h->grant_at) {
-			h->skip_ns += s->last_now - h->grant_at;
-			h->grant_at = s->last_now;
+		if (s->last_now > h->charged_to) {
+			h->skip_ns += s->last_now - h->charged_to;
+			h->charged_to = s->last_now;
 		}
 	}
 }
@@ -185,27 +201,144 @@ cls(const struct gs_sched *s, const struct ent *e)
 }
 
 static uint64_t
-charge_of(uint64_t ns, uint32_t weight)
-{
-	unsigned __int128 v = (unsigned __int128)ns * GS_SCHED_WEIGHT_SCALE;
-
-	v /= weight;
-	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
-}
-
-static uint64_t
 sat_add(uint64_t a, uint64_t b)
 {
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* Virtual time of ns of GPU time at effective weight eff: GPU time
+ * divided by the fraction of the GPU the entry is due. */
+static uint64_t
+charge_of(uint64_t ns, uint64_t eff)
+{
+	unsigned __int128 v = (unsigned __int128)ns * EFF_ONE;
+
+	v /= eff ? eff : 1;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+/* Does e compete for the GPU now (wants it, token not revoked)? */
+static int
+competing(const struct ent *e)
+{
+	return e->active && !e->revoked;
+}
+
+/* Effective weight (fraction of the GPU x EFF_ONE) of an entry with
+ * `shares` and `weight` among competitors holding sum_sh shares and
+ * sum_w weight (itself included): its guarantee, plus its weight's part
+ * of what no competitor guarantees. */
+static uint64_t
+eff_of(const struct gs_sched *s, uint32_t shares, uint32_t weight,
+       uint64_t sum_sh, uint64_t sum_w)
+{
+	uint64_t tot = s->p.shares_total;
+	unsigned __int128 v;
+
+	if (sum_sh >= tot) {
+		/* oversubscribed (never by the agent's admission): the
+		 * guarantees scale down together */
+		v = (unsigned __int128)shares * EFF_ONE / sum_sh;
+		if (sum_sh == 0)
+			v = EFF_ONE;
+	} else {
+		v = (unsigned __int128)shares * EFF_ONE / tot;
+		if (sum_w > 0)
+			v += (unsigned __int128)(tot - sum_sh) * EFF_ONE *
+			     weight / ((unsigned __int128)tot * sum_w);
+	}
+	return v == 0 ? 1 : (uint64_t)v;
+}
+
+/* Recompute every effective weight after the competing set, a share or
+ * a weight changed.  A non-competing entry gets the weight it would have
+ * if it joined.  O(n). */
+static void
+reweigh(struct gs_sched *s, uint64_t now)
+{
+	uint64_t sum_sh = 0, sum_w = 0;
+	unsigned i;
+
+	/* The holder's time so far is charged at the weight it ran with
+	 * (and not again at its release). */
+	if (s->hidx >= 0 && now > s->e[s->hidx].charged_to) {
+		struct ent *h = &s->e[s->hidx];
+		uint64_t d = now - h->charged_to;
+
+		h->vtime = sat_add(h->vtime, charge_of(d, h->ew));
+		h->skip_ns = sat_add(h->skip_ns, d);
+		h->charged_to = now;
+	}
+
+	for (i = 0; i < s->n; i++)
+		if (competing(&s->e[i])) {
+			sum_sh += s->e[i].shares;
+			sum_w += s->e[i].weight;
+		}
+	for (i = 0; i < s->n; i++) {
+		struct ent *e = &s->e[i];
+
+		if (competing(e))
+			e->ew = eff_of(s, e->shares, e->weight, sum_sh, sum_w);
+		else
+			e->ew = eff_of(s, e->shares, e->weight,
+					sum_sh + e->shares, sum_w + e->weight);
+	}
+}
+
+static uint64_t
+owed_cap(const struct gs_sched *s)
+{
+	uint64_t c = 4 * s->p.slice_ns;
+
+	return c > OWED_CAP_MIN ? c : OWED_CAP_MIN;
+}
+
+/* The guarantee's bookkeeping: a competing entry (not serving a
+ * hold-back) is owed shares/shares_total of the wall time; the holder
+ * pays with the wall time it holds the token (what the agent observes,
+ * not what it reports).  Kept in [0, owed_cap]: time received beyond the
+ * guarantee is not owed back, and a guarantee missed long ago (the cap)
+ * is not paid in one burst. */
+static void
+accrue(struct gs_sched *s, uint64_t now)
+{
+	uint64_t dt, cap = owed_cap(s);
+	unsigned i;
+
+	if (now <= s->acc_at) {
+		return;
+	}
+	dt = now - s->acc_at;
+	s->acc_at = now;
+	for (i = 0; i < s->n; i++) {
+		struct ent *e = &s->e[i];
+		uint64_t sh = e->shares < s->p.shares_total ? e->shares
+							    : s->p.shares_total;
+		uint64_t gain;
+
+		if (!competing(e) || (e->held_back && now < e->hold_until)) {
+			if (!competing(e))
+				e->owed = 0;
+			continue;
+		}
+		gain = (uint64_t)((unsigned __int128)dt * sh /
+				  s->p.shares_total);
+		e->owed = sat_add(e->owed, gain);
+		if ((int)i == s->hidx)
+			e->owed = e->owed > dt ? e->owed - dt : 0;
+		if (e->owed > cap)
+			e->owed = cap;
+	}
 }
 
 /* vtime used for comparisons: a holder's includes the time held so far. */
 static uint64_t
 proj_vt(const struct ent *e, uint64_t now)
 {
-	if (e->holding && now > e->grant_at)
-		return sat_add(e->vtime, charge_of(now - e->grant_at,
-						   e->weight));
+	if (e->holding && now > e->charged_to)
+		return sat_add(e->vtime, charge_of(now - e->charged_to,
+						   e->ew));
 	return e->vtime;
 }
 
@@ -303,7 +436,7 @@ activate(struct gs_sched *s, struct ent *e, uint64_t now)
 		/* It keeps its own vtime, unless that lies further below
 		 * the floor than its lag or the grace's worth of its own
 		 * GPU time: no saving up over many short gaps. */
-		uint64_t bank = charge_of(s->p.idle_grace_ns, e->weight);
+		uint64_t bank = charge_of(s->p.idle_grace_ns, e->ew);
 
 		if (e->lag > bank)
 			bank = e->lag;
@@ -319,11 +452,19 @@ int
 gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
 	     uint32_t priority, uint64_t now)
 {
+	return gs_sched_add_shares(s, id, 0, weight, priority, now);
+}
+
+int
+gs_sched_add_shares(struct gs_sched *s, uint64_t id, uint32_t shares,
+		    uint32_t weight, uint32_t priority, uint64_t now)
+{
 	struct ent *e;
 
 	saw(s, now);
 	if (weight == 0 || find(s, id) >= 0)
 		return -1;
+	accrue(s, now);
 	if (s->n == s->cap) {
 		unsigned ncap = s->cap ? s->cap * 2 : 8;
 		struct ent *ne = realloc(s->e, ncap * sizeof(*ne));
@@ -337,10 +478,12 @@ gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
 	memset(e, 0, sizeof(*e));
 	e->id = id;
 	e->weight = weight;
+	e->shares = shares;
 	e->prio = clamp_prio(priority);
 	e->eff = e->prio;
 	update_floors(s, now);
 	e->vtime = s->floor[cls(s, e)];
+	reweigh(s, now);
 	return 0;
 }
 
@@ -353,6 +496,7 @@ gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now)
 	saw(s, now);
 	if (i < 0)
 		return;
+	accrue(s, now);
 	e = &s->e[i];
 	update_floors(s, now);
 	/* Last active of its class: keep its vtime as the floor. */
@@ -367,6 +511,7 @@ gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now)
 		if (s->hidx == (int)s->n)
 			s->hidx = i;
 	}
+	reweigh(s, now);
 }
 
 int
@@ -376,10 +521,23 @@ gs_sched_set_weight(struct gs_sched *s, uint64_t id, uint32_t weight)
 
 	if (i < 0 || weight == 0)
 		return -1;
-	/* The holder's time so far is charged at the weight it ran with
+	/* The holder's time so far is charged at the weight it has
 	 * when it releases; only the projection changes, which is fine for
 	 * a one-slice window. */
 	s->e[i].weight = weight;
+	reweigh(s, s->last_now);
+	return 0;
+}
+
+int
+gs_sched_set_shares(struct gs_sched *s, uint64_t id, uint32_t shares)
+{
+	int i = find(s, id);
+
+	if (i < 0)
+		return -1;
+	s->e[i].shares = shares;
+	reweigh(s, s->last_now);
 	return 0;
 }
 
@@ -420,12 +578,15 @@ gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now)
 	e = &s->e[i];
 	if (e->active)
 		return 0;
+	accrue(s, now);
 	if (e->revoked) {
 		/* Still owes a release; it becomes a waiter once it does. */
 		e->active = 1;
 		return 0;
 	}
 	activate(s, e, now);
+	e->owed = 0;	/* idling saves no guarantee up either */
+	reweigh(s, now);
 	return 0;
 }
 
@@ -439,6 +600,9 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 	saw(s, now);
 	if (i < 0)
 		return -1;
+	if (s->hidx != i && !s->e[i].revoked)
+		return -1;	/* not holding the token */
+	accrue(s, now);
 	e = &s->e[i];
 	if (e->revoked) {
 		/* Late release of an escalated holder: charge the rest of the
@@ -446,19 +610,22 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		uint64_t rest = now > e->revoked_at ? now - e->revoked_at : 0;
 		uint64_t over = now > e->suspend_at ? now - e->suspend_at : 0;
 
-		e->vtime = sat_add(e->vtime, charge_of(rest, e->weight));
+		e->vtime = sat_add(e->vtime, charge_of(rest, e->ew));
 		e->gpu_ns = sat_add(e->gpu_ns, rest);
 		e->revoked = 0;
 		e->suspending = 0;
 		e->held_back = 1;
 		e->hold_until = sat_add(now, over);
 		e->can_return = 0;
+		e->owed = 0;
 	} else if (s->hidx == i) {
-		uint64_t c = gpu_ns > e->skip_ns ? gpu_ns - e->skip_ns : 0;
+		uint64_t held = now > e->grant_at ? now - e->grant_at : 0;
+		uint64_t used = gs_sched_charge(held, gpu_ns);
+		uint64_t c = used > e->skip_ns ? used - e->skip_ns : 0;
 
-		e->vtime = sat_add(e->vtime, charge_of(c, e->weight));
+		e->vtime = sat_add(e->vtime, charge_of(c, e->ew));
 		e->skip_ns = 0;
-		e->gpu_ns = sat_add(e->gpu_ns, gpu_ns);
+		e->gpu_ns = sat_add(e->gpu_ns, used);
 		e->holding = 0;
 		e->suspending = 0;
 		s->hidx = -1;
@@ -481,17 +648,77 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		    e->vtime > s->floor[cls(s, e)])
 			s->floor[cls(s, e)] = e->vtime;
 		e->active = 0;
+		e->owed = 0;
 	} else {
 		e->active = 1;
 		e->wait_since = now;
 		if (e->vtime < s->floor[cls(s, e)])
 			e->vtime = s->floor[cls(s, e)];
 	}
+	reweigh(s, now);
 	return 0;
 }
 
-/* Is a better than b as the next holder?  Higher effective priority
- * first, then less vtime, then lower id (determinism). */
+/* Priority policies: is e behind its guarantee by a slice or more?  Such
+ * a waiter runs before any entry that is not, whatever the priorities
+ * (WFQ gives every entry its guarantee through the effective weights). */
+static int
+due(const struct gs_sched *s, const struct ent *e)
+{
+	return s->p.policy != GS_POLICY_WFQ && e->shares > 0 &&
+	       e->owed >= s->p.slice_ns;
+}
+
+/* Priority policies: is holder h still receiving guaranteed time (owed
+ * left)?  Then no priority may take the GPU from it. */
+static int
+protected_holder(const struct gs_sched *s, const struct ent *h)
+{
+	return s->p.policy != GS_POLICY_WFQ && h->shares > 0 && h->owed > 0;
+}
+
+/* When a protected holder's owed runs out (it pays 1 - shares/total per
+ * ns held); UINT64_MAX when it never does. */
+static uint64_t
+protection_end(const struct gs_sched *s, const struct ent *h, uint64_t now)
+{
+	uint64_t tot = s->p.shares_total;
+	unsigned __int128 t;
+
+	if (h->shares >= tot)
+		return UINT64_MAX;
+	t = (unsigned __int128)h->owed * tot / (tot - h->shares) + 1;
+	return t > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)t;
+}
+
+/* Earliest time a competing waiter not yet due becomes due (priority
+ * policies; UINT64_MAX: none). */
+static uint64_t
+next_due(const struct gs_sched *s, uint64_t now)
+{
+	uint64_t t = UINT64_MAX, tot = s->p.shares_total;
+	unsigned i;
+
+	if (s->p.policy == GS_POLICY_WFQ)
+		return UINT64_MAX;
+	for (i = 0; i < s->n; i++) {
+		const struct ent *e = &s->e[i];
+		unsigned __int128 d;
+
+		if ((int)i == s->hidx || !competing(e) || e->shares == 0 ||
+		    due(s, e) || (e->held_back && now < e->hold_until))
+			continue;
+		d = (unsigned __int128)(s->p.slice_ns - e->owed) * tot /
+		    (e->shares < tot ? e->shares : tot) + 1;
+		if (d < t - now)
+			t = now + (uint64_t)d;
+	}
+	return t;
+}
+
+/* Is a better than b as the next holder?  Under the priority policies an
+ * entry due its guarantee first; then higher effective priority, then
+ * less vtime, then lower id (determinism). */
 static int
 better(const struct gs_sched *s, const struct ent *a, const struct ent *b,
        uint64_t now)
@@ -499,6 +726,8 @@ better(const struct gs_sched *s, const struct ent *a, const struct ent *b,
 	uint32_t ea = eff_prio(s, a, now), eb = eff_prio(s, b, now);
 	uint64_t va, vb;
 
+	if (due(s, a) != due(s, b))
+		return due(s, a);
 	if (ea != eb)
 		return ea > eb;
 	va = proj_vt(a, now);
@@ -595,6 +824,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	int na = 0, w;
 
 	saw(s, now);
+	accrue(s, now);
 	end_penalties(s, now);
 
 	/* 1. A suspending holder past its grace: charge, revoke, escalate. */
@@ -606,15 +836,18 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			if (na >= max)
 				goto out_again;
 			held = now > h->grant_at ? now - h->grant_at : 0;
-			h->vtime = sat_add(h->vtime,
-					   charge_of(held, h->weight));
+			h->vtime = sat_add(h->vtime, charge_of(
+				now > h->charged_to ? now - h->charged_to : 0,
+				h->ew));
 			h->gpu_ns = sat_add(h->gpu_ns, held);
 			h->holding = 0;
 			h->revoked = 1;
 			h->revoked_at = now;
+			h->owed = 0;
 			s->hidx = -1;
 			emit(acts, &na, GS_ACT_ESCALATE, h->id, 0);
 			update_floors(s, now);
+			reweigh(s, now);
 		} else {
 			next = sat_add(h->suspend_at, s->p.grace_ns);
 			goto out;
@@ -637,6 +870,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 		h->held_back = 0;
 		h->back = 0;
 		h->grant_at = now;
+		h->charged_to = now;
 		h->skip_ns = 0;
 		h->slice_end = sat_add(now, s->p.slice_ns);
 		s->hidx = w;
@@ -652,7 +886,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 		goto out;	/* alone: keeps the GPU, no suspends */
 	{
 		struct ent *c = &s->e[w];
-		int preempt = 0;
+		int preempt = 0, hprot = protected_holder(s, h);
 
 		c->eff = eff_prio(s, c, now);
 		if (in_penalty(c, now)) {
@@ -660,17 +894,34 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			 * waiter competes normally once its penalty ends. */
 			goto out;
 		}
-		if (s->p.policy != GS_POLICY_WFQ && c->prio > h->eff)
+		if (due(s, c) && !hprot)
+			/* guarantees first: a waiter due its guarantee takes
+			 * the GPU from a holder past its own at once */
+			preempt = 1;
+		else if (due(s, c))
+			/* both behind: at slice end, or when the holder's
+			 * owed time runs out */
+			next = umin(next, protection_end(s, h, now));
+		else if (hprot &&
+		    ((s->p.policy != GS_POLICY_WFQ && c->prio > h->eff) ||
+		     c->back))
+			/* a priority or a returner may not take time the
+			 * holder is guaranteed: look again when its owed
+			 * time runs out */
+			next = umin(next, protection_end(s, h, now));
+		else if (s->p.policy != GS_POLICY_WFQ && c->prio > h->eff)
 			preempt = 1;
 		else if (c->back && c->eff == eff_prio(s, h, now) &&
 			 c->vtime <= proj_vt(h, now))
 			/* Back from a short gap, owed the GPU: the holder
 			 * only filled the gap. */
 			preempt = 1;
-		else if (now >= h->slice_end) {
+		if (!preempt && now >= h->slice_end) {
 			uint32_t ec = c->eff, eh = eff_prio(s, h, now);
 
-			if (ec != eh)
+			if (hprot && !due(s, c))
+				preempt = 0;	/* within its guarantee */
+			else if (ec != eh)
 				preempt = ec > eh;
 			else
 				preempt = c->vtime <= proj_vt(h, now);
@@ -686,6 +937,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			next = sat_add(now, s->p.grace_ns);
 		} else {
 			next = umin(next, h->slice_end);
+			next = umin(next, next_due(s, now));
 		}
 	}
 out:
@@ -714,6 +966,9 @@ gs_sched_info(const struct gs_sched *s, uint64_t id,
 	out->suspending = e->suspending || e->revoked;
 	out->held_back = e->held_back || e->revoked;
 	out->eff_priority = e->eff;
+	out->owed_ns = e->owed;
+	out->rate_ppm = (uint32_t)((unsigned __int128)e->ew * 1000000u /
+				   EFF_ONE);
 	return 0;
 }
 

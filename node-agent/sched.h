@@ -6,9 +6,35 @@
  * do (grant the token, ask the holder to suspend, escalate a holder that
  * ignores a suspend) and when it wants to be called again.
  *
+ * Guarantee first, weight second (DESIGN §3): an entry added with shares
+ * is guaranteed shares/shares_total of the GPU's wall time while it wants
+ * the GPU; weight only divides the rest (what no competing entry
+ * guarantees, or idle entries leave).  Its effective weight, recomputed
+ * whenever the competing set changes (O(n)), is that fraction:
+ *   ew = shares/total + (total - sum of competing shares)/total *
+ *        weight / (sum of competing weights)
+ * and virtual time is GPU time divided by it (normalized: an entry that
+ * receives exactly its due advances one ns per ns).  WFQ over these
+ * weights gives every competing entry at least its guarantee.  Under the
+ * priority policies each competing entry is also *owed* its guarantee:
+ * owed += dt * shares/total, the holder pays the wall time it holds,
+ * clamped to [0, max(50 ms, 4 slices)]; idle, escalation and a policy
+ * change reset it.  A waiter owed a slice or more ("due") runs before
+ * any entry that is not, whatever its priority; a holder with owed time
+ * left ("protected") is not preempted by a higher priority or a
+ * returner (below) until it is used up.  Priority orders only the rest.
+ * Entries added with gs_sched_add (no shares) have no guarantee: with
+ * none anywhere, this is plain WFQ by weight.
+ *
+ * Charging: the scheduler charges what it observed, the wall time from
+ * grant to release; the job's reported gpu_ns may lower that by at most
+ * min(held/GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS) per
+ * grant (the signalling between grant, kernels and release), never
+ * more (gs_sched_charge).
+ *
  * Policies (DESIGN §3):
  *  - WFQ: virtual time per allocation; the active allocation with the least
- *    vtime runs next; a release charges gpu_ns * WEIGHT_SCALE / weight; an
+ *    vtime runs next; a release charges the used time / effective weight; an
  *    allocation that becomes active starts at max(own vtime, min vtime of
  *    the active set) so idling saves nothing up (GLoop §5.3, LoGA §3.4),
  *    except after an idle gap shorter than idle_grace_ns (below).
@@ -86,6 +112,10 @@ enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
 #define GS_SCHED_WEIGHT_SCALE	100u	/* vtime += gpu_ns * 100 / w */
 #define GS_SCHED_PRIO_MAX	31u	/* larger priorities are clamped */
 #define GS_SCHED_BOOST_MAX	32u	/* DYNPRIO aging cap (classes) */
+/* a release's reported GPU time may lower the charge below the held wall
+ * time by held/16, at most 250 us (gs_sched_charge) */
+#define GS_SCHED_REPORT_SLACK_DIV	16u
+#define GS_SCHED_REPORT_SLACK_NS	250000ull
 
 struct gs_sched_params {
 	uint32_t policy;	/* enum gs_policy */
@@ -94,6 +124,7 @@ struct gs_sched_params {
 	uint32_t escalation;	/* enum gs_escalation */
 	uint64_t aging_ns;	/* dynamic priority: wait per class boost */
 	uint64_t idle_grace_ns;	/* short idle gaps keep the vtime (0: off) */
+	uint32_t shares_total;	/* shares of the whole GPU (0: 100) */
 };
 
 enum gs_sched_act_kind {
@@ -116,6 +147,8 @@ struct gs_sched_entry_info {
 	uint32_t suspending;	/* told to suspend, not released yet */
 	uint32_t held_back;	/* escalated, waiting out its overrun */
 	uint32_t eff_priority;
+	uint64_t owed_ns;	/* guaranteed time owed (priority policies) */
+	uint32_t rate_ppm;	/* effective weight: GPU fraction x 1e6 */
 };
 
 struct gs_sched;
@@ -131,17 +164,22 @@ void gs_sched_free(struct gs_sched *s);
 void gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p);
 
 /* Entries: id unique per scheduler.  add returns -1 on duplicate id or
- * out of memory. weight >= 1. */
+ * out of memory. weight >= 1.  add_shares: guaranteed shares (of
+ * shares_total); add: none (weight only). */
+int gs_sched_add_shares(struct gs_sched *s, uint64_t id, uint32_t shares,
+			uint32_t weight, uint32_t priority, uint64_t now);
 int gs_sched_add(struct gs_sched *s, uint64_t id, uint32_t weight,
 		 uint32_t priority, uint64_t now);
+int gs_sched_set_shares(struct gs_sched *s, uint64_t id, uint32_t shares);
 void gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now);
 int gs_sched_set_weight(struct gs_sched *s, uint64_t id, uint32_t weight);
 int gs_sched_set_priority(struct gs_sched *s, uint64_t id, uint32_t prio);
 
 /* id has work and wants the token. */
 int gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now);
-/* The holder gave the token back: gpu_ns used during the grant; idle
- * means it has no more work (becomes inactive). */
+/* The holder gave the token back: gpu_ns used during the grant, as the
+ * job reports it (charged through gs_sched_charge); idle means it has no
+ * more work (becomes inactive). */
 int gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns,
 		     int idle, uint64_t now);
 
@@ -150,6 +188,23 @@ int gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns,
  * on the next event). */
 int gs_sched_step(struct gs_sched *s, uint64_t now,
 		  struct gs_sched_action *acts, int max, uint64_t *next_ns);
+
+/* What a grant held for held_ns and reported as reported_ns is charged:
+ * held_ns, lowered to reported_ns by at most
+ * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS).
+ * Inline: accounting (acct.c) bills by the same rule.  Nondecreasing in
+ * held_ns, so a hold still running can be billed its part so far. */
+static inline uint64_t
+gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
+{
+	uint64_t slack = held_ns / GS_SCHED_REPORT_SLACK_DIV;
+
+	if (slack > GS_SCHED_REPORT_SLACK_NS)
+		slack = GS_SCHED_REPORT_SLACK_NS;
+	if (reported_ns < held_ns - slack)
+		return held_ns - slack;
+	return reported_ns < held_ns ? reported_ns : held_ns;
+}
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,
 		  struct gs_sched_entry_info *out);

@@ -6,8 +6,10 @@
  * allocation created or closed just before a crash may not be there yet,
  * and it does not hold everything an allocation is (flags, the id
  * counter); it may also live elsewhere or be replaced by an operator.
- * This file is written synchronously before the plugin gets its reply, so
- * whatever a plugin was told exists survives a kill -9 of the agent.  The
+ * This file is written (by the agent's writer thread, durable.c) before
+ * the plugin gets its reply, and a request whose write fails is refused
+ * with nothing changed, so whatever a plugin was told exists survives a
+ * kill -9 of the agent.  The
  * usage rows are matched to it by allocation id when the agent restarts.
  *
  * Format (text, one record per line, every line ends with '\n'):
@@ -559,6 +561,13 @@ int gs_state_save(const char *path, const struct gs_state *st,
 		sync_dir(path);
 	rv = 0;
 out_close:
+	/* a failed write may still have left part or all of this table in
+	 * the slot (a write cut short, an fdatasync that failed after the
+	 * data reached the cache): the caller reports failure and keeps the
+	 * previous table, so the slot must not be loadable; best effort,
+	 * the checksum catches a torn slot anyway */
+	if (rv < 0 && fd >= 0 && ftruncate(fd, 0) == 0)
+		(void)fdatasync(fd);
 	if (fd >= 0)
 		close(fd);
 out:

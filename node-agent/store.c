@@ -8,6 +8,21 @@
  * (SQLite's documented trade-off for NORMAL in WAL mode); the database
  * itself stays consistent in both cases.
  *
+ * Write failures lose nothing (disk full, I/O error, a stalled disk): a
+ * batch whose transaction fails stays at the head of the queue and is
+ * tried again (after 0.25 s, doubling up to 4 s) until it commits; the
+ * batches behind it wait in order.  Each failed try is reported as a
+ * completion (ok = 0), so the loop can say loudly that the store is
+ * behind.  Memory stays bounded: beyond QUEUE_MAX waiting batches a new
+ * batch is merged into the last one (merge_batch): an allocation row
+ * replaces the older row of the same key (rows carry cumulative totals
+ * and the state, so the newest is the whole truth; a closed row is never
+ * dropped), and samples of one key add up into one sample spanning the
+ * merged ticks (exact totals, coarser time slices).  So what waits grows
+ * with the number of allocations, not with the length of the outage.
+ * A merged batch records only its newest tick in the tick log.  Only a
+ * stop (SIGTERM) gives up, after STOP_TRIES tries, and says so.
+ *
  * Threading: the owner thread submits batches to a queue under `mu`; the
  * writer thread is the only one touching the connection while it runs
  * (the owner only reads the connection before gs_store_start and after
@@ -28,13 +43,14 @@
 
 #include "store.h"
 
-#define QUEUE_MAX	8	/* batches waiting before submit says EBUSY */
+#define QUEUE_MAX	8	/* batches waiting before new ones merge */
 #define DONE_MAX	64
+/* a failed write is retried after RETRY_MIN_MS, doubling up to
+ * RETRY_MAX_MS; while stopping, at most STOP_TRIES times in all */
+#define RETRY_MIN_MS	250
+#define RETRY_MAX_MS	4000
+#define STOP_TRIES	3
 
-struct qnode {
-	struct qnode *next;
-	struct gs_store_batch *b;
-};
 
 struct gs_store {
 	sqlite3 *db;
@@ -55,9 +71,12 @@ struct gs_store {
 	pthread_cond_t cv;
 	pthread_cond_t idle_cv;	/* the writer finished a batch */
 	int writing;		/* a batch is being written */
-	struct qnode *qhead, *qtail;
+	uint64_t writing_since;	/* that batch's q_since */
+	struct gs_store_batch *qhead, *qtail;	/* linked by q_next */
 	unsigned qlen;
 	int stopping;
+	unsigned fails;		/* failed tries of the head batch */
+	uint64_t retry_at;	/* CLOCK_MONOTONIC ns of its next try */
 	struct gs_store_done done[DONE_MAX];
 	unsigned ndone;
 	int efd;
@@ -156,6 +175,74 @@ gs_store_batch_add_sample(struct gs_store_batch *b,
 		 sizeof(*s)) < 0)
 		return gs_error_set(err, GS_ENOMEM, "store batch: out of memory");
 	b->samples[b->nsamples++] = *s;
+	return 0;
+}
+
+/* Room for n more elements of size sz in *p (capacity *cap, n in use). */
+static int
+reserve(void **p, uint32_t *cap, uint32_t used, uint32_t more, size_t sz)
+{
+	void *np;
+
+	if (used + more <= *cap)
+		return 0;
+	np = realloc(*p, (size_t)(used + more) * sz);
+	if (np == NULL)
+		return -1;
+	*p = np;
+	*cap = used + more;
+	return 0;
+}
+
+/* Add b's writes to t (both queued, not with the writer): rows by key,
+ * the newer replacing the older; samples of one key summed into one.
+ * All or nothing: -1 with t unchanged when memory runs out. */
+static int
+merge_batch(struct gs_store_batch *t, const struct gs_store_batch *b)
+{
+	uint32_t i, j;
+
+	if (reserve((void **)&t->allocs, &t->cap_allocs, t->nallocs,
+		    b->nallocs, sizeof(*t->allocs)) < 0 ||
+	    reserve((void **)&t->samples, &t->cap_samples, t->nsamples,
+		    b->nsamples, sizeof(*t->samples)) < 0)
+		return -1;
+	for (i = 0; i < b->nallocs; i++) {
+		for (j = 0; j < t->nallocs; j++)
+			if (t->allocs[j].key == b->allocs[i].key)
+				break;
+		if (j < t->nallocs)
+			t->allocs[j] = b->allocs[i];
+		else
+			t->allocs[t->nallocs++] = b->allocs[i];
+	}
+	for (i = 0; i < b->nsamples; i++) {
+		const struct gs_store_sample *x = &b->samples[i];
+		struct gs_store_sample *y;
+
+		for (j = 0; j < t->nsamples; j++)
+			if (t->samples[j].key == x->key)
+				break;
+		if (j == t->nsamples) {
+			t->samples[t->nsamples++] = *x;
+			continue;
+		}
+		y = &t->samples[j];
+		y->t_ns = x->t_ns;
+		y->dt_ns += x->dt_ns;
+		y->estimate |= x->estimate;
+		y->d.gpu_ns += x->d.gpu_ns;
+		y->d.held_ns += x->d.held_ns;
+		y->d.share_ns += x->d.share_ns;
+		y->d.wall_ns += x->d.wall_ns;
+		y->d.block_tasks += x->d.block_tasks;
+		y->d.suspensions += x->d.suspensions;
+		y->d.evict_ns_sum += x->d.evict_ns_sum;
+		if (x->d.evict_ns_max > y->d.evict_ns_max)
+			y->d.evict_ns_max = x->d.evict_ns_max;
+	}
+	t->tick = b->tick;
+	t->t_ns = b->t_ns;
 	return 0;
 }
 
@@ -787,6 +874,63 @@ out_finalize:
 }
 
 int
+gs_store_finish_closed(struct gs_store *s, const uint64_t *known,
+		       unsigned nknown, uint64_t below, struct gs_error *err)
+{
+	sqlite3_stmt *st = NULL, *up = NULL;
+	int rc, rv = -1, n = 0;
+
+	if (s->rdonly)
+		return gs_error_set(err, GS_EINVAL, "usage store: read-only");
+	if (below == 0)
+		return 0;
+	if (exec(s, "BEGIN IMMEDIATE", err) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(s->db, "SELECT key, agent_id, start_ns, "
+			       "last_ns FROM allocs WHERE end_ns = 0 AND "
+			       "agent_id < ?", -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "UPDATE allocs SET end_ns = ?, "
+			       "state = ? WHERE key = ?", -1, &up,
+			       NULL) != SQLITE_OK) {
+		sqlerr(s, err, "finish closed");
+		goto out_rollback;
+	}
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)(below > INT64_MAX ?
+						  INT64_MAX : below));
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t id = (uint64_t)sqlite3_column_int64(st, 1);
+		int64_t start = sqlite3_column_int64(st, 2);
+		int64_t last = sqlite3_column_int64(st, 3);
+
+		if (kept_id(known, nknown, id))
+			continue;
+		sqlite3_bind_int64(up, 1, last > start ? last : start);
+		bind_u64(up, 2, GS_SST_COMPLETED);
+		sqlite3_bind_int64(up, 3, sqlite3_column_int64(st, 0));
+		if (sqlite3_step(up) != SQLITE_DONE) {
+			sqlerr(s, err, "finish closed");
+			goto out_rollback;
+		}
+		sqlite3_reset(up);
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		sqlerr(s, err, "finish closed");
+		goto out_rollback;
+	}
+	if (exec(s, "COMMIT", err) < 0)
+		goto out_rollback;
+	rv = n;
+	goto out_finalize;
+out_rollback:
+	exec(s, "ROLLBACK", NULL);
+out_finalize:
+	sqlite3_finalize(st);
+	sqlite3_finalize(up);
+	return rv;
+}
+
+int
 gs_store_adopt(struct gs_store *s, const struct gs_labels *l, uint32_t uid,
 	       int32_t gpu, struct gs_store_alloc *row)
 {
@@ -948,49 +1092,97 @@ post_done(struct gs_store *s, const struct gs_store_done *d)
 	}
 }
 
+/* Sleep until the head batch may be tried again (or a stop). */
+static void
+wait_retry(struct gs_store *s)
+{
+	struct timespec dl;
+	uint64_t now = mono_ns();
+
+	if (s->retry_at <= now || s->stopping)
+		return;
+	clock_gettime(CLOCK_REALTIME, &dl);	/* the condvar's clock */
+	dl.tv_sec += (time_t)((s->retry_at - now) / 1000000000u);
+	dl.tv_nsec += (long)((s->retry_at - now) % 1000000000u);
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (!s->stopping && mono_ns() < s->retry_at)
+		if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0)
+			break;
+}
+
 static void *
 writer_main(void *arg)
 {
 	struct gs_store *s = arg;
 	struct gs_store_done d;
 	struct gs_error err;
-	struct qnode *n;
+	struct gs_store_batch *n;
 	int64_t retention;
-	uint64_t t0;
+	uint64_t t0, backoff;
+	int drop;
 
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (s->qhead == NULL && !s->stopping)
 			pthread_cond_wait(&s->cv, &s->mu);
+		if (s->fails > 0)
+			wait_retry(s);
 		n = s->qhead;
 		if (n == NULL) {	/* stopping and drained */
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
-		s->qhead = n->next;
+		s->qhead = n->q_next;
 		if (s->qhead == NULL)
 			s->qtail = NULL;
 		s->qlen--;
 		s->writing = 1;
+		s->writing_since = n->q_since;
+		retention = s->retention_ns;
 		pthread_mutex_unlock(&s->mu);
 
 		memset(&d, 0, sizeof(d));
-		d.tick = n->b->tick;
-		pthread_mutex_lock(&s->mu);
-		retention = s->retention_ns;
-		pthread_mutex_unlock(&s->mu);
+		d.tick = n->tick;
 		t0 = mono_ns();
 		gs_error_clear(&err);
-		d.ok = write_batch(s, n->b, &err) == 0;
+		d.ok = write_batch(s, n, &err) == 0;
 		d.write_ns = mono_ns() - t0;
-		if (!d.ok)
+		drop = 0;
+		pthread_mutex_lock(&s->mu);
+		if (d.ok) {
+			s->fails = 0;
+		} else {
+			s->fails++;
+			drop = s->stopping && s->fails >= STOP_TRIES;
+			d.tries = s->fails;
+			d.lost = drop;
 			snprintf(d.msg, sizeof(d.msg), "%s", err.msg);
-		else if (retention > 0 &&
-			 gs_store_purge(s, real_ns() - retention,
-					s->purge_limit, &d.purged, &err) < 0)
+			backoff = (uint64_t)RETRY_MIN_MS << (s->fails < 5 ?
+							     s->fails - 1 : 4);
+			if (backoff > RETRY_MAX_MS)
+				backoff = RETRY_MAX_MS;
+			s->retry_at = mono_ns() + backoff * 1000000u;
+			if (drop) {
+				s->fails = 0;
+			} else {
+				/* back at the head: tried again, in order */
+				n->q_next = s->qhead;
+				s->qhead = n;
+				if (s->qtail == NULL)
+					s->qtail = n;
+				s->qlen++;
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (d.ok && retention > 0 &&
+		    gs_store_purge(s, real_ns() - retention, s->purge_limit,
+				   &d.purged, &err) < 0)
 			snprintf(d.msg, sizeof(d.msg), "%s", err.msg);
-		gs_store_batch_free(n->b);
-		free(n);
+		if (d.ok || drop)
+			gs_store_batch_free(n);
 		post_done(s, &d);
 		pthread_mutex_lock(&s->mu);
 		s->writing = 0;
@@ -1065,38 +1257,46 @@ int
 gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		struct gs_error *err)
 {
-	struct qnode *n;
-
 	if (!s->started) {
 		gs_store_batch_free(b);
 		return gs_error_set(err, GS_ESTATE,
 				    "usage store: writer not started");
 	}
-	n = malloc(sizeof(*n));
-	if (n == NULL) {
-		gs_store_batch_free(b);
-		return gs_error_set(err, GS_ENOMEM, "usage store: out of memory");
-	}
-	n->next = NULL;
-	n->b = b;
+	b->q_next = NULL;
+	b->q_since = mono_ns();
 	pthread_mutex_lock(&s->mu);
-	if (s->qlen >= QUEUE_MAX) {
+	/* the disk is behind: fold the new batch into the last waiting one,
+	 * which the writer is not using; without memory for that, queue it
+	 * anyway (nothing is dropped) */
+	if (s->qlen >= QUEUE_MAX && s->qtail != NULL &&
+	    merge_batch(s->qtail, b) == 0) {
 		pthread_mutex_unlock(&s->mu);
-		free(n);
 		gs_store_batch_free(b);
-		return gs_error_set(err, GS_EBUSY,
-				    "usage store: %u batches waiting for the disk",
-				    QUEUE_MAX);
+		return 0;
 	}
 	if (s->qtail)
-		s->qtail->next = n;
+		s->qtail->q_next = b;
 	else
-		s->qhead = n;
-	s->qtail = n;
+		s->qhead = b;
+	s->qtail = b;
 	s->qlen++;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return 0;
+}
+
+uint64_t
+gs_store_oldest(struct gs_store *s)
+{
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->writing)
+		t = s->writing_since;
+	if (s->qhead != NULL && (t == 0 || s->qhead->q_since < t))
+		t = s->qhead->q_since;
+	pthread_mutex_unlock(&s->mu);
+	return t;
 }
 
 unsigned

@@ -91,6 +91,10 @@ struct gs_store_batch {
 	struct gs_store_alloc *allocs;	/* rows to upsert (new/changed) */
 	uint32_t nsamples, cap_samples;
 	struct gs_store_sample *samples;
+	/* the store's queue (set by gs_store_submit): no allocation there,
+	 * so a batch the store is handed is never lost to memory */
+	struct gs_store_batch *q_next;
+	uint64_t q_since;	/* CLOCK_MONOTONIC ns it was queued */
 };
 
 struct gs_store_batch *gs_store_batch_new(uint64_t tick, int64_t t_ns);
@@ -143,6 +147,16 @@ int gs_store_recover(struct gs_store *s, int64_t since_ns,
 int gs_store_recover_keep(struct gs_store *s, int64_t since_ns,
 			  const uint64_t *keep, unsigned nkeep,
 			  struct gs_error *err);
+/* Before recovery: rows left open of allocations that were closed, their
+ * close written to the agent's table file, when the agent died before
+ * the final row committed.  Every open row whose agent_id is below
+ * `below` (the loaded table's id counter; 0: no valid table, nothing
+ * done) and not in known[] (every id the table holds) becomes COMPLETED,
+ * ending at its last sample, with the totals committed so far.  Returns
+ * the number of rows finished, or -1. */
+int gs_store_finish_closed(struct gs_store *s, const uint64_t *known,
+			   unsigned nknown, uint64_t below,
+			   struct gs_error *err);
 /* A restored allocation: when recovery kept an open row with this
  * agent_id, uid and GPU, fill *row with it (totals kept), forget it and
  * return 1; else 0. */
@@ -180,6 +194,8 @@ struct gs_store_done {
 	int ok;			/* 1 committed, 0 failed */
 	uint64_t write_ns;	/* time spent in the transaction */
 	unsigned purged;	/* sample rows purged after it */
+	unsigned tries;		/* !ok: failed tries of this batch so far */
+	int lost;		/* !ok: given up (only at a stop) */
 	char msg[GS_ERRMSG_MAX];	/* error when !ok */
 };
 
@@ -192,19 +208,27 @@ void gs_store_set_retention(struct gs_store *s, int64_t retention_ns);
 /* Readable (EPOLLIN) when completions wait; the loop then calls reap. */
 int gs_store_event_fd(const struct gs_store *s);
 /* Queue a batch; never waits for the disk.  Takes ownership of b (freed
- * even on error).  GS_EBUSY when more than `max_queued` batches wait (the
- * disk cannot keep up: the caller keeps its deltas for the next tick). */
+ * even on error).  A batch whose write fails is kept and tried again
+ * until it commits (each failed try is a completion with ok = 0); when
+ * the disk is behind, new batches merge into the last waiting one, so
+ * memory grows with the rows, not with the outage (store.c).  Fails only
+ * before gs_store_start (GS_ESTATE). */
 int gs_store_submit(struct gs_store *s, struct gs_store_batch *b,
 		    struct gs_error *err);
 /* Wait until every queued batch is written (at most timeout_ms; -1 on
  * timeout).  The agent uses it to make a close's final row durable
  * before it forgets the allocation. */
 int gs_store_flush(struct gs_store *s, int timeout_ms);
+/* When (CLOCK_MONOTONIC ns) the oldest batch not yet committed was
+ * queued; 0 when everything is written.  How far the store is behind. */
+uint64_t gs_store_oldest(struct gs_store *s);
 /* Batches queued and not yet written. */
 unsigned gs_store_queued(struct gs_store *s);
 /* Collect up to max completions; returns how many. */
 int gs_store_reap(struct gs_store *s, struct gs_store_done *out, int max);
-/* Write what is queued, then stop the thread (SIGTERM path). */
+/* Write what is queued, then stop the thread (SIGTERM path); a batch
+ * that still fails after a few tries is given up (a completion with
+ * lost = 1). */
 void gs_store_stop(struct gs_store *s);
 
 /* --- queries (gsacct) --- */

@@ -342,7 +342,17 @@ int gs__remote_begin(spank_t sp)
 		rv = 0;
 		goto out_free_tres;
 	}
-	if (found == 0 || count == 0) {
+	if (found == 1 && count == 0) {
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s:0 "
+			 "asks for no share of a GPU; ask for 1 to %u shares, "
+			 "or leave the %s gres out",
+			 gs__st.job, step, gs__st.conf.gres, GS_SHARES_PER_GPU,
+			 gs__st.conf.gres);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
+	if (found == 0) {
 		slurm_debug("gshare: step %" PRIu32 ".%s has no %s (tres '%s')",
 			    gs__st.job, step, gs__st.conf.gres, tres);
 		clear_env(sp);
@@ -355,6 +365,14 @@ int gs__remote_begin(spank_t sp)
 			 "most %u shares (one GPU)",
 			 gs__st.job, step, gs__st.conf.gres, count,
 			 GS_SHARES_PER_GPU);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
+	if (gs_spank_weight_allowed(&gs__st.opts, (uint32_t)count,
+				    gs__st.conf.max_user_weight, &err) < 0) {
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, err.msg);
 		clear_env(sp);
 		rv = 0;
 		goto out_free_tres;

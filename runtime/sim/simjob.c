@@ -54,6 +54,7 @@ struct sim {
 	uint64_t busy_ns;	/* duty cycle: GPU time per busy period */
 	uint64_t idle_ns;	/* ... then idle this long (0: no cycle) */
 	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
+	int report_zero;	/* lie: report 0 ns of GPU time */
 	int json;
 	/* state */
 	struct gs_session *sess;
@@ -180,7 +181,8 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			res->reason = why;
 			break;
 		}
-		if (m->sess != NULL && now - last_pub >= PROGRESS_NS) {
+		if (m->sess != NULL && !m->report_zero &&
+		    now - last_pub >= PROGRESS_NS) {
 			(void)gs_session_progress(m->sess, k * m->task_ns, k,
 						  NULL);
 			last_pub = now;
@@ -198,7 +200,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	if (m->idle_ns != 0)
 		m->busy_left = m->busy_left > k * m->task_ns
 				       ? m->busy_left - k * m->task_ns : 0;
-	res->gpu_ns = k * m->task_ns;
+	res->gpu_ns = m->report_zero ? 0 : k * m->task_ns;
 	res->block_tasks = k;
 	res->exit_ns = t0 + k * m->task_ns;
 	return 0;
@@ -315,6 +317,7 @@ usage(FILE *f)
 "      --busy-ms N       duty cycle: N ms of GPU work, then\n"
 "      --idle-ms N       N ms idle (released as IOWAIT; fractions: 0.02)\n"
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
+"      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
 "  -j, --json            JSON lines instead of key=value\n"
 "      --now             print CLOCK_MONOTONIC ns and exit\n"
@@ -412,7 +415,8 @@ bad:
 	return -1;
 }
 
-enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW };
+enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
+       OPT_ZERO };
 
 int
 main(int argc, char **argv)
@@ -430,6 +434,7 @@ main(int argc, char **argv)
 		{ "busy-ms", required_argument, NULL, OPT_BUSY },
 		{ "idle-ms", required_argument, NULL, OPT_IDLE },
 		{ "overrun-ms", required_argument, NULL, OPT_OVERRUN },
+		{ "report-zero", no_argument, NULL, OPT_ZERO },
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "now", no_argument, NULL, OPT_NOW },
@@ -509,6 +514,9 @@ main(int argc, char **argv)
 		case OPT_IDLE:
 			if (parse_ms("--idle-ms", optarg, &m.idle_ns) < 0)
 				return 2;
+			break;
+		case OPT_ZERO:
+			m.report_zero = 1;
 			break;
 		case OPT_OVERRUN:
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)

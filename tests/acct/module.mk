@@ -58,6 +58,9 @@ $(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
 TEST_HELPERS += $(B)/tests/acct/acct_job
 INTEG_TESTS += tests/acct/integ_accuracy.sh
 INTEG_TESTS += tests/acct/integ_crash.sh tests/acct/integ_crash_asan.sh
+INTEG_TESTS += tests/acct/integ_diskfault.sh tests/acct/integ_diskfault_asan.sh
+# mkfs.ext4 for the frozen (fsfreeze) loop-mounted file system
+DEB_PKGS += e2fsprogs
 INTEG_TESTS += tests/acct/integ_prometheus.sh
 BENCHES += tests/acct/bench_acct.sh
 
@@ -79,6 +82,8 @@ $(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(FUZZ_GSACCT_SRCS) -lsqlite3 -lpthread
 INTEG_TESTS += tests/acct/integ_overrun.sh
+# A job that reports 0 ns beside an honest one: shares and bills (6 s).
+INTEG_TESTS += tests/acct/integ_liar.sh
 # who may read the usage store: store_group, gsacct setgid (as root: a
 # temporary group, runuser, a private mount namespace)
 INTEG_TESTS += tests/acct/integ_perm.sh

@@ -56,18 +56,18 @@ wait_metric gshare_memory_used_bytes 104857600 &&
 echo "0 procmem $jpid 1073741824" >> "$state"
 wait_metric gshare_memory_nvml_bytes 1073741824 &&
 	ok "NVML's figure for the job's process" || bad "nvml: $(metric gshare_memory_nvml_bytes)"
-grep -q "NVML sees pid" "$dir/log" && bad "warned within limit + reserve"
+grep -q "NVML sees its" "$dir/log" && bad "warned within limit + reserve"
 # 30G: beyond 8089M + 1G
 echo "0 procmem $jpid 32212254720" > "$state"
 wait_metric gshare_memory_nvml_bytes 32212254720 || bad "nvml 30G: $(metric gshare_memory_nvml_bytes)"
 end=$(( $(date +%s) + 5 ))
-until grep -q "allocation [0-9]*: NVML sees pid $jpid holding 30G of device memory, beyond its limit of 8089M and the memory_reserve" "$dir/log"; do
+until grep -q "allocation [0-9]*: NVML sees its 1 process(es) (pid $jpid...) holding 30G of device memory, beyond its limit of 8089M and the memory_reserve" "$dir/log"; do
 	[ "$(date +%s)" -lt $end ] || { bad "no warning"; break; }
 	sleep 0.05
 done
 sleep 0.5	# five more ticks: still one line
-[ "$(grep -c 'NVML sees pid' "$dir/log")" = 1 ] && ok "warned once" ||
-	bad "warnings: $(grep -c 'NVML sees pid' "$dir/log")"
+[ "$(grep -c 'NVML sees its' "$dir/log")" = 1 ] && ok "warned once" ||
+	bad "warnings: $(grep -c 'NVML sees its' "$dir/log")"
 kill "$jpid"; wait "$jpid" 2>/dev/null; jpids=""
 wait_metric gshare_memory_nvml_bytes 0 && ok "job gone: NVML gauge 0" ||
 	bad "after the job: $(metric gshare_memory_nvml_bytes)"

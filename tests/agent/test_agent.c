@@ -533,12 +533,65 @@ static void nobody_checks(void *arg)
 		}
 		close(fd);
 	}
-	/* a second process cannot attach the same allocation */
+	/* a second process of the job attaches too, with its own page
+	 * (before issue 15.4: EBUSY "already attached by pid") */
 	c2 = conn();
-	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) < 0 &&
-	      err.code == GS_EBUSY, "second attach: %s", err.msg);
+	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) == 0,
+	      "second attach: %s", err.msg);
+	if (fd >= 0) {
+		volatile struct gs_ctlpage *p2 = mmap(NULL, GS_CTL_SIZE,
+			PROT_READ, MAP_SHARED, fd, 0);
+
+		CHECK(p2 != MAP_FAILED, "mmap second page");
+		if (p2 != MAP_FAILED) {
+			CHECK(p2->alloc_id == ids->own_alloc &&
+			      p2->suspend == GS_CTL_SUSPEND,
+			      "second page: its allocation, suspended");
+			munmap((void *)p2, GS_CTL_SIZE);
+		}
+		close(fd);
+	}
 	gs_client_free(c2);
 	gs_client_free(c);
+}
+
+/* Up to GS_ALLOC_MAX_ATTACH (64) processes attach to one allocation; one
+ * more gets a clear EBUSY; one leaving makes room again. */
+static void test_multi_attach(struct gs_client *root)
+{
+	struct gs_client *cs[65];
+	struct gs_error err;
+	uint64_t id = create(root, -1, 10, 0, 0);
+	int fd, i, n = 0;
+
+	for (i = 0; i < 64; i++) {
+		cs[i] = conn();
+		if (gs_client_attach(cs[i], id, &fd, NULL, &err) == 0) {
+			n++;
+			close(fd);
+		}
+	}
+	CHECK(n == 64, "64 processes attach: %d did", n);
+	cs[64] = conn();
+	CHECK(gs_client_attach(cs[64], id, &fd, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY && strstr(err.msg, "64 attached") != NULL,
+	      "65th attach: %d %s", err.code, err.msg);
+	gs_client_free(cs[3]);
+	cs[3] = NULL;
+	fd = -1;
+	for (i = 0; i < 50; i++) {
+		gs_client_free(cs[64]);
+		cs[64] = conn();
+		if (gs_client_attach(cs[64], id, &fd, NULL, &err) == 0)
+			break;
+		usleep(20000);
+	}
+	CHECK(fd >= 0, "attach after one left: %s", err.msg);
+	if (fd >= 0)
+		close(fd);
+	for (i = 0; i < 65; i++)
+		gs_client_free(cs[i]);
+	gs_client_alloc_close(root, id, NULL, &err);
 }
 
 static void test_permissions(struct gs_client *root)
@@ -678,6 +731,88 @@ static int wait_suspend(struct job *j, int ms)
 		nap_ms(1);
 	}
 	return 0;
+}
+
+/* Several processes on one allocation share its token: a grant goes to
+ * every process that wants, one that wants during the grant joins it at
+ * once with the same generation, SUSPEND goes into every page, the token
+ * comes back only when both released, and a process that disconnects
+ * leaves the other attached (issue 15.4). */
+static void test_tokens_shared(struct gs_client *root)
+{
+	struct job a1, a2, b;
+	struct gs_error err;
+	uint64_t id = create(root, -1, 30, 0, 0), gen1 = 0, gen2 = 0;
+	uint64_t slice = 0, g = 0;
+	struct gs_status *st = NULL;
+	int r;
+
+	job_attach(&a1, id);
+	job_attach(&a2, id);
+	job_attach(&b, create(root, -1, 30, 0, 0));
+	if (a1.page == NULL || a2.page == NULL || b.page == NULL)
+		goto out;
+	CHECK(a1.page != a2.page && a1.page->alloc_id == id &&
+	      a2.page->alloc_id == id, "two pages of one allocation");
+	CHECK(gs_client_token_want(a1.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a1.c, 5000, &gen1, &slice, &err);
+	CHECK(r == 1, "grant to a1 (%d): %s", r, err.msg);
+	/* a2 wants while the grant runs: granted at once, same generation */
+	CHECK(gs_client_token_want(a2.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a2.c, 5000, &gen2, &slice, &err);
+	CHECK(r == 1 && gen2 == gen1, "a2 joins grant %llu (%d, gen %llu): "
+	      "%s", (unsigned long long)gen1, r, (unsigned long long)gen2,
+	      err.msg);
+	CHECK(a2.page->grant_gen == gen1 && a2.page->suspend == GS_CTL_RUN,
+	      "a2's page shows the grant");
+	/* b competes: SUSPEND lands in both pages */
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_suspend(&a1, 2000) && wait_suspend(&a2, 2000),
+	      "suspend in both pages");
+	/* a1 releases: the token stays with the allocation until a2 does
+	 * (within the 60 ms grace) */
+	CHECK(gs_client_token_release(a1.c, gen1, 1000, 0, GS_REL_SUSPENDED,
+				      &err) == 0, "%s", err.msg);
+	CHECK(gs_client_ping(a1.c, &err) == 0, "ping: %s", err.msg);
+	CHECK(gs_client_status(root, &st, &err) == 0, "status: %s", err.msg);
+	if (st != NULL) {
+		CHECK(st->ngpus > 0 && st->gpus[0].holder == id,
+		      "holder after one of two released: %llu",
+		      st->ngpus ? (unsigned long long)st->gpus[0].holder : 0);
+		gs_status_free(st);
+		st = NULL;
+	}
+	CHECK(gs_client_token_release(a2.c, gen1, 1000, 0, GS_REL_IDLE,
+				      &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(b.c, 5000, &g, &slice, &err);
+	CHECK(r == 1, "b granted after both released (%d): %s", r, err.msg);
+	/* a1 disconnects (kill -9): a2 stays attached */
+	job_free(&a1);
+	{
+		int64_t deadline = now_ms() + 3000;
+		uint32_t i, n = 0;
+
+		do {
+			if (gs_client_status(root, &st, &err) < 0)
+				break;
+			for (i = 0, n = 0; i < st->nallocs; i++)
+				if (st->allocs[i].id == id)
+					n = st->allocs[i].nattached;
+			gs_status_free(st);
+			if (n == 1)
+				break;
+			nap_ms(10);
+		} while (now_ms() < deadline);
+		CHECK(n == 1, "a2 still attached after a1 left (%u)", n);
+	}
+	job_free(&a2);
+	job_free(&b);
+	gs_client_alloc_close(root, id, NULL, &err);
+	return;
+out:
+	job_free(&a1);
+	job_free(&a2);
+	job_free(&b);
 }
 
 static void test_tokens(struct gs_client *root)
@@ -1526,8 +1661,10 @@ int main(int argc, char *argv[])
 	test_label_log(root);
 	test_status_pages(root);
 	test_permissions(root);
+	test_multi_attach(root);
 	test_any_uid(root);
 	test_tokens(root);
+	test_tokens_shared(root);
 	test_health(root);
 	test_escalation_hold(root);
 	test_malformed(bystander);

@@ -73,6 +73,7 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->mode = GS_MODE_SPACE;
 	a->uid = 1000;
 	a->flags = GS_ALLOC_ANY_UID;
+	a->nattached = 3;
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -287,7 +288,8 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok1, ok2, ok3, ok4;
+	uint32_t n, full, ok[6];
+	unsigned k, nok;
 	size_t i;
 	int rv;
 
@@ -298,32 +300,37 @@ static void test_truncated(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		full = h.length;
-		/* STATUS_REPLY ends with two optional fields (nallocs_total,
-		 * more: 1.2), STATUS is one (after_id: 1.2), ALLOC_CREATE
-		 * ends with flags (1.1) and mem_limit (1.3), ALLOC_INFO /
-		 * ATTACHED with flags (1.1) and three u64 of memory (1.3) */
-		ok1 = ok2 = ok3 = ok4 = UINT32_MAX;
+		/* STATUS_REPLY ends with three optional fields (nallocs_total,
+		 * more: 1.2, warning, here empty: 1.3), STATUS is one
+		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1) and
+		 * mem_limit (1.4), ALLOC_INFO / ATTACHED with flags (1.1),
+		 * nattached (1.3) and three u64 of memory (1.4) */
+		nok = 0;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
-			ok1 = full - 8;
-			ok2 = full - 4;
-		} else if (all_types[i] == GS_MSG_STATUS) {
-			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
-			ok1 = full - 12;
-			ok2 = full - 8;
+			ok[nok++] = full - 10;
+			ok[nok++] = full - 6;
+			ok[nok++] = full - 2;
 		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok1 = full - 28;
-			ok2 = full - 24;
-			ok3 = full - 16;
-			ok4 = full - 8;
+			ok[nok++] = full - 32;
+			ok[nok++] = full - 28;
+			ok[nok++] = full - 24;
+			ok[nok++] = full - 16;
+			ok[nok++] = full - 8;
+		} else if (all_types[i] == GS_MSG_STATUS) {
+			ok[nok++] = full - 8;
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
+			ok[nok++] = full - 12;
+			ok[nok++] = full - 8;
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;
 			err.code = 0;
 			rv = gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					   &out, &err);
-			if (n == ok1 || n == ok2 || n == ok3 || n == ok4) {
+			for (k = 0; k < nok && ok[k] != n; k++)
+				;
+			if (k < nok) {
 				assert_int_equal(rv, 0);
 				gs_msg_clear(&out);
 				continue;
@@ -361,8 +368,9 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		/* the 1.0 payload: without flags and the 1.3 memory */
-		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 : 28;
+		/* the 1.0 payload: no flags (nor nattached, 1.3, nor the
+		 * memory, 1.4) */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 : 32;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -370,8 +378,17 @@ static void test_minor0_frames(void **state)
 			assert_int_equal(out.u.req.uid, in.u.req.uid);
 		} else {
 			assert_int_equal(out.u.info.flags, 0);
+			assert_int_equal(out.u.info.nattached, 0);
 			assert_int_equal(out.u.info.vtime_ns,
 					 in.u.info.vtime_ns);
+			/* 1.2: flags, no nattached */
+			gs_msg_clear(&out);
+			h.length += 4;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_int_equal(out.u.info.flags, in.u.info.flags);
+			assert_int_equal(out.u.info.nattached, 0);
 		}
 		gs_msg_clear(&out);
 		gs_msg_clear(&in);
@@ -438,9 +455,10 @@ static void test_minor0_frames(void **state)
 	gs_wbuf_free(&b);
 }
 
-/* Frames of protocol 1.2 (flags, no memory fields) decode with the memory
- * fields 0 (the agent's default limit) and everything else intact. */
-static void test_minor2_frames(void **state)
+/* Frames of protocol 1.3 (flags and nattached, no memory fields) decode
+ * with the memory fields 0 (the agent's default limit) and everything
+ * else intact. */
+static void test_minor3_frames(void **state)
 {
 	static const uint16_t types[] = { GS_MSG_ALLOC_CREATE,
 					  GS_MSG_ALLOC_INFO, GS_MSG_ATTACHED };
@@ -622,6 +640,8 @@ static void test_status_total(void **state)
 	(void)state;
 	sample(GS_MSG_STATUS_REPLY, &in);
 	in.u.status.nallocs_total = 250;
+	snprintf(in.u.status.warning, sizeof(in.u.status.warning),
+		 "usage store behind");
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	gs_frame_hdr_decode(b.data, b.len, &h, &err);
@@ -629,6 +649,13 @@ static void test_status_total(void **state)
 				       &err), 0);
 	assert_int_equal(out.u.status.nallocs_total, 250);
 	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "usage store behind");
+	gs_msg_clear(&out);
+	h.length -= 2 + 18; /* as a 1.2 agent sends it: no warning */
+	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
+				       &err), 0);
+	assert_int_equal(out.u.status.more, 1);
+	assert_string_equal(out.u.status.warning, "");
 	gs_msg_clear(&out);
 	h.length -= 4; /* as a 1.1 agent sends it: no `more` */
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
@@ -762,7 +789,7 @@ int main(void)
 		cmocka_unit_test(test_trailing_ignored),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_minor0_frames),
-		cmocka_unit_test(test_minor2_frames),
+		cmocka_unit_test(test_minor3_frames),
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_status_counts),

@@ -2,7 +2,8 @@
 # Agent restart: running jobs survive the agent going away, re-attach to
 # the same allocations, and nothing is lost or counted twice.
 #
-# One simulated GPU, three gshare-simjob jobs of weights 1:2:3 sharing it.
+# One simulated GPU, three gshare-simjob jobs of shares 10:20:30 and
+# weights 1:2:3 sharing it (guarantee plus surplus: 1/6, 2/6, 3/6).
 #  1. kill -9 of the agent mid-run: the jobs keep running (their GPU time
 #     grows during the outage); the restarted agent restores the same
 #     allocation ids and the jobs re-attach; over a window after that the
@@ -128,8 +129,8 @@ mkdir -p "$T/state" "$T/before-close"
 write_conf 1
 start_agent
 A1=$(ctl create --shares 10 --weight 1 --gpu 0 --job r1) || fail "create"
-A2=$(ctl create --shares 10 --weight 2 --gpu 0 --job r2) || fail "create"
-A3=$(ctl create --shares 10 --weight 3 --gpu 0 --job r3) || fail "create"
+A2=$(ctl create --shares 20 --weight 2 --gpu 0 --job r2) || fail "create"
+A3=$(ctl create --shares 30 --weight 3 --gpu 0 --job r3) || fail "create"
 IDS0="$A1 $A2 $A3"
 
 AT=$(( $(mono_now) + 300000000 ))

@@ -8,6 +8,14 @@ $(B)/tests/restart/test_state: $(B)/tests/restart/test_state.o \
 	    $(B)/node-agent/state.o $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
 
+# the table's writer thread (node-agent/durable.c) on a real loop
+UNIT_TESTS += $(B)/tests/restart/test_durable
+$(B)/tests/restart/test_durable.o: CFLAGS += -Inode-agent
+$(B)/tests/restart/test_durable: $(B)/tests/restart/test_durable.o \
+	    $(B)/node-agent/durable.o $(B)/node-agent/state.o \
+	    $(B)/node-agent/loop.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka -lpthread
+
 INTEG_TESTS += tests/restart/integ_restart.sh tests/restart/integ_restart_asan.sh
 
 # libFuzzer target for the state file decoder; tests/restart/fuzz.sh runs

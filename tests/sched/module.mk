@@ -27,3 +27,5 @@ INTEG_TESTS += tests/sched/integ_idle.sh
 INTEG_TESTS += tests/sched/integ_noncoop.sh
 # Static priority preemption and dynamic priority without starvation (14 s).
 INTEG_TESTS += tests/sched/integ_priority.sh
+# Several processes on one allocation: shared token, kill -9 of one (9 s).
+INTEG_TESTS += tests/sched/integ_multi.sh

@@ -251,6 +251,57 @@ else
 fi
 end
 
+begin weight-policy
+# issue 15.1: a user may lower the weight, not raise it past the shares
+# (before: gshare:30 --gshare-weight=90 ran and took 89 % beside a
+# gshare:70); the site may allow more with max_user_weight
+out=$(timeout 30 srun -w n1 --gres=gshare:30 --gshare-weight=90 bash -c 'echo RAN' 2>&1); rc=$?
+[ $rc != 0 ] && ok "weight above the shares refused (rc $rc)" || bad "gshare:30 --gshare-weight=90 ran"
+reject "task did not run" "$out" '^RAN$'
+expect "clear message" "$out" '^gshare: step [0-9]+\.0 not started: --gshare-weight=90: above 30 \(the job.s shares\); users may only lower their weight'
+out=$(timeout 30 srun -w n1 --gres=gshare:30 --gshare-weight=5 bash -c 'echo RAN' 2>&1)
+expect "a lower weight runs" "$out" '^RAN$'
+set_plugstack max_user_weight=100
+out=$(timeout 30 srun -w n1 --gres=gshare:30 --gshare-weight=90 bash -c 'echo RAN' 2>&1)
+expect "max_user_weight=100 allows 90" "$out" '^RAN$'
+set_plugstack
+end
+
+begin gshare-zero
+# issue 15.5: what gshare:0 means.  Slurm drops a zero gres count before
+# the plugin sees the step (its TRES per node names no gshare), so it
+# means no request: the step runs outside gshare, like one without the
+# gres, and the agent makes no allocation (docs/slurm.md).  A zero count
+# that does reach the plugin is refused (test_spankopt, spank_remote.c).
+n0=$(allocs n1 | grep -c '^alloc ')
+out=$(timeout 30 srun -w n1 --gres=gshare:0 bash -c \
+	'echo RAN alloc=${GSHARE_ALLOC:-none} cuda=${CUDA_VISIBLE_DEVICES:-none}' 2>&1); rc=$?
+[ $rc = 0 ] && ok "gshare:0 runs as a step without the gres" || bad "rc $rc: $out"
+expect "no share, no gshare environment" "$out" '^RAN alloc=none cuda=none$'
+reject "no gshare message" "$out" 'gshare'
+[ "$(allocs n1 | grep -c '^alloc ')" = "$n0" ] && ok "no allocation made" ||
+	bad "allocations: $(allocs n1)"
+end
+
+begin multi-task
+# issue 15.4: srun -n2 failed its second task ("allocation N is already
+# attached by pid P"); both tasks attach to the step's one allocation and
+# share its token
+if [ -x "$SIMJOB" ]; then
+	out=$(timeout 60 srun -w n1 -n2 --gres=gshare:30 bash -c \
+		'"$0" -n t$SLURM_PROCID -d 1 -t 200 2>&1 | tail -1; "$1" status "$GSHARE_SOCKET" | grep "^alloc $GSHARE_ALLOC "' \
+		"$SIMJOB" "$PROBE" 2>&1); rc=$?
+	[ $rc = 0 ] && ok "both tasks ran (rc 0)" || bad "srun -n2 failed (rc $rc): $out"
+	[ "$(printf '%s\n' "$out" | grep -c '^event=done job=t[01] ')" = 2 ] &&
+		ok "both tasks finished their work" || bad "tasks: $out"
+	reject "no attach refusal" "$out" 'already attached'
+	[ "$(printf '%s\n' "$out" | grep '^alloc ' | awk '{print $2}' | sort -u | wc -l)" = 1 ] ||
+		bad "the tasks saw different allocations: $out"
+else
+	bad "gshare-simjob not built ($SIMJOB)"
+fi
+end
+
 begin sbatch-steps
 S=$ROOT/tests/slurm/show_step.sh
 cat >"$GS_T/steps.sbatch" <<EOF

@@ -46,6 +46,24 @@ static void test_weight(void **state)
 		assert_null(strchr(err.msg, '\n'));
 	}
 	assert_int_equal(gs_spank_opt_weight(NULL, &o, &err), -1);
+
+	/* site policy: lower is fine, above the shares only up to
+	 * max_user_weight (issue 15.1: gshare:30 --gshare-weight=90) */
+	o.weight = 0;
+	assert_int_equal(gs_spank_weight_allowed(&o, 30, 0, &err), 0);
+	o.weight = 30;
+	assert_int_equal(gs_spank_weight_allowed(&o, 30, 0, &err), 0);
+	o.weight = 5;
+	assert_int_equal(gs_spank_weight_allowed(&o, 30, 0, &err), 0);
+	o.weight = 90;
+	assert_int_equal(gs_spank_weight_allowed(&o, 30, 0, &err), -1);
+	assert_int_equal(err.code, GS_EPERM);
+	assert_non_null(strstr(err.msg, "--gshare-weight=90: above 30"));
+	assert_null(strchr(err.msg, '\n'));
+	assert_int_equal(gs_spank_weight_allowed(&o, 30, 100, &err), 0);
+	o.weight = 10000;
+	assert_int_equal(gs_spank_weight_allowed(&o, 1, 100, &err), -1);
+	assert_non_null(strstr(err.msg, "above 100 (max_user_weight)"));
 }
 
 static void test_priority_mode(void **state)

@@ -1,0 +1,67 @@
+#!/bin/sh
+# A job that lies about its GPU time (issue 14.3), against the real agent:
+# beside an honest job of equal shares and weight, a cooperating job that
+# releases the token reporting 0 ns every time (gshare-simjob
+# --report-zero; its page counters show no GPU time either).  Before,
+# the liar got 98.4 % of the GPU and was billed 0.00 GPU-s.  Now:
+#   - the scheduler charges what it saw held: each job gets about half
+#     the GPU (the jobs' own measurement, 0.40..0.60);
+#   - accounting bills the liar at least 7/8 of the time the agent saw it
+#     hold (HeldSec, itself >= 95 % of what the liar measured), in the
+#     usage store and in the agent's close reply; the honest job what it
+#     measured (1 %).
+set -u
+. tests/acct/lib.sh
+SIM=$B/runtime/sim/gshare-simjob
+
+write_conf 200ms 1 ""
+start_agent
+db=$T/state/usage.db
+at=$(( $("$SIM" --now) + 1500000000 ))
+"$SIM" -s "$T/sock" --create 50 -n liar --report-zero -d 4 --at $at \
+	> "$T/liar.out" 2>&1 &
+liar=$!
+"$SIM" -s "$T/sock" --create 50 -n honest -d 4 --at $at \
+	> "$T/honest.out" 2>&1 &
+honest=$!
+PIDS="$liar $honest"
+wait "$liar" || fail "liar: $(cat "$T/liar.out")"
+wait "$honest" || fail "honest: $(cat "$T/honest.out")"
+PIDS=""
+wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' $db \"SELECT COUNT(*) FROM allocs WHERE end_ns > 0\") = 2 ]" ||
+	fail "closes not stored"
+"$GSACCT" --store "$db" -j liar,honest -X -P -n -o JobID,GPUSec,HeldSec \
+	> "$T/acct.txt" || fail "gsacct: $(cat "$T/acct.txt")"
+/usr/bin/python3 - "$T/acct.txt" "$T/liar.out" "$T/honest.out" <<'PY' || fail "shares or charges"
+import sys
+rows = dict((l.split("|")[0], l.strip().split("|")[1:]) for l in open(sys.argv[1]))
+def done(path):
+    for l in open(path):
+        if "event=done" in l:
+            return dict(x.split("=", 1) for x in l.split() if "=" in x)
+    raise SystemExit("no final line in " + path)
+lj, hj = done(sys.argv[2]), done(sys.argv[3])
+ls, hs = float(lj["share"]), float(hj["share"])
+lg, hg = float(lj["gpu_s"]), float(hj["gpu_s"])
+lbill, lheld = float(rows["liar"][0]), float(rows["liar"][1])
+hbill, hheld = float(rows["honest"][0]), float(rows["honest"][1])
+print("liar: share %.3f, ran %.3f s, billed %.3f GPU-s, held %.3f s; "
+      "honest: share %.3f, ran %.3f s, billed %.3f GPU-s"
+      % (ls, lg, lbill, lheld, hs, hg, hbill))
+assert 0.40 <= ls <= 0.60 and 0.40 <= hs <= 0.60, "shares"
+assert lheld >= 0.95 * lg, "liar's held time"
+assert lbill >= 7 / 8 * lheld - 0.01, "liar billed less than 7/8 of its holds"
+assert abs(hbill - hg) <= 0.01 * hg + 0.01, "honest billed wrongly"
+PY
+# the agent's own record (close reply: what the SPANK plugin writes to
+# the AdminComment) bills the liar at least 7/8 of its holds too
+id=$(sed -n "s/.*allocation \([0-9]*\): gpu 0, .* job 'liar'.*/\1/p" "$T/agent.log")
+line=$(grep "allocation $id closed: gpu time" "$T/agent.log")
+/usr/bin/python3 - "$line" <<'PY' || fail "close reply: $line"
+import re, sys
+g, h = map(float, re.search(r"gpu time ([0-9.]+) s, held ([0-9.]+) s",
+                            sys.argv[1]).groups())
+print("liar's close: gpu %.3f s, held %.3f s" % (g, h))
+assert h > 1.5 and g >= 7 / 8 * h - 0.002, "close reply bills less than 7/8"
+PY
+echo "liar: ok"
