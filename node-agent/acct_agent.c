@@ -54,6 +54,7 @@ struct shadow {
 	uint64_t id;
 	int attached, granted;
 	int mem_warned;		/* NVML saw more than the limit: logged */
+	int sum_warned;		/* its pages added up beyond the limit */
 	unsigned npages;		/* pages handed to accounting */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
@@ -227,6 +228,42 @@ observer(void *ctx, int event, const struct gs_alloc *a)
 }
 
 /*
+ * Each process of an allocation enforces the limit on its own (its
+ * runtime's ledger sees only its own allocations), so several processes
+ * together may hold more: logged once per episode, when the figures their
+ * pages report add up beyond the limit.
+ */
+static void
+mem_sum_check(struct gs_accounting *ac)
+{
+	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
+	struct gs_alloc *a;
+	struct shadow *s;
+	uint64_t used;
+	char b1[32], b2[32];
+
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
+		s = shadow_find(ac, a->id);
+		if (s == NULL || a->mem_limit == 0)
+			continue;
+		used = gs_alloc_mem_used(a);
+		if (used <= a->mem_limit) {
+			s->sum_warned = 0;
+			continue;
+		}
+		if (s->sum_warned)
+			continue;
+		s->sum_warned = 1;
+		gs_cfg_format_size(used - used % 1024, b1, sizeof(b1));
+		gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
+		log_warnx("allocation %" PRIu64 ": its %u attached process(es) "
+			  "report %s of device memory together, beyond its "
+			  "limit of %s (each process is held to the limit on "
+			  "its own)", a->id, a->nattached, b1, b2);
+	}
+}
+
+/*
  * Cross-check the job-reported device memory with NVML's per-process
  * figures (real GPUs only): the figure goes to the metrics
  * (gshare_memory_nvml_bytes), and a process holding more than its
@@ -315,6 +352,7 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 	struct gs_store_batch *b = NULL;
 	struct gs_error err;
 
+	mem_sum_check(ac);
 	mem_cross_check(ac);
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);

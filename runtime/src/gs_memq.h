@@ -29,9 +29,11 @@
  * mutex (never held across a driver call, never taken in a signal
  * handler), so frees of different pointers rarely contend.
  *
- * Scope: one process.  The agent lets one process attach an allocation at
- * a time and zeroes mem_used when it goes, which is also when the driver
- * frees everything that process held.
+ * Scope: one process, one control page.  Several processes of one
+ * allocation each have their own page and ledger, each held to the limit
+ * on its own; the agent adds their figures up, logs a sum beyond the
+ * limit, and zeroes a page's mem_used when its process goes (which is
+ * when the driver frees everything that process held).
  */
 #ifndef GS_MEMQ_H
 #define GS_MEMQ_H

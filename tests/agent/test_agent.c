@@ -327,6 +327,60 @@ static int mem_status(struct gs_client *c, uint64_t id,
 	return rv;
 }
 
+static int log_lines(const char *needle);
+
+/* Two processes on one 50G allocation: each page carries the limit, the
+ * allocation's figure is their sum, and a sum beyond the limit (each
+ * process enforces it on its own) is logged once. */
+static void test_memory_procs(struct gs_client *c, uint64_t id)
+{
+	struct gs_client *p[2];
+	struct gs_ctlpage *pg[2];
+	struct gs_alloc_info x;
+	struct gs_gpu_info g;
+	struct gs_error err;
+	const char *line = "report 55G of device memory together, beyond "
+			   "its limit of 50G";
+	int64_t deadline;
+	int fd, i, ok = 0;
+
+	for (i = 0; i < 2; i++) {
+		pg[i] = MAP_FAILED;
+		p[i] = conn();
+		fd = -1;
+		CHECK(gs_client_attach(p[i], id, &fd, NULL, &err) == 0,
+		      "attach %d: %s", i, err.msg);
+		if (fd >= 0) {
+			pg[i] = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE,
+				     MAP_SHARED, fd, 0);
+			close(fd);
+		}
+	}
+	if (pg[0] == MAP_FAILED || pg[1] == MAP_FAILED || pg[0] == pg[1]) {
+		CHECK(0, "two pages");
+		goto out;
+	}
+	CHECK(pg[0]->mem_limit == 50 * GIB && pg[1]->mem_limit == 50 * GIB,
+	      "both pages carry the limit");
+	__atomic_store_n(&pg[0]->mem_used, 30 * GIB, __ATOMIC_RELEASE);
+	__atomic_store_n(&pg[1]->mem_used, 25 * GIB, __ATOMIC_RELEASE);
+	CHECK(mem_status(c, id, &x, &g) == 0 && x.mem_used == 55 * GIB &&
+	      x.mem_peak >= 55 * GIB, "sum of two pages: used %llu peak %llu",
+	      (unsigned long long)x.mem_used,
+	      (unsigned long long)x.mem_peak);
+	deadline = now_ms() + 5000;
+	while (!(ok = log_lines(line) == 1) && now_ms() < deadline)
+		nap_ms(20);
+	CHECK(ok, "one log line for the sum beyond the limit (%d)",
+	      log_lines(line));
+out:
+	for (i = 0; i < 2; i++) {
+		if (pg[i] != MAP_FAILED)
+			munmap(pg[i], GS_CTL_SIZE);
+		gs_client_free(p[i]);
+	}
+}
+
 /* The simulated GPU has 80G and the default reserve is 1G: 79G (80896M)
  * for limits.  Default limits are the shares' part of it in whole MiB;
  * a limit asked for must fit beside those already placed; the page
@@ -426,6 +480,7 @@ static void test_memory(struct gs_client *c)
 	}
 	if (fd >= 0)
 		close(fd);
+	test_memory_procs(c, a50.id);
 	gs_client_alloc_close(c, a50.id, NULL, &err);
 	gs_client_alloc_close(c, a30.id, NULL, &err);
 	CHECK(create_mem(c, 1, 0, &info, &err) == 0, "after closing: %s",
