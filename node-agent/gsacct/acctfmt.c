@@ -543,20 +543,21 @@ mem_text(char *b, size_t n, uint64_t bytes)
 	}
 	snprintf(b, n, "%.2f%c", v, units[i]);
 }
+/* The memory fields carry a unit: strings in JSON, like sacct's. */
 F(f_maxmem)
 {
-	*num = 1;
+	(void)num;
 	mem_text(b, n, r->a.tot.mem_max);
 }
 F(f_avemem)
 {
-	*num = 1;
+	(void)num;
 	mem_text(b, n, r->a.tot.mem_ns ? (uint64_t)((double)r->a.tot.mem_byte_s
 		 / ((double)r->a.tot.mem_ns / 1e9)) : 0);
 }
 F(f_memlimit)
 {
-	*num = 1;
+	(void)num;
 	if (r->a.mem_limit == 0)
 		snprintf(b, n, "none");
 	else
