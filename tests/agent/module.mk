@@ -6,6 +6,8 @@ TEST_HELPERS += $(AGENT_TEST) $(AGENT_BENCH)
 INTEG_TESTS += $(AGENT_TEST) tests/agent/test_cli.sh
 # memory limits across a kill -9 and a changed memory_reserve
 INTEG_TESTS += tests/agent/mem_restart.sh
+# placement where the memory limit fits
+INTEG_TESTS += tests/agent/mem_place.sh
 # memory from NVML and the cross-check, through the stand-in NVML
 INTEG_TESTS += tests/agent/mem_nvml.sh
 # gshared under ASan+UBSan through shutdown and restart with jobs attached
