@@ -477,9 +477,17 @@ int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *r,
 int gs_client_alloc_close(struct gs_client *c, uint64_t id,
 			  struct gs_alloc_info *final, struct gs_error *err)
 {
+	return gs_client_alloc_close_as(c, id, GS_END_DEFAULT, final, err);
+}
+
+int gs_client_alloc_close_as(struct gs_client *c, uint64_t id,
+			     uint32_t end_state, struct gs_alloc_info *final,
+			     struct gs_error *err)
+{
 	struct gs_msg req = { .type = GS_MSG_ALLOC_CLOSE }, rep;
 
-	req.u.id = id;
+	req.u.close.id = id;
+	req.u.close.end_state = end_state;
 	if (request(c, &req, &rep, err) < 0)
 		return -1;
 	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)

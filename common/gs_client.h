@@ -35,6 +35,11 @@ int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *req,
 /* final (may be NULL) receives the allocation's last usage. */
 int gs_client_alloc_close(struct gs_client *c, uint64_t id,
 			  struct gs_alloc_info *final, struct gs_error *err);
+/* The same, telling the agent how the job ended (enum gs_end_state: the
+ * usage row's State); an agent before 1.3 ignores it. */
+int gs_client_alloc_close_as(struct gs_client *c, uint64_t id,
+			     uint32_t end_state, struct gs_alloc_info *final,
+			     struct gs_error *err);
 
 /* Replace the labels of allocation id (root only); out (may be NULL)
  * receives the allocation as stored. */

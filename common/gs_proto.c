@@ -359,6 +359,9 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		winfo(w, &m->u.info);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		w64(w, m->u.close.id);
+		w32(w, m->u.close.end_state);	/* 1.3 */
+		break;
 	case GS_MSG_ATTACH:
 		w64(w, m->u.id);
 		break;
@@ -736,6 +739,9 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		rinfo(&r, &m->u.info);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		m->u.close.id = r64(&r);
+		m->u.close.end_state = r32_opt(&r);	/* 1.3 */
+		break;
 	case GS_MSG_ATTACH:
 		m->u.id = r64(&r);
 		break;

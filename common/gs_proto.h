@@ -20,7 +20,7 @@
  * Requests and replies (R = root only, O = owner or root, A = anyone):
  *   PING            A  → OK
  *   ALLOC_CREATE    R  gs_alloc_req               → ALLOC_INFO | ERROR
- *   ALLOC_CLOSE     R  {id}                       → ALLOC_INFO (final usage)
+ *   ALLOC_CLOSE     R  {id, end_state (1.3)}      → ALLOC_INFO (final usage)
  *   ALLOC_LABEL     R  {id, gs_labels}            → ALLOC_INFO (labels
  *                                                    replaced; the device
  *                                                    plugin learns a pod's
@@ -236,7 +236,8 @@ void gs_status_free(struct gs_status *st);
  *   STATUS                after_id (1.2; absent: 0)
  *   ALLOC_CREATE          req
  *   ALLOC_INFO, ATTACHED  info
- *   ALLOC_CLOSE, ATTACH   id
+ *   ALLOC_CLOSE           close {id, end_state}: id is u.id too
+ *   ATTACH                id
  *   TOKEN_GRANT           grant
  *   TOKEN_RELEASE         release
  *   STATUS_REPLY          status (arrays owned by the message)
@@ -246,6 +247,22 @@ void gs_status_free(struct gs_status *st);
  * Strings decode NUL-terminated into the fixed arrays; a wire string that
  * does not fit, or holds a NUL byte, is GS_EPROTO.
  */
+/*
+ * How the job that held an allocation ended, as the closer (the Slurm
+ * epilog: the job's state) tells ALLOC_CLOSE; the usage store's State.
+ * 0 (absent, before 1.3): the agent decides (COMPLETED, or CANCELLED
+ * after a kill escalation).
+ */
+enum gs_end_state {
+	GS_END_DEFAULT = 0,
+	GS_END_COMPLETED = 1,
+	GS_END_FAILED = 2,
+	GS_END_CANCELLED = 3,
+	GS_END_NODE_FAIL = 4,
+	GS_END_TIMEOUT = 5,
+	GS_END_MAX
+};
+
 struct gs_release {
 	uint64_t gen;		/* grant generation being returned */
 	uint64_t gpu_ns;	/* GPU time used during the grant */
@@ -268,6 +285,10 @@ struct gs_msg {
 		struct gs_release release;
 		struct gs_status status;
 		uint64_t after_id;	/* STATUS: list ids > after_id */
+		struct {
+			uint64_t id;	/* first: u.id reads it too */
+			uint32_t end_state;	/* enum gs_end_state; 1.3 */
+		} close;
 		struct {
 			uint64_t id;
 			struct gs_labels labels;

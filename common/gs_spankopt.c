@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gs_config.h"
 #include "gs_proto.h"
@@ -36,6 +37,9 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 	GS_CFG_KEY_STRING("state_dir", struct gs_spank_conf, state_dir, 1,
 			  "/run/gshare/spank",
 			  "where steps leave their usage for the job epilog"),
+	GS_CFG_KEY_STRING("spool_dir", struct gs_spank_conf, spool_dir, 1,
+			  "/var/spool/gshare/slurm",
+			  "where job totals wait for slurmdbd (persistent)"),
 	GS_CFG_KEY_BOOL("admin_comment", struct gs_spank_conf, admin_comment,
 			"yes", "write the job's gshare totals to AdminComment"),
 	GS_CFG_KEY_STRING("sacct", struct gs_spank_conf, sacct, 1,
@@ -73,6 +77,10 @@ int gs_spank_conf_parse(struct gs_spank_conf *conf, int argc,
 		return gs_error_set(err, GS_ECONFIG,
 				    "state_dir: '%s' is not an absolute path",
 				    c.state_dir);
+	if (c.spool_dir[0] != '/')
+		return gs_error_set(err, GS_ECONFIG,
+				    "spool_dir: '%s' is not an absolute path",
+				    c.spool_dir);
 	if (c.sacct[0] != '/' || c.sacctmgr[0] != '/')
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: '%s' is not an absolute path",
@@ -329,6 +337,63 @@ int gs_gres_count(const char *tres, const char *name, uint64_t *count,
 	return found;
 }
 
+int gs_gres_detail_gpu(const char *detail, const char *name, int *gpu,
+		       struct gs_error *err)
+{
+	size_t nlen;
+	const char *p, *q;
+	unsigned long v;
+	char *end;
+
+	if (name == NULL || *name == '\0')
+		return gs_error_set(err, GS_EINVAL, "empty gres name");
+	if (detail == NULL)
+		return 0;
+	nlen = strlen(name);
+	for (p = detail; *p != '\0'; p++) {
+		/* an entry starts the string or follows a ',' outside
+		 * parentheses; it begins with the gres name and ':' or '(' */
+		if (p != detail && p[-1] != ',')
+			continue;
+		if (strncmp(p, name, nlen) != 0 ||
+		    (p[nlen] != ':' && p[nlen] != '('))
+			continue;
+		q = p + nlen + strcspn(p + nlen, "(,");
+		if (*q != '(')
+			return 0;	/* no index: a gres without File= */
+		if (strncmp(q, "(IDX:", 5) != 0)
+			return 0;
+		q += 5;
+		if (*q < '0' || *q > '9')
+			return gs_error_set(err, GS_EINVAL,
+					    "malformed gres index in '%s'",
+					    detail);
+		errno = 0;
+		v = strtoul(q, &end, 10);
+		if (errno != 0 || v > 1023 || end == q ||
+		    (*end != ')' && *end != ',' && *end != '-'))
+			return gs_error_set(err, GS_EINVAL,
+					    "malformed gres index in '%s'",
+					    detail);
+		*gpu = (int)v;
+		return 1;
+	}
+	return 0;
+}
+
+int gs_spank_array_spec_ok(const char *s)
+{
+	size_t a, t;
+
+	if (s == NULL)
+		return 0;
+	a = strspn(s, "0123456789");
+	if (a == 0 || a > 10 || s[a] != '_')
+		return 0;
+	t = strspn(s + a + 1, "0123456789");
+	return t > 0 && t <= 10 && s[a + 1 + t] == '\0';
+}
+
 void gs_spank_step_name(uint32_t step, char *buf, size_t len)
 {
 	switch (step) {
@@ -506,7 +571,9 @@ int gs_spank_comment_merge(const char *old, const char *node,
 			continue;
 		if (used > 0)
 			res[used++] = ';';
-		if (n >= strlen(own) && strncmp(p, own, strlen(own)) == 0) {
+		/* sacctmgr stores the AdminComment lower-cased: node
+		 * names compare without case */
+		if (n >= strlen(own) && strncasecmp(p, own, strlen(own)) == 0) {
 			if (replaced) {	/* drop a duplicate of our own */
 				used--;
 				continue;
@@ -529,5 +596,104 @@ int gs_spank_comment_merge(const char *old, const char *node,
 	}
 	res[used] = '\0';
 	*out = res;
+	return 0;
+}
+
+/* A job spec: digits, or digits_digits. */
+static int spool_job_ok(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+
+	if (n > 0 && n <= 10 && s[n] == '\0')
+		return 1;
+	return gs_spank_array_spec_ok(s);
+}
+
+/* A Slurm node name as the plugin uses it: no separators, no spaces. */
+static int spool_node_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n < sizeof(((struct gs_spank_spool *)0)->node) &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyz"
+			 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == n;
+}
+
+static int spool_seg_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 7 && n < 256 && strncmp(s, "gshare[", 7) == 0 &&
+	       strpbrk(s, " \t\n;'\"\\") == NULL;
+}
+
+int gs_spank_spool_format(const struct gs_spank_spool *r, char *buf,
+			  size_t len, struct gs_error *err)
+{
+	int n;
+
+	if (!spool_job_ok(r->job) || !spool_node_ok(r->node) ||
+	    r->nodes == 0 || !spool_seg_ok(r->seg))
+		return gs_error_set(err, GS_EINVAL, "bad spool record");
+	n = snprintf(buf, len,
+		     "gshare-spool 1 job=%s node=%s nodes=%" PRIu32
+		     " seg=%s\n",
+		     r->job, r->node, r->nodes, r->seg);
+	if (n < 0 || (size_t)n >= len)
+		return gs_error_set(err, GS_EINVAL,
+				    "spool record does not fit");
+	return n;
+}
+
+/* Copy the value of "key=" at *p up to the next space (or the end when
+ * last) into out; advance *p past it. */
+static int spool_field(const char **p, const char *key, int last, char *out,
+		       size_t len)
+{
+	size_t k = strlen(key), n;
+
+	if (strncmp(*p, key, k) != 0)
+		return -1;
+	*p += k;
+	n = last ? strcspn(*p, "\n") : strcspn(*p, " \n");
+	if (n == 0 || n >= len)
+		return -1;
+	memcpy(out, *p, n);
+	out[n] = '\0';
+	*p += n;
+	if (last)
+		return (**p == '\n' && (*p)[1] == '\0') || **p == '\0' ? 0
+									 : -1;
+	if (**p != ' ')
+		return -1;
+	(*p)++;
+	return 0;
+}
+
+int gs_spank_spool_parse(const char *line, struct gs_spank_spool *r,
+			 struct gs_error *err)
+{
+	const char *p = line;
+	char nodes[16], *end;
+	unsigned long v;
+
+	memset(r, 0, sizeof(*r));
+	if (strncmp(p, "gshare-spool 1 ", 15) != 0)
+		return gs_error_set(err, GS_EINVAL, "not a spool record");
+	p += 15;
+	if (spool_field(&p, "job=", 0, r->job, sizeof(r->job)) < 0 ||
+	    spool_field(&p, "node=", 0, r->node, sizeof(r->node)) < 0 ||
+	    spool_field(&p, "nodes=", 0, nodes, sizeof(nodes)) < 0 ||
+	    spool_field(&p, "seg=", 1, r->seg, sizeof(r->seg)) < 0)
+		return gs_error_set(err, GS_EINVAL, "malformed spool record");
+	errno = 0;
+	v = strtoul(nodes, &end, 10);
+	if (errno != 0 || *end != '\0' || v == 0 || v > UINT32_MAX ||
+	    nodes[0] < '0' || nodes[0] > '9')
+		return gs_error_set(err, GS_EINVAL, "spool record: bad nodes");
+	r->nodes = (uint32_t)v;
+	if (!spool_job_ok(r->job) || !spool_node_ok(r->node) ||
+	    !spool_seg_ok(r->seg))
+		return gs_error_set(err, GS_EINVAL, "spool record: bad field");
 	return 0;
 }

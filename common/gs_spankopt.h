@@ -32,6 +32,7 @@ struct gs_spank_conf {
 	uint64_t timeout_ns;		/* bound on connect and each request */
 	uint32_t on_agent_down;		/* enum gs_spank_down */
 	char state_dir[GS_SPANK_PATH_MAX];	/* per-job usage records */
+	char spool_dir[GS_SPANK_PATH_MAX];	/* totals waiting for slurmdbd */
 	int admin_comment;		/* write job totals to AdminComment */
 	char sacct[GS_SPANK_PATH_MAX];	/* reads AdminComment back */
 	char sacctmgr[GS_SPANK_PATH_MAX];	/* writes it */
@@ -101,6 +102,21 @@ int gs_spank_weight_allowed(const struct gs_spank_opts *o, uint32_t shares,
 int gs_gres_count(const char *tres, const char *name, uint64_t *count,
 		  struct gs_error *err);
 
+/*
+ * The GPU index Slurm gave gres `name` on one node, from that node's
+ * entry of a job's gres detail (scontrol show job -d: "shard:60(IDX:1)",
+ * "gpu:a100:1(IDX:0),shard:30(IDX:0)").  A shard count on one node comes
+ * from one GPU, so the first index of the list is the GPU.  Returns 1 and
+ * sets *gpu, 0 when the entry names no such gres or no index (a gres
+ * without File=), -1 (GS_EINVAL) on a malformed index.
+ */
+int gs_gres_detail_gpu(const char *detail, const char *name, int *gpu,
+		       struct gs_error *err);
+
+/* 1 when s is "<digits>_<digits>" (a job array task as sacct and
+ * sacctmgr take it, at most 10 digits each), else 0. */
+int gs_spank_array_spec_ok(const char *s);
+
 /* Slurm's special step ids (slurm.h), repeated so common/ needs no Slurm
  * header; a test checks them against slurm.h. */
 #define GS_SLURM_STEP_PENDING	 0xfffffffdu
@@ -163,5 +179,27 @@ int gs_spank_comment_segment(const char *node,
 int gs_spank_comment_merge(const char *old, const char *node,
 			   const char *segment, char **out,
 			   struct gs_error *err);
+
+/*
+ * One job's totals on one node waiting for slurmdbd (the epilog spools
+ * them; a background writer pushes them with sacctmgr):
+ *   "gshare-spool 1 job=SPEC node=NODE nodes=N seg=SEGMENT\n"
+ * SPEC is a job id or "<ArrayJobId>_<TaskId>", NODE a Slurm node name,
+ * N the job's node count (1: no concurrent writer, no read-back),
+ * SEGMENT what gs_spank_comment_segment made.  Format returns the length
+ * written (GS_EINVAL when a field is bad or it does not fit), parse
+ * 0 or -1 (GS_EINVAL, err names the problem).
+ */
+struct gs_spank_spool {
+	char job[32];
+	char node[64];		/* GS_LABEL_MAX */
+	uint32_t nodes;
+	char seg[256];
+};
+
+int gs_spank_spool_format(const struct gs_spank_spool *r, char *buf,
+			  size_t len, struct gs_error *err);
+int gs_spank_spool_parse(const char *line, struct gs_spank_spool *r,
+			 struct gs_error *err);
 
 #endif /* GS_SPANKOPT_H */

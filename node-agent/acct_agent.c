@@ -194,6 +194,15 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 	}
 }
 
+/* ALLOC_CLOSE's end state is the usage row's state, value for value */
+_Static_assert((int)GS_END_COMPLETED == (int)GS_SST_COMPLETED &&
+		       (int)GS_END_FAILED == (int)GS_SST_FAILED &&
+		       (int)GS_END_CANCELLED == (int)GS_SST_CANCELLED &&
+		       (int)GS_END_NODE_FAIL == (int)GS_SST_NODE_FAIL &&
+		       (int)GS_END_TIMEOUT == (int)GS_SST_TIMEOUT &&
+		       (int)GS_END_MAX == (int)GS_SST_MAX,
+	       "gs_end_state and the store states differ");
+
 static void
 on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 {
@@ -207,6 +216,8 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 	if (a->escalations > 0 &&
 	    gs_agent_config(ac->ag)->escalation == GS_ESC_KILL)
 		st = GS_SST_CANCELLED;
+	if (a->end_state != GS_END_DEFAULT)	/* the closer knows better */
+		st = a->end_state;
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
 	/* the final row goes to the store now; the CLOSE's reply waits for
@@ -620,6 +631,7 @@ on_tick(struct gs_loop *l, uint64_t now, void *arg)
 		ac->st.loop_lag_max_ns = ac->st.loop_lag_ns;
 	ac->due += ac->period;
 	ac->st.clients = gs_agent_nclients(ac->ag);
+	gs_metrics_spool_scan(gs_agent_config(ac->ag)->watch_spool, &ac->st);
 	do_tick(ac, now);
 	check_behind(ac, now);
 	if (ac->metrics != NULL)
@@ -724,6 +736,26 @@ on_metrics(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	(void)fd;
 	(void)events;
 	gs_metrics_dispatch(ac->metrics, gs_now_ns() / 1000000);
+}
+
+/* A restored allocation continues its usage row, totals kept; its GPU
+ * and held time in the agent (status, the close reply) start from those
+ * totals too, so that they cover the allocation's whole life and not
+ * only the time since this start. */
+static void
+seed_restored(struct gs_accounting *ac)
+{
+	const struct gs_acct_view *v;
+	struct gs_alloc *a;
+	unsigned i, n = gs_acct_allocs(ac->acct, &v);
+
+	for (i = 0; i < n; i++) {
+		a = gs_alloc_get(gs_agent_allocs(ac->ag), v[i].row.agent_id);
+		if (a == NULL || !a->restored)
+			continue;
+		a->gpu_ns += v[i].row.tot.gpu_ns;
+		a->held_ns += v[i].row.tot.held_ns;
+	}
 }
 
 int
@@ -858,6 +890,7 @@ gs_accounting_new(struct gs_agent *ag, struct gs_accounting **out,
 	for (a = gs_alloc_first(gs_agent_allocs(ag)); a != NULL;
 	     a = gs_alloc_next(gs_agent_allocs(ag), a))
 		on_created(ac, a);
+	seed_restored(ac);
 	if (gs_loop_add_tick(l, ac->period, on_tick, ac, err) < 0)
 		goto out_free;
 	log_info("accounting: usage store %s, tick %.3f s", path,

@@ -1156,6 +1156,7 @@ static void close_apply(struct gs_conn *c, const struct gs_msg *m,
 	a = need_alloc(c, m, m->u.id);
 	if (a == NULL)
 		return;
+	a->end_state = m->u.close.end_state;	/* checked before the write */
 	g = gpu_of(ag, a);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
@@ -1640,6 +1641,11 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 	case GS_MSG_ALLOC_CLOSE:
 		if (need_root(c, m) < 0 || need_alloc(c, m, m->u.id) == NULL)
 			return -1;
+		if (m->u.close.end_state >= GS_END_MAX) {
+			reply_err(c, m->seq, GS_EINVAL, "unknown end state %u",
+				  m->u.close.end_state);
+			return -1;
+		}
 		drop = m->u.id;
 		break;
 	case GS_MSG_ALLOC_LABEL:

@@ -84,6 +84,7 @@ struct gs_alloc {
 				 * at least 7/8 of the hold (gs_acct_bill_gpu) */
 	uint64_t reported_gpu_ns;	/* sum of RELEASE gpu_ns */
 	uint64_t held_ns;	/* grant → release */
+	uint32_t end_state;	/* enum gs_end_state, from ALLOC_CLOSE */
 	uint64_t suspensions;	/* releases after a suspend */
 	uint64_t escalations;
 	uint64_t last_evict_ns;

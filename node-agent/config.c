@@ -69,6 +69,10 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("metrics_listen", C, metrics_listen, 0,
 			  "127.0.0.1:9464",
 			  "Prometheus endpoint host:port (empty: off)"),
+	GS_CFG_KEY_STRING("watch_spool", C, watch_spool, 0, "",
+			  "directory of records waiting for another system "
+			  "(the Slurm plugin's spool_dir): count and oldest "
+			  "age as metrics (empty: off)"),
 	GS_CFG_KEY_ENUM("memory", C, memory, memory_names, "proportional",
 			"default device memory limit of an allocation: its "
 			"shares of the GPU's memory less the reserve, or none"),

@@ -61,6 +61,7 @@ struct gs_agent_config {
 	char store_group[33];	/* group of the store file ("": 0644) */
 	uint32_t retention_days;	/* 0: keep usage forever */
 	char metrics_listen[64];	/* "": no metrics endpoint */
+	char watch_spool[256];	/* "": none; records waiting elsewhere */
 
 	/* GPU memory per allocation (admission in agent.c) */
 	uint32_t memory;	/* enum gs_mem_policy: default limit */

@@ -12,6 +12,7 @@
  * the server is freed.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "metrics.h"
@@ -280,9 +282,46 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		gs_mbuf_printf(b, "gshare_store_purged_samples_total %" PRIu64 "\n",
 			       st->store_purged);
 	}
+	if (st != NULL && st->spool_watched) {
+		family(b, "gshare_spool_pending_records", "gauge",
+		       "Records in watch_spool not yet taken (Slurm job "
+		       "totals waiting for slurmdbd).");
+		gs_mbuf_printf(b, "gshare_spool_pending_records %u\n",
+			       st->spool_pending);
+		family(b, "gshare_spool_oldest_seconds", "gauge",
+		       "Age of the oldest record in watch_spool (0: none).");
+		gs_mbuf_printf(b, "gshare_spool_oldest_seconds %" PRIu64 "\n",
+			       st->spool_oldest_s);
+	}
 	if (b->oom)
 		return gs_error_set(err, GS_ENOMEM, "metrics: out of memory");
 	return 0;
+}
+
+void gs_metrics_spool_scan(const char *dir, struct gs_agent_stats *st)
+{
+	struct dirent *de;
+	struct stat sb;
+	time_t now = time(NULL);
+	DIR *d;
+
+	st->spool_watched = dir[0] != '\0';
+	st->spool_pending = 0;
+	st->spool_oldest_s = 0;
+	if (!st->spool_watched || (d = opendir(dir)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.' ||
+		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
+			    0 ||
+		    !S_ISREG(sb.st_mode))
+			continue;
+		st->spool_pending++;
+		if (now > sb.st_mtime &&
+		    (uint64_t)(now - sb.st_mtime) > st->spool_oldest_s)
+			st->spool_oldest_s = (uint64_t)(now - sb.st_mtime);
+	}
+	closedir(d);
 }
 
 /* ---- server ---- */

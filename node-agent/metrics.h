@@ -38,7 +38,16 @@ struct gs_agent_stats {
 	uint64_t store_purged;		/* samples removed by retention */
 	uint64_t store_behind_ns;	/* age of the oldest usage not yet
 					 * committed (0: all written) */
+	/* watch_spool (gs_metrics_spool_scan): 0 when not watched */
+	int spool_watched;
+	uint32_t spool_pending;		/* regular files not named .* */
+	uint64_t spool_oldest_s;	/* age of the oldest, seconds */
 };
+
+/* Count the records in dir (regular files whose name does not start with
+ * '.') and the age of the oldest into st; dir "" unwatches.  A missing
+ * directory counts as empty. */
+void gs_metrics_spool_scan(const char *dir, struct gs_agent_stats *st);
 
 /* Growable text buffer. */
 struct gs_mbuf {

@@ -85,7 +85,7 @@ struct gs_store {
 };
 
 static const char *const state_names[GS_SST_MAX] = {
-	"RUNNING", "COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL",
+	"RUNNING", "COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT",
 };
 
 const char *
@@ -100,7 +100,7 @@ gs_store_state_parse(const char *s, uint32_t *out)
 	static const struct { const char *abbr; uint32_t st; } ab[] = {
 		{ "R", GS_SST_RUNNING }, { "CD", GS_SST_COMPLETED },
 		{ "F", GS_SST_FAILED }, { "CA", GS_SST_CANCELLED },
-		{ "NF", GS_SST_NODE_FAIL },
+		{ "NF", GS_SST_NODE_FAIL }, { "TO", GS_SST_TIMEOUT },
 	};
 	for (uint32_t i = 0; i < GS_SST_MAX; i++)
 		if (strcasecmp(s, state_names[i]) == 0) {

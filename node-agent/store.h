@@ -38,6 +38,7 @@ enum gs_store_state {
 	GS_SST_FAILED = 2,	/* job side died (crash of the job) */
 	GS_SST_CANCELLED = 3,	/* closed by the agent (kill escalation) */
 	GS_SST_NODE_FAIL = 4,	/* agent died while the allocation was open */
+	GS_SST_TIMEOUT = 5,	/* the closer says: the job hit its time limit */
 	GS_SST_MAX
 };
 

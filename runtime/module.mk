@@ -21,6 +21,13 @@ UNIT_TESTS   += $(RT_UNIT)
 $(RT_UNIT): $(B)/runtime/tests/test_rtlogic.o $(RT_LOGIC_OBJ) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
 
+# task pools: the host TaskTable and the device header's allocator
+RT_TT_OBJ  := $(B)/runtime/src/gs_tasktable.o
+RT_TT_UNIT := $(B)/runtime/tests/test_tasktable
+UNIT_TESTS += $(RT_TT_UNIT)
+$(RT_TT_UNIT): $(B)/runtime/tests/test_tasktable.o $(RT_TT_OBJ) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
 # the job side's device memory ledger (gs_memq.c): pure host code, for
 # the launch gate's allocation hooks and libgshare
 RT_MEMQ_OBJ  := $(B)/runtime/src/gs_memq.o
@@ -39,17 +46,19 @@ else
 
 LIBGSHARE   := $(B)/runtime/libgshare.so
 LIBGSHARE1  := $(B)/runtime/libgshare.so.1
-RT_EXAMPLES := vadd stencil sgemm reduce eater server
+RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
-RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate
+RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
+		 $(B)/runtime/bench/gs-taskbench
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 
 # The agent session (gs_session.c, gs_client.c) comes from $(GSCOMMON).
 RT_LIB_OBJS := $(B)/runtime/src/gshare.o $(B)/runtime/src/gs_watch_cu.o \
-	       $(RT_LOGIC_OBJ)
+	       $(RT_LOGIC_OBJ) $(B)/runtime/src/gs_task.o $(RT_TT_OBJ)
 
 $(B)/runtime/src/gshare.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
+$(B)/runtime/src/gs_task.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 
 $(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
 	@mkdir -p $(@D)

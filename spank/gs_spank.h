@@ -9,6 +9,7 @@
  *                   agent, export the environment, release at step exit
  *   spank_slurmd.c  job prolog/epilog (as root on the node): close what a
  *                   dead step left behind, write the job's totals
+ *   spank_spool.c   the spool of job totals for slurmdbd and its writer
  *   slurm_query.c   the few libslurm calls (step gres, accounting)
  * Only spank_*.c include spank.h; only slurm_query.c includes slurm.h.
  * Only plugin_* and slurm_spank_* leave the .so (spank_gshare.lds); the
@@ -40,6 +41,8 @@ struct gs__state {
 	 * (the only channel to the user): fail != 0 fails every task */
 	int fail;
 	char user_msg[GS_ERRMSG_MAX + 128];
+	/* a --gshare-* value slurmstepd replayed and the plugin refused */
+	char bad_opt[GS_ERRMSG_MAX];
 };
 
 extern struct gs__state gs__st;
@@ -52,11 +55,36 @@ int gs__remote_end(struct spank_handle *sp);
 int gs__remote_task(struct spank_handle *sp);
 int gs__slurmd_epilog(struct spank_handle *sp);	/* spank_slurmd.c */
 
+/* spank_slurmd.c: merge this node's segment into the job's AdminComment
+ * with sacct and sacctmgr (bounded runs; read back for multi-node jobs).
+ * Calls nothing of libslurm: the spool writer runs it in a forked
+ * process. */
+int gs__update_comment(const char *job, const char *node, int one_node,
+		       const char *seg, struct gs_error *err);
+
+/* spank_spool.c: put one job's totals on this node into spool_dir
+ * durably (written, fsync'ed, renamed), and start the detached writer
+ * that pushes the spool to slurmdbd unless one runs already. */
+int gs__spool_put(const struct gs_spank_spool *r, struct gs_error *err);
+void gs__spool_kick(void);
+/* mkdir -p, missing levels 0700 */
+int gs__mkdir_p(const char *path, struct gs_error *err);
+
 /* slurm_query.c */
 /* The step's TRES-per-node string (the job's for the batch step), for
  * gs_gres_count.  *out is malloc'ed ("" when the step has none). */
 int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
 			struct gs_error *err);
+
+/* The job's TRES-per-node string (*tres, malloc'ed, "" when none) and
+ * the GPU index Slurm gave gres `gres` on `node` (*gpu, -1 when Slurm
+ * did not bind it to a device: gres.conf without File=). */
+int gs__slurm_job_gres(uint32_t job, const char *node, const char *gres,
+		       char **tres, int *gpu, struct gs_error *err);
+
+/* How the job ended (enum gs_end_state, from its state in slurmctld, which
+ * keeps finished jobs for MinJobAge), GS_END_DEFAULT when unknown. */
+uint32_t gs__slurm_job_end_state(uint32_t job);
 
 /* Milliseconds from the configured timeout, for gs_client. */
 int gs__timeout_ms(void);

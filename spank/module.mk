@@ -4,7 +4,8 @@
 # plugin is not linked against libslurm.
 
 SPANK_SRCS := spank/spank_gshare.c spank/spank_local.c spank/spank_remote.c \
-	      spank/spank_slurmd.c spank/slurm_query.c
+	      spank/spank_slurmd.c spank/spank_spool.c \
+	      spank/slurm_query.c
 SPANK_OBJS := $(SPANK_SRCS:%.c=$(B)/%.o)
 SPANK_SO   := $(B)/spank/spank_gshare.so
 

@@ -50,6 +50,82 @@ out_free:
 	return rv;
 }
 
+/* The index of this node's gres detail: the node's place in the job's
+ * node list (slurmctld keeps one detail string per node, in that order). */
+static int node_index(const char *nodes, const char *node)
+{
+	hostlist_t hl;
+	int i;
+
+	if (nodes == NULL || node == NULL)
+		return -1;
+	hl = slurm_hostlist_create(nodes);
+	if (hl == NULL)
+		return -1;
+	i = slurm_hostlist_find(hl, node);
+	slurm_hostlist_destroy(hl);
+	return i;
+}
+
+int gs__slurm_job_gres(uint32_t job, const char *node, const char *gres,
+		       char **tres, int *gpu, struct gs_error *err)
+{
+	job_info_msg_t *resp = NULL;
+	slurm_job_info_t *j;
+	uint32_t i;
+	int k, rv = -1;
+
+	*gpu = -1;
+	if (slurm_load_job(&resp, job, SHOW_ALL | SHOW_DETAIL) !=
+	    SLURM_SUCCESS)
+		return gs_error_set(err, GS_EIO,
+				    "cannot load job %u from slurmctld: %s",
+				    job, slurm_strerror(slurm_get_errno()));
+	for (i = 0; i < resp->record_count; i++) {
+		j = &resp->job_array[i];
+		if (j->job_id != job)
+			continue;
+		k = node_index(j->nodes, node);
+		if (k >= 0 && (uint32_t)k < j->gres_detail_cnt &&
+		    gs_gres_detail_gpu(j->gres_detail_str[k], gres, gpu,
+				       err) < 0)
+			goto out_free;
+		rv = dup_tres(j->tres_per_node, tres, err);
+		goto out_free;
+	}
+	gs_error_set(err, GS_ENOENT, "slurmctld does not know job %u", job);
+out_free:
+	slurm_free_job_info_msg(resp);
+	return rv;
+}
+
+uint32_t gs__slurm_job_end_state(uint32_t job)
+{
+	job_info_msg_t *resp = NULL;
+	uint32_t i, st = GS_END_DEFAULT;
+
+	if (slurm_load_job(&resp, job, SHOW_ALL) != SLURM_SUCCESS)
+		return GS_END_DEFAULT;
+	for (i = 0; i < resp->record_count; i++) {
+		if (resp->job_array[i].job_id != job)
+			continue;
+		switch (resp->job_array[i].job_state & JOB_STATE_BASE) {
+		case JOB_COMPLETE: st = GS_END_COMPLETED; break;
+		case JOB_CANCELLED: st = GS_END_CANCELLED; break;
+		case JOB_TIMEOUT:
+		case JOB_DEADLINE: st = GS_END_TIMEOUT; break;
+		case JOB_NODE_FAIL: st = GS_END_NODE_FAIL; break;
+		case JOB_FAILED:
+		case JOB_BOOT_FAIL:
+		case JOB_OOM: st = GS_END_FAILED; break;
+		default: break;	/* still running, pending...: agent's */
+		}
+		break;
+	}
+	slurm_free_job_info_msg(resp);
+	return st;
+}
+
 int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,
 			struct gs_error *err)
 {

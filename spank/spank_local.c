@@ -6,7 +6,10 @@
  * bad value stops srun/sbatch before anything is queued.  The message is
  * one line from gs_spank_opt_* (what was given, what is allowed).  In
  * local context slurm_error prints "srun: error: ..." on the user's
- * terminal; elsewhere it goes to the daemon's log.
+ * terminal; elsewhere it goes to the daemon's log.  In slurmstepd the
+ * values come from the job's environment, which the user can set
+ * directly (_SLURM_SPANK_OPTION_gshare_gshare_weight=abc): a bad one
+ * there fails the step with the same message (spank_remote.c).
  */
 #include <slurm/spank.h>
 
@@ -19,7 +22,6 @@ static int opt_cb(int val, const char *optarg, int remote)
 	struct gs_error err;
 	int rv = -1;
 
-	(void)remote;
 	switch (val) {
 	case OPT_WEIGHT:
 		rv = gs_spank_opt_weight(optarg, &gs__st.opts, &err);
@@ -37,8 +39,16 @@ static int opt_cb(int val, const char *optarg, int remote)
 		gs_error_set(&err, GS_EINVAL, "unknown option %d", val);
 		break;
 	}
-	if (rv < 0)
+	if (rv < 0) {
 		slurm_error("gshare: %s", err.msg);
+		/* slurmstepd replays options from the job's environment
+		 * (_SLURM_SPANK_OPTION_gshare_*), and a failing callback
+		 * there is only logged: the step would run with the default.
+		 * Keep the first message; init_post_opt fails the step. */
+		if (remote && gs__st.bad_opt[0] == '\0')
+			snprintf(gs__st.bad_opt, sizeof(gs__st.bad_opt), "%s",
+				 err.msg);
+	}
 	return rv;
 }
 

@@ -1,20 +1,20 @@
 /*
- * spank_remote.c — slurmstepd side: one agent allocation per step per
- * node.
+ * spank_remote.c — slurmstepd side: one agent allocation per job per
+ * node, shared by the job's steps.
  *
- * slurm_spank_init_post_opt (as root, before the tasks exist) learns the
- * step's gshare count from slurmctld, creates the allocation (uid, job,
- * step, node, shares, weight, priority, mode) and exports GSHARE_SOCKET,
- * GSHARE_ALLOC and CUDA_VISIBLE_DEVICES to the tasks, overwriting what
- * the job inherited.  A step without gshare gets GSHARE_* removed, so a
- * `srun --gres=none` inside a gshare batch job cannot reach the batch
- * step's allocation.  slurm_spank_exit closes the allocation and leaves
- * its final usage in state_dir for the job epilog (spank_slurmd.c).
- *
- * When the agent has no room, a step first closes its job's idle batch
- * step allocation (release_idle_batch) and then retries until `timeout`
- * (create_alloc): the agent would otherwise count a batch job's shares
- * twice.
+ * A job's gshare count on a node is one budget: Slurm counts it once,
+ * and its steps (the batch step, `srun`, `srun --overlap`) run inside it.
+ * So slurm_spank_init_post_opt (as root, before the tasks exist) asks
+ * slurmctld whether the step uses the job's gres at all (`--gres=none`
+ * does not), then, under the job's lock on this node, finds the job's
+ * allocation in the agent or creates it: the job's count, on the GPU
+ * Slurm bound the gres to (gres.conf with File=, e.g. Slurm's shard),
+ * labelled with cluster, job, node, user and account (no step).  It
+ * exports GSHARE_SOCKET, GSHARE_ALLOC and CUDA_VISIBLE_DEVICES to the
+ * tasks, overwriting what the job inherited.  A step without gshare gets
+ * GSHARE_* removed, so a `srun --gres=none` inside a gshare job cannot
+ * reach the job's allocation.  The allocation outlives the steps; the
+ * job epilog (spank_slurmd.c) closes it and writes the job's totals.
  *
  * Every agent call is bounded by the plugstack `timeout`.  When the agent
  * cannot be reached, on_agent_down=fail fails the step with one line;
@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,7 +84,7 @@ static void fill_labels(spank_t sp, uid_t uid, struct gs_labels *l)
 	job_env(sp, "SLURM_CLUSTER_NAME", l->cluster, sizeof(l->cluster));
 	job_env(sp, "SLURM_JOB_ACCOUNT", l->account, sizeof(l->account));
 	snprintf(l->job, sizeof(l->job), "%" PRIu32, gs__st.job);
-	gs_spank_step_name(gs__st.step, l->step, sizeof(l->step));
+	/* no step: the allocation is the job's, for all its steps */
 	snprintf(l->node, sizeof(l->node), "%s", gs__st.node);
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
 		snprintf(l->user, sizeof(l->user), "%s", pw.pw_name);
@@ -157,111 +158,23 @@ static int job_dir(char *dir, size_t len, struct gs_error *err)
 	if (gs_spank_job_dir(gs__st.conf.state_dir, gs__st.job, gs__st.node,
 			     dir, len, err) < 0)
 		return -1;
-	if (mkdir(gs__st.conf.state_dir, 0700) < 0 && errno != EEXIST)
-		return gs_error_errno(err, GS_EIO, "mkdir %s",
-				      gs__st.conf.state_dir);
+	/* with its parents: /run/gshare is gone after a reboot until
+	 * the agent starts, and a missing parent would lose the usage */
+	if (gs__mkdir_p(gs__st.conf.state_dir, err) < 0)
+		return -1;
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return gs_error_errno(err, GS_EIO, "mkdir %s", dir);
 	return 0;
 }
 
-/* Leave the allocation's final usage for the epilog:
- * <job dir>/<step>.<alloc id>, written atomically. */
-static int save_record(const struct gs_alloc_info *fin, const char *step,
-		       struct gs_error *err)
-{
-	struct gs_spank_record r;
-	char dir[GS_SPANK_PATH_MAX + 96], path[sizeof(dir) + 64],
-		tmp[sizeof(path) + 8], line[256];
-	int fd = -1, n;
-
-	r.id = fin->id;
-	r.shares = fin->shares;
-	r.gpu_ns = fin->gpu_ns;
-	r.held_ns = fin->held_ns;
-	r.mem_max = fin->mem_peak;
-	n = gs_spank_record_format(&r, line, sizeof(line), err);
-	if (n < 0)
-		return -1;
-	if (job_dir(dir, sizeof(dir), err) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/%s.%" PRIu64, dir, step, fin->id);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return gs_error_errno(err, GS_EIO, "open %s", tmp);
-	if (write(fd, line, (size_t)n) != n) {
-		gs_error_errno(err, GS_EIO, "write %s", tmp);
-		goto out_unlink;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		gs_error_errno(err, GS_EIO, "close %s", tmp);
-		goto out_unlink;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		gs_error_errno(err, GS_EIO, "rename %s", tmp);
-		goto out_unlink;
-	}
-	return 0;
-out_unlink:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return -1;
-}
-
 /*
- * The agent refused a step for lack of room.  In a batch job the batch
- * step holds the job's whole count on its node while its steps ask for
- * theirs again, which Slurm allows (steps overlap the batch step) but the
- * agent's admission counts twice.  When no process is attached to the
- * batch step's allocation — the script only launches steps — close it,
- * keep its usage for the epilog, and let the caller retry: the job's
- * steps then use the job's shares.  A batch script that uses the GPU
- * itself keeps its allocation.  Returns 1 when it closed one, 0 when
- * there was none to close, -1 on error.
+ * Take the job's lock on this node (<job dir>/.lock), waiting at most
+ * until deadline_ms.  Steps of one job start concurrently (srun &, srun
+ * --overlap); the lock makes "find the job's allocation, else create it"
+ * one step at a time.  Returns the fd, -1 (err filled).
  */
-static int release_idle_batch(struct gs_client *c, struct gs_error *err)
-{
-	struct gs_status *st = NULL;
-	struct gs_alloc_info fin;
-	struct gs_error serr;
-	char job[32];
-	uint64_t id = 0;
-	uint32_t i;
-
-	if (gs__st.step == GS_SLURM_STEP_BATCH)
-		return 0;
-	snprintf(job, sizeof(job), "%" PRIu32, gs__st.job);
-	if (gs_client_status(c, &st, err) < 0)
-		return -1;
-	for (i = 0; i < st->nallocs; i++) {
-		const struct gs_alloc_info *a = &st->allocs[i];
-
-		if (strcmp(a->labels.job, job) == 0 &&
-		    strcmp(a->labels.node, gs__st.node) == 0 &&
-		    strcmp(a->labels.step, "batch") == 0 && a->pid == 0 &&
-		    a->state != GS_ASTATE_CLOSED) {
-			id = a->id;
-			break;
-		}
-	}
-	gs_status_free(st);
-	if (id == 0)
-		return 0;
-	if (gs_client_alloc_close(c, id, &fin, err) < 0)
-		return err->code == GS_ENOENT ? 1 : -1;	/* raced: gone */
-	if (save_record(&fin, "batch", &serr) < 0)
-		slurm_error("gshare: job %" PRIu32 ": usage of allocation "
-			    "%" PRIu64 " not saved: %s",
-			    gs__st.job, id, serr.msg);
-	slurm_info("gshare: job %" PRIu32 ": closed the idle batch step "
-		   "allocation %" PRIu64 " to make room for step %" PRIu32,
-		   gs__st.job, id, gs__st.step);
-	return 1;
-}
+static int lock_job(const char *dir, uint64_t deadline_ms,
+		    struct gs_error *err);
 
 static uint64_t mono_ms(void)
 {
@@ -271,31 +184,100 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static int lock_job(const char *dir, uint64_t deadline_ms,
+		    struct gs_error *err)
+{
+	char path[GS_SPANK_PATH_MAX + 128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "open %s", path);
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			gs_error_errno(err, GS_EIO, "flock %s", path);
+			close(fd);
+			return -1;
+		}
+		if (mono_ms() >= deadline_ms) {
+			close(fd);
+			return gs_error_set(err, GS_ETIMEDOUT,
+					    "another step of the job holds "
+					    "%s", path);
+		}
+		usleep(10000);
+	}
+	return fd;
+}
+
+/* A task of a job array: leave "<ArrayJobId>_<TaskId>" in the job dir,
+ * for the epilog (whose environment has no SLURM_ARRAY_*) to write the
+ * task's own record.  Best effort: without it the epilog uses the job id. */
+static void save_array(spank_t sp, const char *dir)
+{
+	char path[GS_SPANK_PATH_MAX + 128], line[32];
+	uint32_t aid = 0, tid = 0;
+	int fd, n;
+
+	if (get_u32(sp, S_JOB_ARRAY_ID, &aid) < 0 || aid == 0 ||
+	    get_u32(sp, S_JOB_ARRAY_TASK_ID, &tid) < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/.array", dir);
+	n = snprintf(line, sizeof(line), "%" PRIu32 "_%" PRIu32 "\n", aid,
+		     tid);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n)
+		slurm_error("gshare: job %" PRIu32 ": %s: %m", gs__st.job,
+			    path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The job's open allocation on this node, if a step created it: 1 and
+ * *info filled, 0 when there is none, -1 on error. */
+static int find_job_alloc(struct gs_client *c, struct gs_alloc_info *info,
+			  struct gs_error *err)
+{
+	struct gs_status *st = NULL;
+	char job[32];
+	uint32_t i;
+	int found = 0;
+
+	snprintf(job, sizeof(job), "%" PRIu32, gs__st.job);
+	if (gs_client_status(c, &st, err) < 0)
+		return -1;
+	for (i = 0; i < st->nallocs; i++) {
+		const struct gs_alloc_info *a = &st->allocs[i];
+
+		if (strcmp(a->labels.job, job) == 0 &&
+		    strcmp(a->labels.node, gs__st.node) == 0 &&
+		    a->state != GS_ASTATE_CLOSED) {
+			*info = *a;
+			found = 1;
+			break;
+		}
+	}
+	gs_status_free(st);
+	return found;
+}
+
 /*
  * ALLOC_CREATE, retried while the agent has no room, until the plugstack
- * timeout.  Slurm counts the job's shares once, but the agent can briefly
- * hold more: srun returns to a batch script before the finished step's
- * slurmstepd has closed its allocation, so the script's next step may
- * find the previous one still open (and the batch step's own allocation,
- * see release_idle_batch).  Those go away within milliseconds.
+ * timeout: Slurm may start a job on a node whose previous job's epilog
+ * is still closing that job's allocation.
  */
 static int create_alloc(struct gs_client *c, const struct gs_alloc_req *req,
 			struct gs_alloc_info *info, struct gs_error *err)
 {
 	uint64_t deadline = mono_ms() + (uint64_t)gs__timeout_ms();
-	struct gs_error rerr;
-	int released = 0;
 
 	for (;;) {
 		if (gs_client_alloc_create(c, req, info, err) == 0)
 			return 0;
 		if (err->code != GS_EBUSY)
 			return -1;
-		if (!released) {
-			released = 1;
-			if (release_idle_batch(c, &rerr) == 1)
-				continue;
-		}
 		if (mono_ms() >= deadline)
 			return -1;
 		usleep(50000);
@@ -307,13 +289,13 @@ int gs__remote_begin(spank_t sp)
 	struct gs_alloc_req req;
 	struct gs_alloc_info info;
 	struct gs_client *c = NULL;
-	struct gs_error err, cerr;
+	struct gs_error err;
 	uint32_t nodeid = 0;
 	uid_t uid;
-	uint64_t count = 0;
-	char *tres = NULL;
+	uint64_t count = 0, jcount = 0;
+	char *tres = NULL, *jtres = NULL;
 	char step[32], dir[GS_SPANK_PATH_MAX + 96];
-	int found, rc, rv = -1;
+	int found, rc, gpu = -1, lock = -1, rv = -1;
 
 	if (get_u32(sp, S_JOB_ID, &gs__st.job) < 0 ||
 	    get_u32(sp, S_JOB_STEPID, &gs__st.step) < 0 ||
@@ -326,7 +308,15 @@ int gs__remote_begin(spank_t sp)
 	gs_spank_step_name(gs__st.step, step, sizeof(step));
 	if (gs__st.step == GS_SLURM_STEP_EXTERN)
 		return 0;	/* the extern step runs no job code */
+	if (gs__st.bad_opt[0] != '\0') {
+		/* refused like srun refuses it on the command line */
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, gs__st.bad_opt);
+		clear_env(sp);
+		return 0;
+	}
 
+	/* does this step use the job's shares at all (--gres=none not) */
 	if (gs__slurm_step_tres(gs__st.job, gs__st.step, &tres, &err) < 0) {
 		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
 			 gs__st.job, step, err.msg);
@@ -359,6 +349,21 @@ int gs__remote_begin(spank_t sp)
 		rv = 0;
 		goto out_free_tres;
 	}
+	node_name(sp, nodeid, gs__st.node, sizeof(gs__st.node));
+
+	/* the job's count on this node is the budget of all its steps, on
+	 * the GPU Slurm bound it to (gres.conf with File=, e.g. shard) */
+	if (gs__slurm_job_gres(gs__st.job, gs__st.node, gs__st.conf.gres,
+			       &jtres, &gpu, &err) < 0) {
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, err.msg);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
+	if (gs_gres_count(jtres, gs__st.conf.gres, &jcount, &err) == 1 &&
+	    jcount > 0)
+		count = jcount;
 	if (count > GS_SHARES_PER_GPU) {
 		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s:%"
 			 PRIu64 " on one node, but one allocation holds at "
@@ -377,7 +382,6 @@ int gs__remote_begin(spank_t sp)
 		rv = 0;
 		goto out_free_tres;
 	}
-	node_name(sp, nodeid, gs__st.node, sizeof(gs__st.node));
 	if (gs_spank_expand_path(gs__st.conf.agent, gs__st.node, gs__st.agent,
 				 sizeof(gs__st.agent), &err) < 0) {
 		user_msg(1, "gshare: step %" PRIu32 ".%s not started: agent "
@@ -390,12 +394,19 @@ int gs__remote_begin(spank_t sp)
 
 	/* before the allocation exists: should this process die right
 	 * after creating it, the epilog still looks for leftovers */
-	if (job_dir(dir, sizeof(dir), &err) < 0)
-		slurm_error("gshare: job %" PRIu32 ": %s", gs__st.job,
-			    err.msg);
+	if (job_dir(dir, sizeof(dir), &err) < 0 ||
+	    (lock = lock_job(dir, mono_ms() + (uint64_t)gs__timeout_ms(),
+			     &err)) < 0) {
+		user_msg(1, "gshare: step %" PRIu32 ".%s not started: %s",
+			 gs__st.job, step, err.msg);
+		clear_env(sp);
+		rv = 0;
+		goto out_free_tres;
+	}
 
+	save_array(sp, dir);
 	memset(&req, 0, sizeof(req));
-	req.gpu = -1;
+	req.gpu = gpu;
 	req.shares = (uint32_t)count;
 	req.weight = gs__st.opts.weight;
 	req.priority = gs__st.opts.priority;
@@ -407,9 +418,12 @@ int gs__remote_begin(spank_t sp)
 	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) <
 	    0) {
 		rv = agent_down(sp, step, &err);
-		goto out_free_tres;
+		goto out_unlock;
 	}
-	rc = create_alloc(c, &req, &info, &err);
+	/* one allocation per job and node, shared by all its steps */
+	rc = find_job_alloc(c, &info, &err);
+	if (rc == 0)
+		rc = create_alloc(c, &req, &info, &err);
 	if (rc < 0) {
 		if (is_unreachable(&err)) {
 			rv = agent_down(sp, step, &err);
@@ -423,14 +437,12 @@ int gs__remote_begin(spank_t sp)
 		goto out_close;
 	}
 	if (set_env(sp, &info) < 0) {
+		/* the job's allocation stays for its other steps; the job
+		 * epilog closes it */
 		user_msg(1, "gshare: step %" PRIu32 ".%s not started: "
 			 "cannot set the job environment",
 			 gs__st.job, step);
 		rv = 0;
-		if (gs_client_alloc_close(c, info.id, NULL, &cerr) < 0)
-			slurm_error("gshare: closing allocation %" PRIu64
-				    ": %s",
-				    info.id, cerr.msg);
 		goto out_close;
 	}
 	gs__st.alloc_id = info.id;
@@ -447,7 +459,10 @@ int gs__remote_begin(spank_t sp)
 	rv = 0;
 out_close:
 	gs_client_free(c);
+out_unlock:
+	close(lock);
 out_free_tres:
+	free(jtres);
 	free(tres);
 	return rv;
 }
@@ -474,37 +489,11 @@ int gs__remote_task(spank_t sp)
 	return gs__st.fail ? -1 : 0;
 }
 
+/* The job's allocation outlives its steps: the job epilog closes it
+ * (spank_slurmd.c), when no step of the job can use it any more. */
 int gs__remote_end(spank_t sp)
 {
-	struct gs_alloc_info fin;
-	struct gs_client *c = NULL;
-	struct gs_error err;
-	uint64_t id = gs__st.alloc_id;
-	char step[32];
-
 	(void)sp;
-	if (id == 0)
-		return 0;
 	gs__st.alloc_id = 0;
-	if (gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) <
-		    0 ||
-	    gs_client_alloc_close(c, id, &fin, &err) < 0) {
-		gs_client_free(c);
-		/* an idle batch allocation a step closed: its usage is saved */
-		if (err.code == GS_ENOENT &&
-		    gs__st.step == GS_SLURM_STEP_BATCH)
-			return 0;
-		/* the job epilog closes it if the agent comes back */
-		slurm_error("gshare: job %" PRIu32 ": closing allocation "
-			    "%" PRIu64 ": %s",
-			    gs__st.job, id, err.msg);
-		return 0;
-	}
-	gs_client_free(c);
-	gs_spank_step_name(gs__st.step, step, sizeof(step));
-	if (save_record(&fin, step, &err) < 0)
-		slurm_error("gshare: job %" PRIu32 ": usage of allocation "
-			    "%" PRIu64 " not saved: %s",
-			    gs__st.job, id, err.msg);
 	return 0;
 }

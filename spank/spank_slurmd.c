@@ -154,7 +154,7 @@ out_close:
 
 /* Close the job's allocations still open on this node, adding their usage
  * to t.  Returns the number closed, -1 when the agent is unreachable. */
-static int sweep_agent(const char *job, const char *node,
+static int sweep_agent(const char *job, const char *node, uint32_t end_state,
 		       struct gs_spank_totals *t, struct gs_error *err)
 {
 	struct gs_client *c = NULL;
@@ -179,19 +179,20 @@ static int sweep_agent(const char *job, const char *node,
 		    strcmp(a->labels.node, node) != 0 ||
 		    a->state == GS_ASTATE_CLOSED)
 			continue;
-		if (gs_client_alloc_close(c, a->id, &fin, &cerr) < 0) {
+		if (gs_client_alloc_close_as(c, a->id, end_state, &fin,
+					     &cerr) < 0) {
 			slurm_error("gshare: job %s: closing leftover "
 				    "allocation %" PRIu64 ": %s",
 				    job, a->id, cerr.msg);
 			continue;
 		}
-		slurm_info("gshare: job %s: closed leftover allocation "
-			   "%" PRIu64 " of step %s",
-			   job, a->id, a->labels.step);
+		slurm_info("gshare: job %s: closed allocation %" PRIu64,
+			   job, a->id);
 		r.id = fin.id;
 		r.shares = fin.shares;
 		r.gpu_ns = fin.gpu_ns;
 		r.held_ns = fin.held_ns;
+		r.mem_max = fin.mem_peak;
 		gs_spank_totals_add(t, &r);
 		closed++;
 	}
@@ -237,6 +238,12 @@ static void collect_records(const char *dir, struct gs_spank_totals *t)
 		unlink(path);
 	}
 	closedir(d);
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	if (unlink(path) < 0 && errno != ENOENT)
+		slurm_error("gshare: unlink %s: %m", path);
+	snprintf(path, sizeof(path), "%s/.array", dir);
+	if (unlink(path) < 0 && errno != ENOENT)
+		slurm_error("gshare: unlink %s: %m", path);
 	if (rmdir(dir) < 0)
 		slurm_error("gshare: rmdir %s: %m", dir);
 }
@@ -290,18 +297,16 @@ static int write_comment(const char *job, const char *text,
 
 /* Merge this node's segment into the AdminComment; with other nodes
  * writing too, until it sticks.  A one-node job has no concurrent writer
- * and skips the read-back (each sacct run costs ~0.2 s of epilog time,
- * during which slurmctld starts no new job on the node). */
-static int update_comment(const char *job, const char *node, int one_node,
-			  const struct gs_spank_totals *t,
-			  struct gs_error *err)
+ * and skips the read-back.  sacctmgr stores the comment lower-cased, so
+ * the read-back looks for the segment without case.  Runs in the spool
+ * writer (spank_spool.c), off the job's epilog. */
+int gs__update_comment(const char *job, const char *node, int one_node,
+		       const char *seg, struct gs_error *err)
 {
-	char seg[256], cur[4096];
+	char cur[4096];
 	char *merged = NULL;
 	int i;
 
-	if (gs_spank_comment_segment(node, t, seg, sizeof(seg), err) < 0)
-		return -1;
 	if (one_node) {
 		if (read_comment(job, cur, sizeof(cur), err) < 0 ||
 		    gs_spank_comment_merge(cur, node, seg, &merged, err) < 0)
@@ -316,7 +321,7 @@ static int update_comment(const char *job, const char *node, int one_node,
 							     30000));
 		if (read_comment(job, cur, sizeof(cur), err) < 0)
 			return -1;
-		if (i > 0 && strstr(cur, seg) != NULL)
+		if (i > 0 && strcasestr(cur, seg) != NULL)
 			return 0;
 		if (gs_spank_comment_merge(cur, node, seg, &merged, err) < 0)
 			return -1;
@@ -329,10 +334,40 @@ static int update_comment(const char *job, const char *node, int one_node,
 	}
 	if (read_comment(job, cur, sizeof(cur), err) < 0)
 		return -1;
-	if (strstr(cur, seg) != NULL)
+	if (strcasestr(cur, seg) != NULL)
 		return 0;
 	return gs_error_set(err, GS_EBUSY,
 			    "AdminComment kept changing under us");
+}
+
+/*
+ * The job's own record for sacct and sacctmgr: "<ArrayJobId>_<TaskId>"
+ * for a task of a job array, the job id otherwise.  A bare id that is an
+ * array's ArrayJobId matches every task of the array in sacct (`-j 32`
+ * lists 32_0 ... 32_6) and in `sacctmgr modify job where jobid=32`, so
+ * one task's totals would overwrite all the others'.  The epilog's
+ * environment has no SLURM_ARRAY_*: the step that created the job's
+ * allocation left "<job dir>/.array" (spank_remote.c).
+ */
+static void job_spec(const char *dir, uint32_t jobid, char *buf, size_t len)
+{
+	char path[GS_SPANK_PATH_MAX + 128], line[32];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(buf, len, "%" PRIu32, jobid);
+	snprintf(path, sizeof(path), "%s/.array", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	line[n > 0 ? n : 0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (gs_spank_array_spec_ok(line))
+		snprintf(buf, len, "%s", line);
+	else
+		slurm_error("gshare: %s: not an array task '%s'", path, line);
 }
 
 int gs__slurmd_epilog(spank_t sp)
@@ -340,7 +375,9 @@ int gs__slurmd_epilog(spank_t sp)
 	struct gs_spank_totals t;
 	struct gs_error err;
 	uint32_t jobid;
-	char job[32], node[GS_LABEL_MAX], dir[GS_SPANK_PATH_MAX + 96];
+	struct gs_spank_spool sp_rec;
+	char job[32], spec[32], node[GS_LABEL_MAX];
+	char dir[GS_SPANK_PATH_MAX + 96];
 	const char *e;
 	int closed;
 
@@ -369,22 +406,40 @@ int gs__slurmd_epilog(spank_t sp)
 				 sizeof(gs__st.agent), &err) < 0)
 		closed = -1;
 	else
-		closed = sweep_agent(job, node, &t, &err);
+		closed = sweep_agent(job, node,
+				     gs__slurm_job_end_state(jobid), &t,
+				     &err);
 	if (closed < 0)
 		slurm_error("gshare: epilog of job %s: agent: %s", job,
 			    err.msg);
+	job_spec(dir, jobid, spec, sizeof(spec));
 	collect_records(dir, &t);
 	if (t.allocs == 0 || !gs__st.conf.admin_comment)
 		return 0;
+	/* the totals go to a durable spool; a detached writer pushes them
+	 * to slurmdbd (spank_spool.c): the job's epilog does not wait on
+	 * slurmdbd, and an outage delays the totals without losing them */
+	memset(&sp_rec, 0, sizeof(sp_rec));
+	snprintf(sp_rec.job, sizeof(sp_rec.job), "%s", spec);
+	snprintf(sp_rec.node, sizeof(sp_rec.node), "%s", node);
 	e = getenv("SLURM_JOB_NUM_NODES");
-	if (update_comment(job, node, e != NULL && strcmp(e, "1") == 0, &t,
-			   &err) < 0)
-		slurm_error("gshare: epilog of job %s: AdminComment not "
-			    "written: %s",
-			    job, err.msg);
-	else
-		slurm_verbose("gshare: job %s on %s: %u allocation(s), "
-			      "%" PRIu64 " GPU ns",
-			      job, node, t.allocs, t.gpu_ns);
+	sp_rec.nodes = e != NULL && strcmp(e, "1") == 0 ? 1 : 2;
+	if (gs_spank_comment_segment(node, &t, sp_rec.seg, sizeof(sp_rec.seg),
+				     &err) < 0 ||
+	    gs__spool_put(&sp_rec, &err) < 0) {
+		slurm_error("gshare: epilog of job %s (%s): totals not "
+			    "spooled: %s; writing them now",
+			    job, spec, err.msg);
+		if (gs__update_comment(spec, node, sp_rec.nodes == 1,
+				       sp_rec.seg, &err) < 0)
+			slurm_error("gshare: epilog of job %s (%s): "
+				    "AdminComment not written: %s",
+				    job, spec, err.msg);
+		return 0;
+	}
+	slurm_verbose("gshare: job %s on %s: %u allocation(s), %" PRIu64
+		      " GPU ns, spooled for slurmdbd",
+		      job, node, t.allocs, t.gpu_ns);
+	gs__spool_kick();
 	return 0;
 }

@@ -335,6 +335,7 @@ state_rank(uint32_t st)
 	switch (st) {
 	case GS_SST_RUNNING: return 5;
 	case GS_SST_NODE_FAIL: return 4;
+	case GS_SST_TIMEOUT: return 3;
 	case GS_SST_FAILED: return 3;
 	case GS_SST_CANCELLED: return 2;
 	default: return 1;
@@ -599,7 +600,7 @@ const struct gs_field gs_fields[] = {
 	{ "MaxMem", 9, GS_ALIGN_RIGHT, "most device memory held at once", f_maxmem },
 	{ "AveMem", 9, GS_ALIGN_RIGHT, "device memory held, averaged over the time any was held", f_avemem },
 	{ "MemLimit", 9, GS_ALIGN_RIGHT, "device memory limit (none: no limit)", f_memlimit },
-	{ "State", 10, GS_ALIGN_RIGHT, "RUNNING COMPLETED FAILED CANCELLED NODE_FAIL", f_state },
+	{ "State", 10, GS_ALIGN_RIGHT, "RUNNING COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL", f_state },
 	{ "Estimate", 8, GS_ALIGN_RIGHT, "yes: usage estimated from NVML samples", f_estimate },
 };
 const unsigned gs_nfields = sizeof(gs_fields) / sizeof(gs_fields[0]);

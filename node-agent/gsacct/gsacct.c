@@ -53,12 +53,15 @@
 static char default_store[512] = GSACCT_STORE;
 #define DEFAULT_STORE	default_store
 #define MAX_LIST	256
+/* -j takes any number of ids; the store is asked for JOB_PAGE at a time
+ * (one query's SQL and bound values stay small) */
+#define JOB_PAGE	200
 #define PLOT_BINS	300
 
 struct opts {
 	const char *store;
-	const char *jobs[MAX_LIST];
-	unsigned njobs;
+	const char **jobs;	/* -j, any number (grown by add_jobs) */
+	unsigned njobs, capjobs;
 	uint32_t uids[MAX_LIST];
 	unsigned nuids;
 	int user_given;
@@ -92,11 +95,57 @@ struct collect {
 	int64_t t0, t1;
 	struct gs_store *st;
 	char err[GS_ERRMSG_MAX];
+	/* -j over several pages: a row that matches selectors of two
+	 * pages ("42" and "42.0") is taken once (open addressing) */
+	int dedupe;
+	uint64_t *seen;
+	unsigned nseen, capseen;
 };
+
+/* 1 when key was seen already, else records it (0); -1: out of memory. */
+static int
+seen_key(struct collect *c, uint64_t key)
+{
+	unsigned i, mask;
+
+	if (2 * (c->nseen + 1) > c->capseen) {
+		unsigned nc = c->capseen ? c->capseen * 2 : 1024;
+		uint64_t *ns = calloc(nc, sizeof(*ns)), *old = c->seen;
+
+		if (ns == NULL)
+			return -1;
+		c->seen = ns;
+		c->capseen = nc;
+		c->nseen = 0;
+		for (i = 0; old != NULL && i < nc / 2; i++)
+			if (old[i] != 0)
+				seen_key(c, old[i] - 1);
+		free(old);
+	}
+	mask = c->capseen - 1;
+	for (i = (unsigned)(key * 0x9E3779B97F4A7C15ull >> 32) & mask;
+	     c->seen[i] != 0; i = (i + 1) & mask)
+		if (c->seen[i] == key + 1)
+			return 1;
+	c->seen[i] = key + 1;	/* 0 marks an empty slot */
+	c->nseen++;
+	return 0;
+}
 
 /* copies made by split(): the option lists point into them */
 static char *split_bufs[16];
 static unsigned nsplit;
+
+/* Jobs in the order one query gives them: first start, then key. */
+static int
+group_cmp(const void *x, const void *y)
+{
+	const struct job_group *a = x, *b = y;
+
+	if (a->job.a.start_ns != b->job.a.start_ns)
+		return a->job.a.start_ns < b->job.a.start_ns ? -1 : 1;
+	return a->job.a.key < b->job.a.key ? -1 : a->job.a.key > b->job.a.key;
+}
 
 static void
 free_splits(void)
@@ -245,7 +294,7 @@ usage(FILE *f)
 	      "  -S, --starttime=TIME   rows running at or after TIME (default: midnight)\n"
 	      "  -E, --endtime=TIME     rows started before TIME (default: now)\n"
 	      "  -T, --truncate         usage and times only inside -S/-E\n"
-	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,NODE_FAIL\n"
+	      "  -s, --state=LIST       RUNNING,COMPLETED,FAILED,CANCELLED,TIMEOUT,NODE_FAIL\n"
 	      "  -o, --format=LIST      fields, each optionally Name%WIDTH\n"
 	      "  -l, --long             many fields\n"
 	      "  -X, --allocations      job rows only, no steps\n"
@@ -285,6 +334,37 @@ split(const char *list, const char **out, unsigned max, const char *what)
 	if (n == 0)
 		die("empty %s list", what);
 	return n;
+}
+
+/* -j LIST, as often as given: no limit on the number of ids. */
+static void
+add_jobs(struct opts *o, const char *list)
+{
+	char *save = NULL, *tok, *copy;
+	unsigned n = 0;
+
+	if (nsplit == sizeof(split_bufs) / sizeof(split_bufs[0]))
+		die("too many list options");
+	copy = strdup(list);
+	if (copy == NULL)
+		die("out of memory");
+	split_bufs[nsplit++] = copy;	/* freed at exit */
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (o->njobs == o->capjobs) {
+			unsigned nc = o->capjobs ? o->capjobs * 2 : 64;
+			const char **nj = realloc(o->jobs, nc * sizeof(*nj));
+
+			if (nj == NULL || nc < o->capjobs)
+				die("out of memory");
+			o->jobs = nj;
+			o->capjobs = nc;
+		}
+		o->jobs[o->njobs++] = tok;
+		n++;
+	}
+	if (n == 0)
+		die("empty jobs list");
 }
 
 static void
@@ -392,6 +472,16 @@ collect_cb(void *arg, const struct gs_store_alloc *in)
 	struct gs_store_alloc ta = *in, *a = &ta;
 	int slurm = a->labels.job[0] != '\0';
 
+	if (c->dedupe) {
+		int r = seen_key(c, a->key);
+
+		if (r < 0) {
+			c->oom = 1;
+			return -1;
+		}
+		if (r > 0)
+			return 0;
+	}
 	if (c->truncate && truncate_alloc(c, a) < 0)
 		return -1;
 	name_user(a);
@@ -651,8 +741,7 @@ main(int argc, char **argv)
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'j':
-			o.njobs += split(optarg, o.jobs + o.njobs,
-					 MAX_LIST - o.njobs, "jobs");
+			add_jobs(&o, optarg);
 			break;
 		case 'u':
 			parse_users(&o, optarg);
@@ -751,8 +840,6 @@ main(int argc, char **argv)
 	if (rc < 0)
 		die_store(o.store, with_group, &err);
 	memset(&f, 0, sizeof(f));
-	f.jobs = o.jobs;
-	f.njobs = o.njobs;
 	f.uids = o.uids;
 	f.nuids = o.nuids;
 	f.accounts = o.accounts;
@@ -765,8 +852,22 @@ main(int argc, char **argv)
 	c.st = st;
 	c.t0 = f.start_ns;
 	c.t1 = f.end_ns;
-	if (gs_store_query(st, &f, collect_cb, &c, &err) < 0)
-		die("%s", err.msg);
+	/* JOB_PAGE ids per query; with more than one page, rows are
+	 * de-duplicated and the jobs put back in start order */
+	if (o.njobs > JOB_PAGE)
+		c.dedupe = 1;
+	for (unsigned off = 0; off == 0 || off < o.njobs; off += JOB_PAGE) {
+		f.jobs = o.jobs + off;
+		f.njobs = o.njobs - off < JOB_PAGE ? o.njobs - off : JOB_PAGE;
+		if (gs_store_query(st, &f, collect_cb, &c, &err) < 0)
+			die("%s", err.msg);
+		if (c.oom || c.err[0])
+			break;
+	}
+	if (o.njobs > JOB_PAGE && c.ng > 1)
+		qsort(c.g, c.ng, sizeof(*c.g), group_cmp);
+	free(c.seen);
+	c.seen = NULL;
 	if (c.oom)
 		die("out of memory");
 	if (c.err[0])

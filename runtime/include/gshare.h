@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define GSHARE_VERSION_MAJOR 1
-#define GSHARE_VERSION_MINOR 0
+#define GSHARE_VERSION_MINOR 1
 /* Layout version of the kernel descriptor and the per-launch context that
  * gshare_device.cuh compiles into the job; gs_launch refuses others. */
 #define GSHARE_KABI 1
@@ -124,6 +124,66 @@ int gs_stats(struct gs_stats *out);
  * written -> kernels exited, oldest first; the last 16384 are kept).
  * Returns how many were copied. */
 size_t gs_eviction_samples(uint64_t *out, size_t max);
+
+/*
+ * Narrow tasks (since 1.1; docs/runtime.md "Narrow tasks").  A task is a
+ * device function run by 32..512 threads (a multiple of 32) with an
+ * argument block of at most GS_TASK_ARGS bytes and optional shared memory,
+ * defined by GS_TASK in CUDA code.  Tasks are spawned into a pool; one
+ * resident MasterKernel per pool runs them on the SMs' free warps.  A
+ * spawn writes one entry of a host-mapped TaskTable: no launch, no copy.
+ * Standalone, the MasterKernel runs while there are tasks (it leaves
+ * after a short idle time and a spawn or wait brings it back).  Attached
+ * (or with GSHARE_FORCE_SUSPEND_US) tasks run inside the waits, under the
+ * agent's token: a suspend stops new tasks, running ones finish, the
+ * kernel leaves, and the next grant resumes the pending ones.
+ * Tasks must not wait for other tasks.  Same thread as gs_launch.
+ */
+struct gs_task;
+struct gs_taskpool;
+
+#define GS_TASK_DECLARE(name) extern const struct gs_task name
+#define GS_TASK_ARGS		96u	/* argument bytes per task */
+#define GS_TASK_MAX_THREADS	512u
+#define GS_TASK_GROUPS		4096u	/* groups 0..4095 */
+
+struct gs_taskpool_stats {
+	uint64_t spawned;	/* tasks spawned */
+	uint64_t completed;	/* tasks seen completed by the host */
+	uint64_t kernel_runs;	/* MasterKernel launches */
+	uint64_t suspensions;	/* MasterKernel runs left on a suspend */
+	uint64_t requeued;	/* tasks claimed but not started at a
+				 * suspend, run by a later launch */
+	uint64_t gpu_ns;	/* MasterKernel time (accounted per job) */
+	uint64_t spawn_waits;	/* spawns that found the table full */
+	/* suspensions, split on the GPU clock: the watcher raised the flag
+	 * -> the first scheduler saw it -> the last scheduler saw it ->
+	 * the last block left */
+	uint64_t evict_flag_ns_sum;
+	uint64_t evict_spread_ns_sum;
+	uint64_t evict_drain_ns_sum;
+};
+
+/* capacity: TaskTable entries (tasks in flight), rounded up to a power of
+ * two, 1024..1<<22 (0: 65536).  shmem_pool: shared memory per SM for
+ * tasks, bytes (0: 96 KiB). */
+int gs_taskpool_new(unsigned int capacity, size_t shmem_pool,
+		    struct gs_taskpool **out);
+/* Spawn task t over `threads` threads (multiple of 32, <=
+ * GS_TASK_MAX_THREADS) with `shmem` bytes of shared memory (<= the pool)
+ * and args (args_size <= GS_TASK_ARGS, copied) in group (<
+ * GS_TASK_GROUPS).  *id (may be NULL) names it for gs_task_wait.  Blocks
+ * only while the table is full. */
+int gs_task_spawn(struct gs_taskpool *p, const struct gs_task *t,
+		  unsigned int threads, size_t shmem, const void *args,
+		  size_t args_size, unsigned int group, uint64_t *id);
+int gs_task_wait(struct gs_taskpool *p, uint64_t id);
+int gs_task_wait_group(struct gs_taskpool *p, unsigned int group);
+int gs_task_wait_all(struct gs_taskpool *p);
+int gs_taskpool_stats(const struct gs_taskpool *p,
+		      struct gs_taskpool_stats *out);
+/* Waits for every task, then frees; NULL is a no-op. */
+int gs_taskpool_free(struct gs_taskpool *p);
 
 /* 1 when attached to an agent, 0 standalone, -1 before gs_init. */
 int gs_attached(void);

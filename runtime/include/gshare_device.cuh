@@ -143,6 +143,178 @@ struct gs_kernel {
 		      const void *args);
 };
 
+/* ---- narrow tasks (Pagoda): layout shared with libgshare ---- */
+
+/* Layout version of the TaskTable, the MasterKernel's context and struct
+ * gs_task; gs_task_spawn refuses others. */
+#define GS__TABI	1u
+#define GS__TWARPS	32u	/* warps of a MasterKernel block: warp 0
+				 * schedules, 1..31 run tasks */
+#define GS__THELD	4u	/* tasks a scheduler claims ahead */
+#define GS__TGRAN	256u	/* shared-memory allocator granule */
+#define GS__TGRANS	1024u	/* granules at most (256 KiB) */
+
+/* One TaskTable entry (host-mapped, written by the host, read by the
+ * MasterKernel); 128 bytes. */
+struct gs__tentry {
+	unsigned long long fn;		/* device address of the task */
+	unsigned int seq;		/* ticket's sequence number */
+	unsigned int warps;		/* threads / 32 */
+	unsigned int shmem;		/* bytes */
+	unsigned int _rsv[3];
+	unsigned char args[96];		/* GS_TASK_ARGS */
+};
+
+/* Host-mapped control words of a pool.  The host writes tail and quit;
+ * the last block to leave writes the report, seq last. */
+struct gs__tqhost {
+	volatile unsigned int tail;	/* tickets published (low 32 bits) */
+	volatile unsigned int quit;	/* launches with seq <= quit leave
+					 * once idle */
+	unsigned int _rsv0[14];
+	volatile unsigned int seq;	/* launch that has fully left */
+	volatile unsigned int redo_n;	/* claimed, not started: in redo */
+	volatile unsigned int suspended;	/* left on a suspend */
+	unsigned int _rsv1;
+	volatile unsigned long long tmin, tmax, done;
+	volatile unsigned long long tsusp;	/* first block saw the
+						 * suspend (globaltimer) */
+	volatile unsigned long long tsusp_last;	/* the last block did */
+};
+
+/* Device-memory state of a pool, kept across launches (head) or reset
+ * by the last block out (the rest). */
+struct gs__tqdev {
+	unsigned int head;		/* next ticket to claim */
+	unsigned int tail_cache;	/* last tail read from the host */
+	unsigned int redo_take;		/* redo_in entries taken */
+	unsigned int redo_out;		/* entries pushed to redo_out */
+	unsigned int exited;		/* blocks that left */
+	unsigned int suspended;
+	unsigned long long done;	/* tasks completed this launch */
+	unsigned long long neg_tmin;
+	unsigned long long tail_t;	/* globaltimer of the last read of
+					 * the host's tail */
+	unsigned long long neg_tsusp;	/* max of ~(suspend seen) */
+	unsigned long long tsusp_last;	/* max of (suspend seen) */
+	unsigned int idle_votes;	/* blocks idle for idle_ns */
+	unsigned int leaving;		/* 1: the vote was unanimous */
+};
+
+/* MasterKernel parameter (by value). */
+struct gs__mctx {
+	const struct gs__tentry *tab;	/* device view of the table */
+	unsigned int *done;		/* device view: seq when done */
+	struct gs__tqhost *h;		/* device view */
+	struct gs__tqdev *d;
+	const unsigned int *flag;	/* device suspend flag */
+	const unsigned int *redo_in;
+	unsigned int *redo_out;
+	unsigned int gen;		/* suspended when *flag >= gen */
+	unsigned int redo_n;		/* entries in redo_in */
+	unsigned int mask;		/* table capacity - 1 */
+	unsigned int seq;		/* this launch */
+	unsigned int nblocks;
+	unsigned int grans;		/* shared-memory pool, granules */
+	unsigned int idle_ns;		/* leave after so long idle (0:
+					 * only on quit or suspend) */
+	unsigned int _pad;
+};
+
+/* Descriptor made by GS_TASK; functions run in the job's CUDA module
+ * (the MasterKernel is compiled there, next to the task functions). */
+struct gs_task {
+	uint32_t tabi;
+	uint32_t args_size;
+	const char *name;
+	int (*fnaddr)(unsigned long long *out);
+	int (*occupancy)(int *blocks_per_sm, size_t shmem);
+	int (*launch)(unsigned int nblocks, size_t shmem, void *stream,
+		      const struct gs__mctx *c);
+};
+
+#ifdef __CUDACC__
+#define GS__HD __host__ __device__
+#else
+#define GS__HD
+#endif
+
+/* The shared-memory allocator of a MasterKernel block (Pagoda §5): a
+ * bitmap of GS__TGRAN-byte granules, first fit.  Plain C so that the
+ * unit tests run the very code the GPU runs.  Returns the first granule
+ * of `need` free contiguous ones and marks them used, or -1. */
+static GS__HD inline int gs__shm_alloc(unsigned int *bm, unsigned int ngran,
+				       unsigned int need)
+{
+	unsigned int i = 0, run = 0, start = 0, j;
+
+	if (need == 0 || need > ngran)
+		return -1;
+	while (i < ngran) {
+		unsigned int w = bm[i >> 5];
+
+		if ((i & 31u) == 0 && w == 0xffffffffu) {
+			i += 32;
+			run = 0;
+			start = i;
+			continue;
+		}
+		if ((i & 31u) == 0 && w == 0u && i + 32u <= ngran &&
+		    run + 32u < need) {
+			run += 32;
+			i += 32;
+			continue;
+		}
+		if (w & (1u << (i & 31u))) {
+			run = 0;
+			start = i + 1;
+		} else if (++run == need) {
+			for (j = start; j < start + need; j++)
+				bm[j >> 5] |= 1u << (j & 31u);
+			return (int)start;
+		}
+		i++;
+	}
+	return -1;
+}
+
+static GS__HD inline void gs__shm_free(unsigned int *bm, unsigned int first,
+				       unsigned int n)
+{
+	unsigned int j;
+
+	for (j = first; j < first + n; j++)
+		bm[j >> 5] &= ~(1u << (j & 31u));
+}
+
+/* Bitmap of a pool of ngran granules: granules past the end are used. */
+static GS__HD inline void gs__shm_init(unsigned int *bm, unsigned int ngran)
+{
+	unsigned int i;
+
+	for (i = 0; i < GS__TGRANS / 32u; i++)
+		bm[i] = 0;
+	for (i = ngran; i < GS__TGRANS; i++)
+		bm[i >> 5] |= 1u << (i & 31u);
+}
+
+/* Pick `n` of the free warps in *mask (lowest first), clear them there
+ * and return them; 0 when fewer than n are free. */
+static GS__HD inline unsigned int gs__warps_take(unsigned int *mask,
+						 unsigned int n)
+{
+	unsigned int m = *mask, got = 0, k;
+
+	for (k = 0; k < n; k++) {
+		if (m == 0)
+			return 0;
+		got |= m & (~m + 1u);
+		m &= m - 1u;
+	}
+	*mask = m;
+	return got;
+}
+
 #ifdef __cplusplus
 }
 #endif
@@ -697,6 +869,512 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 #define GS_KERNEL_BOUNDS(name, argtype, argname, kflags, threads, minblocks) \
 	GS__KERNEL(name, argtype, argname, kflags,			\
 		   __launch_bounds__(threads, minblocks))
+
+
+/* ---- narrow tasks (Pagoda §4–5): the MasterKernel ----
+ *
+ * One block of 1024 threads per SM.  Warp 0 schedules: it claims tickets
+ * from the host-mapped TaskTable (a device head counter, the host's tail),
+ * reads their entries, and starts each task on as many free warps as it
+ * has threads / 32, with a named barrier (1..15) when it has more than one
+ * warp and granules of the block's shared-memory pool when it asks for
+ * some.  Warps 1..31 wait on their mailbox, run the task function and
+ * report; the last warp of a task writes its sequence number into the
+ * host-mapped done word.  After a suspend no task starts: the tasks a
+ * scheduler claimed but did not start go to the redo list, which the next
+ * launch runs first; running tasks finish, then the block leaves.
+ */
+
+typedef void (*gs__tfn)(const void *args);
+
+struct gs__trec {			/* a task running in the block */
+	unsigned long long fn;
+	unsigned int seq, slot;
+	unsigned int warps, bar;
+	unsigned int shoff, shgran;
+	unsigned int left;		/* warps still running */
+	volatile unsigned int fin;	/* set by the last warp */
+	unsigned int wmask;		/* its warps */
+	unsigned int _pad;
+	uint4 args[6];			/* GS_TASK_ARGS bytes */
+};
+
+struct gs__mblk {
+	volatile unsigned int cmd[GS__TWARPS];	/* 0 idle, 1 run, 2 go */
+	unsigned int rec[GS__TWARPS];	/* record of the warp's task */
+	unsigned int rank[GS__TWARPS];	/* warp's rank in its task */
+	struct gs__trec r[GS__TWARPS];
+	struct gs__tentry held[GS__THELD];	/* claimed, not started */
+	unsigned int held_tk[GS__THELD];
+	unsigned int shbm[GS__TGRANS / 32];
+};
+
+static __shared__ __align__(16) struct gs__mblk gs__m;
+extern __shared__ __align__(16) unsigned char gs__tpool[];
+
+static __device__ __forceinline__ const struct gs__trec &gs__trec_cur(void)
+{
+	return gs__m.r[gs__m.rec[threadIdx.x >> 5]];
+}
+
+/* Inside a task: thread index in 0..gs_task_threads()-1. */
+static __device__ __forceinline__ unsigned int gs_task_tid(void)
+{
+	return gs__m.rank[threadIdx.x >> 5] * 32u + (threadIdx.x & 31u);
+}
+
+static __device__ __forceinline__ unsigned int gs_task_threads(void)
+{
+	return gs__trec_cur().warps * 32u;
+}
+
+/* The task's shared memory (the shmem bytes it was spawned with). */
+static __device__ __forceinline__ void *gs_task_shmem(void)
+{
+	return gs__tpool + gs__trec_cur().shoff;
+}
+
+/* Barrier of the task's own warps (Pagoda's sub-block barrier): every
+ * thread of the task must reach it, as __syncthreads in a kernel. */
+static __device__ __forceinline__ void gs_task_sync(void)
+{
+	const struct gs__trec &r = gs__trec_cur();
+
+	if (r.warps == 1u)
+		__syncwarp();
+	else
+		asm volatile("bar.sync %0, %1;" :: "r"(r.bar),
+			     "r"(r.warps * 32u) : "memory");
+}
+
+/* Warps 1..31: run what the scheduler puts in the mailbox. */
+static __device__ void gs__texec(const struct gs__mctx &c)
+{
+	const unsigned int w = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+
+	for (;;) {
+		unsigned int cmd = 0;
+
+		if (lane == 0) {
+			unsigned int ns = 32;
+			while ((cmd = gs__m.cmd[w]) == 0u) {
+				__nanosleep(ns);
+				if (ns < 256u)
+					ns *= 2u;
+			}
+		}
+		cmd = __shfl_sync(0xffffffffu, cmd, 0);
+		if (cmd != 1u)
+			return;
+		__threadfence_block();
+		struct gs__trec *r = &gs__m.r[gs__m.rec[w]];
+		((gs__tfn)r->fn)((const void *)r->args);
+		__syncwarp();
+		if (lane == 0) {
+			__threadfence();
+			gs__m.cmd[w] = 0;
+			if (atomicSub(&r->left, 1u) == 1u) {
+				__threadfence_system();
+				*(volatile unsigned int *)&c.done[r->slot &
+								 c.mask] =
+				    r->seq;
+				__threadfence_block();
+				r->fin = 1;
+			}
+		}
+		__syncwarp();
+	}
+}
+
+/* Scheduler (warp 0), all lanes: read the entries of n claimed tickets
+ * into held[at..at+n) (8 lanes per 128-byte entry), and check them. */
+static __device__ void gs__tread(const struct gs__mctx &c, unsigned int at,
+				 unsigned int n)
+{
+	const unsigned int lane = threadIdx.x & 31u;
+	unsigned int i = lane >> 3, part = lane & 7u;
+
+	__syncwarp();
+	if (i < n) {
+		unsigned int h = (at + i) % GS__THELD;
+		unsigned int tk = gs__m.held_tk[h];
+		const uint4 *src = (const uint4 *)&c.tab[tk & c.mask];
+		uint4 *dst = (uint4 *)&gs__m.held[h];
+
+		for (;;) {
+			uint4 v = __ldcv(src + part);
+			unsigned int ok;
+
+			dst[part] = v;
+			/* part 0 holds seq: an entry seen before it was
+			 * complete is read again (never expected) */
+			ok = __shfl_sync(__activemask(), part != 0u ||
+					 v.z == tk + 1u, lane & ~7u);
+			if (ok)
+				break;
+		}
+	}
+	__syncwarp();
+}
+
+/* Scheduler lane 0: start held task h on free warps if they, a barrier
+ * and its shared memory are available.  1 when started. */
+static __device__ int gs__tstart(unsigned int h, unsigned int *freew,
+				 unsigned int *bars, unsigned int *live)
+{
+	const struct gs__tentry *e = &gs__m.held[h];
+	unsigned int nw = e->warps, g = (e->shmem + GS__TGRAN - 1u) /
+					 GS__TGRAN;
+	unsigned int ws, bar = 0, lead, k, m;
+	int sh = 0;
+
+	if ((unsigned int)__popc(*freew) < nw)
+		return 0;
+	if (nw > 1u) {
+		if (*bars == 0u)
+			return 0;
+		bar = (unsigned int)__ffs((int)*bars) - 1u;
+	}
+	if (g) {
+		sh = gs__shm_alloc(gs__m.shbm, GS__TGRANS, g);
+		if (sh < 0)
+			return 0;
+	}
+	if (nw > 1u)
+		*bars &= ~(1u << bar);
+	ws = gs__warps_take(freew, nw);
+	lead = (unsigned int)__ffs((int)ws) - 1u;
+	struct gs__trec *r = &gs__m.r[lead];
+	r->fn = e->fn;
+	r->seq = e->seq;
+	r->slot = gs__m.held_tk[h];
+	r->warps = nw;
+	r->bar = bar;
+	r->shoff = (unsigned int)sh * GS__TGRAN;
+	r->shgran = g;
+	r->left = nw;
+	r->fin = 0;
+	r->wmask = ws;
+	for (k = 0; k < 6; k++)
+		r->args[k] = ((const uint4 *)e->args)[k];
+	*live |= 1u << lead;
+	__threadfence_block();
+	for (m = ws, k = 0; m; m &= m - 1u, k++) {
+		unsigned int w = (unsigned int)__ffs((int)m) - 1u;
+		gs__m.rec[w] = lead;
+		gs__m.rank[w] = k;
+	}
+	__threadfence_block();
+	for (m = ws; m; m &= m - 1u)
+		gs__m.cmd[__ffs((int)m) - 1] = 1u;
+	return 1;
+}
+
+/* Scheduler lane 0: free the resources of finished tasks. */
+static __device__ unsigned int gs__treap(unsigned int *freew,
+					 unsigned int *bars,
+					 unsigned int *live)
+{
+	unsigned int m, n = 0;
+
+	for (m = *live; m; m &= m - 1u) {
+		unsigned int i = (unsigned int)__ffs((int)m) - 1u;
+		struct gs__trec *r = &gs__m.r[i];
+
+		if (!r->fin)
+			continue;
+		__threadfence_block();
+		r->fin = 0;
+		*live &= ~(1u << i);
+		if (r->warps > 1u)
+			*bars |= 1u << r->bar;
+		if (r->shgran)
+			gs__shm_free(gs__m.shbm, r->shoff / GS__TGRAN,
+				     r->shgran);
+		*freew |= r->wmask;
+		n++;
+	}
+	return n;
+}
+
+/* The last block out: carry untaken redo entries over, report, reset. */
+static __device__ void gs__tfinish(const struct gs__mctx &c)
+{
+	volatile struct gs__tqdev *d = c.d;
+	unsigned int t, o;
+
+	__threadfence();
+	t = d->redo_take;
+	o = d->redo_out;
+	for (; t < c.redo_n; t++)
+		c.redo_out[o++] = c.redo_in[t];
+	c.h->redo_n = o;
+	c.h->suspended = d->suspended;
+	c.h->tmin = ~d->neg_tmin;
+	c.h->tmax = gs__gtimer();
+	c.h->done = d->done;
+	c.h->tsusp = ~d->neg_tsusp;
+	c.h->tsusp_last = d->tsusp_last;
+	d->neg_tsusp = 0;
+	d->tsusp_last = 0;
+	d->idle_votes = 0;
+	d->leaving = 0;
+	d->redo_take = 0;
+	d->redo_out = 0;
+	d->exited = 0;
+	d->suspended = 0;
+	d->done = 0;
+	d->neg_tmin = 0;
+	__threadfence_system();
+	c.h->seq = c.seq;
+	__threadfence_system();
+}
+
+/* Scheduler lane 0: the host's tail as the device copy has it.  When the
+ * copy shows ticket `need` unpublished it is refreshed over PCIe, by one
+ * block at a time and about once a microsecond.  A stale copy is only
+ * ever behind the host. */
+static __device__ unsigned int gs__ttail(const struct gs__mctx &c,
+					 unsigned int need)
+{
+	struct gs__tqdev *d = c.d;
+	unsigned int t = *(volatile unsigned int *)&d->tail_cache;
+
+	if ((int)(t - need) <= 0) {
+		unsigned long long now = gs__gtimer();
+		volatile unsigned long long *tt = &d->tail_t;
+
+		if (now - *tt >= 1000u) {
+			*tt = now;
+			t = __ldcv((const unsigned int *)&c.h->tail);
+			*(volatile unsigned int *)&d->tail_cache = t;
+		}
+	}
+	return t;
+}
+
+/* Scheduler lane 0: claim up to want tickets into held[at..), redo list
+ * first, then with one atomicAdd on the head while the tail shows
+ * published tickets.  Racing blocks may take tickets the host has not
+ * published yet: they wait in held until it does (or go to the redo list
+ * when the launch ends).  Returns how many. */
+static __device__ unsigned int gs__tclaim(const struct gs__mctx &c,
+					  unsigned int at, unsigned int want)
+{
+	struct gs__tqdev *d = c.d;
+	unsigned int n = 0, h, t, k, q;
+
+	while (n < want &&
+	       *(volatile unsigned int *)&d->redo_take < c.redo_n) {
+		unsigned int i = atomicAdd(&d->redo_take, 1u);
+		if (i >= c.redo_n)
+			break;
+		gs__m.held_tk[(at + n++) % GS__THELD] = c.redo_in[i];
+	}
+	if (n == want)
+		return n;
+	h = *(volatile unsigned int *)&d->head;
+	t = gs__ttail(c, h);
+	if ((int)(t - h) <= 0)
+		return n;
+	k = min(want - n, t - h);
+	h = atomicAdd(&d->head, k);
+	for (q = 0; q < k; q++)
+		gs__m.held_tk[(at + n++) % GS__THELD] = h + q;
+	return n;
+}
+
+/* Scheduler lane 0: put every held ticket in the redo list. */
+static __device__ void gs__tpush(const struct gs__mctx &c, unsigned int *hh,
+				 unsigned int *hn, unsigned int *hr)
+{
+	if (*hn) {
+		unsigned int o = atomicAdd(&c.d->redo_out, *hn);
+		for (; *hn; (*hn)--, (*hh)++)
+			c.redo_out[o++] = gs__m.held_tk[*hh % GS__THELD];
+	}
+	*hr = 0;
+}
+
+/*
+ * The scheduler warp.  held[] is a ring of claimed tickets: the first hr
+ * have their entries read (published), the rest wait for the host.  A
+ * suspend (or, standalone, every block idle for idle_ns: the blocks vote,
+ * and the vote that makes it unanimous sets `leaving` for all) stops new
+ * tasks; held tickets go to the redo list; the block leaves when its
+ * running tasks are done.
+ */
+static __device__ void gs__tsched(const struct gs__mctx &c)
+{
+	const unsigned int lane = threadIdx.x & 31u;
+	unsigned int freew = 0xfffffffeu, bars = 0xfffeu, live = 0;
+	unsigned int hh = 0, hn = 0, hr = 0;	/* held: first, n, read */
+	unsigned int done = 0, stop = 0, susp = 0, leave = 0, voted = 0;
+	unsigned int idle_since = 0, idle_n = 0;
+	unsigned long long idle_t = 0;
+
+	if (lane == 0) {
+		gs__shm_init(gs__m.shbm, c.grans);
+		atomicMax(&c.d->neg_tmin, ~gs__gtimer());
+	}
+	for (;;) {
+		unsigned int m = 0, busy = 0;
+
+		if (lane == 0) {
+			busy = gs__treap(&freew, &bars, &live);
+			done += busy;
+			if (!susp && __ldcv(c.flag) >= c.gen) {
+				unsigned long long t = gs__gtimer();
+				susp = 1;
+				atomicMax(&c.d->neg_tsusp, ~t);
+				atomicMax(&c.d->tsusp_last, t);
+			}
+			if (!leave && c.idle_ns &&
+			    *(volatile unsigned int *)&c.d->leaving)
+				leave = 1;
+			if (!susp && !leave && hn < GS__THELD && freew != 0u)
+				hn += gs__tclaim(c, hh + hn, GS__THELD - hn);
+			if (!susp && !leave && hr < hn) {
+				unsigned int t = gs__ttail(c,
+				    gs__m.held_tk[(hh + hr) % GS__THELD]);
+				while (hr + m < hn &&
+				       (int)(t - gs__m.held_tk[(hh + hr + m) %
+							       GS__THELD]) > 0)
+					m++;
+			}
+		}
+		m = __shfl_sync(0xffffffffu, m, 0);
+		hh = __shfl_sync(0xffffffffu, hh, 0);
+		hr = __shfl_sync(0xffffffffu, hr, 0);
+		if (m) {
+			gs__tread(c, hh + hr, m);
+			hr += m;
+			busy += m;
+		}
+		if (lane == 0) {
+			while (!susp && !leave && hr &&
+			       gs__tstart(hh % GS__THELD, &freew, &bars,
+					  &live)) {
+				hh++;
+				hn--;
+				hr--;
+				busy++;
+			}
+			if (susp || leave) {
+				gs__tpush(c, &hh, &hn, &hr);
+				stop = live == 0u;
+			} else if (busy || hr || live) {
+				idle_since = 0;
+				if (voted) {
+					atomicSub(&c.d->idle_votes, 1u);
+					voted = 0;
+				}
+			} else {
+				unsigned long long now = gs__gtimer();
+				if (!idle_since) {
+					idle_since = 1;
+					idle_t = now;
+				}
+				if ((++idle_n & 15u) == 0u &&
+				    c.h->quit - c.seq < 0x80000000u) {
+					gs__tpush(c, &hh, &hn, &hr);
+					stop = 1;
+				} else {
+					if (c.idle_ns && !voted &&
+					    now - idle_t > c.idle_ns) {
+						voted = 1;
+						if (atomicAdd(&c.d->idle_votes,
+							      1u) ==
+						    c.nblocks - 1u)
+							atomicExch(
+							    &c.d->leaving, 1u);
+					}
+					__nanosleep(200);
+				}
+			}
+		}
+		if (__shfl_sync(0xffffffffu, stop, 0))
+			break;
+	}
+	if (lane == 0) {
+		unsigned int q;
+
+		for (q = 1; q < GS__TWARPS; q++)
+			gs__m.cmd[q] = 2u;
+		if (done)
+			atomicAdd(&c.d->done, (unsigned long long)done);
+		if (susp)
+			atomicOr(&c.d->suspended, 1u);
+		__threadfence();
+		if (atomicAdd(&c.d->exited, 1u) == c.nblocks - 1u)
+			gs__tfinish(c);
+	}
+}
+
+template <int N>
+static __global__ void __launch_bounds__(GS__TWARPS * 32, 1)
+gs__master_k(const struct gs__mctx c)
+{
+	if ((threadIdx.x & 31u) == 0)
+		gs__m.cmd[threadIdx.x >> 5] = 0;
+	__syncthreads();
+	if (threadIdx.x < 32u)
+		gs__tsched(c);
+	else
+		gs__texec(c);
+}
+
+template <int N>
+static int gs__master_occ(int *n, size_t sh)
+{
+	cudaError_t e = cudaFuncSetAttribute(
+	    gs__master_k<N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    (int)sh);
+	if (e != cudaSuccess)
+		return (int)e;
+	return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+	    n, gs__master_k<N>, (int)(GS__TWARPS * 32), sh);
+}
+
+template <int N>
+static int gs__master_launch(unsigned int nblocks, size_t sh, void *st,
+			     const struct gs__mctx *c)
+{
+	gs__master_k<N><<<nblocks, GS__TWARPS * 32, sh, (cudaStream_t)st>>>(
+	    *c);
+	return (int)cudaGetLastError();
+}
+
+/*
+ * GS_TASK(name, argtype, argname) { body }: a task function `name` (a
+ * const struct gs_task for gs_task_spawn) whose body sees its arguments
+ * (sizeof(argtype) <= GS_TASK_ARGS) as `const argtype &argname`.  Inside:
+ * gs_task_tid(), gs_task_threads(), gs_task_shmem(), gs_task_sync();
+ * threadIdx, blockIdx, blockDim, __syncthreads and static __shared__
+ * belong to the MasterKernel and must not be used.  Tasks of one pool
+ * must come from one source file (one CUDA module).
+ */
+#define GS_TASK(name, argtype, argname)					\
+	static_assert(sizeof(argtype) <= 96, "task arguments too big");	\
+	static __device__ void name##__tbody(const argtype &argname);	\
+	static __device__ void name##__tfn(const void *a)		\
+	{								\
+		name##__tbody(*(const argtype *)a);			\
+	}								\
+	static __device__ gs__tfn name##__tdp = name##__tfn;		\
+	static int name##__taddr(unsigned long long *out)		\
+	{								\
+		gs__tfn f = NULL;					\
+		cudaError_t e = cudaMemcpyFromSymbol(&f, name##__tdp,	\
+						     sizeof(f));	\
+		*out = (unsigned long long)(uintptr_t)f;		\
+		return (int)e;						\
+	}								\
+	extern "C" const struct gs_task name = {			\
+		GS__TABI, (uint32_t)sizeof(argtype), #name,		\
+		name##__taddr, gs__master_occ<0>,			\
+		gs__master_launch<0> };					\
+	static __device__ void name##__tbody(const argtype &argname)
 
 #endif /* __CUDACC__ */
 

@@ -230,6 +230,16 @@ gs__rand(uint64_t *state)
 }
 
 uint64_t
+gs__ring_recent(uint64_t count, uint64_t cap, uint64_t max)
+{
+	uint64_t first = count > cap ? count - cap : 0;
+
+	if (count - first > max)
+		first = count - max;
+	return first;
+}
+
+uint64_t
 gs__rand_range(uint64_t *state, uint64_t lo, uint64_t hi)
 {
 	if (hi <= lo)

@@ -85,6 +85,10 @@ uint64_t gs__rand(uint64_t *state);
 /* Uniform in [lo, hi]. */
 uint64_t gs__rand_range(uint64_t *state, uint64_t lo, uint64_t hi);
 
+/* A ring of cap samples that has seen count: the index (in count terms)
+ * of the first of the most recent min(max, retained) samples. */
+uint64_t gs__ring_recent(uint64_t count, uint64_t cap, uint64_t max);
+
 /* Per-stream FIFO queues.  An item is any struct with a
  * `struct gs__qnode` member; the queue does not own items. */
 struct gs__qnode {

@@ -34,6 +34,7 @@
 #include "gs_ctlpage.h"
 #include "gs_error.h"
 #include "gs_proto.h"
+#include "gs_rtint.h"
 #include "gs_rtlogic.h"
 #include "gs_session.h"
 #include "gs_watch.h"
@@ -1073,6 +1074,169 @@ exec_wait(void *ctx, struct gs_error *err)
 	return 0;
 }
 
+/* ---- holds for the task pools (gs_rtint.h) ---- */
+
+struct foreign {
+	gs__hold_fn fn;
+	void *ctx;
+};
+
+/* One foreign hold, with the watcher and the suspension accounting of
+ * run_hold. */
+static int
+foreign_hold(struct foreign *f, volatile struct gs_ctlpage *page,
+	     struct gs_run_result *res)
+{
+	struct gs__hold h;
+	unsigned int gen = ++rt->gen;
+	int rc;
+
+	if (gen == GS__IMM_GEN)
+		gen = rt->gen = 1;
+	memset(res, 0, sizeof(*res));
+	memset(&h, 0, sizeof(h));
+	if (page != NULL) {
+		*rt->wtime = 0;
+		rc = gs__watch_launch(rt->wstream, &rt->d_page->suspend,
+				      rt->d_quit, rt->d_flag, gen,
+				      rt->cfg.watch_ns, rt->d_wtime);
+		if (rc != 0)
+			return cufail((cudaError_t)rc, "watcher launch");
+		if (rt->fake != NULL && rt->cfg.force_max_ns)
+			h.force_at_ns = now_ns() +
+			    gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
+					   rt->cfg.force_max_ns);
+	}
+	h.gen = gen;
+	h.d_flag = rt->d_flag;
+	h.page = page;
+	h.wtime = rt->wtime;
+	rc = f->fn(f->ctx, &h, res);
+	if (page != NULL)
+		*rt->quit = gen;
+	if (rc < 0)
+		return -1;
+	rt->stats.gpu_ns += res->gpu_ns;
+	if (!res->done && gs__hold_suspended(&h)) {
+		uint64_t ev = res->exit_ns - page->suspend_set_ns;
+
+		rt->stats.suspensions++;
+		rt->stats.evict_ns_last = ev;
+		rt->stats.evict_ns_sum += ev;
+		rt->evs[rt->nevs++ % GS__EVS] = ev;
+		if (ev > rt->stats.evict_ns_max)
+			rt->stats.evict_ns_max = ev;
+		res->reason = GS_REL_SUSPENDED;
+	}
+	return 0;
+}
+
+static int
+exec_foreign(void *ctx, volatile struct gs_ctlpage *page,
+	     struct gs_run_result *res, struct gs_error *err)
+{
+	if (follow_page() < 0 || foreign_hold(ctx, page, res) < 0) {
+		*err = last_err;
+		return -1;
+	}
+	return 0;
+}
+
+int
+gs__rt_drive(gs__hold_fn fn, void *ctx)
+{
+	struct foreign f = { fn, ctx };
+	struct gs_run_result res;
+
+	if (rt->sess != NULL) {
+		struct gs_executor ex;
+		struct gs_error err;
+
+		memset(&ex, 0, sizeof(ex));
+		ex.run = exec_foreign;
+		gs_error_clear(&err);
+		if (gs_session_run(rt->sess, &ex, &f, &err) < 0)
+			return fail_err(&err);
+		return 0;
+	}
+	do {
+		if (rt->fake != NULL)
+			__atomic_store_n(&rt->fake->suspend, GS_CTL_RUN,
+					 __ATOMIC_RELEASE);
+		if (foreign_hold(&f, rt->fake, &res) < 0)
+			return -1;
+	} while (!res.done);
+	return 0;
+}
+
+void
+gs__hold_force(const struct gs__hold *h, uint64_t now)
+{
+	if (h->force_at_ns && now >= h->force_at_ns &&
+	    h->page->suspend == 0) {
+		h->page->suspend_set_ns = now;
+		__atomic_store_n(&h->page->suspend, GS_CTL_SUSPEND,
+				 __ATOMIC_RELEASE);
+	}
+}
+
+int
+gs__hold_suspended(const struct gs__hold *h)
+{
+	return h->page != NULL &&
+	       __atomic_load_n(&h->page->suspend, __ATOMIC_ACQUIRE) ==
+	       GS_CTL_SUSPEND;
+}
+
+int
+gs__fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	last_err.code = code;
+	va_start(ap, fmt);
+	vsnprintf(last_err.msg, sizeof(last_err.msg), fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+int
+gs__last_rc(void)
+{
+	return -(last_err.code ? last_err.code : GS_EIO);
+}
+
+int
+gs__cufail(int e, const char *what)
+{
+	return cufail((cudaError_t)e, what);
+}
+
+int
+gs__rt_ready(void)
+{
+	return rt == NULL ? fail(GS_ESTATE, "gs_init has not been called")
+			  : 0;
+}
+
+int
+gs__rt_queued(void)
+{
+	return rt->sess != NULL || rt->fake != NULL;
+}
+
+int
+gs__rt_sms(void)
+{
+	return rt->sms;
+}
+
+uint64_t
+gs__now_ns(void)
+{
+	return now_ns();
+}
+
 static int
 drive_attached(void)
 {
@@ -1095,7 +1259,7 @@ drive_attached(void)
 GS_API const char *
 gs_version(void)
 {
-	return "1.0";
+	return "1.1";
 }
 
 GS_API const char *
@@ -1545,7 +1709,7 @@ gs_eviction_samples(uint64_t *out, size_t max)
 
 	if (rt == NULL || out == NULL)
 		return 0;
-	first = rt->nevs > GS__EVS ? rt->nevs - GS__EVS : 0;
+	first = gs__ring_recent(rt->nevs, GS__EVS, max);
 	for (i = first; i < rt->nevs && n < max; i++)
 		out[n++] = rt->evs[i % GS__EVS];
 	return n;

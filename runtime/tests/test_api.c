@@ -33,6 +33,16 @@ test_before_init(void **state)
 	assert_int_equal(gs_stats(&st), GSHARE_ESTATE);
 	assert_int_equal(gs_finalize(), GSHARE_ESTATE);
 	assert_int_equal(gs_eviction_samples(NULL, 0), 0);
+	{
+		struct gs_taskpool *p = NULL;
+		struct gs_taskpool_stats ps;
+
+		assert_int_equal(gs_taskpool_new(0, 0, &p), GSHARE_ESTATE);
+		assert_null(p);
+		assert_int_equal(gs_taskpool_free(NULL), GSHARE_OK);
+		assert_int_equal(gs_task_wait_all(NULL), GSHARE_ESTATE);
+		assert_int_equal(gs_taskpool_stats(NULL, &ps), GSHARE_EINVAL);
+	}
 }
 
 static void
@@ -41,7 +51,7 @@ test_strings(void **state)
 	int rc;
 
 	(void)state;
-	assert_string_equal(gs_version(), "1.0");
+	assert_string_equal(gs_version(), "1.1");
 	for (rc = 0; rc >= -20; rc--)
 		assert_non_null(gs_strerror(rc));
 	assert_string_equal(gs_strerror(GSHARE_ECONFIG),
@@ -105,6 +115,40 @@ test_init(void **state)
 	assert_int_equal(gs_synchronize(), GSHARE_OK);
 	assert_int_equal(gs_stats(&st), GSHARE_OK);
 	assert_true(st.launches == 0);
+	{
+		/* task pools: bad pools and spawns are refused, an empty
+		 * pool waits and frees */
+		struct gs_taskpool *p = NULL;
+		struct gs_task t;
+
+		assert_int_equal(gs_taskpool_new(0, 100, &p), GSHARE_EINVAL);
+		assert_int_equal(gs_taskpool_new(1u << 23, 0, &p),
+				 GSHARE_EINVAL);
+		assert_int_equal(gs_taskpool_new(0, 0, &p), GSHARE_OK);
+		memset(&t, 0, sizeof(t));
+		t.tabi = GS__TABI + 1;
+		t.name = "fake";
+		t.args_size = sizeof(arg);
+		assert_int_equal(gs_task_spawn(p, &t, 48, 0, &arg,
+					       sizeof(arg), 0, NULL),
+				 GSHARE_EINVAL);
+		assert_non_null(strstr(gs_errmsg(), "multiple of 32"));
+		assert_int_equal(gs_task_spawn(p, &t, 32, 1u << 20, &arg,
+					       sizeof(arg), 0, NULL),
+				 GSHARE_EINVAL);
+		assert_int_equal(gs_task_spawn(p, &t, 32, 0, &arg, 2, 0,
+					       NULL), GSHARE_EINVAL);
+		assert_int_equal(gs_task_spawn(p, &t, 32, 0, &arg,
+					       sizeof(arg), GS_TASK_GROUPS,
+					       NULL), GSHARE_EINVAL);
+		assert_int_equal(gs_task_spawn(p, &t, 32, 0, &arg,
+					       sizeof(arg), 0, NULL),
+				 GSHARE_EVERSION);
+		assert_int_equal(gs_task_wait(p, 0), GSHARE_EINVAL);
+		assert_int_equal(gs_task_wait_group(p, 7), GSHARE_OK);
+		assert_int_equal(gs_task_wait_all(p), GSHARE_OK);
+		assert_int_equal(gs_taskpool_free(p), GSHARE_OK);
+	}
 	assert_int_equal(gs_finalize(), GSHARE_OK);
 	assert_int_equal(gs_attached(), -1);
 }

@@ -152,6 +152,19 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 }
 
+/* gs_eviction_samples copies the most recent samples, not the oldest */
+static void
+test_ring_recent(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__ring_recent(0, 16, 8), 0);
+	assert_int_equal(gs__ring_recent(5, 16, 8), 0);	/* all of them */
+	assert_int_equal(gs__ring_recent(12, 16, 8), 4);	/* last 8 */
+	assert_int_equal(gs__ring_recent(20, 16, 100), 4);	/* retained */
+	assert_int_equal(gs__ring_recent(20, 16, 3), 17);
+	assert_int_equal(gs__ring_recent(20, 16, 0), 20);
+}
+
 static void
 test_rand(void **state)
 {
@@ -265,6 +278,7 @@ main(void)
 		cmocka_unit_test(test_wait_policy),
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_rand),
+		cmocka_unit_test(test_ring_recent),
 		cmocka_unit_test(test_queues),
 		cmocka_unit_test(test_gpu_check),
 	};

@@ -36,6 +36,20 @@ grep -v '^#' $here/golden.cases | while IFS='|' read -r name args; do
 done
 [ -f "$tmp/failed" ] && fail=1
 
+# -j with more ids than one store query takes (600, pages of 200): the
+# same rows as the short list, once each although 4242 is selected on two
+# pages (as 4242 and 4242.1), in start order
+long=$(/usr/bin/python3 -c '
+ids = [str(900000 + i) for i in range(600)]
+ids[5] = "4243"; ids[250] = "4242"; ids[590] = "4242.1"
+print(",".join(ids))')
+want=$("$gsacct" --store "$tmp/usage.db" -j 4243,4242 -P -o JobID,GPUSec,State 2>&1)
+got=$("$gsacct" --store "$tmp/usage.db" -j "$long" -P -o JobID,GPUSec,State 2>&1)
+if [ "$got" != "$want" ] || [ -z "$want" ]; then
+	echo "golden: -j with 600 ids: got"; echo "$got"; echo "want"; echo "$want"
+	fail=1
+fi
+
 # non-root: nobody (uid 65534) owns job 4244 only, whatever it asks for
 if id nobody >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 	for args in "-S 2026-11-21 -X -P -n -o JobID,User" \

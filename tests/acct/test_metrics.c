@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -54,6 +55,54 @@ make_acct(void)
 	assert_int_equal(gs_acct_tick(a, S, 1, &b, &err), 0);
 	gs_store_batch_free(b);
 	return a;
+}
+
+/* watch_spool: regular files not named .* are records; gauges follow */
+static void
+test_spool(void **state)
+{
+	struct gs_agent_stats st = { 0 };
+	struct gs_mbuf b = { 0 };
+	struct gs_error err;
+	char dir[] = "/tmp/gs-spoolm.XXXXXX", path[64];
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	gs_metrics_spool_scan("", &st);
+	assert_int_equal(st.spool_watched, 0);
+	assert_int_equal(gs_metrics_render(NULL, &st, &b, &err), 0);
+	assert_null(strstr(b.p, "gshare_spool_pending_records"));
+	gs_mbuf_free(&b);
+	gs_metrics_spool_scan(dir, &st);
+	assert_int_equal(st.spool_watched, 1);
+	assert_int_equal(st.spool_pending, 0);
+	for (int i = 0; i < 4; i++) {
+		static const char *const names[] = { "42.n1", "43_1.n1",
+						     ".status", ".tmp.44.n1" };
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "%s/n1", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	gs_metrics_spool_scan(dir, &st);
+	assert_int_equal(st.spool_pending, 2);
+	assert_int_equal(gs_metrics_render(NULL, &st, &b, &err), 0);
+	assert_non_null(strstr(b.p, "gshare_spool_pending_records 2\n"));
+	assert_non_null(strstr(b.p, "# TYPE gshare_spool_oldest_seconds gauge\n"));
+	gs_mbuf_free(&b);
+	rmdir(path);
+	for (int i = 0; i < 4; i++) {
+		static const char *const names[] = { "42.n1", "43_1.n1",
+						     ".status", ".tmp.44.n1" };
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	assert_int_equal(rmdir(dir), 0);
 }
 
 static void
@@ -251,6 +300,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_render),
+		cmocka_unit_test(test_spool),
 		cmocka_unit_test(test_addr),
 		cmocka_unit_test(test_server),
 	};

@@ -285,7 +285,11 @@ static void test_admission(struct gs_client *c)
 	      err.code == GS_ENOENT, "weight of 999: %s", err.msg);
 	CHECK(gs_client_set_priority(c, a, 99, &err) < 0 &&
 	      err.code == GS_EINVAL, "priority 99: %s", err.msg);
-	gs_client_alloc_close(c, a, NULL, &err);
+	CHECK(gs_client_alloc_close_as(c, a, GS_END_MAX, NULL, &err) < 0 &&
+	      err.code == GS_EINVAL && strstr(err.msg, "end state") != NULL,
+	      "unknown end state: %s", err.msg);
+	CHECK(gs_client_alloc_close_as(c, a, GS_END_TIMEOUT, NULL, &err) == 0,
+	      "close with an end state: %s", err.msg);
 	gs_client_alloc_close(c, b, NULL, &err);
 }
 

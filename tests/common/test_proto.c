@@ -124,6 +124,9 @@ static int sample(uint16_t type, struct gs_msg *m)
 		fill_info(&m->u.info, 12);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		m->u.close.id = 0xdeadbeefcafeull;
+		m->u.close.end_state = GS_END_TIMEOUT;
+		break;
 	case GS_MSG_ATTACH:
 		m->u.id = 0xdeadbeefcafeull;
 		break;
@@ -320,8 +323,10 @@ static void test_truncated(void **state)
 		} else if (all_types[i] == GS_MSG_STATUS) {
 			ok[nok++] = full - 8;
 		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
-			ok[nok++] = full - 12;
+			ok[nok++] = full - 12;	/* flags 1.1, mem_limit 1.4 */
 			ok[nok++] = full - 8;
+		} else if (all_types[i] == GS_MSG_ALLOC_CLOSE) {
+			ok[nok++] = full - 4;	/* end_state 1.3 */
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;

@@ -5,6 +5,9 @@
 # a CPU reference, and with GSHARE_CHECK_ONCE=1 the runtime itself checks
 # that every logical block completed exactly once:
 #   1. standalone (kernels start at once, never suspended);
+#      gs-tasks checks narrow tasks (a task pool and its MasterKernel)
+#      the same way: every task ran exactly once, with its own threads,
+#      shared memory and sub-block barrier, in every mode below;
 #   2. forced suspensions every 0.1–5 ms (GSHARE_FORCE_SUSPEND_US): the
 #      kernels leave the GPU and resume from their counters, yield points
 #      save and restore loop state;
@@ -63,7 +66,7 @@ run() {	# name label env-assignment args...
 	fi
 }
 
-for t in vadd stencil sgemm reduce eater server; do
+for t in vadd stencil sgemm reduce eater server tasks; do
 	if [ ! -x "$EX/gs-$t" ]; then
 		echo "gpu: $EX/gs-$t missing (build with nvcc first)" >&2
 		exit 2
@@ -82,7 +85,7 @@ if [ -x "$B/runtime/tests/test_api" ]; then
 	fi
 fi
 
-for t in vadd stencil sgemm reduce eater server; do
+for t in vadd stencil sgemm reduce eater server tasks; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
@@ -203,6 +206,7 @@ if agent_start 1ms; then
 	attached agent eater sgemm
 	attached agent vadd reduce
 	attached agent stencil server
+	attached agent tasks sgemm
 	restart
 	cp "$TMP/gshared.log" "$LOG/gshared.log"
 	agent_stop

@@ -11,8 +11,10 @@
 #  2. SIGTERM and restart: the same again (a clean stop keeps them too);
 #     a job that created its own allocation closes it after the restart.
 #  3. When the jobs are done: `gsharectl close` works on the restored
-#     allocations; gsacct's GPU seconds per job equal what each job
-#     measured within 1%, rows COMPLETED.
+#     allocations and its reply's GPU time covers their whole life (within
+#     3% of what each job measured); gsacct's GPU seconds per job equal
+#     what each job measured within 1% (or above it within the held time
+#     the agent bills), rows COMPLETED.
 #  4. A restart with the table file as it was before those closes (a kill
 #     after the final rows were written, before the file was): the closed
 #     allocations are not revived.
@@ -220,8 +222,14 @@ for p in $JOBS; do wait "$p" || fail "a job failed"; done
 JOBS=""
 cp "$T/state/allocs.0" "$T/state/allocs.1" "$T/before-close/" ||
 	fail "no table files to keep"
+# the close reply covers the allocation's whole life, across both
+# restarts (what the Slurm plugin puts into the job's totals), within 3%:
+# a kill -9 loses what the jobs used after the last accounting tick from
+# the agent's count (the usage store is exact: the jobs' own counters)
+k=0
 for id in $A1 $A2 $A3; do
-	ctl close "$id" > /dev/null || fail "gsharectl close $id (restored)"
+	k=$((k + 1))
+	ctl close "$id" > "$T/close.$k" || fail "gsharectl close $id (restored)"
 done
 "$GSACCT" --store "$T/state/usage.db" -S now-1hour --json > "$T/acct.json" ||
 	fail "gsacct"
@@ -244,10 +252,20 @@ for i, f in enumerate(sys.argv[2:], 1):
     r = rs[0]
     g = float(r.get("GPUSec", r.get("gpusec", 0)))
     st = r.get("State", r.get("state"))
+    h = float(r.get("HeldSec", r.get("heldsec", 0)))
     err = abs(g - done["gpu_s"]) / done["gpu_s"]
-    print("job r%d: gsacct %.3f s, job measured %.3f s (%.3f%%), %s" %
-          (i, g, done["gpu_s"], 100 * err, st))
-    ok = ok and err <= 0.01 and st == "COMPLETED"
+    print("job r%d: gsacct %.3f s (held %.3f s), job measured %.3f s "
+          "(%.3f%%), %s" % (i, g, h, done["gpu_s"], 100 * err, st))
+    # within 1% of the job's own figure, or above it but within what
+    # the agent saw held (it bills at least 7/8 of the held time: on a
+    # loaded machine a job's wake-up after a grant is billed to it)
+    ok = ok and (err <= 0.01 or done["gpu_s"] < g <= h) and \
+        st == "COMPLETED"
+    c = open(f.replace("/j%d.out" % i, "/close.%d" % i)).read()
+    cg = float(c.split("gpu time ")[1].split(" s")[0])
+    cerr = abs(cg - done["gpu_s"]) / done["gpu_s"]
+    print("job r%d: close reply %.3f s (%.3f%%)" % (i, cg, 100 * cerr))
+    ok = ok and cerr <= 0.03
 sys.exit(0 if ok else 1)
 EOF
 	fail "accounting does not match what the jobs measured"

@@ -16,14 +16,23 @@ B=${B:-build}
 N=${N:-20}
 . tests/slurm/cluster.sh
 
-PLUGIN=$ROOT/$B/spank/spank_gshare.so
+PLUGIN=${PLUGIN:-$ROOT/$B/spank/spank_gshare.so}
+# an older plugin (PLUGIN=...) may not know spool_dir: SPOOL_ARG=''
+SPOOL_ARG=${SPOOL_ARG-spool_dir=@T@/gsspool}
 GSHARED=${GSHARED:-$ROOT/$B/node-agent/gshared}
 PROBE=$ROOT/$B/tests/slurm/gs_probe
 [ "$(id -u)" = 0 ] || { echo "bench.sh: must run as root" >&2; exit 1; }
 
 APID=""
 cleanup() {
-	local rc=$?
+	local rc=$? wpid
+	# the plugin's detached spool writer, if still at work
+	if [ -n "$GS_T" ] && [ -s "$GS_T/gsspool/.writer" ]; then
+		wpid=$(tr -dc 0-9 <"$GS_T/gsspool/.writer")
+		[ -n "$wpid" ] && gs_pid_alive "$wpid" &&
+			[ "$(readlink "/proc/$wpid/cwd")" = / ] &&
+			kill -TERM "$wpid" 2>/dev/null
+	fi
 	if [ -n "$APID" ]; then
 		kill -TERM "$APID" 2>/dev/null
 		wait "$APID" 2>/dev/null
@@ -53,7 +62,7 @@ echo "cluster up without slurmdbd:           $(ms "$t") ms"
 gs_cluster_down
 
 GS_DBD=1
-GS_PLUGSTACK="required $PLUGIN agent=@T@/agent.sock state_dir=@T@/spank timeout=2s"
+GS_PLUGSTACK="required $PLUGIN agent=@T@/agent.sock state_dir=@T@/spank $SPOOL_ARG timeout=2s"
 t=$(date +%s%N)
 gs_cluster_up
 echo "cluster up with MariaDB + slurmdbd:    $(ms "$t") ms"
@@ -67,8 +76,8 @@ APID=$!
 gs_wait 10 gshared "$PROBE" status "$GS_T/agent.sock" || gs_die "no gshared"
 
 # Step launch inside one allocation: --gres=none steps skip the plugin's
-# work after the gres query; the others inherit gshare:30 and get an
-# allocation created and closed.
+# work after the gres query; the others inherit gshare:30 and find the
+# job's allocation (created by the first of them, closed by the epilog).
 cat >"$GS_T/steps.sh" <<EOF
 #!/bin/bash
 ms() { echo \$(( (\$(date +%s%N) - \$1) / 1000000 )); }
@@ -80,11 +89,13 @@ EOF
 chmod 755 "$GS_T/steps.sh"
 out=$(salloc -Q -w n1 --gres=gshare:30 "$GS_T/steps.sh") || gs_die "salloc failed"
 stats "step, --gres=none (no allocation)" $(printf '%s\n' "$out" | awk '$1 == "none" { print $2 }')
-stats "step, gshare:30 (create + close)" $(printf '%s\n' "$out" | awk '$1 == "gshare" { print $2 }')
+stats "step, gshare:30 (the job's allocation)" $(printf '%s\n' "$out" | awk '$1 == "gshare" { print $2 }')
 
-# Whole jobs back to back: the epilog (sum, sacct, sacctmgr) runs before
-# slurmctld starts the next job on the node.
+# Whole jobs back to back: the epilog (close, sum, spool the totals for
+# the detached writer) runs before slurmctld starts the next job on the
+# node.
 for flag in no yes; do
+	from=$(($(wc -l <"$GS_T/log/slurmd.n1.log") + 1))
 	sed -i "s/ admin_comment=[a-z]*//; s/\$/ admin_comment=$flag/" "$GS_T/plugstack.conf"
 	v=()
 	for ((i = 0; i < N / 2; i++)); do
@@ -94,4 +105,15 @@ for flag in no yes; do
 		v+=("$(ms "$t")")
 	done
 	stats "job to job, admin_comment=$flag" "${v[@]}"
+	# the epilog itself, from slurmd's log: slurmd "calling
+	# .../slurmstepd spank epilog" to "completed epilog for jobid J"
+	mapfile -t e < <(tail -n +"$from" "$GS_T/log/slurmd.n1.log" | awk '
+		function ms(s) { gsub(/[][]/, "", s); split(s, a, "T")
+			split(a[2], b, ":"); return (b[1] * 3600 + b[2] * 60 + b[3]) * 1000 }
+		/calling .*slurmstepd spank epilog/ { c = ms($1) }
+		/Running spank\/epilog for jobid \[/ { id = $0
+			sub(/.*jobid \[/, "", id); sub(/\].*/, "", id); s[id] = c }
+		/completed epilog for jobid/ { id = $NF
+			if (id in s) printf "%d\n", ms($1) - s[id] }')
+	[ "${#e[@]}" -gt 0 ] && stats "epilog, admin_comment=$flag" "${e[@]}"
 done

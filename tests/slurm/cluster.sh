@@ -18,6 +18,11 @@
 # Knobs (set before gs_cluster_up):
 #   GS_NODES       number of slurmd (default 1)
 #   GS_GRES_COUNT  gshare count per node (default 100)
+#   GS_GPUS        GPUs per node, counted with Slurm's shard gres: per
+#                  GPU a gpu line and a shard line with Count=100, File= a
+#                  stand-in device file under $GS_T/dev (Slurm takes a
+#                  job's shards on a node from one GPU).  Default: unset,
+#                  the gshare gres, one line without File=
 #   GS_PLUGSTACK   plugstack.conf contents (default: empty file); @T@
 #                  stands for the temp dir.  slurmd reads it at start (it
 #                  runs the job epilog only if a plugin has one), so set
@@ -28,6 +33,7 @@
 
 GS_NODES=${GS_NODES:-1}
 GS_GRES_COUNT=${GS_GRES_COUNT:-100}
+GS_GPUS=${GS_GPUS:-}
 GS_DBD=${GS_DBD:-1}
 GS_PLUGSTACK=${GS_PLUGSTACK:-}
 GS_T=""
@@ -91,6 +97,8 @@ gs_write_configs() {
 	[ -n "$GS_PLUGSTACK" ] &&
 		printf '%s\n' "${GS_PLUGSTACK//@T@/$t}" >"$t/plugstack.conf"
 
+	GS_GRES_TYPES=gshare GS_ACCT_GRES=gshare
+	[ -n "$GS_GPUS" ] && GS_GRES_TYPES=gpu,shard GS_ACCT_GRES=shard
 	GS_CTLD_PORT=$(gs_free_port)
 	GS_DBD_PORT=$(gs_free_port)
 	GS_DB_PORT=$(gs_free_port)
@@ -124,7 +132,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 MpiDefault=none
-GresTypes=gshare
+GresTypes=$GS_GRES_TYPES
 PlugStackConfig=$t/plugstack.conf
 ReturnToService=2
 KillWait=2
@@ -140,14 +148,31 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$GS_DBD_PORT
 AccountingStoragePass=$GS_MUNGE_SOCK
-AccountingStorageTRES=gres/gshare
+AccountingStorageTRES=gres/$GS_ACCT_GRES
 EOF
 	fi
+	GS_NODE_GRES=gshare:$GS_GRES_COUNT
+	[ -n "$GS_GPUS" ] &&
+		GS_NODE_GRES=gpu:$GS_GPUS,shard:$((GS_GPUS * 100))
 	for ((i = 1; i <= GS_NODES; i++)); do
 		echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1" \
 		     "Port=${GS_NODE_PORTS[$((i - 1))]} CPUs=8" \
-		     "Gres=gshare:$GS_GRES_COUNT State=UNKNOWN" >>"$t/slurm.conf"
-		echo "NodeName=n$i Name=gshare Count=$GS_GRES_COUNT" >>"$t/gres.conf"
+		     "Gres=$GS_NODE_GRES State=UNKNOWN" >>"$t/slurm.conf"
+		if [ -z "$GS_GPUS" ]; then
+			echo "NodeName=n$i Name=gshare Count=$GS_GRES_COUNT" \
+			     >>"$t/gres.conf"
+			continue
+		fi
+		# per GPU: Slurm takes a job's shards from one GPU
+		mkdir -p "$t/dev/n$i"
+		local g
+		for ((g = 0; g < GS_GPUS; g++)); do
+			: >"$t/dev/n$i/nvidia$g"
+			echo "NodeName=n$i Name=gpu File=$t/dev/n$i/nvidia$g" \
+			     >>"$t/gres.conf"
+			echo "NodeName=n$i Name=shard File=$t/dev/n$i/nvidia$g" \
+			     "Count=100" >>"$t/gres.conf"
+		done
 	done
 	echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" \
 	     >>"$t/slurm.conf"
@@ -189,6 +214,13 @@ gs_start_munge() {
 		gs_die "munged socket missing"
 }
 
+# slurmdbd alone (again, after a test stopped it with gs_stop_pidfile).
+gs_start_slurmdbd() {
+	slurmdbd -D -s >>"$GS_T/log/slurmdbd.out" 2>&1 &
+	gs_wait 30 "slurmdbd" sacctmgr -i show cluster ||
+		gs_die "slurmdbd did not come up (see $GS_T/log/slurmdbd.log)"
+}
+
 gs_start_db() {
 	local t=$GS_T
 	mariadb-install-db --no-defaults --datadir="$t/db" --user=root \
@@ -210,10 +242,8 @@ gs_start_db() {
 		CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'gstest';
 		GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
 		gs_die "could not create the slurm database user"
-	slurmdbd -D -s >"$t/log/slurmdbd.out" 2>&1 &
 	GS_PIDFILES+=("$t/slurmdbd.pid")
-	gs_wait 30 "slurmdbd" sacctmgr -i show cluster ||
-		gs_die "slurmdbd did not come up (see $t/log/slurmdbd.log)"
+	gs_start_slurmdbd
 	sacctmgr -i add cluster gstest >/dev/null ||
 		gs_die "sacctmgr add cluster failed"
 }

@@ -8,12 +8,16 @@
  *      once and keeps every foreign segment
  *   3  gs_spank_conf_parse over newline-separated arguments
  *   4  gs_spank_expand_path, and the option validators
+ *   5  gs_spank_spool_parse: what parses formats and parses back equal;
+ *      gs_gres_detail_gpu reports an index in 0..1023 only with rv 1;
+ *      gs_spank_array_spec_ok
  * Any sanitizer report or failed invariant aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gs_spankopt.h"
 
@@ -69,6 +73,25 @@ static void fuzz_record(const char *s)
 	      back.gpu_ns == r.gpu_ns && back.held_ns == r.held_ns);
 }
 
+static void fuzz_spool(const char *s)
+{
+	struct gs_spank_spool r, back;
+	struct gs_error err;
+	char buf[512];
+	int gpu = -1, rv;
+
+	rv = gs_gres_detail_gpu(s, "shard", &gpu, &err);
+	CHECK(rv >= -1 && rv <= 1);
+	if (rv == 1)
+		CHECK(gpu >= 0 && gpu <= 1023);
+	(void)gs_spank_array_spec_ok(s);
+	if (gs_spank_spool_parse(s, &r, &err) < 0)
+		return;
+	CHECK(gs_spank_spool_format(&r, buf, sizeof(buf), &err) > 0);
+	CHECK(gs_spank_spool_parse(buf, &back, &err) == 0);
+	CHECK(memcmp(&r, &back, sizeof(r)) == 0);
+}
+
 static void fuzz_comment(const char *s)
 {
 	static const char seg[] = "gshare[n1]:gpu_s=1.000,held_s=1.000,"
@@ -83,7 +106,8 @@ static void fuzz_comment(const char *s)
 	CHECK(copy != NULL);
 	for (tok = strtok_r(copy, ";", &save); tok != NULL;
 	     tok = strtok_r(NULL, ";", &save)) {
-		if (strncmp(tok, "gshare[n1]:", 11) == 0)
+		/* ours compares without case (sacctmgr lower-cases) */
+		if (strncasecmp(tok, "gshare[n1]:", 11) == 0)
 			continue;
 		CHECK(strstr(out, tok) != NULL);
 	}
@@ -153,11 +177,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(s, data + 1, size - 1);
 	s[size - 1] = '\0';
-	switch (data[0] % 5) {
+	switch (data[0] % 6) {
 	case 0: fuzz_gres(s); break;
 	case 1: fuzz_record(s); break;
 	case 2: fuzz_comment(s); break;
 	case 3: fuzz_conf(s); break;
+	case 5: fuzz_spool(s); break;
 	default: fuzz_expand(s); break;
 	}
 	free(s);

@@ -3,7 +3,7 @@
 
 SPANKOPT_TEST := $(B)/tests/slurm/test_spankopt
 UNIT_TESTS += $(SPANKOPT_TEST)
-INTEG_TESTS += tests/slurm/run.sh
+INTEG_TESTS += tests/slurm/run.sh tests/slurm/shard.sh
 DEB_PKGS += libslurm-dev slurm-wlm slurmdbd munge mariadb-server \
 	    mariadb-client
 

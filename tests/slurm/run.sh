@@ -69,8 +69,19 @@ for f in "$PLUGIN" "$PROBE" "$GSHARED"; do
 	[ -x "$f" ] || [ -f "$f" ] || { echo "run.sh: $f missing (make first)" >&2; exit 1; }
 done
 
+# The plugin's detached spool writer (pid in .writer while it runs).
+stop_spool_writer() {
+	local pid
+	[ -n "$GS_T" ] && [ -s "$GS_T/gsspool/.writer" ] || return 0
+	pid=$(tr -dc 0-9 <"$GS_T/gsspool/.writer")
+	[ -n "$pid" ] && gs_pid_alive "$pid" &&
+		[ "$(readlink "/proc/$pid/cwd")" = / ] && kill -TERM "$pid" 2>/dev/null
+	return 0
+}
+
 cleanup() {
 	local rc=$?
+	stop_spool_writer
 	stop_agents
 	gs_cluster_down
 	return $rc
@@ -85,13 +96,18 @@ GS_NODES=2
 # (the plugin's agent=$GS_T/agent/%n.sock).
 declare -A AGENT_PID=()
 
+# each agent's metrics on a free port; both watch the plugin's spool
+declare -A METRICS_PORT=()
 start_agent() {
 	local n=$1 gpus=${2:-1} d=$GS_T/agent
+	[ -n "${METRICS_PORT[$n]:-}" ] || METRICS_PORT[$n]=$(gs_free_port)
 	mkdir -p "$d/$n.state"
 	chmod 755 "$d"
 	printf '%s\n' "socket: $d/$n.sock" "state_dir: $d/$n.state" \
 		"gpus:" "  simulated: $gpus" "log: file" \
-		"log_file: $GS_T/log/gshared.$n.log" "metrics_listen: ''" \
+		"log_file: $GS_T/log/gshared.$n.log" \
+		"metrics_listen: '127.0.0.1:${METRICS_PORT[$n]:-0}'" \
+		"watch_spool: $GS_T/gsspool" \
 		"accounting_tick: 100ms" "slice: 20ms" >"$d/$n.yaml"
 	"$GSHARED" -d -f "$d/$n.yaml" >>"$GS_T/log/gshared.$n.out" 2>&1 &
 	AGENT_PID[$n]=$!
@@ -128,7 +144,7 @@ allocs() { "$PROBE" status "$GS_T/agent/$1.sock"; }
 no_alloc() { ! allocs "$1" | grep -q "^alloc $2 "; }
 no_job_allocs() { ! allocs "$1" | grep -q " job=$2 "; }
 
-PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank timeout=3s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
+PLUGSTACK_BASE="required $PLUGIN agent=@T@/agent/%n.sock state_dir=@T@/spank spool_dir=@T@/gsspool timeout=3s sacct=$(command -v sacct) sacctmgr=$(command -v sacctmgr)"
 GS_PLUGSTACK=$PLUGSTACK_BASE
 gs_cluster_up
 # srun and slurmstepd read plugstack.conf afresh each time
@@ -155,6 +171,17 @@ after=$(sacct -n -X -o JobID 2>/dev/null | wc -l)
 [ "$before" = "$after" ] && ok "no job reached the accounting" || bad "a refused job was recorded ($before -> $after)"
 out=$(timeout 20 srun -w n1 --gshare-weight=5 --gshare-priority=high --gshare-mode=space true 2>&1) &&
 	ok "good options accepted" || bad "good options refused: $out"
+end
+
+begin bad-option-from-env
+# the same bad value through the environment slurmstepd replays options
+# from: the step is refused with the command line's message, not run with
+# the default weight
+out=$(_SLURM_SPANK_OPTION_gshare_gshare_weight=abc timeout 20 srun -w n1 \
+	bash -c 'echo RAN' 2>&1); rc=$?
+[ $rc != 0 ] && ok "step refused (rc $rc)" || bad "step ran with --gshare-weight=abc from the environment"
+reject "task did not run" "$out" '^RAN$'
+expect "the option's message" "$out" '^gshare: step [0-9]+\.0 not started: --gshare-weight=abc: expected a whole number from 1 to 10000$'
 end
 
 begin bad-plugstack-argument
@@ -231,6 +258,7 @@ expect "batch step AllocTRES" "$out" "^$j\.batch\|.*gres/gshare=30"
 end
 
 # ------------------------------------------------------------ with agents
+job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
 start_agent n1
 start_agent n2
 
@@ -243,9 +271,9 @@ expect "environment" "$out" "^ENV job=[0-9]+ sock=$GS_T/agent/n1.sock alloc=[0-9
 j=$(printf '%s\n' "$out" | sed -n 's/^ENV job=\([0-9]*\) .*/\1/p')
 a=$(printf '%s\n' "$out" | sed -n 's/^ENV .*alloc=\([0-9]*\) .*/\1/p')
 expect "agent shows it while it runs" "$out" \
-	"^alloc $a job=$j step=0 node=n1 user=root shares=30 weight=7 priority=high mode=space uid=0 .* mem_limit=21474836480$"
+	"^alloc $a job=$j step= node=n1 user=root shares=30 weight=7 priority=high mode=space uid=0 .* mem_limit=21474836480$"
 if [ -n "$a" ] && gs_wait 10 "allocation $a to close" no_alloc n1 "$a"; then
-	ok "allocation $a gone after the step"
+	ok "allocation $a gone after the job"
 else
 	bad "allocation ${a:-?} still there after the step: $(allocs n1)"
 fi
@@ -273,6 +301,11 @@ begin gshare-zero
 # means no request: the step runs outside gshare, like one without the
 # gres, and the agent makes no allocation (docs/slurm.md).  A zero count
 # that does reach the plugin is refused (test_spankopt, spank_remote.c).
+# the earlier cases' job epilogs close their allocations after srun
+# returns: count from a settled agent
+none_open() { ! allocs "$1" | grep -q '^alloc '; }
+gs_wait 10 "earlier jobs' allocations to close" none_open n1 ||
+	bad "left open before the case: $(allocs n1)"
 n0=$(allocs n1 | grep -c '^alloc ')
 out=$(timeout 30 srun -w n1 --gres=gshare:0 bash -c \
 	'echo RAN alloc=${GSHARE_ALLOC:-none} cuda=${CUDA_VISIBLE_DEVICES:-none}' 2>&1); rc=$?
@@ -318,68 +351,76 @@ wait
 EOF
 mkdir -p "$GS_T/marks"
 j=$(timeout 20 sbatch --parsable -o "$GS_T/steps.out" "$GS_T/steps.sbatch")
-job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
 gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
 out=$(cat "$GS_T/steps.out" 2>&1)
-expect "batch step: the job's count" "$out" "^STEP batch alloc=[0-9]+ alloc [0-9]+ job=$j step=batch node=n1 .*shares=30 "
-expect "srun without --gres inherits" "$out" "^STEP inherit alloc=[0-9]+ alloc [0-9]+ job=$j step=0 node=n1 .*shares=30 "
-expect "srun --gres=gshare:10" "$out" "^STEP ten alloc=[0-9]+ alloc [0-9]+ job=$j step=1 node=n1 .*shares=10 "
+# every step runs in the job's one allocation of the job's count
+expect "batch step: the job's count" "$out" "^STEP batch alloc=[0-9]+ alloc [0-9]+ job=$j step= node=n1 .*shares=30 "
+expect "srun without --gres: the job's" "$out" "^STEP inherit alloc=[0-9]+ alloc [0-9]+ job=$j step= node=n1 .*shares=30 "
+expect "srun --gres=gshare:10: the job's" "$out" "^STEP ten alloc=[0-9]+ alloc [0-9]+ job=$j step= node=n1 .*shares=30 "
 # an #SBATCH --gshare-priority reaches the batch step and every step
 for st in batch inherit ten par1 par2; do
 	expect "$st: sbatch's --gshare-priority=high" "$out" "^STEP $st alloc=[0-9]+ alloc .* priority=high "
 done
 expect "srun --gres=none: no allocation" "$out" "^STEP none alloc=none \$"
-expect "parallel step 1" "$out" "^STEP par1 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "
-expect "parallel step 2" "$out" "^STEP par2 alloc=[0-9]+ alloc [0-9]+ job=$j step=[34] .*shares=10 "
-expect "parallel steps overlapped (1)" "$out" "^STEP par1 overlapped"
-expect "parallel steps overlapped (2)" "$out" "^STEP par2 overlapped"
+expect "parallel step 1" "$out" "^STEP par1 alloc=[0-9]+ alloc [0-9]+ job=$j step= .*shares=30 "
+expect "parallel step 2" "$out" "^STEP par2 alloc=[0-9]+ alloc [0-9]+ job=$j step= .*shares=30 "
+expect "parallel steps overlapped in one allocation (1)" "$out" "^STEP par1 overlapped allocs=1\$"
+expect "parallel steps overlapped in one allocation (2)" "$out" "^STEP par2 overlapped allocs=1\$"
 ids=$(printf '%s\n' "$out" | sed -n 's/^STEP [a-z0-9]* alloc=\([0-9][0-9]*\) .*/\1/p' | sort -u | wc -l)
-[ "$ids" = 5 ] && ok "five distinct allocations" || bad "$ids distinct allocations, want 5"
+[ "$ids" = 1 ] && ok "one allocation for every step" || bad "$ids distinct allocations, want 1"
 gs_wait 10 "job $j allocations to close" no_job_allocs n1 "$j" &&
 	ok "all closed after the job" || bad "left open: $(allocs n1)"
 end
 
-begin batch-envelope
-# Two gshare:40 batch jobs that run srun steps: Slurm runs both (80 of
-# 100); in the agent each batch step holds 40 and each step asks for 40
-# again.  The steps must still run: a step closes its job's idle batch
-# allocation when the agent has no room for it.
+begin steps-one-budget
+# A job's count is one budget.  Two gshare:40 batch jobs (80 of 100) whose
+# batch step and two concurrent `srun --overlap` steps each use the GPU
+# share: each job holds exactly one allocation of 40 on the node, all its
+# steps see it, and the agent never holds more than Slurm counted.
 S=$ROOT/tests/slurm/show_step.sh
-cat >"$GS_T/envelope.sh" <<EOF
+cat >"$GS_T/budget.sh" <<EOF
 #!/bin/bash
-# both jobs' batch allocations first (20 s at most), then the steps
-export GS_PROBE=$PROBE
-end=\$((\$(date +%s) + 20))
-until [ "\$("\$GS_PROBE" status "\$GSHARE_SOCKET" | grep -c ' step=batch .*shares=40 ')" -ge 2 ]; do
-	[ "\$(date +%s)" -gt "\$end" ] && { echo "batch steps never overlapped"; exit 1; }
-	sleep 0.05
-done
-srun $S step
-srun $S again
+export GS_PROBE=$PROBE GS_MARKS=$GS_T/marks.\$SLURM_JOB_ID
+mkdir -p "\$GS_MARKS"
+$S batch
+srun --overlap $S o1 wait2 &
+srun --overlap $S o2 wait2 &
+wait
 EOF
 pair=()
 for k in 1 2; do
 	pair+=("$(timeout 20 sbatch --parsable -w n1 --gres=gshare:40 \
-		-o "$GS_T/env$k.out" "$GS_T/envelope.sh")")
+		-o "$GS_T/budget$k.out" "$GS_T/budget.sh")")
 done
 for j in "${pair[@]}"; do
 	gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
-	[ "$(scontrol show job "$j" 2>/dev/null | sed -n 's/.*JobState=\([A-Z]*\).*/\1/p')" = COMPLETED ] ||
-		bad "job $j: $(scontrol show job "$j" | grep -o 'JobState=[A-Z]*')"
 done
-out=$(cat "$GS_T/env1.out" "$GS_T/env2.out")
-[ "$(printf '%s\n' "$out" | grep -cE '^STEP (step|again) alloc=[0-9]+ alloc .*shares=40 ')" = 4 ] &&
-	ok "all four steps got 40 shares" || bad "steps: $out"
-reject "no refusal" "$out" 'not started'
-grep -q "closed the idle batch step allocation" "$GS_T"/log/slurmd.n1.log &&
-	ok "an idle batch allocation made room" ||
-	bad "no batch allocation was released (did the jobs overlap?)"
-for j in "${pair[@]}"; do
-	c2() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=3$'; }
-	gs_wait 30 "AdminComment of job $j" c2 &&
-		ok "job $j totals count batch and both steps" ||
+for k in 1 2; do
+	j=${pair[$((k - 1))]}
+	out=$(cat "$GS_T/budget$k.out")
+	ids=$(printf '%s\n' "$out" | sed -n 's/^STEP [a-z0-9]* alloc=\([0-9][0-9]*\) .*/\1/p' | sort -u)
+	[ "$(printf '%s\n' "$ids" | grep -c .)" = 1 ] &&
+		ok "job $j: batch step and both --overlap steps in allocation $ids" ||
+		bad "job $j: allocations '$ids' in: $out"
+	[ "$(printf '%s\n' "$out" | grep -cE "^STEP (batch|o1|o2) alloc=[0-9]+ alloc [0-9]+ job=$j step= .*shares=40 ")" = 3 ] &&
+		ok "job $j: every step holds the job's 40" || bad "job $j: $out"
+	expect "job $j: steps overlapped, one allocation" "$out" "^STEP o1 overlapped allocs=1\$"
+	reject "job $j: no refusal" "$out" 'not started'
+	c1() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'share=40,allocs=1$'; }
+	gs_wait 30 "AdminComment of job $j" c1 &&
+		ok "job $j totals: one allocation" ||
 		bad "job $j AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
 done
+# salloc: the allocation's steps share its count the same way
+out=$(timeout 60 salloc -w n1 --gres=gshare:40 bash -c "
+	export GS_PROBE=$PROBE GS_MARKS=$GS_T/marks.salloc
+	mkdir -p \$GS_MARKS
+	srun --overlap $S s1 wait2 & srun --overlap $S s2 wait2 & wait" 2>&1)
+ids=$(printf '%s\n' "$out" | sed -n 's/^STEP [a-z0-9]* alloc=\([0-9][0-9]*\) .*/\1/p' | sort -u)
+[ "$(printf '%s\n' "$ids" | grep -c .)" = 1 ] && ok "salloc: both steps in allocation $ids" ||
+	bad "salloc: allocations '$ids' in: $out"
+expect "salloc: one allocation of 40" "$out" "^STEP s1 overlapped allocs=1\$"
+expect "salloc: the job's count" "$out" "^STEP s2 alloc=[0-9]+ alloc [0-9]+ job=[0-9]+ step= .*shares=40 "
 end
 
 begin two-nodes
@@ -388,8 +429,8 @@ out=$(timeout 30 srun -N2 --ntasks-per-node=1 --gres=gshare:30 bash -c \
 	 "$0" status "$GSHARE_SOCKET" | grep "^alloc $GSHARE_ALLOC "' "$PROBE" 2>&1)
 expect "n1 has its own agent" "$out" "^NODE n1 alloc=[0-9]+ sock=$GS_T/agent/n1.sock\$"
 expect "n2 has its own agent" "$out" "^NODE n2 alloc=[0-9]+ sock=$GS_T/agent/n2.sock\$"
-expect "n1 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n1 .*shares=30 "
-expect "n2 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n2 .*shares=30 "
+expect "n1 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step= node=n1 .*shares=30 "
+expect "n2 allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step= node=n2 .*shares=30 "
 [ "$(printf '%s\n' "$out" | grep -c '^alloc ')" = 2 ] && ok "one allocation per node" ||
 	bad "want exactly two allocations"
 j=$(printf '%s\n' "$out" | sed -n 's/^alloc [0-9]* job=\([0-9]*\) .*/\1/p' | head -1)
@@ -415,7 +456,7 @@ held=$("$GSHARECTL" -s "$GS_T/agent/n2.sock" create --shares 80 --gpu 0 --job ou
 out=$(CUDA_VISIBLE_DEVICES=0 timeout 30 srun -w n2 --gres=gshare:30 bash -c \
 	'echo CUDA=$CUDA_VISIBLE_DEVICES; "$0" status "$GSHARE_SOCKET" | grep "^alloc $GSHARE_ALLOC "' "$PROBE" 2>&1)
 expect "placed on GPU 1" "$out" '^CUDA=1$'
-expect "agent agrees" "$out" '^alloc [0-9]+ job=[0-9]+ step=0 node=n2 .*shares=30 .* gpu=1 '
+expect "agent agrees" "$out" '^alloc [0-9]+ job=[0-9]+ step= node=n2 .*shares=30 .* gpu=1 '
 "$GSHARECTL" -s "$GS_T/agent/n2.sock" close "$held" >/dev/null 2>&1 ||
 	bad "could not close the outside allocation '$held'"
 stop_agent n2
@@ -430,7 +471,7 @@ done
 three_running() { [ "$(squeue -h -w n1 -t R -o %i | wc -l)" = 3 ]; }
 gs_wait 30 "three jobs running" three_running || bad "not three running: $(squeue)"
 expect "the fourth pends on Resources" "$(squeue -h -t PD -o '%i %r')" "^${jobs[3]} Resources\$"
-three_allocs() { [ "$(allocs n1 | grep -c ' step=batch .*shares=30 ')" = 3 ]; }
+three_allocs() { [ "$(allocs n1 | grep -c ' step= .*shares=30 ')" = 3 ]; }
 gs_wait 10 "three allocations" three_allocs &&
 	ok "agent holds three 30-share allocations" || bad "agent: $(allocs n1)"
 # killing the jobs mid-step releases their allocations
@@ -445,9 +486,9 @@ end
 begin killed-mid-step
 timeout 60 srun -w n1 --gres=gshare:20 sleep 300 >/dev/null 2>&1 &
 srun_pid=$!
-has_step() { allocs n1 | grep -q ' step=0 .*shares=20 '; }
+has_step() { allocs n1 | grep -q ' step= .*shares=20 '; }
 gs_wait 20 "the step's allocation" has_step || bad "no allocation: $(allocs n1)"
-j=$(allocs n1 | sed -n 's/.* job=\([0-9]*\) step=0 .*shares=20 .*/\1/p' | head -1)
+j=$(allocs n1 | sed -n 's/.* job=\([0-9]*\) step= .*shares=20 .*/\1/p' | head -1)
 if [ -n "$j" ]; then
 	scancel "$j"
 	gs_wait 20 "allocation of killed job $j released" no_job_allocs n1 "$j" &&
@@ -457,11 +498,11 @@ wait "$srun_pid" 2>/dev/null
 end
 
 begin stepd-killed
-# a slurmstepd that dies without its exit hook leaves the allocation
-# open; the job epilog closes it and counts it in the totals
+# a step whose slurmstepd dies leaves the job's allocation open; the job
+# epilog closes it and counts it in the totals
 j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:30 -o /dev/null \
 	--wrap 'srun --gres=gshare:20 sleep 300')
-step_alloc() { allocs n1 | grep -q " job=$j step=0 .*shares=20 "; }
+step_alloc() { allocs n1 | grep -q " job=$j step= .*shares=30 "; }
 gs_wait 20 "step $j.0 allocation" step_alloc || bad "no allocation: $(allocs n1)"
 # this cluster's stepd: the parent of the step's task (job ids repeat
 # across clusters that other test runs may have on this host).  The
@@ -484,10 +525,10 @@ if [ -n "$stepd" ]; then
 	scancel "$j"
 	gs_wait 20 "epilog to close job $j allocations" no_job_allocs n1 "$j" &&
 		ok "epilog closed the leftover" || bad "left open: $(allocs n1)"
-	grep -q "gshare: job $j: closed leftover allocation" "$GS_T/log/slurmd.n1.log" &&
-		ok "epilog logged it" || bad "no leftover line in slurmd log"
-	two_allocs() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=2$'; }
-	gs_wait 30 "AdminComment of job $j" two_allocs &&
+	grep -q "gshare: job $j: closed allocation" "$GS_T/log/slurmd.n1.log" &&
+		ok "epilog logged it" || bad "no close line in slurmd log"
+	one_alloc() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=1$'; }
+	gs_wait 30 "AdminComment of job $j" one_alloc &&
 		ok "counted in the totals" || bad "AdminComment: $(sacct -n -X -P -j "$j" -o AdminComment)"
 else
 	bad "no slurmstepd for $j.0"
@@ -514,7 +555,7 @@ expect "attaches to its own allocation" "$out" "^attached [0-9]+ uid=$(id -u nob
 # another user's allocation is answered as a missing one (no owner leak)
 expect "cannot attach to root's" "$out" "^error ENOENT"
 reject "sees only its own allocation" "$out" "^alloc $oid "
-expect "sees its own allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step=0 node=n1 user=nobody shares=10 .* uid=$(id -u nobody) "
+expect "sees its own allocation" "$out" "^alloc [0-9]+ job=[0-9]+ step= node=n1 user=nobody shares=10 .* uid=$(id -u nobody) "
 scancel "$other"
 gs_wait 20 "job $other to end" no_job_allocs n1 "$other" || bad "job $other still holds"
 end
@@ -595,21 +636,118 @@ gs_wait 60 "AdminComment of job $j" has_comment ||
 	bad "no AdminComment: $(sacct -j "$j" -o JobID,State,AdminComment%80)"
 out=$(sacct -n -X -P -j "$j" -o AdminComment)
 expect "totals in AdminComment" "$out" \
-	'^gshare\[n1\]:gpu_s=[0-9]+\.[0-9]{3},held_s=[0-9]+\.[0-9]{3},share=30,allocs=3$'
+	'^gshare\[n1\]:gpu_s=[0-9]+\.[0-9]{3},held_s=[0-9]+\.[0-9]{3},share=30,allocs=1$'
 # the agent's own usage store knows the same job and steps
 if [ -x "$GSACCT" ]; then
 	store=$GS_T/agent/n1.state/usage.db
 	acct() { "$GSACCT" --store="$store" -j "$j" -n -P -o JobID,NodeList,Share,State 2>&1; }
-	three_rows() { [ "$(acct | grep -c "^$j")" -ge 3 ]; }
-	gs_wait 20 "gsacct rows of job $j" three_rows || bad "gsacct: $(acct)"
+	one_row() { acct | grep -q "^$j|"; }
+	gs_wait 20 "gsacct row of job $j" one_row || bad "gsacct: $(acct)"
 	out=$(acct)
 	gs_log "gsacct: $(printf "%s " $out)"
-	expect "gsacct: batch step" "$out" "^$j\.batch\|n1\|30\|"
-	expect "gsacct: step 0" "$out" "^$j\.0\|n1\|30\|"
-	expect "gsacct: step 1" "$out" "^$j\.1\|n1\|10\|"
+	expect "gsacct: the job's allocation" "$out" "^$j\|n1\|30\|"
+	reject "gsacct: no step rows" "$out" "^$j\."
 else
 	bad "gsacct not built ($GSACCT)"
 fi
+end
+
+begin array-totals
+# Each task of a job array gets its own totals: task k does 0.1*(k+1) s
+# of GPU work, and its own AdminComment must say so.  `sacct -j A` and
+# `sacctmgr modify job where jobid=A` match every task of array A, so the
+# task whose own job id is A (JobIDRaw) ends last, after the others have
+# their totals: writing by job id, it would overwrite them all.
+if [ -x "$SIMJOB" ]; then
+	a=$(timeout 20 sbatch --parsable -w n1 --array=0-3 --gres=gshare:10 \
+		-o "$GS_T/arr.%a.out" --wrap "
+		end=\$((\$(date +%s) + 60))
+		while [ \$SLURM_JOB_ID = \$SLURM_ARRAY_JOB_ID ] && [ ! -e $GS_T/arr.go ]; do
+			[ \$(date +%s) -gt \$end ] && exit 1
+			sleep 0.05
+		done
+		exec $SIMJOB -n t\$SLURM_ARRAY_TASK_ID -d 0 -w 0.\$((SLURM_ARRAY_TASK_ID + 1)) -t 200")
+	three_done() { [ "$(sacct -n -X -P -j "$a" -o AdminComment | grep -c 'gshare\[n1\]:')" = 3 ]; }
+	gs_wait 60 "three tasks' AdminComments" three_done ||
+		bad "array $a: $(sacct -n -X -P -j "$a" -o JobID,State,AdminComment)"
+	touch "$GS_T/arr.go"
+	tasks_done() { [ "$(sacct -n -X -P -j "$a" -o AdminComment | grep -c 'gshare\[n1\]:')" = 4 ] &&
+		! squeue -h -r -j "$a" 2>/dev/null | grep -q .; }
+	gs_wait 60 "four tasks' AdminComments" tasks_done ||
+		bad "array $a: $(sacct -n -X -P -j "$a" -o JobID,State,AdminComment)"
+	# the last epilog's write lands before its job leaves the queue
+	for k in 0 1 2 3; do
+		own=$(sed -n 's/^event=done .* gpu_s=\([0-9.]*\) .*/\1/p' "$GS_T/arr.$k.out")
+		c=$(sacct -n -X -P -j "${a}_$k" -o JobID,AdminComment)
+		cg=$(printf '%s\n' "$c" | sed -n 's/.*gpu_s=\([0-9.]*\),.*/\1/p')
+		[ "$(printf '%s\n' "$c" | grep -c .)" = 1 ] &&
+		awk -v a="$cg" -v b="$own" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b + 0.005) }' &&
+			ok "task ${a}_$k: AdminComment gpu_s=$cg, its own $own" ||
+			bad "task ${a}_$k: '$c' vs its own gpu_s=$own"
+	done
+else
+	bad "gshare-simjob not built ($SIMJOB)"
+fi
+end
+
+begin end-states
+# Slurm's end state reaches the agent's usage store (gsacct's State, like
+# sacct's): a failing job FAILED, a cancelled one CANCELLED, one that
+# ends well COMPLETED
+jf=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'exit 3')
+jc=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'sleep 300')
+jd=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap 'true')
+jc_alloc() { allocs n1 | grep -q " job=$jc "; }
+gs_wait 20 "job $jc allocation" jc_alloc || bad "job $jc has no allocation"
+scancel "$jc"
+for j in "$jf" "$jc" "$jd"; do
+	gs_wait 30 "job $j to end" job_gone "$j" || bad "job $j did not end"
+done
+states() { "$GSACCT" --store="$GS_T/agent/n1.state/usage.db" -j "$jf,$jc,$jd" -X -n -P -o JobID,State 2>&1; }
+three() { [ "$(states | grep -cE '\|(COMPLETED|FAILED|CANCELLED)$')" = 3 ]; }
+gs_wait 20 "three closed rows" three || bad "gsacct: $(states)"
+out=$(states)
+expect "failed job FAILED" "$out" "^$jf\|FAILED\$"
+expect "cancelled job CANCELLED" "$out" "^$jc\|CANCELLED\$"
+expect "job that ended well COMPLETED" "$out" "^$jd\|COMPLETED\$"
+end
+
+begin dbd-outage
+# slurmdbd down while jobs end: their totals wait in the spool (the
+# writer's .status says how many) and all land once slurmdbd is back.
+empty() { grep -q '^pending=0 ' "$GS_T/gsspool/.status" &&
+	[ -z "$(find "$GS_T/gsspool" -maxdepth 1 -type f ! -name '.*')" ]; }
+# earlier cases' totals first, so that the spool holds only this case's
+gs_wait 30 "spool empty before the outage" empty || bad "spool: $(ls -A "$GS_T/gsspool")"
+gs_stop_pidfile "$GS_T/slurmdbd.pid" 10
+outage=()
+for k in 1 2 3; do
+	outage+=("$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)")
+done
+for j in "${outage[@]}"; do
+	gs_wait 60 "job $j to end" job_gone "$j" || bad "job $j did not end"
+done
+pending3() { grep -q '^pending=3 ' "$GS_T/gsspool/.status"; }
+gs_wait 30 "three records pending in the spool" pending3 &&
+	ok "three totals wait for slurmdbd: $(cat "$GS_T/gsspool/.status")" ||
+	bad "spool: $(ls -A "$GS_T/gsspool") status: $(cat "$GS_T/gsspool/.status" 2>&1)"
+# the agent's metrics show them too (watch_spool)
+metric() { curl -s --max-time 2 "http://127.0.0.1:${METRICS_PORT[n1]}/metrics" |
+	sed -n "s/^$1 //p"; }
+gauge3() { [ "$(metric gshare_spool_pending_records)" = 3 ]; }
+gs_wait 10 "the agent's spool gauge at 3" gauge3 &&
+	ok "agent metrics: gshare_spool_pending_records 3, oldest $(metric gshare_spool_oldest_seconds) s" ||
+	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
+gs_start_slurmdbd
+for j in "${outage[@]}"; do
+	landed() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
+	gs_wait 90 "AdminComment of job $j" landed && ok "job $j totals landed after the outage" ||
+		bad "job $j: $(sacct -n -X -P -j "$j" -o JobID,State,AdminComment)"
+done
+gs_wait 20 "spool empty" empty && ok "spool empty" || bad "spool: $(ls -A "$GS_T/gsspool")"
+gauge0() { [ "$(metric gshare_spool_pending_records)" = 0 ]; }
+gs_wait 10 "the agent's spool gauge at 0" gauge0 && ok "agent metrics: nothing pending" ||
+	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
 end
 
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"

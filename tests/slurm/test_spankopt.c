@@ -295,6 +295,64 @@ static void test_gres(void **state)
 	assert_int_equal(count, 7);
 }
 
+static void test_gres_detail(void **state)
+{
+	static const struct {
+		const char *detail;
+		const char *name;
+		int rv;
+		int gpu;
+	} cases[] = {
+		{ "shard:60(IDX:1)", "shard", 1, 1 },
+		{ "shard:60(IDX:0)", "shard", 1, 0 },
+		{ "gpu:a100:1(IDX:0),shard:30(IDX:3)", "shard", 1, 3 },
+		{ "gpu:1(IDX:2),shard:30(IDX:0-1)", "gpu", 1, 2 },
+		{ "shard:30(IDX:0,2)", "shard", 1, 0 },
+		{ "shard:a100:30(IDX:5)", "shard", 1, 5 },
+		{ "gshare(CNT:60)", "gshare", 0, -1 },
+		{ "gshare:60", "gshare", 0, -1 },
+		{ "gpu:1(IDX:0)", "shard", 0, -1 },
+		{ "xshard:1(IDX:4)", "shard", 0, -1 },
+		{ "", "shard", 0, -1 },
+		{ "shard:60(IDX:)", "shard", -1, -1 },
+		{ "shard:60(IDX:x)", "shard", -1, -1 },
+		{ "shard:60(IDX:99999999999)", "shard", -1, -1 },
+	};
+	struct gs_error err;
+	size_t i;
+	int gpu, rv;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gpu = -1;
+		rv = gs_gres_detail_gpu(cases[i].detail, cases[i].name, &gpu,
+					&err);
+		if (rv != cases[i].rv || gpu != cases[i].gpu)
+			fail_msg("'%s' (%s): rv %d gpu %d, want %d %d",
+				 cases[i].detail, cases[i].name, rv, gpu,
+				 cases[i].rv, cases[i].gpu);
+	}
+	assert_int_equal(gs_gres_detail_gpu(NULL, "shard", &gpu, &err), 0);
+	assert_int_equal(gs_gres_detail_gpu("shard:1(IDX:0)", "", &gpu, &err),
+			 -1);
+}
+
+static void test_array_spec(void **state)
+{
+	(void)state;
+	assert_true(gs_spank_array_spec_ok("32_0"));
+	assert_true(gs_spank_array_spec_ok("1234567890_4294967295"));
+	assert_false(gs_spank_array_spec_ok("32"));
+	assert_false(gs_spank_array_spec_ok("_1"));
+	assert_false(gs_spank_array_spec_ok("32_"));
+	assert_false(gs_spank_array_spec_ok("32_1;x"));
+	assert_false(gs_spank_array_spec_ok("32_1 "));
+	assert_false(gs_spank_array_spec_ok("12345678901_1"));
+	assert_false(gs_spank_array_spec_ok("32_1_2"));
+	assert_false(gs_spank_array_spec_ok(""));
+	assert_false(gs_spank_array_spec_ok(NULL));
+}
+
 static void test_step_names(void **state)
 {
 	char b[32];
@@ -517,7 +575,61 @@ static void test_comment(void **state)
 			 0);
 	assert_string_equal(out,
 			    "gshare[n10]:Y;gshare[n1]:a-much-longer-segment");
+	free(out);	/* sacctmgr stored the comment lower-cased: node GPU01 finds its
+	 * segment "gshare[gpu01]" and replaces it instead of adding one */
+	assert_int_equal(gs_spank_comment_merge("gshare[gpu01]:old;"
+						"gshare[gpu02]:y",
+						"GPU01", "gshare[GPU01]:new",
+						&out, &err),
+			 0);
+	assert_string_equal(out, "gshare[GPU01]:new;gshare[gpu02]:y");
 	free(out);
+}
+
+static void test_spool(void **state)
+{
+	struct gs_spank_spool r, q;
+	struct gs_error err;
+	char line[512];
+	int n;
+	static const char *const bad[] = {
+		"",
+		"gshare-spool 2 job=1 node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1\n",
+		"gshare-spool 1 job=x node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1_ node=n1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n/1 nodes=1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=0 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=-1 seg=gshare[n1]:x\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=other\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x;y\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x y\n",
+		"gshare-spool 1 job=1 node=n1 nodes=1 seg=gshare[n1]:x\nmore",
+		"gshare-spool 1 job=1  node=n1 nodes=1 seg=gshare[n1]:x\n",
+	};
+	size_t i;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.job, sizeof(r.job), "32_7");
+	snprintf(r.node, sizeof(r.node), "GPU01");
+	r.nodes = 2;
+	snprintf(r.seg, sizeof(r.seg),
+		 "gshare[GPU01]:gpu_s=1.000,held_s=2.000,share=30,allocs=1");
+	n = gs_spank_spool_format(&r, line, sizeof(line), &err);
+	assert_true(n > 0);
+	assert_string_equal(line, "gshare-spool 1 job=32_7 node=GPU01 nodes=2 "
+				  "seg=gshare[GPU01]:gpu_s=1.000,held_s=2.000,"
+				  "share=30,allocs=1\n");
+	assert_int_equal(gs_spank_spool_parse(line, &q, &err), 0);
+	assert_memory_equal(&q, &r, sizeof(r));
+	assert_int_equal(gs_spank_spool_format(&r, line, 20, &err), -1);
+	snprintf(r.job, sizeof(r.job), "1;x");
+	assert_int_equal(gs_spank_spool_format(&r, line, sizeof(line), &err),
+			 -1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (gs_spank_spool_parse(bad[i], &q, &err) != -1)
+			fail_msg("accepted '%s'", bad[i]);
 }
 
 int main(void)
@@ -532,10 +644,13 @@ int main(void)
 		cmocka_unit_test(test_conf_bad),
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_gres),
+		cmocka_unit_test(test_gres_detail),
+		cmocka_unit_test(test_array_spec),
 		cmocka_unit_test(test_step_names),
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_job_dir),
 		cmocka_unit_test(test_comment),
+		cmocka_unit_test(test_spool),
 		cmocka_unit_test(test_comment_oom),
 	};
 
