@@ -650,6 +650,13 @@ if [ -x "$GSACCT" ]; then
 else
 	bad "gsacct not built ($GSACCT)"
 fi
+# a job whose runtime reports device memory: its most in the totals
+j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:20 -o /dev/null \
+	--wrap "srun $SIMJOB --work 0.2 --mem-mib 512")
+mem_comment() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=1,mem_max=536870912$'; }
+gs_wait 60 "mem_max in the AdminComment of job $j" mem_comment &&
+	ok "memory in the totals: $(sacct -n -X -P -j "$j" -o AdminComment)" ||
+	bad "no mem_max: $(sacct -n -X -P -j "$j" -o AdminComment)"
 end
 
 begin array-totals
