@@ -64,10 +64,19 @@ struct gs_ctlpage {
 	uint64_t grant_gen;		/* +1 at every grant */
 	uint64_t slice_deadline_ns;	/* end of current slice, 0: none */
 	uint64_t suspend_set_ns;	/* when `suspend` was last set */
+	/* space mode (zero from agents before it: no partition) */
+	uint32_t sm_first;		/* SM range the persistent blocks */
+	uint32_t sm_count;		/* keep to; 0: the whole GPU */
+	uint64_t part_gen;		/* +1 after every change of sm_*:
+					 * the agent stores sm_first and
+					 * sm_count, then part_gen (release);
+					 * the runtime reads part_gen
+					 * (acquire), then the range, at each
+					 * (re)launch */
 	uint64_t mem_limit;		/* device memory the job may hold,
 					 * bytes, 0: no limit; written before
 					 * the fd is passed */
-	uint8_t _rsv1[24];
+	uint8_t _rsv1[8];
 
 	/* --- counters (128 bytes), job writes, only ever grow --- */
 	uint64_t gpu_ns;		/* GPU time used (kernel spans while
@@ -88,10 +97,14 @@ struct gs_ctlpage {
 					 * re-attached after an agent restart);
 					 * set before any counter is written */
 	uint32_t _pad2;
+	uint64_t space_gpu_ns;		/* space mode: kernel spans, each
+					 * times the fraction of the GPU's
+					 * SMs its partition had (docs/
+					 * accounting.md); 0 elsewhere */
 	uint64_t mem_used;		/* device memory held now, bytes
 					 * (a gauge: up and down) */
 	uint64_t mem_peak;		/* the most held at once */
-	uint8_t _rsv2[24];
+	uint8_t _rsv2[16];
 
 	uint8_t _rsv3[GS_CTL_SIZE - 256];
 };
@@ -99,11 +112,11 @@ struct gs_ctlpage {
 _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
 	       "control page must be exactly one page");
 /* the layout is a wire format (docs/protocol.md, Control page) */
-_Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 96,
+_Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 112,
 	       "mem_limit moved");
-_Static_assert(offsetof(struct gs_ctlpage, mem_used) == 216,
+_Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,
 	       "mem_used moved");
-_Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 224,
+_Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,
 	       "mem_peak moved");
 
 #endif /* GS_CTLPAGE_H */

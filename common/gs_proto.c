@@ -283,6 +283,11 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	w64(w, a->vtime_ns);
 	w32(w, a->flags);
 	w32(w, a->nattached);
+	w32(w, a->sm_first);	/* 1.3 */
+	w32(w, a->sm_count);
+	w32(w, a->mps_pct);
+	WSTR(w, a->mps_pipe);
+	WSTR(w, a->space_why);
 	w64(w, a->mem_limit);
 	w64(w, a->mem_used);
 	w64(w, a->mem_peak);
@@ -578,6 +583,13 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	a->vtime_ns = r64(r);
 	a->flags = r32_opt(r);
 	a->nattached = r32_opt(r);
+	if (rd_opt(r, 4)) {	/* 1.3 */
+		a->sm_first = r32(r);
+		a->sm_count = r32(r);
+		a->mps_pct = r32(r);
+		RSTR(r, a->mps_pipe);
+		RSTR(r, a->space_why);
+	}
 	a->mem_limit = r64_opt(r);	/* 1.4 */
 	a->mem_used = r64_opt(r);
 	a->mem_peak = r64_opt(r);

@@ -63,6 +63,9 @@
 /* Environment contract between plugins and the runtime. */
 #define GS_ENV_SOCKET		"GSHARE_SOCKET"
 #define GS_ENV_ALLOC		"GSHARE_ALLOC"
+/* space mode: set by the plugins from the CREATE reply (1.3) */
+#define GS_ENV_MPS_PIPE		"CUDA_MPS_PIPE_DIRECTORY"
+#define GS_ENV_MPS_PCT		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 
 enum gs_msg_type {
 	GS_MSG_ERROR = 1,
@@ -117,6 +120,7 @@ enum gs_release_reason {
 #define GS_LABEL_MAX	64
 #define GS_UUID_MAX	64
 #define GS_WARNING_MAX	256	/* status warning */
+#define GS_PATH_MAX	256
 
 /* Who an allocation belongs to; empty strings when unknown. */
 struct gs_labels {
@@ -164,6 +168,14 @@ struct gs_alloc_info {
 	uint64_t vtime_ns;	/* scheduler virtual time */
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
 	uint32_t nattached;	/* attached processes; 1.3, absent: 0 */
+	/* space mode (1.3, absent: 0 / ""), docs/space.md */
+	uint32_t sm_first;	/* SM partition while its group runs */
+	uint32_t sm_count;	/* 0: none planned (time mode, idle) */
+	uint32_t mps_pct;	/* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for
+				 * jobs without libgshare, 0: none */
+	char mps_pipe[GS_PATH_MAX];	/* CUDA_MPS_PIPE_DIRECTORY for the
+					 * job, "": not an MPS client */
+	char space_why[GS_LABEL_MAX];	/* the planner's decision */
 	uint64_t mem_limit;	/* 1.4 (absent: 0): device memory limit,
 				 * bytes; 0: none */
 	uint64_t mem_used;	/* 1.4: device memory the job holds now

@@ -124,6 +124,7 @@ gs_acct_read_page(const volatile struct gs_ctlpage *p,
 	c->mem_peak = __atomic_load_n(&p->mem_peak, __ATOMIC_ACQUIRE);
 	c->state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
 	c->resumed = __atomic_load_n(&p->resumed, __ATOMIC_ACQUIRE);
+	c->space_gpu_ns = __atomic_load_n(&p->space_gpu_ns, __ATOMIC_ACQUIRE);
 }
 
 static uint64_t
@@ -143,6 +144,15 @@ gs_acct_delta(const struct gs_ctl_counters *prev,
 	d->suspensions = sub0(cur->suspensions, prev->suspensions);
 	d->evict_ns_sum = sub0(cur->evict_ns_sum, prev->evict_ns_sum);
 	d->evict_ns_max = d->suspensions ? cur->evict_ns_max : 0;
+}
+
+void
+gs_acct_space_delta(uint32_t mode, const struct gs_ctl_counters *prev,
+		    const struct gs_ctl_counters *cur, struct gs_usage *d)
+{
+	if (mode != GS_MODE_SPACE || cur->space_gpu_ns == 0)
+		return;
+	d->gpu_ns = sub0(cur->space_gpu_ns, prev->space_gpu_ns);
 }
 
 void
@@ -394,6 +404,7 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	gs_acct_read_page(e->page, &cur);
 	settle_base(e, &cur);
 	gs_acct_delta(&e->base, &cur, &d);
+	gs_acct_space_delta(e->v.row.mode, &e->base, &cur, &d);
 	usage_add(&e->pend, &d);
 	if (d.suspensions) {
 		struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
@@ -725,6 +736,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		gs_acct_read_page(e->page, &cur);
 		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
+		gs_acct_space_delta(e->v.row.mode, &e->base, &cur, &d);
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
 

@@ -181,6 +181,7 @@ struct gs_ctl_counters {
 		evict_ns_sum, evict_ns_max, heartbeat_ns;
 	uint64_t mem_used, mem_peak;	/* a gauge and its maximum */
 	uint32_t state, resumed;
+	uint64_t space_gpu_ns;	/* kernel time x partition fraction */
 };
 void gs_acct_read_page(const volatile struct gs_ctlpage *p,
 		       struct gs_ctl_counters *c);
@@ -188,6 +189,14 @@ void gs_acct_read_page(const volatile struct gs_ctlpage *p,
  * page after a re-attach — contributes nothing). */
 void gs_acct_delta(const struct gs_ctl_counters *prev,
 		   const struct gs_ctl_counters *cur, struct gs_usage *d);
+/* Space mode (docs/accounting.md): a job's GPU time is its kernels' time
+ * scaled by its partition's share of the SMs, which the runtime counts
+ * in space_gpu_ns.  For mode space, replace d->gpu_ns with that
+ * counter's delta, unless the job's runtime does not count it (both 0:
+ * a runtime before space mode, whose kernels run on the whole GPU). */
+void gs_acct_space_delta(uint32_t mode, const struct gs_ctl_counters *prev,
+			 const struct gs_ctl_counters *cur,
+			 struct gs_usage *d);
 /* Device memory over a tick of dt_ns ending at cur: the most held (the
  * gauge now, or the page's peak when it rose since prev), byte-seconds
  * (the gauge held over the tick) and the time covered, into d. */

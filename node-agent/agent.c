@@ -74,6 +74,8 @@
 #include "durable.h"
 #include "gs_log.h"
 #include "memquota.h"
+#include "mps.h"
+#include "space_agent.h"
 #include "state.h"
 
 #define RBUF_INIT	4096u
@@ -135,6 +137,8 @@ struct gs_agent {
 	uint64_t *loaded_ids;	/* every id of the table loaded at start */
 	unsigned nloaded;
 	uint64_t loaded_next_id;	/* its id counter; 0: none loaded */
+	struct gs_mps *mps;	/* space mode's MPS daemons (mps.c) */
+	struct gs_space_agent *space;	/* its planner (space_agent.c) */
 };
 
 static void conn_close(struct gs_conn *c);
@@ -179,6 +183,8 @@ const char *gs_agent_gpu_why(const struct gs_gpu *g)
 		return g->nvml_why;
 	if (g->xid_bad)
 		return g->xid_why;
+	if (g->mps_bad)
+		return "MPS control daemon keeps dying";
 	return "";
 }
 
@@ -198,12 +204,15 @@ void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 		g->xid_bad = !ok;
 		snprintf(g->xid_why, sizeof(g->xid_why), "%s",
 			 ok || why == NULL ? "" : why);
+	} else if (src == GS_HEALTH_MPS) {
+		g->mps_bad = !ok;
 	} else {
 		g->nvml_bad = !ok;
 		snprintf(g->nvml_why, sizeof(g->nvml_why), "%s",
 			 ok || why == NULL ? "" : why);
 	}
-	g->healthy = !g->sim_fault && !g->nvml_bad && !g->xid_bad;
+	g->healthy = !g->sim_fault && !g->nvml_bad && !g->xid_bad &&
+		     !g->mps_bad;
 	if (was && !g->healthy)
 		log_warnx("gpu %d %s: unhealthy (%s); no new allocations",
 			  g->d.index, g->d.uuid, gs_agent_gpu_why(g));
@@ -1117,6 +1126,8 @@ static void create_apply(struct gs_conn *c, const struct gs_msg *m,
 		 a->labels.pod);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
+	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, &info);
+	gs_space_agent_info(ag->space, a, g->shares_total, &info);
 	memset(&rep, 0, sizeof(rep));
 	rep.type = GS_MSG_ALLOC_INFO;
 	rep.seq = m->seq;
@@ -1138,6 +1149,9 @@ static void fill_info(struct gs_agent *ag, struct gs_alloc *a,
 		if (gs_sched_info(g->sched, a->id, &si) == 0)
 			info->vtime_ns = si.vtime_ns;
 	}
+	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, info);
+	if (g != NULL)
+		gs_space_agent_info(ag->space, a, g->shares_total, info);
 }
 
 /* CLOSE, once the table without the allocation is on disk; *rep gets the
@@ -2543,6 +2557,12 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 		goto out_free;
 	}
 	state_restore(ag);
+	ag->mps = gs_mps_new(ag, err);
+	if (ag->mps == NULL)
+		goto out_free;
+	ag->space = gs_space_agent_new(ag, ag->mps, err);
+	if (ag->space == NULL)
+		goto out_free;
 	if (gs_loop_add_fd(ag->loop, ag->lfd, EPOLLIN, on_listen, ag,
 			   err) < 0 ||
 	    gs_loop_add_fd(ag->loop, ag->sfd, EPOLLIN, on_signal, ag,
@@ -2570,6 +2590,8 @@ void gs_agent_free(struct gs_agent *ag)
 	if (ag == NULL)
 		return;
 	ag->stopping = 1;
+	gs_space_agent_free(ag->space);
+	gs_mps_free(ag->mps);
 	while (ag->conns != NULL)
 		conn_close(ag->conns);
 	if (ag->lfd >= 0)

@@ -33,6 +33,7 @@ struct gs_gpu {
 	int sim_fault;		/* injected fault (GPU_FAULT, simulated) */
 	int xid_bad;		/* a critical XID was seen; sticky until
 				 * root clears it (gsharectl gpu-ok) */
+	int mps_bad;		/* its MPS control daemon keeps dying */
 	char nvml_why[GS_LABEL_MAX];	/* why nvml_bad */
 	char xid_why[GS_LABEL_MAX];	/* which XID */
 	struct gs_sched *sched;
@@ -65,7 +66,7 @@ struct gs_gpu *gs_agent_gpu(struct gs_agent *ag, uint32_t i);
  * are logged once.
  * why: reason when !ok (copied). */
 enum gs_health_source { GS_HEALTH_NVML = 1, GS_HEALTH_FAULT = 2,
-			GS_HEALTH_XID = 3 };
+			GS_HEALTH_XID = 3, GS_HEALTH_MPS = 4 };
 void gs_agent_gpu_health(struct gs_agent *ag, uint32_t i,
 			 enum gs_health_source src, int ok, const char *why);
 /* Drop allocation id, restored from the state file, that was in fact

@@ -73,6 +73,20 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			  "directory of records waiting for another system "
 			  "(the Slurm plugin's spool_dir): count and oldest "
 			  "age as metrics (empty: off)"),
+	GS_CFG_KEY_STRING("mps_control", C, mps_control, 1,
+			  "nvidia-cuda-mps-control",
+			  "MPS control binary the agent runs per GPU with "
+			  "space-mode allocations"),
+	GS_CFG_KEY_STRING("mps_pipe_dir", C, mps_pipe_dir, 0, NULL,
+			  "a site's own MPS pipe directory (empty: the "
+			  "agent runs its own daemons)"),
+	GS_CFG_KEY_UINT("sm_count", C, sm_count, 1, 4096, "132",
+			"SMs per GPU that space-mode partitions divide"),
+	GS_CFG_KEY_UINT("sm_granule", C, sm_granule, 1, 4096, "8",
+			"SMs per partition step (space mode)"),
+	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "false",
+			"write planned SM partitions into control pages "
+			"(the scheduler does not co-grant groups yet)"),
 	GS_CFG_KEY_ENUM("memory", C, memory, memory_names, "proportional",
 			"default device memory limit of an allocation: its "
 			"shares of the GPU's memory less the reserve, or none"),
@@ -238,6 +252,14 @@ static int validate(const struct gs_agent_config *c, const char *file,
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: state_dir: must be an absolute path",
 				    file);
+	if (c->sm_granule > c->sm_count)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: sm_granule: must not exceed sm_count "
+				    "(%u)", file, c->sm_count);
+	if (c->mps_pipe_dir[0] != '\0' && c->mps_pipe_dir[0] != '/')
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: mps_pipe_dir: must be an absolute "
+				    "path", file);
 	if (c->grace_ns < c->slice_ns / 4)
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: grace: must be at least a quarter "

@@ -63,6 +63,12 @@ struct gs_agent_config {
 	char metrics_listen[64];	/* "": no metrics endpoint */
 	char watch_spool[256];	/* "": none; records waiting elsewhere */
 
+	/* space mode (node-agent/mps.c) */
+	char mps_control[256];	/* MPS control binary (PATH lookup) */
+	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+	uint32_t sm_count;	/* SMs per GPU for space partitions */
+	uint32_t sm_granule;	/* partition step */
+	int space_partitions;	/* write planned partitions into pages */
 	/* GPU memory per allocation (admission in agent.c) */
 	uint32_t memory;	/* enum gs_mem_policy: default limit */
 	uint64_t memory_reserve;	/* per GPU, kept back for the driver */

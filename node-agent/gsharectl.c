@@ -187,6 +187,12 @@ static void print_json(const struct gs_status *st)
 		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false",
 		       a->mem_limit, a->mem_used, a->mem_peak);
 		json_labels(&a->labels);
+		printf(", \"sm_first\": %u, \"sm_count\": %u, "
+		       "\"mps_pct\": %u, \"mps_pipe\": ", a->sm_first,
+		       a->sm_count, a->mps_pct);
+		json_str(a->mps_pipe);
+		printf(", \"space\": ");
+		json_str(a->space_why);
 		printf("}");
 	}
 	printf("]}\n");
@@ -203,6 +209,18 @@ static const char *owner_label(const struct gs_alloc_info *a, char *buf,
 	else
 		snprintf(buf, len, "-");
 	return buf;
+}
+
+/* Space mode: the planner's decision, the partition and the MPS pipe. */
+static void print_space(const struct gs_alloc_info *a)
+{
+	printf("         space: %s", a->space_why[0] ? a->space_why :
+		"not planned");
+	if (a->sm_count > 0)
+		printf("; SMs %u-%u", a->sm_first,
+		       a->sm_first + a->sm_count - 1);
+	printf("; %s%s\n", a->mps_pipe[0] ? "MPS " : "outside MPS",
+	       a->mps_pipe);
 }
 
 static void print_table(const struct gs_status *st)
@@ -273,6 +291,8 @@ static void print_table(const struct gs_status *st)
 			       (double)a->vtime_ns / 1e6, g1, g2,
 			       a->suspensions, m1, m2, m3,
 			       owner_label(a, own, sizeof(own)));
+			if (a->mode == GS_MODE_SPACE)
+				print_space(a);
 		}
 		if (shown == 0)
 			printf("  (no allocations%s)\n",

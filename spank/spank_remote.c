@@ -148,6 +148,20 @@ static int set_env(spank_t sp, const struct gs_alloc_info *info)
 	    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpu, 1) !=
 		    ESPANK_SUCCESS)
 		return -1;
+	/* space mode, agent 1.3: a client of the GPU's MPS server; the
+	 * thread percentage caps jobs without libgshare (libgshare drops
+	 * it and keeps to the partition the agent sets) */
+	if (info->mps_pipe[0] != '\0') {
+		char pct[16];
+
+		snprintf(pct, sizeof(pct), "%" PRIu32, info->mps_pct);
+		if (spank_setenv(sp, GS_ENV_MPS_PIPE, info->mps_pipe, 1) !=
+			    ESPANK_SUCCESS ||
+		    (info->mps_pct > 0 &&
+		     spank_setenv(sp, GS_ENV_MPS_PCT, pct, 1) !=
+			     ESPANK_SUCCESS))
+			return -1;
+	}
 	return 0;
 }
 

@@ -125,7 +125,10 @@ struct gs_kctx {
 	unsigned int batch;
 	unsigned int nphys, gen, seq, io_out;
 	unsigned int pred_seq;		/* seq that marks pred finished */
-	unsigned int _pad;
+	unsigned int sm_range;		/* space mode: first SM << 16 | SM
+					 * count; blocks on other SMs leave
+					 * at once.  0: the whole GPU (kernels
+					 * built before it see 0 as padding) */
 };
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
@@ -398,6 +401,18 @@ static __device__ __forceinline__ unsigned long long gs__gtimer(void)
 	unsigned long long t;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
+}
+
+/* Space mode (Slate §III-C): is this block on an SM outside the
+ * allocation's partition?  range: first << 16 | count, 0: no partition. */
+static __device__ __forceinline__ bool gs__off_partition(unsigned int range)
+{
+	unsigned int smid;
+
+	if (range == 0)
+		return false;
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+	return smid - (range >> 16) >= (range & 0xffffu);
 }
 
 static __device__ __forceinline__ bool gs__thread0(void)
@@ -764,7 +779,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		    c.pred_seq)
 			gs__b.pre = ~0u;	/* predecessor unfinished */
 		pre_t = (unsigned int)clock() - GS_FLAG_GATE_CYCLES - 1u;
-		stop = gs__next(c, &cur, &end, pre_t, 0);
+		/* outside the partition: claim nothing, leave (counted in
+		 * `exited` like every block) */
+		stop = gs__off_partition(c.sm_range) ? 1 :
+			gs__next(c, &cur, &end, pre_t, 0);
 	}
 	while (!__syncthreads_or(stop)) {
 		const unsigned int p = k & 1u;

@@ -186,6 +186,34 @@ env_u64(const char *(*get)(const char *), const char *name, uint64_t lo,
 	return 0;
 }
 
+/* GSHARE_PARTITION: "random" or FIRST:COUNT (both < 65536, COUNT > 0). */
+static int
+parse_partition(const char *s, struct gs__config *c)
+{
+	const char *colon = strchr(s, ':');
+	char head[24];
+	uint64_t f, n;
+	size_t hl;
+
+	if (strcmp(s, "random") == 0) {
+		c->part_random = 1;
+		return 0;
+	}
+	if (colon == NULL)
+		return -1;
+	hl = (size_t)(colon - s);
+	if (hl >= sizeof(head))
+		return -1;
+	memcpy(head, s, hl);
+	head[hl] = '\0';
+	if (parse_u64(head, &f) < 0 || parse_u64(colon + 1, &n) < 0 ||
+	    n == 0 || f > 0xffff || n > 0xffff)
+		return -1;
+	c->part_first = (unsigned int)f;
+	c->part_count = (unsigned int)n;
+	return 0;
+}
+
 int
 gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
@@ -207,6 +235,11 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_FORCE_SUSPEND_US='%s': want MIN:MAX microseconds, "
 		    "0 < MIN <= MAX", s);
+	s = get("GSHARE_PARTITION");
+	if (s != NULL && *s != '\0' && parse_partition(s, c) < 0)
+		return gs_error_set(err, GS_ECONFIG,
+		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
+		    "or random", s);
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
@@ -392,4 +425,25 @@ gs__gpu_check(uint64_t alloc_id, const char *want, const char *have,
 			    "CUDA_VISIBLE_DEVICES and the device the program "
 			    "selects)", (unsigned long long)alloc_id, want,
 			    device, have != NULL && *have ? have : "unknown");
+}
+
+unsigned int
+gs__partition(uint64_t part_gen, unsigned int first, unsigned int count,
+	      unsigned int sms)
+{
+	if (part_gen == 0 || count == 0 || first >= sms || sms > 0xffffu)
+		return 0;
+	if (count > sms - first)
+		count = sms - first;
+	if (first == 0 && count == sms)
+		return 0;
+	return first << 16 | count;
+}
+
+uint64_t
+gs__space_scaled(uint64_t gpu_ns, unsigned int range, unsigned int sms)
+{
+	if (range == 0 || sms == 0)
+		return gpu_ns;
+	return gpu_ns * (range & 0xffffu) / sms;
 }

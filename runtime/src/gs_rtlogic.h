@@ -3,6 +3,7 @@
  * no clocks, so it is unit-tested on machines without a GPU.
  *
  *  - persistent grid sizing and batch size (Slate's task grouping),
+ *  - space mode's SM partition and the GPU time it is charged,
  *  - the redo-buffer capacity that bounds what a suspend can leave behind,
  *  - union of kernel spans (GPU time of one token hold),
  *  - the host wait policy (spin, then back off; spin again once a suspend
@@ -26,6 +27,15 @@
  * blocks, at least 1.  Returns 0 when occupancy says nothing fits. */
 unsigned int gs__nphys(unsigned int blocks_per_sm, unsigned int sms,
 		       uint64_t total);
+
+/* Space mode: pack the control page's partition (part_gen 0: never
+ * set) for gs_kctx.sm_range, first << 16 | count, clamped to the GPU's
+ * sms; 0 (the whole GPU) when unset, empty, out of range or whole. */
+unsigned int gs__partition(uint64_t part_gen, unsigned int first,
+			   unsigned int count, unsigned int sms);
+/* gpu_ns scaled by the range's share of sms (range 0: unscaled). */
+uint64_t gs__space_scaled(uint64_t gpu_ns, unsigned int range,
+			  unsigned int sms);
 
 /* Logical blocks per claim: `fixed` if nonzero (clamped to
  * 1..GS__MAX_BATCH), else about total / (nphys * 16) so that each physical
@@ -72,6 +82,11 @@ struct gs__config {
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
 	uint64_t seed;			/* GSHARE_SEED, 0: time */
+	/* GSHARE_PARTITION (tests, benchmarks): FIRST:COUNT, a fixed SM
+	 * range for runs without an agent; `random`: a new range of 8-SM
+	 * granules at every forced-suspension round */
+	unsigned int part_first, part_count;
+	int part_random;
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

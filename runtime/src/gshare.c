@@ -113,6 +113,8 @@ struct gs__rt {
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
+	unsigned int sm_range;		/* partition of this round (space
+					 * mode), first << 16 | count; 0: all */
 	uint64_t next_progress_ns;	/* next gs_session_progress */
 	struct gs__status *st, *d_st;
 	struct gs__kstate *d_ks;
@@ -348,6 +350,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		c.seq = ++rt->seq;
 	c.io_out = l->io_out;
 	c.pred_seq = pred != NULL ? pred->seq : 0;
+	c.sm_range = rt->sm_range;
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
@@ -837,6 +840,36 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 	return 0;
 }
 
+/* Space mode: the SM range the agent set in the control page, read
+ * once per round (each relaunch). */
+static unsigned int
+page_partition(volatile struct gs_ctlpage *page)
+{
+	if (page == NULL)
+		return 0;
+	return gs__partition(
+	    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE),
+	    __atomic_load_n(&page->sm_first, __ATOMIC_RELAXED),
+	    __atomic_load_n(&page->sm_count, __ATOMIC_RELAXED),
+	    (unsigned int)rt->sms);
+}
+
+/* Without an agent: GSHARE_PARTITION's range (tests and benchmarks);
+ * `random` draws a new range of 8-SM granules for every round. */
+static unsigned int
+own_partition(void)
+{
+	unsigned int sms = (unsigned int)rt->sms, g = sms / 8u, n, f;
+
+	if (rt->cfg.part_random && g > 0) {
+		n = (unsigned int)gs__rand_range(&rt->rng, 1, g);
+		f = (unsigned int)gs__rand_range(&rt->rng, 0, g - n);
+		return gs__partition(1, f * 8u, n * 8u, sms);
+	}
+	return gs__partition(rt->cfg.part_count != 0, rt->cfg.part_first,
+			     rt->cfg.part_count, sms);
+}
+
 /*
  * Put queued records on the GPU, at most GS__DEPTH per stream that have
  * not reported back yet: a suspend then leaves few kernels behind that
@@ -928,6 +961,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 					      "watcher launch");
 		}
 		rt->cur_gen = gen;
+		rt->sm_range = page != NULL && page != rt->fake ?
+			       page_partition(page) : own_partition();
 		if (launch_queued(gen, 1) < 0)
 			return -1;
 		rc = wait_launched(page, &exit_ns, &susp);
@@ -939,6 +974,11 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			return -1;
 		res->gpu_ns += gpu;
 		res->block_tasks += tasks;
+		if (page != NULL && page != rt->fake)
+			__atomic_fetch_add(&page->space_gpu_ns,
+					   gs__space_scaled(gpu, rt->sm_range,
+						(unsigned int)rt->sms),
+					   __ATOMIC_RELEASE);
 		rt->hold_gpu_ns = res->gpu_ns;
 		rt->hold_tasks = res->block_tasks;
 		res->exit_ns = exit_ns;
@@ -1401,6 +1441,11 @@ gs_init(unsigned int flags)
 		goto out_free;
 	}
 	rt->rng = rt->cfg.seed ? rt->cfg.seed : now_ns() ^ (uint64_t)getpid();
+	/* space mode: the agent's partition governs this process, not the
+	 * static thread cap the plugins set for jobs without libgshare
+	 * (effective only if CUDA is not initialized yet) */
+	if (!(flags & GS_INIT_STANDALONE) && getenv(GS_ENV_ALLOC) != NULL)
+		unsetenv(GS_ENV_MPS_PCT);
 	e = cudaGetDevice(&rt->device);
 	if (CU_OK(e))
 		e = cudaDeviceGetAttribute(&rt->sms,
@@ -1433,6 +1478,7 @@ gs_init(unsigned int flags)
 	}
 	if (rt->page != NULL && (rc = map_page()) < 0)
 		goto out_free;
+	rt->sm_range = own_partition();	/* immediate launches */
 	e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
 	if (CU_OK(e))
 		e = cudaStreamCreateWithPriority(&rt->wstream,

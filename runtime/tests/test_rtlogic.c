@@ -267,11 +267,67 @@ test_gpu_check(void **state)
 	assert_non_null(strstr(err.msg, "is unknown"));
 }
 
+/* space mode: the control page's partition as the kernels get it */
+static void
+test_partition(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__partition(0, 8, 40, 132), 0);	/* never set */
+	assert_int_equal(gs__partition(1, 8, 40, 132), 8u << 16 | 40u);
+	assert_int_equal(gs__partition(1, 0, 132, 132), 0);	/* whole */
+	assert_int_equal(gs__partition(1, 0, 0, 132), 0);	/* empty */
+	assert_int_equal(gs__partition(1, 132, 8, 132), 0);	/* outside */
+	/* an agent configured for more SMs than this GPU has: clamped */
+	assert_int_equal(gs__partition(2, 104, 40, 108), 104u << 16 | 4u);
+	assert_int_equal(gs__partition(2, 0, 200, 108), 0);
+	assert_int_equal(gs__space_scaled(1320, 8u << 16 | 40u, 132), 400);
+	assert_int_equal(gs__space_scaled(1320, 0, 132), 1320);
+	assert_int_equal(gs__space_scaled(1320, 5, 0), 1320);
+}
+
+static const char *part_env;
+static const char *
+part_get(const char *name)
+{
+	return strcmp(name, "GSHARE_PARTITION") == 0 ? part_env : NULL;
+}
+
+/* GSHARE_PARTITION: FIRST:COUNT or random; anything else refused */
+static void
+test_partition_env(void **state)
+{
+	static const char *bad[] = { "8", "8:", ":8", "8:0", "x:8", "8:y",
+				     "70000:8", "8:70000", "random2" };
+	struct gs__config c;
+	struct gs_error err;
+	size_t i;
+
+	(void)state;
+	part_env = "8:40";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.part_first, 8);
+	assert_int_equal(c.part_count, 40);
+	assert_int_equal(c.part_random, 0);
+	part_env = "random";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.part_random, 1);
+	part_env = NULL;
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.part_count, 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		part_env = bad[i];
+		assert_int_equal(gs__config_parse(&c, part_get, &err), -1);
+		assert_non_null(strstr(err.msg, "GSHARE_PARTITION"));
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nphys),
+		cmocka_unit_test(test_partition),
+		cmocka_unit_test(test_partition_env),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_redo_cap),
 		cmocka_unit_test(test_span_union),

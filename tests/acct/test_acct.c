@@ -82,6 +82,20 @@ test_delta(void **state)
 	assert_int_equal(d.gpu_ns, 0);
 	assert_int_equal(d.suspensions, 0);
 	assert_int_equal(d.evict_ns_max, 0);
+	/* space mode: kernel time x partition fraction (40 of 132 SMs) */
+	p.space_gpu_ns = 100;
+	c.space_gpu_ns = 100 + 150 * 40 / 132;
+	gs_acct_delta(&p, &c, &d);
+	gs_acct_space_delta(GS_MODE_TIME, &p, &c, &d);
+	assert_int_equal(d.gpu_ns, 150);
+	gs_acct_space_delta(GS_MODE_SPACE, &p, &c, &d);
+	assert_int_equal(d.gpu_ns, 150 * 40 / 132);
+	assert_int_equal(d.held_ns, 300);
+	/* a runtime that does not count it: kernel time unscaled */
+	p.space_gpu_ns = c.space_gpu_ns = 0;
+	gs_acct_delta(&p, &c, &d);
+	gs_acct_space_delta(GS_MODE_SPACE, &p, &c, &d);
+	assert_int_equal(d.gpu_ns, 150);
 }
 
 static void

@@ -67,3 +67,18 @@ $(B)/tests/agent/test_memquota: $(B)/tests/agent/test_memquota.o \
 	    $(AGENT_OBJS) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $(B)/tests/agent/test_memquota.o \
 	    $(AGENT_OBJS) $(AGENT_LDLIBS) -lcmocka
+
+# space mode's planner: traces of arrivals, departures, idle, resizes
+UNIT_TESTS += $(B)/tests/agent/test_space
+$(B)/tests/agent/test_space.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_space: $(B)/tests/agent/test_space.o \
+	    $(B)/node-agent/space.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
+
+# MPS control daemon supervision against a stand-in daemon (~12 s)
+INTEG_TESTS += tests/agent/test_mps.sh
+# a job stand-in that prints its control page's partition (test_mps.sh)
+SPACE_PROBE := $(B)/tests/agent/space_probe
+TEST_HELPERS += $(SPACE_PROBE)
+$(SPACE_PROBE): $(B)/tests/agent/space_probe.o $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $< $(GSCOMMON)

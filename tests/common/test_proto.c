@@ -60,6 +60,12 @@ static void fill_labels(struct gs_labels *l)
 	l->account[0] = '\0';
 }
 
+/* the space fields appended in 1.3: three u32 and two strings */
+#define SPACE_PIPE	"/var/lib/gshare/mps/0/1000/pipe"
+#define SPACE_WHY	"co-runs with 2: compute-heavy + memory-heavy"
+#define SPACE_TAIL	(12u + 2u + sizeof(SPACE_PIPE) - 1u + 2u + \
+			 sizeof(SPACE_WHY) - 1u)
+
 static void fill_info(struct gs_alloc_info *a, uint64_t id)
 {
 	memset(a, 0, sizeof(*a));
@@ -74,6 +80,11 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->uid = 1000;
 	a->flags = GS_ALLOC_ANY_UID;
 	a->nattached = 3;
+	a->sm_first = 40;
+	a->sm_count = 92;
+	a->mps_pct = 30;
+	snprintf(a->mps_pipe, sizeof(a->mps_pipe), "%s", SPACE_PIPE);
+	snprintf(a->space_why, sizeof(a->space_why), "%s", SPACE_WHY);
 	a->state = GS_ASTATE_RUNNING;
 	a->pid = 4321;
 	fill_labels(&a->labels);
@@ -291,7 +302,7 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok[6];
+	uint32_t n, full, ok[8];
 	unsigned k, nok;
 	size_t i;
 	int rv;
@@ -306,8 +317,9 @@ static void test_truncated(void **state)
 		/* STATUS_REPLY ends with three optional fields (nallocs_total,
 		 * more: 1.2, warning, here empty: 1.3), STATUS is one
 		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1) and
-		 * mem_limit (1.4), ALLOC_INFO / ATTACHED with flags (1.1),
-		 * nattached (1.3) and three u64 of memory (1.4) */
+		 * mem_limit (1.4), ALLOC_CLOSE with end_state (1.3),
+		 * ALLOC_INFO / ATTACHED with flags (1.1), then nattached and
+		 * the space fields (1.3), then three u64 of memory (1.4) */
 		nok = 0;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
 			ok[nok++] = full - 10;
@@ -315,8 +327,9 @@ static void test_truncated(void **state)
 			ok[nok++] = full - 2;
 		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok[nok++] = full - 32;
-			ok[nok++] = full - 28;
+			ok[nok++] = full - 24 - (uint32_t)SPACE_TAIL - 8;
+			ok[nok++] = full - 24 - (uint32_t)SPACE_TAIL - 4;
+			ok[nok++] = full - 24 - (uint32_t)SPACE_TAIL;
 			ok[nok++] = full - 24;
 			ok[nok++] = full - 16;
 			ok[nok++] = full - 8;
@@ -373,9 +386,10 @@ static void test_minor0_frames(void **state)
 		gs_wbuf_init(&b);
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		/* the 1.0 payload: no flags (nor nattached, 1.3, nor the
-		 * memory, 1.4) */
-		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 : 32;
+		/* the 1.0 payload: no flags, nattached nor space fields
+		 * (1.3), nor the memory (1.4) */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 :
+			    8 + (uint32_t)SPACE_TAIL + 24;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -384,6 +398,8 @@ static void test_minor0_frames(void **state)
 		} else {
 			assert_int_equal(out.u.info.flags, 0);
 			assert_int_equal(out.u.info.nattached, 0);
+			assert_int_equal(out.u.info.sm_count, 0);
+			assert_string_equal(out.u.info.mps_pipe, "");
 			assert_int_equal(out.u.info.vtime_ns,
 					 in.u.info.vtime_ns);
 			/* 1.2: flags, no nattached */

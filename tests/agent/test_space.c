@@ -1,0 +1,384 @@
+/*
+ * test_space.c — unit test of space mode's planner (node-agent/space.c),
+ * driven by traces: arrivals, departures, idle and busy periods, class
+ * changes.  After every event the plan is rendered as one line,
+ *   id:first+count/group[c] ...   (c: co-runs; count 0: no SMs)
+ * and compared with the trace's expectation; the partitions that changed
+ * since the previous plan (the resize decisions the agent would write
+ * into control pages) are compared too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "space.h"
+
+#define MAXN 64
+
+struct world {
+	struct gs_space_params p;
+	struct gs_space_in in[MAXN];
+	struct gs_space_out out[MAXN], prev[MAXN];
+	uint32_t n, nprev;
+	int ngroups;
+};
+
+static int find(const struct world *w, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->n; i++)
+		if (w->in[i].id == id)
+			return (int)i;
+	return -1;
+}
+
+static uint32_t cls_of(const char *s)
+{
+	static const char *names[] = { "?", "LC", "MC", "HC", "MM", "HM" };
+	uint32_t i;
+
+	for (i = 0; i < 6; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	fail_msg("bad class %s", s);
+	return 0;
+}
+
+/* Apply one event line: "+ id uid shares class" (arrive busy),
+ * "- id" (leave), "idle id", "busy id", "cls id class". */
+static void apply(struct world *w, const char *ev)
+{
+	char op[8], c[8];
+	unsigned long long id;
+	unsigned uid, shares;
+	int i;
+
+	assert_true(sscanf(ev, "%7s %llu", op, &id) == 2);
+	i = find(w, id);
+	if (strcmp(op, "+") == 0) {
+		assert_int_equal(sscanf(ev, "+ %llu %u %u %7s", &id, &uid,
+					&shares, c), 4);
+		assert_int_equal(i, -1);
+		w->in[w->n].id = id;
+		w->in[w->n].uid = uid;
+		w->in[w->n].shares = shares;
+		w->in[w->n].busy = 1;
+		w->in[w->n].cls = cls_of(c);
+		w->n++;
+		return;
+	}
+	assert_true(i >= 0);
+	if (strcmp(op, "-") == 0) {
+		memmove(&w->in[i], &w->in[i + 1],
+			(w->n - (uint32_t)i - 1) * sizeof(w->in[0]));
+		w->n--;
+	} else if (strcmp(op, "idle") == 0) {
+		w->in[i].busy = 0;
+	} else if (strcmp(op, "busy") == 0) {
+		w->in[i].busy = 1;
+	} else if (strcmp(op, "cls") == 0) {
+		assert_int_equal(sscanf(ev, "cls %llu %7s", &id, c), 2);
+		w->in[i].cls = cls_of(c);
+	} else {
+		fail_msg("bad event %s", ev);
+	}
+}
+
+static void render(const struct world *w, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t i;
+
+	buf[0] = '\0';
+	for (i = 0; i < w->n; i++) {
+		const struct gs_space_out *o = &w->out[i];
+
+		off += (size_t)snprintf(buf + off, len - off,
+					"%s%llu:%u+%u/%u%s", i ? " " : "",
+					(unsigned long long)o->id, o->sm_first,
+					o->sm_count, o->group,
+					o->corun ? "c" : "");
+	}
+}
+
+/* Ids whose partition changed since the previous plan (new ones too). */
+static void resized(const struct world *w, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t i, j;
+
+	buf[0] = '\0';
+	for (i = 0; i < w->n; i++) {
+		for (j = 0; j < w->nprev; j++)
+			if (w->prev[j].id == w->out[i].id)
+				break;
+		if (j < w->nprev && !gs_space_changed(&w->prev[j], &w->out[i]))
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, "%s%llu",
+					off ? " " : "",
+					(unsigned long long)w->out[i].id);
+	}
+}
+
+struct step {
+	const char *ev;
+	const char *plan;
+	const char *resize;	/* NULL: not checked */
+};
+
+static void run_trace(const struct step *s, uint32_t sm, uint32_t gran)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	char got[1024], rs[256];
+
+	assert_non_null(w);
+	w->p.sm_total = sm;
+	w->p.granule = gran;
+	w->p.mps_uid = GS_SPACE_NOUID;
+	for (; s->ev != NULL; s++) {
+		memcpy(w->prev, w->out, sizeof(w->out));
+		w->nprev = w->n;
+		apply(w, s->ev);
+		w->ngroups = gs_space_plan(&w->p, w->in, w->n, w->out);
+		assert_true(w->ngroups >= 0);
+		render(w, got, sizeof(got));
+		if (strcmp(got, s->plan) != 0)
+			fail_msg("after \"%s\": plan\n  %s\nwanted\n  %s",
+				 s->ev, got, s->plan);
+		if (s->resize != NULL) {
+			resized(w, rs, sizeof(rs));
+			if (strcmp(rs, s->resize) != 0)
+				fail_msg("after \"%s\": resized \"%s\", "
+					 "wanted \"%s\"", s->ev, rs, s->resize);
+		}
+	}
+	free(w);
+}
+
+/* H100: 132 SMs, 8-SM granules (16 granules, 4 SMs left over). */
+static void test_arrive_leave_idle(void **state)
+{
+	static const struct step t[] = {
+		/* alone: the whole GPU */
+		{ "+ 1 1000 30 LC", "1:0+132/0", "1" },
+		/* a memory-bound partner: 30/70 of 16 granules = 5/11 */
+		{ "+ 2 1000 70 HM", "1:0+40/0c 2:40+92/0c", "1 2" },
+		/* 2 idles: 1 grows back to the whole GPU at its relaunch */
+		{ "idle 2", "1:0+132/0 2:0+0/0", "1 2" },
+		{ "busy 2", "1:0+40/0c 2:40+92/0c", "1 2" },
+		/* a compute job joins the group: 30:70:20 of 16 */
+		{ "+ 3 1000 20 MC", "1:0+32/0c 2:32+72/0c 3:104+28/0c",
+		  "1 2 3" },
+		/* 1 leaves: 70:20 → 12.4:3.6 → 12/4 */
+		{ "- 1", "2:0+96/0c 3:96+36/0c", "2 3" },
+		{ "- 2", "3:0+132/0", "3" },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+}
+
+static void test_not_complementary(void **state)
+{
+	static const struct step t[] = {
+		{ "+ 1 1000 50 HC", "1:0+132/0", NULL },
+		/* two compute-heavy: take turns, each the whole GPU */
+		{ "+ 2 1000 50 HC", "1:0+132/0 2:0+132/1", "2" },
+		/* a memory-heavy one pairs with the first group */
+		{ "+ 3 1000 50 HM", "1:0+64/0c 2:0+132/1 3:64+68/0c", "1 3" },
+		/* another memory-heavy: not with 3 (same kind), joins 2 */
+		{ "+ 4 1000 50 HM",
+		  "1:0+64/0c 2:0+64/1c 3:64+68/0c 4:64+68/1c", "2 4" },
+		/* 1 measured again as memory-bound: the plan regroups in
+		 * arrival order (1 alone; 2 with 3; 4 alone) */
+		{ "cls 1 MM", "1:0+132/0 2:0+64/1c 3:64+68/1c 4:0+132/2",
+		  "1 4" },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+}
+
+static void test_other_uid(void **state)
+{
+	static const struct step t[] = {
+		{ "+ 1 1000 40 HC", "1:0+132/0", NULL },
+		/* another user: cannot join uid 1000's MPS server */
+		{ "+ 2 1001 60 HM", "1:0+132/0 2:0+132/1", NULL },
+		/* 40:60 of 16 granules: 6.4/9.6 → 6/10 */
+		{ "+ 3 1000 60 HM", "1:0+48/0c 2:0+132/1 3:48+84/0c", NULL },
+		{ "idle 2", "1:0+48/0c 2:0+0/1 3:48+84/0c", "2" },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+}
+
+static void test_small_shares_and_granules(void **state)
+{
+	static const struct step t[] = {
+		/* 1 share beside 99: at least one granule */
+		{ "+ 1 1000 99 LC", "1:0+132/0", NULL },
+		{ "+ 2 1000 1 LC", "1:0+120/0c 2:120+12/0c", NULL },
+		{ NULL, NULL, NULL },
+	};
+	/* A100-like: 108 SMs, 2-SM granules: 54 granules */
+	static const struct step a100[] = {
+		{ "+ 1 1000 30 MC", "1:0+108/0", NULL },
+		{ "+ 2 1000 70 HM", "1:0+32/0c 2:32+76/0c", NULL },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+	run_trace(a100, 108, 2);
+}
+
+/* Every busy MPS member of a group gets >= one granule, the ranges are
+ * disjoint and cover the GPU, whatever the mix (randomized). */
+static void test_invariants(void **state)
+{
+	struct gs_space_params p = { 132, 8, GS_SPACE_NOUID };
+	struct gs_space_in in[40];
+	struct gs_space_out out[40];
+	unsigned seed = 12345;
+	int round;
+
+	(void)state;
+	for (round = 0; round < 2000; round++) {
+		uint32_t n = 1 + (uint32_t)(rand_r(&seed) % 40), i, g;
+		int ng;
+
+		for (i = 0; i < n; i++) {
+			in[i].id = 1 + (uint64_t)i * 3;
+			in[i].uid = 1000 + (uint32_t)(rand_r(&seed) % 2);
+			in[i].shares = 1 + (uint32_t)(rand_r(&seed) % 100);
+			in[i].busy = (uint32_t)(rand_r(&seed) % 4 != 0);
+			in[i].cls = (uint32_t)(rand_r(&seed) % 6);
+		}
+		ng = gs_space_plan(&p, in, n, out);
+		assert_true(ng >= 1);
+		for (g = 0; g < (uint32_t)ng; g++) {
+			uint32_t sum = 0, busy = 0;
+			uint8_t used[132];
+
+			memset(used, 0, sizeof(used));
+			for (i = 0; i < n; i++) {
+				uint32_t s;
+
+				assert_true(out[i].why[0] != '\0');
+				if (out[i].group != g)
+					continue;
+				if (!in[i].busy) {
+					assert_int_equal(out[i].sm_count, 0);
+					continue;
+				}
+				busy++;
+				assert_true(out[i].sm_count >= 8);
+				for (s = out[i].sm_first;
+				     s < out[i].sm_first + out[i].sm_count;
+				     s++) {
+					assert_true(s < 132);
+					assert_int_equal(used[s], 0);
+					used[s] = 1;
+				}
+				sum += out[i].sm_count;
+				for (uint32_t j = 0; j < n; j++)
+					if (j != i && out[j].group == g &&
+					    in[j].busy)
+						assert_true(gs_space_corun(
+						    in[i].cls, in[j].cls));
+			}
+			assert_true(busy == 0 || sum == 132);
+		}
+	}
+}
+
+static void test_classify_and_table(void **state)
+{
+	struct gs_space_counters c = { 90, 10, 3 };
+	uint32_t a, b;
+
+	(void)state;
+	assert_int_equal(gs_space_classify(&c), GS_SC_UNKNOWN);
+	c.samples = 4;
+	assert_int_equal(gs_space_classify(&c), GS_SC_HC);
+	c.sm_pct = 40;
+	assert_int_equal(gs_space_classify(&c), GS_SC_MC);
+	c.sm_pct = 10;
+	assert_int_equal(gs_space_classify(&c), GS_SC_LC);
+	c.mem_pct = 30;
+	assert_int_equal(gs_space_classify(&c), GS_SC_MM);
+	c.sm_pct = 95;
+	c.mem_pct = 75;	/* memory first, as in Slate */
+	assert_int_equal(gs_space_classify(&c), GS_SC_HM);
+	assert_int_equal(gs_space_classify(NULL), GS_SC_UNKNOWN);
+	for (a = 0; a < 7; a++)
+		for (b = 0; b < 7; b++)
+			assert_int_equal(gs_space_corun(a, b),
+					 gs_space_corun(b, a));
+	assert_true(gs_space_corun(GS_SC_HC, GS_SC_HM));
+	assert_false(gs_space_corun(GS_SC_HC, GS_SC_HC));
+	assert_false(gs_space_corun(GS_SC_HM, GS_SC_MM));
+	assert_true(gs_space_corun(GS_SC_LC, GS_SC_HM));
+	assert_string_equal(gs_space_class_name(GS_SC_HM), "memory-heavy");
+}
+
+static void test_reasons_and_errors(void **state)
+{
+	struct gs_space_params p = { 132, 8, 1000 };
+	struct gs_space_in in[3] = {
+		{ 5, 1000, 50, 1, GS_SC_HC },
+		{ 6, 1000, 50, 1, GS_SC_HC },
+		{ 7, 1001, 50, 1, GS_SC_HM },
+	};
+	struct gs_space_out out[3];
+
+	(void)state;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), 3);
+	assert_string_equal(out[0].why, "whole GPU: no complementary partner");
+	assert_string_equal(out[1].why,
+			    "takes turns with 5: compute-heavy + "
+			    "compute-heavy");
+	assert_string_equal(out[2].why,
+			    "time-shared: uid 1001, MPS serves uid 1000");
+	assert_int_equal(out[2].mps, 0);
+	in[2].uid = 1000;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), 2);
+	assert_string_equal(out[0].why,
+			    "co-runs with 7: compute-heavy + memory-heavy");
+	in[2].busy = 0;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), 2);
+	assert_string_equal(out[0].why, "whole GPU: its partners are idle");
+	assert_string_equal(out[2].why, "idle: its SMs go to the others");
+	p.granule = 0;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), -1);
+	p.granule = 8;
+	in[1].shares = 0;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), -1);
+	assert_int_equal(gs_space_plan(&p, NULL, 0, NULL), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_arrive_leave_idle),
+		cmocka_unit_test(test_not_complementary),
+		cmocka_unit_test(test_other_uid),
+		cmocka_unit_test(test_small_shares_and_granules),
+		cmocka_unit_test(test_invariants),
+		cmocka_unit_test(test_classify_and_table),
+		cmocka_unit_test(test_reasons_and_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,346 @@
+#!/bin/sh
+# tests/gpu/space.sh — space mode on a real GPU, one command
+# (docs/space.md; issue 12).
+#
+#   1. partitions resized under every example: GSHARE_PARTITION=random
+#      with forced suspensions every 0.1–1 ms draws a new SM range of 8-SM
+#      granules at every relaunch; GSHARE_CHECK_ONCE=1 and the CPU
+#      reference must still check out (and a run on one granule, 0:8);
+#   2. partition rates (needs nvidia-cuda-mps-control): two eaters under
+#      one MPS daemon on 30 %/70 % of the SMs (by granules) must each reach
+#      the solo rate × its SM fraction within 5 %;
+#   3. the agent's MPS supervision with the real daemon: a space
+#      allocation starts it, an attached job is an MPS client, a checked
+#      sgemm keeps checking out while allocations come and go around it
+#      (resizes, counted from the agent's debug log), the daemon killed
+#      mid-run is restarted, the jobs finish and the usage is kept;
+#   4. benchmark pairs (sgemm+stencil, eater+stencil, eater+sgemm, and a
+#      PyTorch train+infer pair when torch is there): pair throughput
+#      (sum of rate/solo) under default time-slicing, plain MPS, MPS with
+#      partitions by share, the agent's time mode and the agent's space
+#      mode, same run.  Targets (issue 12): space >= 1.3x time mode on
+#      complementary pairs, never below time mode otherwise, no job below
+#      its share of its solo rate.
+# Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
+# Exit status 0 only if every check of 1-3 passed; 4 only reports.
+set -u
+B=${1:-build}
+O=${2:-$B/space-gpu}
+RUN_S=${GS_SPACE_RUN_S:-6}
+EX=$B/runtime/examples
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$O"
+TMP=$(mktemp -d /tmp/gs-space.XXXXXX)
+. "$HERE/agent.sh"
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+MPSCTL=$(command -v nvidia-cuda-mps-control || true)
+MPIPE=$TMP/mps/pipe
+MLOG=$TMP/mps/log
+mps_on=0
+pids=""
+pass=0; fail=0; failed=""
+
+ok() { pass=$((pass + 1)); echo "space  PASS $*"; }
+bad() { fail=$((fail + 1)); failed="$failed [$1]"; echo "space  FAIL $*"; }
+note() { echo "space: $*"; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+mps_up() {	# a private MPS control daemon for the mechanism runs
+	[ -n "$MPSCTL" ] || return 1
+	mkdir -p "$MPIPE" "$MLOG"
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE CUDA_MPS_LOG_DIRECTORY=$MLOG \
+	    "$MPSCTL" -d || return 1
+	mps_on=1
+	t0=$(ms)
+	until [ -e "$MPIPE/control" ]; do
+		[ $(( $(ms) - t0 )) -gt 5000 ] && return 1
+		sleep 0.05
+	done
+}
+mps_down() {
+	[ $mps_on = 1 ] || return 0
+	echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 10 "$MPSCTL" \
+	    >/dev/null 2>&1
+	t0=$(ms)
+	while [ -e "$MPIPE/control" ] && [ $(( $(ms) - t0 )) -lt 10000 ]; do
+		sleep 0.1
+	done
+	mps_on=0
+}
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	mps_down
+	agent_stop
+	[ -f "$TMP/gshared.log" ] && cp "$TMP/gshared.log" "$O/gshared.log"
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# median of a log's window rates, the first window left out
+rate() {
+	awk '/^window /{for (i = 1; i <= NF; i++) if ($i ~ /^rate=/) {
+		sub("rate=", "", $i); if (n++ > 0) print $i } }' "$1" |
+	    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0;
+		else if (NR % 2) print v[(NR + 1) / 2];
+		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }'; }
+
+for t in vadd stencil sgemm reduce eater server; do
+	[ -x "$EX/gs-$t" ] || { echo "space: $EX/gs-$t missing" >&2; exit 2; }
+done
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	nvidia-smi --query-gpu=name,driver_version,compute_mode \
+	    --format=csv,noheader 2>/dev/null
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null)"
+	echo "mps control: ${MPSCTL:-none}"
+} | tee "$O/env.txt"
+SMS=${GS_SMS:-$(python3 -c 'import torch
+print(torch.cuda.get_device_properties(0).multi_processor_count)' \
+    2>/dev/null || echo 132)}
+G=$((SMS / 8))
+note "$SMS SMs, $G granules of 8"
+
+# --- 1. partitions resized under every example ---
+for t in vadd stencil sgemm reduce eater server; do
+	for part in random 0:8; do
+		f=""; [ "$part" = random ] && f="GSHARE_FORCE_SUSPEND_US=100:1000"
+		lf="$O/part-$t-${part%%:*}.log"
+		# shellcheck disable=SC2086
+		if env GSHARE_CHECK_ONCE=1 GSHARE_PARTITION=$part $f \
+		    timeout -k 5 240 "$EX/gs-$t" --check 2 >"$lf" 2>&1 &&
+		    grep -q "^check $t ok" "$lf"; then
+			ok "$t checks out, partition $part"
+		else
+			bad "part-$t-$part" "$t with partition $part (log $lf)"
+			tail -n 5 "$lf" | sed 's/^/    | /'
+		fi
+	done
+done
+
+# --- 2. partition rates: 30/70 of the SMs under one MPS daemon ---
+if mps_up; then
+	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
+	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
+	solo=$(rate "$O/rate-solo.log")
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=0:$sa timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30.log" 2>&1 &
+	p1=$!
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=$sa:$sb timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70.log" 2>&1 &
+	p2=$!
+	pids="$p1 $p2"
+	wait "$p1"; wait "$p2"; pids=""
+	for x in "30:$sa:rate-30" "70:$sb:rate-70"; do
+		sh_=${x%%:*}; r=${x#*:}; n=${r%%:*}; f=${r#*:}
+		got=$(rate "$O/$f.log")
+		want=$(awk -v s="$solo" -v n="$n" -v t="$SMS" \
+		    'BEGIN { printf "%.2f", s * n / t }')
+		err=$(awk -v g="$got" -v w="$want" \
+		    'BEGIN { printf "%.1f", w > 0 ? (g / w - 1) * 100 : 999 }')
+		if awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
+			ok "share $sh_: $n SMs, rate $got vs solo $solo x $n/$SMS = $want ($err %)"
+		else
+			bad "rate-$sh_" "share $sh_: $n SMs, rate $got vs $want ($err %)"
+		fi
+	done
+	mps_down
+else
+	bad "mps" "no MPS control daemon (nvidia-cuda-mps-control): 2 and the MPS runs of 4 skipped"
+fi
+
+# --- 3. the agent's MPS supervision with the real daemon ---
+agent_up() {	# SPACE_PARTITIONS; verbose for the planner's resize lines
+	cat >"$TMP/gshare.yaml" <<YAML
+socket: $SOCK
+state_dir: $TMP/state
+gpus: auto
+slice: 4ms
+log: stderr
+verbose: true
+metrics_listen: ""
+sm_count: $SMS
+space_partitions: ${1:-true}
+YAML
+	mkdir -p "$TMP/state"
+	"$AGENTBIN" -d -f "$TMP/gshare.yaml" >"$TMP/gshared.log" 2>&1 &
+	AGENT_PID=$!
+	t0=$(ms)
+	until ctl ping >/dev/null 2>&1; do
+		[ $(( $(ms) - t0 )) -gt 10000 ] && return 1
+		sleep 0.1
+	done
+}
+field() {	# ALLOC KEY
+	ctl status --json | python3 -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0][sys.argv[2]] if a else "")' "$1" "$2"
+}
+dpid() {
+	sed -n 's/.*mps: gpu 0: control daemon \([0-9]*\) for uid.*/\1/p' \
+	    "$TMP/gshared.log" | tail -n 1
+}
+if [ -n "$MPSCTL" ] && agent_up; then
+	a=$(ctl create --shares 30 --mode space --gpu 0)
+	pipe=$(field "$a" mps_pipe)
+	d1=$(dpid)
+	if [ -n "$pipe" ] && [ -n "$d1" ]; then
+		ok "space allocation $a: agent runs MPS daemon $d1 (pipe $pipe)"
+	else
+		bad "agent-mps" "no MPS daemon for $a: pipe '$pipe', $(tail -n 3 "$TMP/gshared.log")"
+	fi
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
+	    timeout -k 5 120 "$EX/gs-eater" --run 12 >"$O/agent-eater.log" 2>&1 &
+	pe=$!
+	pids="$pe"
+	t0=$(ms)
+	until grep -q "^window eater 0" "$O/agent-eater.log" 2>/dev/null; do
+		[ $(( $(ms) - t0 )) -gt 30000 ] && break
+		sleep 0.1
+	done
+	srv=$(echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$pipe \
+	    timeout 10 "$MPSCTL" 2>/dev/null)
+	[ -n "$srv" ] && ok "the attached job is an MPS client (server $srv)" ||
+		bad "mps-client" "no MPS server behind the attached job"
+	b=$(ctl create --shares 70 --mode space --gpu 0)
+	GSHARE_CHECK_ONCE=1 GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$b \
+	    CUDA_MPS_PIPE_DIRECTORY=$pipe timeout -k 5 240 "$EX/gs-sgemm" \
+	    --check 4 >"$O/agent-sgemm.log" 2>&1 &
+	ps=$!
+	pids="$pe $ps"
+	r0=$(grep -c "space: gpu" "$TMP/gshared.log")
+	k=0
+	while kill -0 "$ps" 2>/dev/null && [ $k -lt 100 ]; do
+		c=$(ctl create --shares 10 --mode space --gpu 0) || break
+		sleep 0.1
+		ctl close "$c" >/dev/null
+		sleep 0.1
+		k=$((k + 1))
+		if [ $k = 3 ] && [ -n "$d1" ]; then
+			kill -9 "$d1" 2>/dev/null
+			note "killed MPS daemon $d1"
+		fi
+	done
+	wait "$ps"; rs=$?
+	r1=$(grep -c "space: gpu" "$TMP/gshared.log")
+	if [ $rs = 0 ] && grep -q "^check sgemm ok" "$O/agent-sgemm.log"; then
+		ok "sgemm checks out under $((r1 - r0)) partition changes ($k arrivals)"
+	else
+		bad "agent-sgemm" "sgemm under resizes (rc $rs, log $O/agent-sgemm.log)"
+	fi
+	d2=$(dpid)
+	if grep -q "control daemon died" "$TMP/gshared.log" &&
+	    [ -n "$d2" ] && [ "$d2" != "$d1" ] && kill -0 "$d2" 2>/dev/null; then
+		ok "killed daemon $d1 restarted as $d2"
+	else
+		bad "restart" "daemon not restarted ($d1 -> '$d2')"
+	fi
+	wait "$pe"; re=$?
+	pids=""
+	[ $re = 0 ] && ok "attached eater ran through the daemon's restart" ||
+		bad "agent-eater" "eater rc $re (log $O/agent-eater.log)"
+	g=$(field "$a" gpu_ns)
+	[ "${g:-0}" -gt 0 ] 2>/dev/null &&
+		ok "allocation $a kept its usage ($g ns)" ||
+		bad "usage" "allocation $a gpu_ns '$g'"
+	ctl status >"$O/agent-status.txt" 2>&1
+	ctl close "$a" >/dev/null; ctl close "$b" >/dev/null
+	t0=$(ms)
+	while kill -0 "$d2" 2>/dev/null && [ $(( $(ms) - t0 )) -lt 10000 ]; do
+		sleep 0.1
+	done
+	kill -0 "$d2" 2>/dev/null && bad "quit" "daemon $d2 still there" ||
+		ok "last close quit the daemon"
+else
+	bad "agent" "agent or MPS missing: 3 skipped"
+fi
+
+# --- 4. benchmark pairs ---
+# pair A B: one method's run of both at once; prints "sum a b"
+solo_of() { eval echo "\${solo_$1:-0}"; }
+run_pair() {	# method a b sa sb envA envB
+	m=$1; ja=$2; jb=$3
+	for side in a b; do
+		if [ $side = a ]; then j=$ja; sh_=$4; e=$6; else j=$jb; sh_=$5; e=$7; fi
+		lf="$O/pair-$ja-$jb-$m-$side.log"
+		case $j in
+		train|infer) cmd="python3 $HERE/space_torch.py $j --seconds $RUN_S";;
+		*) cmd="$EX/gs-$j --run $RUN_S";;
+		esac
+		pre=""
+		case $m in
+		time|space-agent)
+			mode=time; [ $m = space-agent ] && mode=space
+			id=$(ctl create --shares "$sh_" --mode $mode --gpu 0) || return 1
+			ids="$ids $id"
+			pre="GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$id"
+			[ $m = space-agent ] && pre="$pre CUDA_MPS_PIPE_DIRECTORY=$(field "$id" mps_pipe)"
+			;;
+		esac
+		# shellcheck disable=SC2086
+		env $pre $e timeout -k 5 120 $cmd >"$lf" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do wait "$p"; done
+	pids=""
+	for id in $ids; do ctl close "$id" >/dev/null 2>&1; done
+	ids=""
+	ra=$(rate "$O/pair-$ja-$jb-$m-a.log"); rb=$(rate "$O/pair-$ja-$jb-$m-b.log")
+	na=$(ratio "$ra" "$(solo_of "$ja")"); nb=$(ratio "$rb" "$(solo_of "$jb")")
+	printf '%-14s %-12s %6.3f  %6.3f %6.3f\n' "$ja+$jb" "$m" \
+	    "$(awk -v a="$na" -v b="$nb" 'BEGIN { print a + b }')" "$na" "$nb" |
+	    tee -a "$O/pairs.txt"
+}
+ids=""
+: >"$O/pairs.txt"
+# the shipped default (space_partitions off) for the agent's pairs
+agent_stop
+[ -n "$MPSCTL" ] && agent_up false || AGENT_PID=""
+have_torch=0
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    2>/dev/null && have_torch=1
+for j in sgemm stencil eater; do
+	timeout 60 "$EX/gs-$j" --run "$RUN_S" >"$O/solo-$j.log" 2>&1
+	eval "solo_$j=$(rate "$O/solo-$j.log")"
+done
+if [ $have_torch = 1 ]; then
+	for j in train infer; do
+		timeout 120 python3 "$HERE/space_torch.py" $j --seconds "$RUN_S" \
+		    >"$O/solo-$j.log" 2>&1
+		eval "solo_$j=$(rate "$O/solo-$j.log")"
+	done
+fi
+echo "pair           method          sum  a/solo b/solo" | tee -a "$O/pairs.txt"
+half=$(( (G / 2) * 8 ))
+for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
+	set -- $pr
+	case $1 in train) [ $have_torch = 1 ] || continue;; esac
+	run_pair ts "$1" "$2" 50 50 "" ""
+	if mps_up; then
+		M="CUDA_MPS_PIPE_DIRECTORY=$MPIPE"
+		run_pair mps "$1" "$2" 50 50 "$M" "$M"
+		if [ "$1" = train ]; then
+			run_pair mps-pct "$1" "$2" 50 50 \
+			    "$M CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" \
+			    "$M CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"
+		else
+			run_pair mps-part "$1" "$2" 50 50 \
+			    "$M GSHARE_PARTITION=0:$half" \
+			    "$M GSHARE_PARTITION=$half:$((SMS - half))"
+		fi
+		mps_down
+	fi
+	if [ "$1" != train ] && [ -n "$AGENT_PID" ]; then
+		run_pair time "$1" "$2" 50 50 "" ""
+		run_pair space-agent "$1" "$2" 50 50 "" ""
+	fi
+done
+note "pairs: $O/pairs.txt (sum of rate/solo; 1.0 = one job's worth)"
+
+echo "space: $pass passed, $fail failed${failed:+:$failed}"
+[ $fail = 0 ]
