@@ -462,7 +462,7 @@ int gs__remote_begin(spank_t sp)
 	gs__st.alloc_id = info.id;
 	gs__st.shares = info.shares;
 	if (req.mem_limit != 0 && info.mem_limit != req.mem_limit)
-		/* an agent older than protocol 1.3 ignores the field */
+		/* an agent older than protocol 1.4 ignores the field */
 		user_msg(0, "gshare: warning: step %" PRIu32 ".%s: --gshare-mem "
 			 "ignored: the node's gshared has no memory limits",
 			 gs__st.job, step);
