@@ -51,6 +51,10 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 			max_user_weight, 0, GS_SPANK_WEIGHT_MAX, "0",
 			"largest --gshare-weight a user may ask for (0: the "
 			"job's shares; only lower weights)"),
+	GS_CFG_KEY_STRING("preload", struct gs_spank_conf, preload, 1,
+			  GS_GATE_LIB,
+			  "launch gate preloaded into every step (unmodified "
+			  "CUDA applications get their share); no: none"),
 	GS_CFG_KEY_END,
 };
 
@@ -132,6 +136,7 @@ void gs_spank_opts_init(struct gs_spank_opts *o)
 	o->priority = GS_PRIO_NORMAL;
 	o->mode = GS_MODE_TIME;
 	o->mem = 0;
+	o->no_preload = 0;
 }
 
 /* A decimal number made of digits only (no sign, no spaces), <= max. */
@@ -221,6 +226,49 @@ int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
 				    "to 16T, such as 20G or 512M (units K, M, "
 				    "G, T: powers of 1024)", val ? val : "");
 	o->mem = v;
+	return 0;
+}
+
+int gs_spank_opt_preload(const char *val, struct gs_spank_opts *o,
+			 struct gs_error *err)
+{
+	if (val != NULL && strcmp(val, "yes") == 0)
+		o->no_preload = 0;
+	else if (val != NULL && strcmp(val, "no") == 0)
+		o->no_preload = 1;
+	else
+		return gs_error_set(err, GS_EINVAL,
+				    "--gshare-preload=%s: expected yes or no",
+				    val ? val : "");
+	return 0;
+}
+
+int gs_preload_join(const char *old, const char *lib, char *out, size_t len,
+		    struct gs_error *err)
+{
+	size_t n = strlen(lib), i = 0;
+	int r;
+
+	if (old == NULL)
+		old = "";
+	/* already there (an entry equal to lib): leave it as it is */
+	while (old[i] != '\0') {
+		size_t j = i;
+
+		while (old[j] != '\0' && old[j] != ' ' && old[j] != ':')
+			j++;
+		if (j - i == n && strncmp(old + i, lib, n) == 0) {
+			r = snprintf(out, len, "%s", old);
+			goto done;
+		}
+		i = old[j] != '\0' ? j + 1 : j;
+	}
+	r = old[0] != '\0' ? snprintf(out, len, "%s:%s", lib, old) :
+		snprintf(out, len, "%s", lib);
+done:
+	if (r < 0 || (size_t)r >= len)
+		return gs_error_set(err, GS_EINVAL,
+				    "LD_PRELOAD too long with %s", lib);
 	return 0;
 }
 

@@ -18,6 +18,10 @@
 
 #define GS_SPANK_WEIGHT_MAX 10000u
 #define GS_SPANK_PATH_MAX 108	/* sun_path */
+/* Where `make install` puts the launch gate (LIBDIR/gshare). */
+#ifndef GS_GATE_LIB
+#define GS_GATE_LIB "/usr/local/lib/gshare/libgshare-gate.so"
+#endif
 
 /* What to do with a step when the agent cannot be reached. */
 enum gs_spank_down {
@@ -38,6 +42,9 @@ struct gs_spank_conf {
 	char sacctmgr[GS_SPANK_PATH_MAX];	/* writes it */
 	uint32_t max_user_weight;	/* largest --gshare-weight a user may
 					 * ask for; 0: the job's shares */
+	char preload[GS_SPANK_PATH_MAX];	/* launch gate put in every
+						 * step's LD_PRELOAD; "no": off
+						 * for the site */
 };
 
 /* The table behind struct gs_spank_conf (defaults, help, printing). */
@@ -63,6 +70,7 @@ struct gs_spank_opts {
 	uint32_t mode;		/* enum gs_mode */
 	uint64_t mem;		/* device memory limit, bytes; 0: the
 				 * site's default */
+	uint32_t no_preload;	/* 1: --gshare-preload=no */
 };
 
 void gs_spank_opts_init(struct gs_spank_opts *o);
@@ -79,6 +87,19 @@ int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 /* --gshare-mem=SIZE: 1M..16T, units K M G T (powers of 1024). */
 int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
 		     struct gs_error *err);
+
+/* --gshare-preload=yes|no: the launch gate in the step's environment. */
+int gs_spank_opt_preload(const char *val, struct gs_spank_opts *o,
+			 struct gs_error *err);
+
+/*
+ * The step's LD_PRELOAD with the launch gate `lib` first: `old` (NULL or
+ * "" when unset; entries separated by spaces or colons, as ld.so takes
+ * them) is kept after it, and not changed at all when it already names
+ * `lib`.  GS_EINVAL when the result does not fit in len.
+ */
+int gs_preload_join(const char *old, const char *lib, char *out, size_t len,
+		    struct gs_error *err);
 
 /* Site policy on the weight, once the shares are known: a user may lower
  * the weight below the default (the shares) but not raise it beyond

@@ -522,3 +522,23 @@ gs_dp_container_build(const char *agent_socket, const char *container_dir,
 	*out = c;
 	return 0;
 }
+
+int
+gs_dp_container_preload(struct gs_dp_container *c, const char *file,
+			struct gs_error *err)
+{
+	char path[GS_DP_PATH_MAX];
+	size_t n = strlen(c->mount_container);
+	int w;
+
+	if (file == NULL || *file == '\0' || strchr(file, '/') != NULL ||
+	    strcmp(file, ".") == 0 || strcmp(file, "..") == 0)
+		return gs_error_set(err, GS_EINVAL,
+		    "preload \"%s\": expected a file name in the agent socket "
+		    "directory", file ? file : "");
+	w = snprintf(path, sizeof(path), "%s%s%s", c->mount_container,
+	    n > 0 && c->mount_container[n - 1] == '/' ? "" : "/", file);
+	if (w < 0 || (size_t)w >= sizeof(path))
+		return gs_error_set(err, GS_EINVAL, "preload path too long");
+	return env_set(c, "LD_PRELOAD", path, err);
+}

@@ -112,4 +112,12 @@ int gs_dp_container_build(const char *agent_socket, const char *container_dir,
 			  size_t n, struct gs_dp_container *out,
 			  struct gs_error *err);
 
+/* Preload the launch gate: LD_PRELOAD=<mount_container>/<file>, the
+ * gate being installed as `file` in the agent socket directory on the
+ * host (it reaches the container through the same mount as the socket).
+ * `file` is a plain file name (no '/'); GS_EINVAL otherwise or when the
+ * environment is full. */
+int gs_dp_container_preload(struct gs_dp_container *c, const char *file,
+			    struct gs_error *err);
+
 #endif /* GS_DP_LOGIC_H */

@@ -45,6 +45,7 @@ struct dp_cfg {
 	char podresources_socket[GS_DP_PATH_MAX];
 	char resource[128];
 	char container_socket_dir[GS_DP_PATH_MAX];
+	char preload[GS_DP_PATH_MAX];
 	char cluster[GS_LABEL_MAX];
 	char node_name[GS_LABEL_MAX];
 	int allow_span;
@@ -82,6 +83,10 @@ static const struct gs_cfg_key cfg_keys[] = {
 	GS_CFG_KEY_STRING("container_socket_dir", struct dp_cfg,
 	    container_socket_dir, 0, "",
 	    "where containers see the agent socket directory (empty: same)"),
+	GS_CFG_KEY_STRING("preload", struct dp_cfg, preload, 1,
+	    "libgshare-gate.so",
+	    "launch gate preloaded into containers: a file in the agent "
+	    "socket directory, or no"),
 	GS_CFG_KEY_STRING("cluster", struct dp_cfg, cluster, 1, "kubernetes",
 	    "cluster label of allocations this plugin makes"),
 	GS_CFG_KEY_STRING("node_name", struct dp_cfg, node_name, 0, "",
@@ -449,6 +454,24 @@ alloc_create(struct plugin *p, const struct gs_alloc_req *rq,
 	return gs_client_alloc_create(p->agent, rq, info, err);
 }
 
+/* The gate installed in the agent socket directory on the host?  Not
+ * there: containers run without it (said once, in the log). */
+static int
+preload_present(const char *host_dir, const char *file)
+{
+	static int warned;
+	char path[2 * GS_DP_PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", host_dir, file);
+	if (access(path, R_OK) == 0)
+		return 1;
+	if (!warned)
+		log_info("launch gate %s not readable: containers run "
+		    "without it", path);
+	warned = 1;
+	return 0;
+}
+
 static int
 h_allocate(void *ctx, const char *const *ids, size_t nids,
 	   struct gs_dp_container *out, struct gs_error *err)
@@ -584,6 +607,10 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	if (gs_dp_container_build(p->cfg.agent_socket,
 	    p->cfg.container_socket_dir, made, uuids, (size_t)ng, out,
 	    err) == -1)
+		goto out_undo;
+	if (strcmp(p->cfg.preload, "no") != 0 &&
+	    preload_present(out->mount_host, p->cfg.preload) &&
+	    gs_dp_container_preload(out, p->cfg.preload, err) == -1)
 		goto out_undo;
 	rv = 0;
 	goto out;

@@ -136,6 +136,34 @@ static int agent_down(spank_t sp, const char *step,
 	return 0;
 }
 
+/* The launch gate first in the step's LD_PRELOAD, unless the site
+ * (preload=no) or the job (--gshare-preload=no) opted out. */
+static int set_preload(spank_t sp)
+{
+	char old[4096], val[4096 + GS_SPANK_PATH_MAX + 2];
+	struct gs_error err;
+
+	if (gs__st.opts.no_preload || strcmp(gs__st.conf.preload, "no") == 0)
+		return 0;
+	/* not installed on this node: ld.so would complain in every
+	 * process of the step; the job runs unmanaged by the gate */
+	if (access(gs__st.conf.preload, R_OK) != 0) {
+		slurm_info("gshare: launch gate %s not readable: not preloaded",
+			   gs__st.conf.preload);
+		return 0;
+	}
+	if (spank_getenv(sp, "LD_PRELOAD", old, sizeof(old)) !=
+	    ESPANK_SUCCESS)
+		old[0] = '\0';
+	if (gs_preload_join(old, gs__st.conf.preload, val, sizeof(val),
+			    &err) < 0) {
+		slurm_error("gshare: %s", err.msg);
+		return -1;
+	}
+	return spank_setenv(sp, "LD_PRELOAD", val, 1) == ESPANK_SUCCESS ?
+		0 : -1;
+}
+
 static int set_env(spank_t sp, const struct gs_alloc_info *info)
 {
 	char id[32], gpu[16];
@@ -162,7 +190,7 @@ static int set_env(spank_t sp, const struct gs_alloc_info *info)
 			     ESPANK_SUCCESS))
 			return -1;
 	}
-	return 0;
+	return set_preload(sp);
 }
 
 /* Create "<state_dir>/<job>.<node>" (the epilog's sign that this job

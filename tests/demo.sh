@@ -10,7 +10,9 @@
 # Hook for other jobs: DEMO_JOB is the command run for each job; it gets
 # GSHARE_SOCKET, GSHARE_ALLOC, DEMO_NAME and DEMO_SECONDS in its
 # environment and should run ~DEMO_SECONDS busy on the GPU through
-# libgshare's host loop.  Default: when gshared found a real GPU and the
+# libgshare's host loop.  Default: when gshared found a real GPU and
+# PyTorch can use it, an unmodified PyTorch bf16 matmul loop
+# (tests/gpu/gate/work.py) with the launch gate preloaded; else, when the
 # runtime's examples are built (nvcc present), the GPU eater example
 #   gs-eater --run $DEMO_SECONDS   (libgshare, persistent kernels)
 # else the simulated job,
@@ -22,6 +24,7 @@ GSHARED=$B/node-agent/gshared
 CTL=$B/node-agent/gsharectl
 SIM=$B/runtime/sim/gshare-simjob
 EATER=$B/runtime/examples/gs-eater
+GATE=$B/runtime/gate/libgshare-gate.so
 PY=/usr/bin/python3
 DEMO_SECONDS=${DEMO_SECONDS:-15}
 DEMO_JOB=${DEMO_JOB:-}
@@ -90,10 +93,21 @@ until $CTL -s "$sock" -t 500 ping >/dev/null 2>&1; do
 done
 sed 's/^/  | /' "$dir/gshared.log"
 
-# A real GPU and a built runtime: the jobs are real GPU jobs.
-if [ -z "$DEMO_JOB" ] && [ -x "$EATER" ] &&
-   $CTL -s "$sock" status --json 2>/dev/null |
-   $PY -c 'import json,sys; g=json.load(sys.stdin)["gpus"]; sys.exit(0 if g and not g[0]["simulated"] else 1)'
+# A real GPU: the jobs are real GPU jobs.  With PyTorch and the launch
+# gate built: unmodified PyTorch programs under the gate; else the
+# libgshare eater example.
+real_gpu() {
+	$CTL -s "$sock" status --json 2>/dev/null |
+	$PY -c 'import json,sys; g=json.load(sys.stdin)["gpus"]; sys.exit(0 if g and not g[0]["simulated"] else 1)'
+}
+if [ -z "$DEMO_JOB" ] && [ -f "$GATE" ] && real_gpu &&
+   python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+	>/dev/null 2>&1
+then
+	DEMO_JOB="LD_PRELOAD=$PWD/$GATE exec python3 $PWD/tests/gpu/gate/work.py matmul --seconds \$DEMO_SECONDS"
+	echo "demo: real GPU and PyTorch found: each job is an unmodified" \
+	     "PyTorch bf16 matmul loop under the launch gate ($GATE)"
+elif [ -z "$DEMO_JOB" ] && [ -x "$EATER" ] && real_gpu
 then
 	DEMO_JOB="exec $EATER --run \$DEMO_SECONDS"
 	echo "demo: real GPU found: each job is $EATER (libgshare)"

@@ -318,6 +318,113 @@ static GS__HD inline unsigned int gs__warps_take(unsigned int *mask,
 	return got;
 }
 
+/* The MasterKernel's scheduling decisions, plain C like the allocator
+ * above: the scheduler warp (gs__tsched) and the simulated MasterKernel
+ * of gshare-simjob (runtime/sim/tasksim.c) both call them. */
+static GS__HD inline unsigned int gs__popc(unsigned int x)
+{
+#ifdef __CUDA_ARCH__
+	return (unsigned int)__popc(x);
+#else
+	return (unsigned int)__builtin_popcount(x);
+#endif
+}
+
+/* Index of the lowest set bit; x != 0. */
+static GS__HD inline unsigned int gs__low(unsigned int x)
+{
+#ifdef __CUDA_ARCH__
+	return (unsigned int)__ffs((int)x) - 1u;
+#else
+	return (unsigned int)__builtin_ffs((int)x) - 1u;
+#endif
+}
+
+/* Shared-memory granules of a task asking for `shmem` bytes. */
+static GS__HD inline unsigned int gs__tgrans(unsigned int shmem)
+{
+	return (shmem + GS__TGRAN - 1u) / GS__TGRAN;
+}
+
+/* Can a task of nw warps and g granules start now?  Needs nw free warps,
+ * a free named barrier when nw > 1 and g contiguous granules.  If so the
+ * three are taken out of *freew, *bars and bm: *ws gets its warps, *bar
+ * its barrier (0 for one warp), *sh its first granule (0 for none), and
+ * 1 is returned; else nothing changes and 0 is returned. */
+static GS__HD inline int gs__tres_take(unsigned int *freew,
+				       unsigned int *bars, unsigned int *bm,
+				       unsigned int nw, unsigned int g,
+				       unsigned int *ws, unsigned int *bar,
+				       int *sh)
+{
+	unsigned int b = 0;
+	int s = 0;
+
+	if (gs__popc(*freew) < nw)
+		return 0;
+	if (nw > 1u) {
+		if (*bars == 0u)
+			return 0;
+		b = gs__low(*bars);
+	}
+	if (g) {
+		s = gs__shm_alloc(bm, GS__TGRANS, g);
+		if (s < 0)
+			return 0;
+	}
+	if (nw > 1u)
+		*bars &= ~(1u << b);
+	*ws = gs__warps_take(freew, nw);
+	*bar = b;
+	*sh = s;
+	return 1;
+}
+
+/* Give back what gs__tres_take took for a finished task (gs__treap does
+ * the same inline, reading the record's fields only as needed). */
+static GS__HD inline void gs__tres_free(unsigned int *freew,
+					unsigned int *bars, unsigned int *bm,
+					unsigned int nw, unsigned int bar,
+					unsigned int first, unsigned int g,
+					unsigned int ws)
+{
+	if (nw > 1u)
+		*bars |= 1u << bar;
+	if (g)
+		gs__shm_free(bm, first, g);
+	*freew |= ws;
+}
+
+/* Of the held tickets not read yet (ring positions hh + hr .. hh + hn),
+ * how many in a row from the first are published by tail t. */
+static GS__HD inline unsigned int gs__tpublished(const unsigned int *held_tk,
+						 unsigned int hh,
+						 unsigned int hr,
+						 unsigned int hn,
+						 unsigned int t)
+{
+	unsigned int m = 0;
+
+	while (hr + m < hn &&
+	       (int)(t - held_tk[(hh + hr + m) % GS__THELD]) > 0)
+		m++;
+	return m;
+}
+
+/* The last block out: the redo entries of this launch not taken (from
+ * `take` to n) follow the ones pushed (o of them) in redo_out.  Returns
+ * the new length of redo_out. */
+static GS__HD inline unsigned int gs__tredo_carry(const unsigned int *redo_in,
+						  unsigned int take,
+						  unsigned int n,
+						  unsigned int *redo_out,
+						  unsigned int o)
+{
+	for (; take < n; take++)
+		redo_out[o++] = redo_in[take];
+	return o;
+}
+
 #ifdef __cplusplus
 }
 #endif
@@ -1041,26 +1148,12 @@ static __device__ int gs__tstart(unsigned int h, unsigned int *freew,
 				 unsigned int *bars, unsigned int *live)
 {
 	const struct gs__tentry *e = &gs__m.held[h];
-	unsigned int nw = e->warps, g = (e->shmem + GS__TGRAN - 1u) /
-					 GS__TGRAN;
+	unsigned int nw = e->warps, g = gs__tgrans(e->shmem);
 	unsigned int ws, bar = 0, lead, k, m;
 	int sh = 0;
 
-	if ((unsigned int)__popc(*freew) < nw)
+	if (!gs__tres_take(freew, bars, gs__m.shbm, nw, g, &ws, &bar, &sh))
 		return 0;
-	if (nw > 1u) {
-		if (*bars == 0u)
-			return 0;
-		bar = (unsigned int)__ffs((int)*bars) - 1u;
-	}
-	if (g) {
-		sh = gs__shm_alloc(gs__m.shbm, GS__TGRANS, g);
-		if (sh < 0)
-			return 0;
-	}
-	if (nw > 1u)
-		*bars &= ~(1u << bar);
-	ws = gs__warps_take(freew, nw);
 	lead = (unsigned int)__ffs((int)ws) - 1u;
 	struct gs__trec *r = &gs__m.r[lead];
 	r->fn = e->fn;
@@ -1124,8 +1217,7 @@ static __device__ void gs__tfinish(const struct gs__mctx &c)
 	__threadfence();
 	t = d->redo_take;
 	o = d->redo_out;
-	for (; t < c.redo_n; t++)
-		c.redo_out[o++] = c.redo_in[t];
+	o = gs__tredo_carry(c.redo_in, t, c.redo_n, c.redo_out, o);
 	c.h->redo_n = o;
 	c.h->suspended = d->suspended;
 	c.h->tmin = ~d->neg_tmin;
@@ -1255,10 +1347,8 @@ static __device__ void gs__tsched(const struct gs__mctx &c)
 			if (!susp && !leave && hr < hn) {
 				unsigned int t = gs__ttail(c,
 				    gs__m.held_tk[(hh + hr) % GS__THELD]);
-				while (hr + m < hn &&
-				       (int)(t - gs__m.held_tk[(hh + hr + m) %
-							       GS__THELD]) > 0)
-					m++;
+				m = gs__tpublished(gs__m.held_tk, hh, hr, hn,
+						   t);
 			}
 		}
 		m = __shfl_sync(0xffffffffu, m, 0);

@@ -23,6 +23,16 @@
  * --socket/--alloc it reads GSHARE_SOCKET/GSHARE_ALLOC; with neither it
  * runs standalone (the whole simulated GPU is its own).
  *
+ * --tasks N runs narrow tasks instead (tasksim.c): N tasks of mixed
+ * sizes spawned into a task pool on a simulated MasterKernel of 4 SMs,
+ * with waits for single tasks, groups and everything as libgshare's
+ * queued mode does them: each wait drives token holds through the same
+ * session loop, one MasterKernel launch per hold, left at the agent's
+ * suspend once the running tasks are done.  The simulated device ticks
+ * once a microsecond; the host catches up on the ticks its sleep let
+ * pass, as sim_run does with block-tasks.  At the end every task must
+ * have run exactly once and the pool's books must agree (exit 1 if not).
+ *
  * Limits: one simulated GPU per job; block-tasks shorter than ~50 us
  * measure the host's timer slack more than the scheduler.
  */
@@ -40,10 +50,15 @@
 #include "gs_client.h"
 #include "gs_proto.h"
 #include "gs_session.h"
+#include "tasksim.h"
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
 #define PROGRESS_NS (50 * NS_PER_MS)
+#define TICK_NS 1000ull		/* --tasks: one device tick */
+#define TPOLL_NS 100000ull	/* --tasks: the host looks this often */
+#define TSMS 4u			/* --tasks: simulated SMs */
+#define TGROUPS 8u		/* --tasks: task i is in group i % 8 */
 
 struct sim {
 	/* options */
@@ -57,6 +72,7 @@ struct sim {
 	int report_zero;	/* lie: report 0 ns of GPU time */
 	uint64_t mem;		/* --mem-mib: device memory it reports */
 	int json;
+	uint64_t ntasks;	/* --tasks: 0: block-tasks */
 	/* state */
 	struct gs_session *sess;
 	uint64_t start_ns;
@@ -65,6 +81,8 @@ struct sim {
 	uint64_t grants;	/* atomic */
 	uint64_t busy_left;
 	int stop;		/* atomic: reporter shutdown */
+	struct gs_tsim *ts;	/* --tasks: the pool */
+	uint64_t twaits;	/* --tasks: waits that drove holds */
 };
 
 static volatile sig_atomic_t g_stop;
@@ -214,6 +232,216 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	return 0;
 }
 
+/* The executor of --tasks: one token hold of the simulated task pool
+ * (gs_task.c's hold()).  The device runs tick after tick from the grant
+ * (t0); at the suspend (its tick, seen by the first round after it) no
+ * task starts, the running ones finish and the launch leaves, at a tick
+ * the host sleeps to.  A stop signal ends the hold the same way and
+ * fails the run. */
+static int
+tasks_run(void *ctx, volatile struct gs_ctlpage *page,
+	  struct gs_run_result *res, struct gs_error *err)
+{
+	struct sim *m = ctx;
+	const struct gs_tsim_stats *st = gs_tsim_stats(m->ts);
+	uint64_t t0 = mono_ns(), now, k = 0, kn, ks, ticks, tasks = 0;
+	uint64_t c0 = st->completed, last_pub = t0, exit_ns;
+	int flag = 0, left = 0, done = 0;
+
+	__atomic_add_fetch(&m->grants, 1, __ATOMIC_RELAXED);
+	if (gs_tsim_hold_begin(m->ts)) {
+		res->done = 1;
+		res->exit_ns = t0;
+		return 0;
+	}
+	for (;;) {
+		now = mono_ns();
+		kn = (now - t0) / TICK_NS;
+		if (!flag && page != NULL &&
+		    __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+		    GS_CTL_SUSPEND) {
+			uint64_t at = __atomic_load_n(&page->suspend_set_ns,
+						      __ATOMIC_ACQUIRE);
+
+			/* clear at the last look, so at > t0 + k ticks */
+			ks = at > t0 ? (at - t0 + TICK_NS - 1) / TICK_NS : 0;
+			while (k < ks && !(left = gs_tsim_hold_step(m->ts,
+								      0)))
+				k++;
+			flag = 1;
+		}
+		if (g_stop)
+			flag = 1;
+		if (flag)
+			while (!left && !(left = gs_tsim_hold_step(m->ts, 1)))
+				k++;
+		while (!left && k < kn && !(left = gs_tsim_hold_step(m->ts,
+								       0)))
+			k++;
+		if (left)
+			break;
+		if (m->sess != NULL && now - last_pub >= PROGRESS_NS) {
+			(void)gs_session_progress(m->sess, k * TICK_NS,
+						  st->completed - c0, NULL);
+			last_pub = now;
+		}
+		sleep_until(now + TPOLL_NS);
+	}
+	ticks = gs_tsim_hold_end(m->ts, &done, &tasks);
+	exit_ns = t0 + ticks * TICK_NS;
+	sleep_until(exit_ns);
+	__atomic_add_fetch(&m->gpu_ns, ticks * TICK_NS, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&m->tasks, tasks, __ATOMIC_RELAXED);
+	res->gpu_ns = ticks * TICK_NS;
+	res->block_tasks = tasks;
+	res->exit_ns = exit_ns;
+	res->done = done;
+	res->reason = done ? GS_REL_IDLE : GS_REL_SUSPENDED;
+	if (g_stop) {
+		gs_error_set(err, GS_EINVAL, "stopped by a signal with %llu "
+			     "tasks not finished", (unsigned long long)
+			     gs_tsim_pending(m->ts));
+		return -1;
+	}
+	return 0;
+}
+
+/* gs_task.c's wait_for in queued mode: holds until the pool is empty. */
+static int
+tasks_drive(struct sim *m, const struct gs_executor *ex,
+	    struct gs_error *err)
+{
+	struct gs_run_result res;
+
+	m->twaits++;
+	if (m->sess != NULL)
+		return gs_session_run(m->sess, ex, m, err);
+	do {
+		memset(&res, 0, sizeof(res));
+		if (tasks_run(m, NULL, &res, err) < 0)
+			return -1;
+	} while (!res.done);
+	return 0;
+}
+
+static uint64_t
+tasks_rand(uint64_t *r)
+{
+	*r ^= *r << 13;
+	*r ^= *r >> 7;
+	*r ^= *r << 17;
+	return *r;
+}
+
+/* --tasks: spawn, wait for single tasks and groups every 1500 spawns
+ * (alternately), wait for everything, check each task ran once. */
+static int
+tasks_main(struct sim *m, struct gs_error *err)
+{
+	struct gs_executor ex = { .run = tasks_run, .wait = NULL };
+	struct gs_tsim_cfg cfg = { TSMS, 1024, 96u << 10, m->ntasks,
+				   0x9e3779b97f4a7c15ull };
+	const struct gs_tsim_stats *st;
+	uint64_t r = 88172645463325252ull, i, j, id, w, maxt;
+	int rc;
+
+	maxt = m->task_ns / TICK_NS;
+	if (gs_tsim_new(&cfg, &m->ts, err) < 0)
+		return -1;
+	for (i = 0; i < m->ntasks; i++) {
+		uint64_t x = tasks_rand(&r);
+		/* mostly 1-4 warps, a quarter up to 16; a third with up
+		 * to 24 KiB of shared memory; 1 .. --task-us ticks */
+		unsigned int th = 32u * (x % 4 == 0 ?
+					 1u + (unsigned int)(x >> 8) % 16u :
+					 1u + (unsigned int)(x >> 8) % 4u);
+		unsigned int sh = (x >> 16) % 3 == 0 ?
+				  (unsigned int)(x >> 20) % 24577u : 0;
+		unsigned int tk = 1u + (unsigned int)((x >> 40) % maxt);
+
+		while ((rc = gs_tsim_spawn(m->ts, th, sh, tk,
+					   (unsigned int)(i % TGROUPS), &id,
+					   err)) == 1) {
+			/* table full: wait for the oldest task */
+			if (tasks_drive(m, &ex, err) < 0)
+				return -1;
+		}
+		if (rc < 0)
+			return -1;
+		if (id != i) {
+			gs_error_set(err, GS_EINVAL, "task %llu got id %llu",
+				     (unsigned long long)i,
+				     (unsigned long long)id);
+			return -1;
+		}
+		if ((i + 1) % 1500 != 0)
+			continue;
+		w = i - tasks_rand(&r) % 1500;
+		if ((i / 1500) % 2 == 0) {
+			if (!gs_tsim_is_done(m->ts, w) &&
+			    tasks_drive(m, &ex, err) < 0)
+				return -1;
+			if (!gs_tsim_is_done(m->ts, w) ||
+			    gs_tsim_runs(m->ts, w) != 1) {
+				gs_error_set(err, GS_EINVAL, "wait for task "
+					     "%llu returned, it ran %u times",
+					     (unsigned long long)w,
+					     gs_tsim_runs(m->ts, w));
+				return -1;
+			}
+			continue;
+		}
+		if (gs_tsim_group_pending(m->ts, (unsigned int)(w %
+		    TGROUPS)) != 0 && tasks_drive(m, &ex, err) < 0)
+			return -1;
+		for (j = w % TGROUPS; j <= i; j += TGROUPS)
+			if (gs_tsim_runs(m->ts, j) != 1) {
+				gs_error_set(err, GS_EINVAL, "wait for group "
+					     "%llu returned, its task %llu ran "
+					     "%u times",
+					     (unsigned long long)(w % TGROUPS),
+					     (unsigned long long)j,
+					     gs_tsim_runs(m->ts, j));
+				return -1;
+			}
+	}
+	if (gs_tsim_pending(m->ts) != 0 && tasks_drive(m, &ex, err) < 0)
+		return -1;
+	if (gs_tsim_pending(m->ts) != 0) {
+		gs_error_set(err, GS_EINVAL, "the pool drained with %llu "
+			     "tasks pending", (unsigned long long)
+			     gs_tsim_pending(m->ts));
+		return -1;
+	}
+	if (gs_tsim_audit(m->ts, err) < 0)
+		return -1;
+	for (i = 0; i < m->ntasks; i++)
+		if (gs_tsim_runs(m->ts, i) != 1) {
+			gs_error_set(err, GS_EINVAL, "task %llu ran %u times",
+				     (unsigned long long)i,
+				     gs_tsim_runs(m->ts, i));
+			return -1;
+		}
+	st = gs_tsim_stats(m->ts);
+	if (m->json)
+		printf("{\"event\":\"tasks\",\"job\":\"%s\",\"tasks\":%"
+		       PRIu64 ",\"ran_once\":%" PRIu64 ",\"waits\":%" PRIu64
+		       ",\"launches\":%" PRIu64 ",\"suspensions\":%" PRIu64
+		       ",\"requeued\":%" PRIu64 ",\"races\":%" PRIu64
+		       ",\"ticks\":%" PRIu64 "}\n", m->name, m->ntasks, i,
+		       m->twaits, st->launches, st->suspensions,
+		       st->requeued, st->races, st->ticks);
+	else
+		printf("event=tasks job=%s tasks=%" PRIu64 " ran_once=%"
+		       PRIu64 " waits=%" PRIu64 " launches=%" PRIu64
+		       " suspensions=%" PRIu64 " requeued=%" PRIu64
+		       " races=%" PRIu64 " ticks=%" PRIu64 "\n", m->name,
+		       m->ntasks, i, m->twaits, st->launches,
+		       st->suspensions, st->requeued, st->races, st->ticks);
+	fflush(stdout);
+	return 0;
+}
+
 /* Idle gap of the duty cycle: nothing to run for idle_ns. */
 static int
 sim_wait(void *ctx, struct gs_error *err)
@@ -327,12 +555,16 @@ usage(FILE *f)
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
 "      --mem-mib N       report holding N MiB of device memory\n"
+"      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
+"                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
 "  -j, --json            JSON lines instead of key=value\n"
 "      --now             print CLOCK_MONOTONIC ns and exit\n"
 "Prints one line per interval and a final line: event=done job= alloc=\n"
 "wall_s= gpu_s= share= interval_share= tasks= grants= suspensions=\n"
-"evict_avg_us= evict_max_us=.  Exit 0 ok, 1 error, 2 usage.\n");
+"evict_avg_us= evict_max_us=; with --tasks first event=tasks tasks=\n"
+"ran_once= waits= launches= suspensions= requeued= races= ticks=.\n"
+"Exit 0 ok, 1 error (or a task not run exactly once), 2 usage.\n");
 }
 
 static int
@@ -425,7 +657,7 @@ bad:
 }
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
-       OPT_ZERO, OPT_MEM };
+       OPT_ZERO, OPT_MEM, OPT_TASKS };
 
 int
 main(int argc, char **argv)
@@ -448,6 +680,7 @@ main(int argc, char **argv)
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "now", no_argument, NULL, OPT_NOW },
+		{ "tasks", required_argument, NULL, OPT_TASKS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -544,6 +777,15 @@ main(int argc, char **argv)
 				return 2;
 			m.overrun_ns = v * NS_PER_MS;
 			break;
+		case OPT_TASKS:
+			if (parse_u64("--tasks", optarg, &m.ntasks) < 0)
+				return 2;
+			if (m.ntasks < 1 || m.ntasks > 10000000) {
+				fprintf(stderr, "gshare-simjob: --tasks: "
+					"1..10000000\n");
+				return 2;
+			}
+			break;
 		case 'i':
 			if (parse_u64("--interval-ms", optarg, &v) < 0 ||
 			    v == 0)
@@ -576,6 +818,12 @@ main(int argc, char **argv)
 	if ((m.busy_ns == 0) != (m.idle_ns == 0)) {
 		fprintf(stderr, "gshare-simjob: --busy-ms and --idle-ms go "
 			"together\n");
+		return 2;
+	}
+	if (m.ntasks != 0 && (m.work_ns != 0 || m.busy_ns != 0 ||
+			      m.overrun_ns != 0)) {
+		fprintf(stderr, "gshare-simjob: --tasks excludes --work, "
+			"--busy-ms/--idle-ms and --overrun-ms\n");
 		return 2;
 	}
 	if (shares != 0 && alloc != 0) {
@@ -631,7 +879,12 @@ main(int argc, char **argv)
 		if (pthread_create(&thr, NULL, reporter_main, &rep) == 0)
 			have_thr = 1;
 	}
-	if (m.sess != NULL) {
+	if (m.ntasks != 0) {
+		/* the run ends when every task is done, not at --duration */
+		m.end_ns = UINT64_MAX;
+		if (tasks_main(&m, &err) < 0)
+			goto out_err;
+	} else if (m.sess != NULL) {
 		if (gs_session_run(m.sess, &ex, &m, &err) < 0)
 			goto out_err;
 	} else {
@@ -659,6 +912,7 @@ out:
 	if (rc == 0)
 		report(&m, "done", mono_ns(), 0);
 	gs_session_close(m.sess);
+	gs_tsim_free(m.ts);
 	if (created != 0 && ctl != NULL) {
 		int r = gs_client_alloc_close(ctl, created, NULL, &err);
 

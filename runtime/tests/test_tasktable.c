@@ -1,6 +1,7 @@
 /*
  * test_tasktable.c — the host half of the TaskTable (gs_tasktable.c) and
- * the MasterKernel's shared-memory allocator and warp picking, which
+ * the MasterKernel's shared-memory allocator, warp picking and start
+ * decisions (a task's resources, published tickets, redo carry-over), which
  * gshare_device.cuh writes in plain C so that they are tested here.
  */
 #include <setjmp.h>
@@ -259,6 +260,84 @@ test_warps_take(void **state)
 	assert_int_equal(m, 0);
 }
 
+/* A task's resources: all three or nothing; a refusal changes nothing. */
+static void
+test_tres(void **state)
+{
+	unsigned int bm[GS__TGRANS / 32], freew = 0xfffffffeu, bars = 0x6u;
+	unsigned int ws = 0, bar = 0, i;
+	int sh = -1;
+
+	(void)state;
+	gs__shm_init(bm, 8);
+	assert_int_equal(gs__tgrans(0), 0);
+	assert_int_equal(gs__tgrans(1), 1);
+	assert_int_equal(gs__tgrans(256), 1);
+	assert_int_equal(gs__tgrans(257), 2);
+	/* 4 warps, barrier 1, granules 0..2 */
+	assert_true(gs__tres_take(&freew, &bars, bm, 4, 3, &ws, &bar, &sh));
+	assert_int_equal(ws, 0x1eu);
+	assert_int_equal(bar, 1);
+	assert_int_equal(sh, 0);
+	assert_int_equal(bars, 0x4u);
+	assert_int_equal(freew, 0xffffffe0u);
+	/* too much shared memory: the barrier and warps stay free */
+	assert_false(gs__tres_take(&freew, &bars, bm, 2, 6, &ws, &bar, &sh));
+	assert_int_equal(bars, 0x4u);
+	assert_int_equal(freew, 0xffffffe0u);
+	/* one warp needs no barrier and gets 0 */
+	assert_true(gs__tres_take(&freew, &bars, bm, 1, 0, &ws, &bar, &sh));
+	assert_int_equal(ws, 0x20u);
+	assert_int_equal(bar, 0);
+	assert_int_equal(sh, 0);
+	assert_true(gs__tres_take(&freew, &bars, bm, 2, 5, &ws, &bar, &sh));
+	assert_int_equal(bar, 2);
+	assert_int_equal(sh, 3);
+	/* no barrier left: a 2-warp task waits, its granules stay free */
+	gs__shm_free(bm, 3, 5);
+	assert_false(gs__tres_take(&freew, &bars, bm, 2, 1, &ws, &bar, &sh));
+	assert_int_equal(gs__shm_alloc(bm, GS__TGRANS, 5), 3);
+	gs__shm_free(bm, 3, 5);
+	/* too few warps */
+	freew = 0x3u << 30;
+	bars = 0x2u;
+	assert_false(gs__tres_take(&freew, &bars, bm, 3, 0, &ws, &bar, &sh));
+	assert_int_equal(freew, 0x3u << 30);
+	/* give back what was taken */
+	freew = 0xffffffe0u;
+	bars = 0x4u;
+	gs__tres_free(&freew, &bars, bm, 4, 1, 0, 3, 0x1eu);
+	assert_int_equal(freew, 0xfffffffeu);
+	assert_int_equal(bars, 0x6u);
+	for (i = 0; i < 8; i++)
+		assert_int_equal((bm[0] >> i) & 1u, 0);
+}
+
+/* Published tickets are counted in ring order from the first unread
+ * one, up to the first not published; the redo carry-over appends. */
+static void
+test_tpublished_carry(void **state)
+{
+	unsigned int held[GS__THELD] = { 11, 12, 9, 10 };
+	unsigned int in[6] = { 1, 2, 3, 4, 5, 6 }, out[8] = { 7, 8 };
+
+	(void)state;
+	/* ring from position 2: tickets 9, 10, 11, 12 */
+	assert_int_equal(gs__tpublished(held, 2, 0, 4, 11), 2);
+	assert_int_equal(gs__tpublished(held, 2, 0, 4, 13), 4);
+	assert_int_equal(gs__tpublished(held, 2, 1, 4, 13), 3);
+	assert_int_equal(gs__tpublished(held, 2, 0, 4, 9), 0);
+	assert_int_equal(gs__tpublished(held, 2, 0, 3, 100), 3);
+	/* tail wrapped past 2^32: still published */
+	held[0] = 0xffffffffu;
+	assert_int_equal(gs__tpublished(held, 0, 0, 1, 3), 1);
+	assert_int_equal(gs__tredo_carry(in, 4, 6, out, 2), 4);
+	assert_int_equal(out[2], 5);
+	assert_int_equal(out[3], 6);
+	/* taken past the end (racing claims): nothing to carry */
+	assert_int_equal(gs__tredo_carry(in, 9, 6, out, 2), 2);
+}
+
 int
 main(void)
 {
@@ -270,6 +349,8 @@ main(void)
 		cmocka_unit_test(test_shm_alloc),
 		cmocka_unit_test(test_shm_random),
 		cmocka_unit_test(test_warps_take),
+		cmocka_unit_test(test_tres),
+		cmocka_unit_test(test_tpublished_carry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -311,6 +311,19 @@ test_container_build(void **state)
 	    &err), -1);
 	assert_int_equal(gs_dp_container_build("/a/b", NULL, ids, uu, 0, &c,
 	    &err), -1);
+
+	/* the launch gate, through the socket directory's mount */
+	assert_int_equal(gs_dp_container_build("/tmp/x/a.sock", "/gshare/",
+	    ids, uu, 2, &c, &err), 0);
+	assert_null(env_get(&c, "LD_PRELOAD"));
+	assert_int_equal(gs_dp_container_preload(&c, "libgshare-gate.so",
+	    &err), 0);
+	assert_string_equal(env_get(&c, "LD_PRELOAD"),
+			    "/gshare/libgshare-gate.so");
+	assert_int_equal(gs_dp_container_preload(&c, "../etc/x.so", &err),
+			 -1);
+	assert_int_equal(gs_dp_container_preload(&c, "", &err), -1);
+	assert_int_equal(gs_dp_container_preload(&c, "..", &err), -1);
 }
 
 static void

@@ -242,6 +242,9 @@ def run(args):
               r.stderr.strip())
 
         # Registration: Register (validated), options, ListAndWatch.
+        # The launch gate, installed in the agent socket directory, is
+        # preloaded through the socket directory's mount.
+        open(os.path.join(env.run, "libgshare-gate.so"), "w").close()
         env.start_plugin()
         k.wait_for(lambda: k.registrations, 10 * slow, "registration")
         check(k.registrations[0][2] == "gshare.io/gpu-share" and
@@ -292,6 +295,9 @@ def run(args):
               "CUDA/NVIDIA_VISIBLE_DEVICES" % alloc_id)
         check(mounts == [(env.run, env.run, True)],
               "Allocate mounts the agent socket directory read-only")
+        check(envs.get("LD_PRELOAD") ==
+              os.path.join(env.run, "libgshare-gate.so"),
+              "Allocate env: LD_PRELOAD is the launch gate in the mount")
         al = env.open_allocs()
         check(alloc_id in al and al[alloc_id]["shares"] == 30 and
               al[alloc_id]["uuid"] == gpu_of(ids),
@@ -450,7 +456,8 @@ def run(args):
               "SIGTERM: exit 0 after %.2f s, socket removed" % took)
         before = env.open_allocs()
         n = len(k.registrations)
-        env.start_plugin(["allow_span=true", "owner_uid=any"])
+        env.start_plugin(["allow_span=true", "owner_uid=any",
+                          "preload=no"])
         k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
                    "registration after plugin restart")
         k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
@@ -469,6 +476,8 @@ def run(args):
         free = k.free_ids()
         span = [[i for i in free if i.startswith(u)][0] for u in uuids]
         envs, _ = k.allocate(span)
+        check("LD_PRELOAD" not in envs,
+              "preload=no: no LD_PRELOAD in the Allocate env")
         sids = [int(x) for x in envs["GSHARE_ALLOCS"].split(",")]
         al = env.open_allocs()
         check(len(sids) == 2 and envs["GSHARE_ALLOC"] == str(sids[0]) and

@@ -262,6 +262,22 @@ job_gone() { ! squeue -h -j "$1" 2>/dev/null | grep -q .; }
 start_agent n1
 start_agent n2
 
+begin launch-gate-preload
+# the launch gate goes first in LD_PRELOAD; per job and per site opt-out
+install -m 644 "$ROOT/$B/runtime/gate/libgshare-gate.so" "$GS_T/gate.so"
+set_plugstack preload="$GS_T/gate.so"
+out=$(timeout 30 srun -w n1 --gres=gshare:10 bash -c 'echo PRELOAD=$LD_PRELOAD' 2>&1)
+expect "gate preloaded" "$out" "^PRELOAD=$GS_T/gate.so\$"
+out=$(timeout 30 srun -w n1 --gres=gshare:10 --gshare-preload=no bash -c 'echo PRELOAD=$LD_PRELOAD' 2>&1)
+expect "--gshare-preload=no" "$out" "^PRELOAD=\$"
+out=$(timeout 20 srun -w n1 --gshare-preload=maybe true 2>&1) && bad "--gshare-preload=maybe accepted"
+expect "preload message" "$out" '^srun: error: gshare: --gshare-preload=maybe: expected yes or no$'
+set_plugstack preload=no
+out=$(timeout 30 srun -w n1 --gres=gshare:10 bash -c 'echo PRELOAD=$LD_PRELOAD' 2>&1)
+expect "site preload=no" "$out" "^PRELOAD=\$"
+set_plugstack
+end
+
 begin env-and-lifetime
 out=$(CUDA_VISIBLE_DEVICES=7 timeout 30 srun -w n1 --gres=gshare:30 \
 	--gshare-weight=7 --gshare-priority=high --gshare-mode=space \

@@ -124,6 +124,54 @@ static void test_mem(void **state)
 	assert_int_equal(o.mem, 16ull << 40);	/* unchanged by errors */
 }
 
+static void test_preload(void **state)
+{
+	struct gs_spank_opts o;
+	struct gs_spank_conf c;
+	struct gs_error err;
+	char buf[64];
+	char *args[] = { "preload=no" };
+
+	(void)state;
+	gs_spank_opts_init(&o);
+	assert_int_equal(o.no_preload, 0);		/* on by default */
+	assert_int_equal(gs_spank_opt_preload("no", &o, &err), 0);
+	assert_int_equal(o.no_preload, 1);
+	assert_int_equal(gs_spank_opt_preload("yes", &o, &err), 0);
+	assert_int_equal(o.no_preload, 0);
+	assert_int_equal(gs_spank_opt_preload("off", &o, &err), -1);
+	assert_string_equal(err.msg,
+			    "--gshare-preload=off: expected yes or no");
+	assert_int_equal(gs_spank_opt_preload(NULL, &o, &err), -1);
+
+	/* per site: the plugstack.conf argument */
+	assert_int_equal(gs_spank_conf_parse(&c, 0, NULL, &err), 0);
+	assert_string_equal(c.preload, GS_GATE_LIB);
+	assert_int_equal(gs_spank_conf_parse(&c, 1, args, &err), 0);
+	assert_string_equal(c.preload, "no");
+
+	/* the gate goes first; an existing LD_PRELOAD is kept after it */
+	assert_int_equal(gs_preload_join(NULL, "/g.so", buf, sizeof(buf),
+					 &err), 0);
+	assert_string_equal(buf, "/g.so");
+	assert_int_equal(gs_preload_join("", "/g.so", buf, sizeof(buf),
+					 &err), 0);
+	assert_string_equal(buf, "/g.so");
+	assert_int_equal(gs_preload_join("/a.so /b.so", "/g.so", buf,
+					 sizeof(buf), &err), 0);
+	assert_string_equal(buf, "/g.so:/a.so /b.so");
+	/* already named (twice would load it once anyway): unchanged */
+	assert_int_equal(gs_preload_join("/a.so:/g.so", "/g.so", buf,
+					 sizeof(buf), &err), 0);
+	assert_string_equal(buf, "/a.so:/g.so");
+	/* a prefix of an entry is not the entry */
+	assert_int_equal(gs_preload_join("/g.so.1", "/g.so", buf,
+					 sizeof(buf), &err), 0);
+	assert_string_equal(buf, "/g.so:/g.so.1");
+	assert_int_equal(gs_preload_join("/a.so", "/g.so", buf, 8, &err),
+			 -1);
+}
+
 static void test_conf_defaults(void **state)
 {
 	struct gs_spank_conf c;
@@ -639,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_priority_mode),
 		cmocka_unit_test(test_mem),
 		cmocka_unit_test(test_record_mem),
+		cmocka_unit_test(test_preload),
 		cmocka_unit_test(test_conf_defaults),
 		cmocka_unit_test(test_conf_args),
 		cmocka_unit_test(test_conf_bad),

@@ -1,0 +1,1003 @@
+/*
+ * gate.c — libgshare-gate.so, the launch gate for unmodified CUDA
+ * applications (DESIGN §4, level 1).  Preloaded into a job, it interposes
+ * the driver entry points that put work on the GPU (gate_hooks.h) and
+ * makes them obey the allocation's token:
+ *
+ *   - a submission waits until the process holds the token (TOKEN_WANT /
+ *     GRANT through common/gs_session), then until its stream's window of
+ *     work in flight has room (gate_logic.h), and is then made inline on
+ *     the caller's thread, so the driver's status reaches the caller;
+ *   - an event recorded after every few submissions tells the gate what
+ *     completed, and how much GPU time the spans took (accounting);
+ *   - a monitor thread (started at the first grant, never in init) sees
+ *     SUSPEND in the control page, stops new submissions, waits for what
+ *     is in flight, and releases the token with the GPU time used; it
+ *     also gives the token back when the job has been idle for a grace
+ *     period, and then asks for it again only when work comes.
+ *
+ * Interposition (STYLE rules 15-21): the exported wrappers catch direct
+ * calls; dlsym is overridden (both glibc symbol versions) so that lookups
+ * on a dlopen'ed libcuda.so.1 return the wrappers; cuGetProcAddress and
+ * cuGetProcAddress_v2 call the real one first, then swap the pointer it
+ * returned when it is the real pointer of a hooked symbol (so the _vN
+ * variant and the per-thread-default-stream flag are the driver's
+ * choice).  Look-ups by libcuda itself pass through untouched.
+ *
+ * No CUDA headers, no -lcuda, no threads or driver calls in the one-time
+ * init.  When the job has no allocation (GSHARE_ALLOC unset), GSHARE_GATE
+ * is 0, the job links libgshare (level 2), or the agent refuses the
+ * attach, every call passes straight through.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gate_cuda.h"
+#include "gate_hooks.h"
+#include "gate_logic.h"
+#include "gs_error.h"
+#include "gs_proto.h"
+#include "gs_session.h"
+
+#define GATE_EXPORT __attribute__((visibility("default")))
+#define GATE_MAX_STREAMS 1024
+
+/* ---- real symbols --------------------------------------------------- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef CUresult (*gpa1_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
+			    CUdriverProcAddressQueryResult *);
+
+static dlsym_fn real_dlsym_new, real_dlsym_old;
+
+enum {
+#define X(kind, sym, ptsz, P, A, S) H_##sym,
+	GATE_HOOKS(X)
+#undef X
+	H_COUNT
+};
+
+static const char *const hook_names[H_COUNT] = {
+#define X(kind, sym, ptsz, P, A, S) #sym,
+	GATE_HOOKS(X)
+#undef X
+};
+
+/* the exported wrappers (defined below, from the same list) */
+#define X(kind, sym, ptsz, P, A, S) \
+	__attribute__((visibility("default"))) CUresult sym P;
+GATE_HOOKS(X)
+#undef X
+
+static void *hook_real[H_COUNT];	/* libcuda's own pointers */
+static void *hook_wrap[H_COUNT];	/* ours, filled at init */
+
+#define X(name, P) static CUresult (*d_##name) P;
+GATE_DRIVER(X)
+#undef X
+
+static gpa1_fn real_gpa1;
+static gpa2_fn real_gpa2;
+static void *cuda_handle;
+static void *cuda_base;			/* load address of libcuda */
+
+/* ---- state ---------------------------------------------------------- */
+
+enum gate_state {
+	GT_NOTHELD = 0,		/* no token; the next submission asks */
+	GT_ACQUIRING = 1,	/* a thread waits in gs_session_acquire */
+	GT_HELD = 2,		/* token held: submissions go */
+	GT_DRAINING = 3,	/* suspend seen: waiting for work in flight */
+};
+
+struct gstream {
+	uint64_t key;
+	CUstream rec;		/* handle to record events on */
+	CUcontext ctx;
+	int gated;
+	int per_thread;		/* per-thread default stream: the monitor
+				 * cannot record on it (one event per launch) */
+	struct gl_stream w;
+	CUevent ev[GL_RING];
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int enabled;		/* 0: pass everything through */
+	int sess_tried;
+	struct gs_session *sess;
+	enum gate_state state;
+	int monitor_up;
+	pthread_t monitor;
+	struct gl_params par;
+	uint64_t idle_ns, poll_ns;
+	int gate_dev;
+	int debug;
+	uint64_t last_submit_ns, grant_ns, hold_gpu_ns, next_progress_ns;
+	struct gstream *streams[GATE_MAX_STREAMS];
+	unsigned nstreams;
+	uint64_t n_reclaimed;
+	/* statistics (GSHARE_GATE_DEBUG) */
+	uint64_t n_submit, n_events, n_grants, n_suspend, n_idle, n_waits;
+	uint64_t gpu_total_ns;
+} g = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+};
+
+static int capture_count;		/* stream captures in progress */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static __thread int tls_in_gate;
+/* this thread runs gate_init: libcuda's constructors (run by its dlopen)
+ * must not re-enter the once-routine through dlsym */
+static __thread int tls_initing;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void gate_warn(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void gate_warn(const char *fmt, ...)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "gshare-gate[%d]: ", (int)getpid());
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (n > 0 && (size_t)n < sizeof(buf))
+		n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf) - 1)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)!write(2, buf, (size_t)n);
+}
+
+static uint64_t env_u64(const char *name, uint64_t def, uint64_t lo,
+			uint64_t hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (v == NULL || *v == '\0')
+		return def;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || x < lo || x > hi) {
+		gate_warn("%s=%s is not a number in %llu..%llu: using %llu",
+			  name, v, (unsigned long long)lo,
+			  (unsigned long long)hi, (unsigned long long)def);
+		return def;
+	}
+	return x;
+}
+
+/* ---- symbol resolution ---------------------------------------------- */
+
+static void resolve_dlsym(void)
+{
+	if (real_dlsym_new != NULL)
+		return;
+	real_dlsym_old = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	real_dlsym_new = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	if (real_dlsym_new == NULL)
+		real_dlsym_new = real_dlsym_old;
+	if (real_dlsym_old == NULL)
+		real_dlsym_old = real_dlsym_new;
+}
+
+static void gate_atfork_prepare(void);
+static void gate_atfork_parent(void);
+static void gate_atfork_child(void);
+
+/* The one-time init: symbols and settings only (no threads, no driver
+ * calls, no agent). */
+static void gate_init(void)
+{
+	const char *e;
+	Dl_info info;
+
+	tls_initing = 1;
+	resolve_dlsym();
+#define X(kind, sym, ptsz, P, A, S) hook_wrap[H_##sym] = (void *)sym;
+	GATE_HOOKS(X)
+#undef X
+	cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (cuda_handle != NULL && real_dlsym_new != NULL) {
+		for (int i = 0; i < H_COUNT; i++)
+			hook_real[i] = real_dlsym_new(cuda_handle,
+						      hook_names[i]);
+#define X(name, P) *(void **)&d_##name = real_dlsym_new(cuda_handle, #name);
+		GATE_DRIVER(X)
+#undef X
+		real_gpa1 = (gpa1_fn)real_dlsym_new(cuda_handle,
+						    "cuGetProcAddress");
+		real_gpa2 = (gpa2_fn)real_dlsym_new(cuda_handle,
+						    "cuGetProcAddress_v2");
+		if (d_cuEventCreate != NULL &&
+		    dladdr((void *)d_cuEventCreate, &info) != 0)
+			cuda_base = info.dli_fbase;
+	}
+	gl_params_default(&g.par);
+	g.par.window_ns = env_u64("GSHARE_GATE_WINDOW_US", 1000, 10,
+				  1000000) * 1000;
+	g.par.max_inflight = (uint32_t)env_u64("GSHARE_GATE_MAX_INFLIGHT",
+					       256, 1, 1u << 20);
+	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
+	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
+	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
+	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
+	e = getenv("GSHARE_GATE");
+	g.enabled = !(e != NULL && strcmp(e, "0") == 0) &&
+		    getenv("GSHARE_ALLOC") != NULL && d_cuEventCreate != NULL &&
+		    d_cuEventRecord != NULL && d_cuEventQuery != NULL &&
+		    d_cuEventSynchronize != NULL &&
+		    d_cuEventElapsedTime != NULL && d_cuCtxGetCurrent != NULL &&
+		    d_cuCtxSetCurrent != NULL && d_cuCtxGetDevice != NULL &&
+		    d_cuStreamGetCtx != NULL;
+	pthread_atfork(gate_atfork_prepare, gate_atfork_parent,
+		       gate_atfork_child);
+	tls_initing = 0;
+}
+
+static void gate_init_once(void)
+{
+	pthread_once(&init_once, gate_init);
+}
+
+static int from_libcuda(const void *caller)
+{
+	Dl_info info;
+
+	return cuda_base != NULL && caller != NULL &&
+	       dladdr(caller, &info) != 0 && info.dli_fbase == cuda_base;
+}
+
+/* The wrapper for a real pointer the driver handed out, or p itself. */
+static void *swap_pointer(void *p)
+{
+	if (p == NULL)
+		return p;
+	for (int i = 0; i < H_COUNT; i++)
+		if (hook_real[i] == p)
+			return hook_wrap[i];
+	return p;
+}
+
+/* ---- fork ------------------------------------------------------------ */
+
+static void gate_atfork_prepare(void)
+{
+	pthread_mutex_lock(&g.mu);
+}
+
+static void gate_atfork_parent(void)
+{
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* The child has no monitor thread and must not speak for the parent's
+ * session: it forgets both (the parent's connection stays the parent's)
+ * and would open a session of its own if it used the GPU. */
+static void gate_atfork_child(void)
+{
+	pthread_mutex_init(&g.mu, NULL);
+	pthread_cond_init(&g.cv, NULL);
+	g.sess = NULL;
+	g.sess_tried = 0;
+	g.monitor_up = 0;
+	g.state = GT_NOTHELD;
+	for (unsigned i = 0; i < g.nstreams; i++)
+		gl_stream_init(&g.streams[i]->w);
+	g.hold_gpu_ns = 0;
+}
+
+/* ---- session (g.mu held) --------------------------------------------- */
+
+static void session_open_locked(void)
+{
+	struct gs_error err;
+	const char *alloc = getenv("GSHARE_ALLOC");
+
+	g.sess_tried = 1;
+	/* a job that links libgshare (level 2) drives its own session */
+	if (real_dlsym_new != NULL &&
+	    real_dlsym_new(RTLD_DEFAULT, "gs_init") != NULL) {
+		if (g.debug)
+			gate_warn("libgshare is linked: the gate stands aside");
+		g.enabled = 0;
+		return;
+	}
+	gs_error_clear(&err);
+	if (gs_session_open_env(5000, &g.sess, &err) < 0 || g.sess == NULL) {
+		gate_warn("cannot attach to allocation %s (%s): running "
+			  "ungated", alloc != NULL ? alloc : "?",
+			  err.msg[0] ? err.msg : "no session");
+		g.sess = NULL;
+		g.enabled = 0;
+		return;
+	}
+	/* TODO(gpu-uuid): once gs_session_gpu_uuid() exists, gate the device
+	 * whose UUID matches the allocation's GPU instead of the ordinal
+	 * GSHARE_GATE_DEVICE (the plugins make it ordinal 0). */
+	if (g.debug)
+		gate_warn("attached to allocation %s", alloc);
+}
+
+static volatile struct gs_ctlpage *page(void)
+{
+	return gs_session_page(g.sess);
+}
+
+static int suspend_pending(void)
+{
+	return __atomic_load_n(&page()->suspend, __ATOMIC_ACQUIRE) ==
+	       GS_CTL_SUSPEND;
+}
+
+static void *monitor_main(void *arg);
+
+static void monitor_start_locked(void)
+{
+	pthread_attr_t a;
+	sigset_t all, old;
+
+	if (g.monitor_up)
+		return;
+	/* the monitor never takes the application's signals */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&g.monitor, &a, monitor_main, NULL) == 0)
+		g.monitor_up = 1;
+	else
+		gate_warn("cannot start the monitor thread: running ungated");
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!g.monitor_up)
+		g.enabled = 0;
+}
+
+/* Ask for the token and wait for it (g.mu dropped while waiting). */
+static int acquire_locked(void)
+{
+	struct gs_error err;
+	int rc;
+
+	g.state = GT_ACQUIRING;
+	pthread_mutex_unlock(&g.mu);
+	rc = gs_session_acquire(g.sess, &err);
+	pthread_mutex_lock(&g.mu);
+	if (rc < 0) {
+		gate_warn("token request refused (%s): running ungated",
+			  err.msg);
+		g.enabled = 0;
+		g.state = GT_NOTHELD;
+		pthread_cond_broadcast(&g.cv);
+		return -1;
+	}
+	g.state = GT_HELD;
+	g.grant_ns = now_ns();
+	g.last_submit_ns = g.grant_ns;
+	g.hold_gpu_ns = 0;
+	g.next_progress_ns = g.grant_ns + 10000000;
+	g.n_grants++;
+	monitor_start_locked();
+	pthread_cond_broadcast(&g.cv);
+	return 0;
+}
+
+/* Until this process holds the token with no suspend pending.
+ * Returns -1 when the gate gave up (run ungated). */
+static int token_wait_locked(void)
+{
+	for (;;) {
+		if (!g.enabled)
+			return -1;
+		if (g.state == GT_HELD && !suspend_pending())
+			return 0;
+		if (g.state == GT_NOTHELD) {
+			if (acquire_locked() < 0)
+				return -1;
+			continue;
+		}
+		/* ACQUIRING, DRAINING, or HELD with a suspend the monitor
+		 * is about to act on */
+		g.n_waits++;
+		pthread_cond_wait(&g.cv, &g.mu);
+	}
+}
+
+/* ---- streams and events (g.mu held) ----------------------------------- */
+
+static CUcontext cur_ctx_locked(void)
+{
+	CUcontext c = NULL;
+
+	return d_cuCtxGetCurrent(&c) == CUDA_SUCCESS ? c : NULL;
+}
+
+/* The table is full (a program that creates and destroys streams all
+ * the time): take over an entry whose stream has nothing in flight; its
+ * events are destroyed (they may belong to another context).  NULL when
+ * every stream has work in flight. */
+static int record_locked(struct gstream *st, int start);
+
+static struct gstream *reclaim_locked(void)
+{
+	CUcontext cur = NULL;
+	unsigned covered = 0;
+
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		struct gstream *st = g.streams[i];
+
+		if (st->w.n == 0 && !gl_drained(&st->w) && covered < 8 &&
+		    !st->per_thread && st->ctx == cur_ctx_locked()) {
+			/* launches never covered by an event (the program
+			 * synchronized them itself): cover them now, so the
+			 * entry can be taken once they are done; a stream
+			 * already destroyed refuses the record: take it */
+			covered++;
+			if (record_locked(st, 0) == 0)
+				continue;
+			st->w.done = st->w.launched;
+		}
+		if (!gl_drained(&st->w) || st->w.n != 0)
+			continue;
+		if (d_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != st->ctx &&
+		    d_cuCtxSetCurrent(st->ctx) == CUDA_SUCCESS) {
+			for (int k = 0; k < GL_RING; k++)
+				if (st->ev[k] != NULL && d_cuEventDestroy_v2)
+					(void)d_cuEventDestroy_v2(st->ev[k]);
+			(void)d_cuCtxSetCurrent(cur);
+		} else {
+			for (int k = 0; k < GL_RING; k++)
+				if (st->ev[k] != NULL && d_cuEventDestroy_v2)
+					(void)d_cuEventDestroy_v2(st->ev[k]);
+		}
+		memset(st->ev, 0, sizeof(st->ev));
+		g.n_reclaimed++;
+		return st;
+	}
+	return NULL;
+}
+
+static struct gstream *stream_get_locked(CUstream s, int ptsz)
+{
+	uint64_t key;
+	struct gstream *st;
+	CUcontext ctx = NULL, cur = NULL;
+	CUdevice dev = -1;
+	int per_thread = (ptsz && s == NULL) || s == CU_STREAM_PER_THREAD;
+	static __thread char tls_key;
+
+	key = per_thread ? (uint64_t)(uintptr_t)&tls_key | 1u :
+		(s == NULL ? (uint64_t)(uintptr_t)CU_STREAM_LEGACY :
+		 (uint64_t)(uintptr_t)s);
+	if (d_cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+		cur = NULL;
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		st = g.streams[i];
+		/* legacy and per-thread streams exist once per context */
+		if (st->key == key &&
+		    (s != NULL && s != CU_STREAM_LEGACY && !per_thread ?
+		     1 : st->ctx == cur))
+			return st;
+	}
+	if (s == NULL || s == CU_STREAM_LEGACY || per_thread)
+		ctx = cur;
+	else if (d_cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS)
+		return NULL;
+	if (ctx == NULL)
+		return NULL;
+	if (ctx != cur && d_cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+		return NULL;
+	if (d_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+		dev = -1;
+	if (ctx != cur)
+		(void)d_cuCtxSetCurrent(cur);
+	if (g.nstreams < GATE_MAX_STREAMS) {
+		st = calloc(1, sizeof(*st));
+		if (st == NULL)
+			return NULL;
+		g.streams[g.nstreams++] = st;
+	} else if ((st = reclaim_locked()) == NULL) {
+		return NULL;
+	}
+	st->key = key;
+	st->ctx = ctx;
+	st->per_thread = per_thread;
+	st->rec = per_thread ? CU_STREAM_PER_THREAD :
+		(s == NULL ? CU_STREAM_LEGACY : s);
+	st->gated = dev == g.gate_dev;
+	gl_stream_init(&st->w);
+	if (g.debug)
+		gate_warn("stream %p: device %d, %s", (void *)s, (int)dev,
+			  st->gated ? "gated" : "not gated");
+	return st;
+}
+
+/* Record an event on st (a start marker or the end of a batch).  The
+ * caller's thread has st's context current.  0, or -1 (nothing pushed). */
+static int record_locked(struct gstream *st, int start)
+{
+	int slot = gl_push(&st->w, start);
+
+	if (slot < 0)
+		return -1;
+	if (st->ev[slot] == NULL &&
+	    d_cuEventCreate(&st->ev[slot], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+		st->ev[slot] = NULL;
+		gl_unpush(&st->w);
+		return -1;
+	}
+	if (d_cuEventRecord(st->ev[slot], st->rec) != CUDA_SUCCESS) {
+		gl_unpush(&st->w);
+		return -1;
+	}
+	g.n_events++;
+	return 0;
+}
+
+/* Pop st's completed events (queries only; never blocks). */
+static void poll_stream_locked(struct gstream *st)
+{
+	int slot, from;
+	float ms;
+	uint64_t span, acc;
+
+	while ((slot = gl_front(&st->w)) >= 0) {
+		if (d_cuEventQuery(st->ev[slot]) != CUDA_SUCCESS)
+			return;		/* NOT_READY, or an error: later */
+		span = 0;
+		from = gl_span_start(&st->w);
+		if (from >= 0 && d_cuEventElapsedTime(&ms, st->ev[from],
+						      st->ev[slot]) ==
+				 CUDA_SUCCESS && ms > 0)
+			span = (uint64_t)((double)ms * 1e6);
+		acc = gl_pop(&st->w, span, now_ns());
+		g.hold_gpu_ns += acc;
+		g.gpu_total_ns += acc;
+	}
+}
+
+/* Until st's window has room (g.mu dropped while blocking). */
+static void window_wait_locked(struct gstream *st)
+{
+	int slot;
+	CUevent ev;
+	CUstreamCaptureMode mode;
+
+	while (gl_window_full(&st->w, &g.par)) {
+		poll_stream_locked(st);
+		if (!gl_window_full(&st->w, &g.par))
+			return;
+		slot = gl_front(&st->w);
+		if (slot < 0) {
+			/* only unevented launches: cover them */
+			if (record_locked(st, 0) < 0)
+				return;
+			continue;
+		}
+		ev = st->ev[slot];
+		pthread_mutex_unlock(&g.mu);
+		/* relaxed: a capture another thread starts meanwhile must
+		 * not be invalidated by the gate's own wait */
+		mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+		if (d_cuThreadExchangeStreamCaptureMode != NULL)
+			(void)d_cuThreadExchangeStreamCaptureMode(&mode);
+		(void)d_cuEventSynchronize(ev);
+		if (d_cuThreadExchangeStreamCaptureMode != NULL)
+			(void)d_cuThreadExchangeStreamCaptureMode(&mode);
+		pthread_mutex_lock(&g.mu);
+	}
+}
+
+/* ---- the monitor ------------------------------------------------------ */
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int poll_all_locked(void)
+{
+	int drained = 1;
+
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		struct gstream *st = g.streams[i];
+
+		if (!st->gated || gl_drained(&st->w))
+			continue;
+		poll_stream_locked(st);
+		if (!gl_drained(&st->w))
+			drained = 0;
+	}
+	return drained;
+}
+
+/* Cover every stream's unevented launches with an event, from the
+ * monitor's thread (its context made current as needed). */
+static void cover_all_locked(CUcontext *cur)
+{
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		struct gstream *st = g.streams[i];
+
+		if (!st->gated || st->per_thread ||
+		    gl_unevented(&st->w) == 0)
+			continue;
+		if (*cur != st->ctx && d_cuCtxSetCurrent(st->ctx) ==
+		    CUDA_SUCCESS)
+			*cur = st->ctx;
+		(void)record_locked(st, 0);
+	}
+}
+
+/* GSHARE_GATE_DEBUG: eviction latencies for the exit summary */
+#define GATE_LAT_MAX 65536
+static uint64_t *lat_ns;
+static unsigned lat_n;
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void release_locked(int idle, uint64_t exit_ns)
+{
+	struct gs_run_result r = { 0 };
+	struct gs_error err;
+	uint64_t set = page()->suspend_set_ns;
+
+	if (g.debug && !idle && set != 0 && exit_ns >= set &&
+	    set >= g.grant_ns) {
+		if (lat_ns == NULL)
+			lat_ns = calloc(GATE_LAT_MAX, sizeof(*lat_ns));
+		if (lat_ns != NULL && lat_n < GATE_LAT_MAX)
+			lat_ns[lat_n++] = exit_ns - set;
+	}
+
+	r.done = idle;
+	r.reason = idle ? GS_REL_IDLE : GS_REL_SUSPENDED;
+	r.gpu_ns = g.hold_gpu_ns;
+	r.exit_ns = exit_ns;
+	(void)gs_session_release(g.sess, &r, &err);
+	g.hold_gpu_ns = 0;
+	g.state = GT_NOTHELD;
+	if (idle)
+		g.n_idle++;
+	else
+		g.n_suspend++;
+}
+
+static void *monitor_main(void *arg)
+{
+	CUcontext cur = NULL;
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	uint64_t t;
+	int drained;
+
+	(void)arg;
+	tls_in_gate = 1;
+	/* the gate's own queries never invalidate an application's capture */
+	if (d_cuThreadExchangeStreamCaptureMode != NULL)
+		(void)d_cuThreadExchangeStreamCaptureMode(&mode);
+	pthread_mutex_lock(&g.mu);
+	for (;;) {
+		if (g.state != GT_HELD || g.sess == NULL) {
+			pthread_cond_wait(&g.cv, &g.mu);
+			continue;
+		}
+		drained = poll_all_locked();
+		t = now_ns();
+		if (suspend_pending()) {
+			/* stop submissions, let the window drain, release */
+			g.state = GT_DRAINING;
+			cover_all_locked(&cur);
+			while (!poll_all_locked()) {
+				pthread_mutex_unlock(&g.mu);
+				sleep_ns(5000);
+				pthread_mutex_lock(&g.mu);
+				cover_all_locked(&cur);
+			}
+			release_locked(0, now_ns());
+			/* a suspended holder stays in the queue: the agent
+			 * grants it again later, and someone must take that
+			 * grant even if no thread submits by then */
+			(void)acquire_locked();
+			continue;
+		}
+		if (gl_idle_due(drained, g.last_submit_ns, t, g.idle_ns)) {
+			/* unevented launches: cover them and look again */
+			cover_all_locked(&cur);
+			if (poll_all_locked()) {
+				release_locked(1, 0);
+				pthread_cond_broadcast(&g.cv);
+				continue;
+			}
+		} else if (!drained && t - g.last_submit_ns >= g.idle_ns) {
+			cover_all_locked(&cur);
+		}
+		if (t >= g.next_progress_ns) {
+			struct gs_error err;
+
+			(void)gs_session_progress(g.sess, g.hold_gpu_ns, 0,
+						  &err);
+			g.next_progress_ns = t + 10000000;
+		}
+		pthread_mutex_unlock(&g.mu);
+		sleep_ns(g.poll_ns);
+		pthread_mutex_lock(&g.mu);
+	}
+	return NULL;
+}
+
+/* ---- the submission path ---------------------------------------------- */
+
+enum { GK_SUBMIT, GK_CAPBEGIN, GK_CAPEND };
+#define GATE_K_SUBMIT GK_SUBMIT
+#define GATE_K_CAPBEGIN GK_CAPBEGIN
+#define GATE_K_CAPEND GK_CAPEND
+
+struct gate_ticket {
+	struct gstream *st;	/* non-NULL: gated, g.mu held */
+};
+
+static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
+{
+	struct gstream *st;
+
+	t->st = NULL;
+	if (tls_initing)
+		return;
+	gate_init_once();
+	if (kind != GK_SUBMIT || !g.enabled || tls_in_gate ||
+	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) > 0)
+		return;
+	pthread_mutex_lock(&g.mu);
+	if (!g.sess_tried)
+		session_open_locked();
+	if (!g.enabled || g.sess == NULL)
+		goto pass;
+	st = stream_get_locked(s, ptsz);
+	if (st == NULL || !st->gated)
+		goto pass;
+	for (;;) {
+		if (token_wait_locked() < 0)
+			goto pass;
+		if (!gl_window_full(&st->w, &g.par))
+			break;
+		window_wait_locked(st);
+		/* the lock was dropped: the token may have moved on */
+	}
+	if (gl_need_start(&st->w, &g.par, now_ns()))
+		(void)record_locked(st, 1);
+	t->st = st;
+	return;
+pass:
+	pthread_mutex_unlock(&g.mu);
+}
+
+static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
+{
+	struct gstream *st = t->st;
+
+	if (kind == GK_CAPBEGIN && rc == CUDA_SUCCESS) {
+		__atomic_add_fetch(&capture_count, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	if (kind == GK_CAPEND) {
+		int c = __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE);
+
+		while (c > 0 && !__atomic_compare_exchange_n(&capture_count,
+				&c, c - 1, 0, __ATOMIC_ACQ_REL,
+				__ATOMIC_ACQUIRE))
+			;
+		return;
+	}
+	if (st == NULL)
+		return;
+	if (rc == CUDA_SUCCESS) {
+		g.n_submit++;
+		g.last_submit_ns = now_ns();
+		if (gl_launched(&st->w, &g.par) || st->per_thread)
+			(void)record_locked(st, 0);
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+#define X(kind, sym, ptsz, P, A, S)					\
+	CUresult sym P							\
+	{								\
+		struct gate_ticket t_;					\
+		CUresult rc_;						\
+		gate_pre(GATE_K_##kind, (S), ptsz, &t_);		\
+		if (hook_real[H_##sym] == NULL) {			\
+			gate_post(GATE_K_##kind, &t_, CUDA_ERROR_NOT_FOUND); \
+			return CUDA_ERROR_NOT_FOUND;			\
+		}							\
+		rc_ = ((CUresult (*) P)hook_real[H_##sym]) A;		\
+		gate_post(GATE_K_##kind, &t_, rc_);			\
+		return rc_;						\
+	}
+GATE_HOOKS(X)
+#undef X
+
+/* ---- cuGetProcAddress ------------------------------------------------- */
+
+GATE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
+				      int ver, cuuint64_t flags);
+GATE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn,
+					 int ver, cuuint64_t flags,
+					 CUdriverProcAddressQueryResult *st);
+
+static void *swap_gpa(const char *symbol, void *p)
+{
+	if (p == NULL)
+		return p;
+	if (symbol != NULL && strcmp(symbol, "cuGetProcAddress") == 0) {
+		if (p == (void *)real_gpa2)
+			return (void *)cuGetProcAddress_v2;
+		if (p == (void *)real_gpa1)
+			return (void *)cuGetProcAddress;
+		return p;
+	}
+	return swap_pointer(p);
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver,
+			  cuuint64_t flags)
+{
+	CUresult rc;
+
+	if (tls_initing) {	/* libcuda's constructor: its own answer */
+		gpa1_fn f = (gpa1_fn)real_dlsym_new(RTLD_NEXT,
+						    "cuGetProcAddress");
+
+		return f != NULL ? f(symbol, pfn, ver, flags) :
+			CUDA_ERROR_NOT_FOUND;
+	}
+	gate_init_once();
+	if (real_gpa1 == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = real_gpa1(symbol, pfn, ver, flags);
+	if (rc == CUDA_SUCCESS && pfn != NULL &&
+	    !from_libcuda(__builtin_return_address(0)))
+		*pfn = swap_gpa(symbol, *pfn);
+	return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver,
+			     cuuint64_t flags,
+			     CUdriverProcAddressQueryResult *status)
+{
+	CUresult rc;
+
+	if (tls_initing) {	/* libcuda's constructor: its own answer */
+		gpa2_fn f = (gpa2_fn)real_dlsym_new(RTLD_NEXT,
+						    "cuGetProcAddress_v2");
+
+		return f != NULL ? f(symbol, pfn, ver, flags, status) :
+			CUDA_ERROR_NOT_FOUND;
+	}
+	gate_init_once();
+	if (real_gpa2 == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = real_gpa2(symbol, pfn, ver, flags, status);
+	if (rc == CUDA_SUCCESS && pfn != NULL &&
+	    !from_libcuda(__builtin_return_address(0)))
+		*pfn = swap_gpa(symbol, *pfn);
+	return rc;
+}
+
+/* ---- dlsym ------------------------------------------------------------ */
+
+/* Our answer for a hooked name, or NULL: then the real dlsym answers,
+ * called as a tail call so that it sees the application's return address
+ * (RTLD_NEXT stays relative to the caller). */
+static void *dlsym_hook(void *h, const char *name, const void *caller)
+{
+	void *p;
+
+	if (name == NULL || name[0] != 'c' || name[1] != 'u' || tls_initing)
+		return NULL;
+	gate_init_once();
+	if (from_libcuda(caller) || real_dlsym_new == NULL)
+		return NULL;
+	if (strcmp(name, "cuGetProcAddress") == 0 ||
+	    strcmp(name, "cuGetProcAddress_v2") == 0) {
+		p = real_dlsym_new(h, name);
+		if (p == NULL)
+			return NULL;
+		return name[16] == '\0' ? (void *)cuGetProcAddress :
+			(void *)cuGetProcAddress_v2;
+	}
+	for (int i = 0; i < H_COUNT; i++) {
+		if (strcmp(name, hook_names[i]) != 0)
+			continue;
+		p = real_dlsym_new(h, name);
+		return p == NULL ? NULL : hook_wrap[i];
+	}
+	return NULL;
+}
+
+GATE_EXPORT void *gate_dlsym_234(void *h, const char *name);
+GATE_EXPORT void *gate_dlsym_225(void *h, const char *name);
+__asm__(".symver gate_dlsym_234,dlsym@@GLIBC_2.34");
+__asm__(".symver gate_dlsym_225,dlsym@GLIBC_2.2.5");
+
+void *gate_dlsym_234(void *h, const char *name)
+{
+	void *p = dlsym_hook(h, name, __builtin_return_address(0));
+
+	if (p != NULL)
+		return p;
+	resolve_dlsym();
+	return real_dlsym_new(h, name);
+}
+
+void *gate_dlsym_225(void *h, const char *name)
+{
+	void *p = dlsym_hook(h, name, __builtin_return_address(0));
+
+	if (p != NULL)
+		return p;
+	resolve_dlsym();
+	return real_dlsym_old(h, name);
+}
+
+/* ---- statistics ------------------------------------------------------- */
+
+__attribute__((destructor)) static void gate_fini(void)
+{
+	if (!g.debug || !g.sess_tried)
+		return;
+	if (lat_n > 0) {
+		qsort(lat_ns, lat_n, sizeof(*lat_ns), cmp_u64);
+		gate_warn("evictions %u p50_us %.1f p99_us %.1f max_us %.1f",
+			  lat_n, (double)lat_ns[lat_n / 2] / 1e3,
+			  (double)lat_ns[(lat_n * 99) / 100] / 1e3,
+			  (double)lat_ns[lat_n - 1] / 1e3);
+	}
+	gate_warn("submissions %llu events %llu grants %llu suspends %llu "
+		  "idle-releases %llu waits %llu gpu_ms %.3f streams %u "
+		  "evict_max_us %.1f evict_avg_us %.1f reclaimed %llu",
+		  (unsigned long long)g.n_submit,
+		  (unsigned long long)g.n_events,
+		  (unsigned long long)g.n_grants,
+		  (unsigned long long)g.n_suspend,
+		  (unsigned long long)g.n_idle,
+		  (unsigned long long)g.n_waits, (double)g.gpu_total_ns / 1e6,
+		  g.nstreams,
+		  g.sess ? (double)page()->evict_ns_max / 1e3 : 0.0,
+		  g.sess && page()->suspensions ?
+		  (double)page()->evict_ns_sum / 1e3 /
+		  (double)page()->suspensions : 0.0,
+		  (unsigned long long)g.n_reclaimed);
+}

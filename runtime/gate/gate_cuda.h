@@ -1,0 +1,46 @@
+/*
+ * gate_cuda.h — the few CUDA driver types the launch gate needs, pinned
+ * here so that the gate builds without CUDA headers (STYLE rule 16).
+ * Layouts follow the driver ABI (cuda.h of CUDA 12 and 13); only what the
+ * gate reads is spelled out.
+ */
+#ifndef GATE_CUDA_H
+#define GATE_CUDA_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraph_st *CUgraph;
+typedef uint64_t CUdeviceptr;
+typedef uint64_t cuuint64_t;
+typedef int CUstreamCaptureMode;
+typedef int CUdriverProcAddressQueryResult;
+
+#define CUDA_SUCCESS			0
+#define CUDA_ERROR_NOT_READY		600
+#define CUDA_ERROR_NOT_FOUND		500
+
+#define CU_STREAM_LEGACY		((CUstream)0x1)
+#define CU_STREAM_PER_THREAD		((CUstream)0x2)
+#define CU_EVENT_DEFAULT		0x0
+#define CU_STREAM_CAPTURE_MODE_RELAXED	2
+#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM	(1 << 1)
+
+/* cuLaunchKernelEx's configuration: the stream is all the gate reads. */
+typedef struct CUlaunchConfig_st {
+	unsigned int gridDimX, gridDimY, gridDimZ;
+	unsigned int blockDimX, blockDimY, blockDimZ;
+	unsigned int sharedMemBytes;
+	CUstream hStream;
+	void *attrs;
+	unsigned int numAttrs;
+} CUlaunchConfig;
+
+#endif /* GATE_CUDA_H */

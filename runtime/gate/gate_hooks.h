@@ -1,0 +1,105 @@
+/*
+ * gate_hooks.h — every driver entry point the launch gate interposes,
+ * declared once (STYLE rule 15).  One line per exported driver symbol:
+ *
+ *   X(kind, symbol, ptsz, params, args, stream)
+ *
+ *   kind    SUBMIT (puts work on a stream: gated), CAPBEGIN / CAPEND
+ *           (stream capture starts / ends: counted, never gated)
+ *   symbol  the name libcuda exports, with its _vN suffix: the versioned
+ *           variant the CUDA 12/13 headers map the API name to
+ *   ptsz    1 for the per-thread-default-stream twin (_ptsz), 0 otherwise
+ *   params  the parameter list, args the same names as an argument list
+ *   stream  the expression that names the stream the call submits to
+ *
+ * The list expands into the exported wrappers, the table of real
+ * pointers, the dlsym map and the cuGetProcAddress map (gate.c).  The
+ * base name cuGetProcAddress asks for is the symbol without _vN/_ptsz;
+ * the gate never needs it, because it compares the pointer the real
+ * cuGetProcAddress returns with the real pointers of this list.
+ * tests/gpu/gate_symbols.sh checks that the driver exports every symbol.
+ */
+#ifndef GATE_HOOKS_H
+#define GATE_HOOKS_H
+
+#include "gate_cuda.h"
+
+#define GATE_P_LAUNCH (CUfunction f, unsigned gx, unsigned gy, unsigned gz, \
+		       unsigned bx, unsigned by, unsigned bz, unsigned shm, \
+		       CUstream s, void **kp, void **extra)
+#define GATE_A_LAUNCH (f, gx, gy, gz, bx, by, bz, shm, s, kp, extra)
+#define GATE_P_COOP (CUfunction f, unsigned gx, unsigned gy, unsigned gz, \
+		     unsigned bx, unsigned by, unsigned bz, unsigned shm, \
+		     CUstream s, void **kp)
+#define GATE_A_COOP (f, gx, gy, gz, bx, by, bz, shm, s, kp)
+#define GATE_P_EX (const CUlaunchConfig *cfg, CUfunction f, void **kp, \
+		   void **extra)
+#define GATE_A_EX (cfg, f, kp, extra)
+#define GATE_S_EX (cfg != NULL ? cfg->hStream : NULL)
+#define GATE_P_GRAPH (CUgraphExec ge, CUstream s)
+#define GATE_A_GRAPH (ge, s)
+#define GATE_P_CPY (CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s)
+#define GATE_A_CPY (d, src, n, s)
+#define GATE_P_HTOD (CUdeviceptr d, const void *src, size_t n, CUstream s)
+#define GATE_A_HTOD (d, src, n, s)
+#define GATE_P_DTOH (void *d, CUdeviceptr src, size_t n, CUstream s)
+#define GATE_A_DTOH (d, src, n, s)
+#define GATE_P_SET8 (CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+#define GATE_A_SET8 (d, v, n, s)
+#define GATE_P_SET32 (CUdeviceptr d, unsigned v, size_t n, CUstream s)
+#define GATE_A_SET32 (d, v, n, s)
+#define GATE_P_CAP2 (CUstream s, CUstreamCaptureMode mode)
+#define GATE_A_CAP2 (s, mode)
+#define GATE_P_CAP1 (CUstream s)
+#define GATE_A_CAP1 (s)
+#define GATE_P_CAPG (CUstream s, CUgraph gr, const void *deps, \
+		     const void *edata, size_t ndeps, CUstreamCaptureMode mode)
+#define GATE_A_CAPG (s, gr, deps, edata, ndeps, mode)
+#define GATE_P_END (CUstream s, CUgraph *gp)
+#define GATE_A_END (s, gp)
+
+#define GATE_HOOKS(X) \
+	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
+	X(SUBMIT, cuLaunchKernel_ptsz, 1, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
+	X(SUBMIT, cuLaunchKernelEx, 0, GATE_P_EX, GATE_A_EX, GATE_S_EX) \
+	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX) \
+	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s) \
+	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s) \
+	X(SUBMIT, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(SUBMIT, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(SUBMIT, cuMemcpyAsync, 0, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyAsync_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyDtoDAsync_v2, 0, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyDtoDAsync_v2_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s) \
+	X(SUBMIT, cuMemcpyHtoDAsync_v2, 0, GATE_P_HTOD, GATE_A_HTOD, s) \
+	X(SUBMIT, cuMemcpyHtoDAsync_v2_ptsz, 1, GATE_P_HTOD, GATE_A_HTOD, s) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2, 0, GATE_P_DTOH, GATE_A_DTOH, s) \
+	X(SUBMIT, cuMemcpyDtoHAsync_v2_ptsz, 1, GATE_P_DTOH, GATE_A_DTOH, s) \
+	X(SUBMIT, cuMemsetD8Async, 0, GATE_P_SET8, GATE_A_SET8, s) \
+	X(SUBMIT, cuMemsetD8Async_ptsz, 1, GATE_P_SET8, GATE_A_SET8, s) \
+	X(SUBMIT, cuMemsetD32Async, 0, GATE_P_SET32, GATE_A_SET32, s) \
+	X(SUBMIT, cuMemsetD32Async_ptsz, 1, GATE_P_SET32, GATE_A_SET32, s) \
+	X(CAPBEGIN, cuStreamBeginCapture, 0, GATE_P_CAP1, GATE_A_CAP1, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_ptsz, 1, GATE_P_CAP1, GATE_A_CAP1, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_v2, 0, GATE_P_CAP2, GATE_A_CAP2, s) \
+	X(CAPBEGIN, cuStreamBeginCapture_v2_ptsz, 1, GATE_P_CAP2, GATE_A_CAP2, s) \
+	X(CAPBEGIN, cuStreamBeginCaptureToGraph, 0, GATE_P_CAPG, GATE_A_CAPG, s) \
+	X(CAPBEGIN, cuStreamBeginCaptureToGraph_ptsz, 1, GATE_P_CAPG, GATE_A_CAPG, s) \
+	X(CAPEND, cuStreamEndCapture, 0, GATE_P_END, GATE_A_END, s) \
+	X(CAPEND, cuStreamEndCapture_ptsz, 1, GATE_P_END, GATE_A_END, s)
+
+/* The driver entry points the gate itself calls (never interposed). */
+#define GATE_DRIVER(X) \
+	X(cuEventCreate, (CUevent *e, unsigned flags)) \
+	X(cuEventDestroy_v2, (CUevent e)) \
+	X(cuEventRecord, (CUevent e, CUstream s)) \
+	X(cuEventQuery, (CUevent e)) \
+	X(cuEventSynchronize, (CUevent e)) \
+	X(cuEventElapsedTime, (float *ms, CUevent a, CUevent b)) \
+	X(cuCtxGetCurrent, (CUcontext *c)) \
+	X(cuCtxSetCurrent, (CUcontext c)) \
+	X(cuCtxGetDevice, (CUdevice *d)) \
+	X(cuStreamGetCtx, (CUstream s, CUcontext *c)) \
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m))
+
+#endif /* GATE_HOOKS_H */

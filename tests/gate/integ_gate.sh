@@ -1,0 +1,148 @@
+#!/bin/sh
+# Integration test of the launch gate without a GPU: a live gshared with
+# one simulated GPU (wfq, 4 ms slices), the stand-in libcuda.so.1, and
+# gate_app (which reaches the driver like the CUDA runtime does) with
+# libgshare-gate.so preloaded.  Checks:
+#   - no allocation / GSHARE_GATE=0 / libgshare linked (level 2): every
+#     call passes through untouched;
+#   - each way to reach the driver (cuGetProcAddress_v2, the PTDS flag,
+#     dlsym on the libcuda handle, the application asking for
+#     cuGetProcAddress itself) is gated; graphs, async copies, several
+#     streams, a global-mode capture (not broken), fork, a second device
+#     (not gated) work; the work queued on the GPU stays within the
+#     window (ungated, the same program queues 20 ms);
+#   - two gated jobs at weights 1:3 split the GPU 25/75;
+#   - a job idle most of the time leaves its time to a busy one;
+#   - kill -9 of a gated job mid-slice leaves the agent and the other job
+#     running; a second process on the same allocation is gated beside
+#     the first (they share the allocation's token).
+# Cleans up every process and file on any exit.
+set -u
+GS_LOG_TAIL=40
+. "$(dirname "$0")/../lib/agent.sh"
+APP=$B/tests/gate/gate_app
+GATE=$PWD/$B/runtime/gate/libgshare-gate.so
+gs_agent_init gsgate "$APP" "$SIM" "$GATE" "$B/tests/gate/standin/libcuda.so.1" \
+    "$B/tests/gate/fake_libgshare.so"
+export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
+
+gs_agent_conf <<CONF
+gpus:
+  simulated: 1
+policy: wfq
+slice: 4ms
+CONF
+gs_agent_start "simulated GPU"
+
+ctl() { $CTL -s "$sock" "$@"; }
+gated() {	# ALLOC OUT ARGS...: gate_app under the gate, in the background
+	g_alloc=$1 g_out=$2
+	shift 2
+	GSHARE_SOCKET=$sock GSHARE_ALLOC=$g_alloc LD_PRELOAD=$GATE \
+	    $APP "$@" >"$dir/$g_out.out" 2>&1 &
+	jpids="$jpids $!"
+}
+field() {	# FILE KEY
+	sed -n 's/.*event=done.* '"$2"'=\([^ ]*\).*/\1/p' "$1"
+}
+
+# --- pass-through -------------------------------------------------------
+LD_PRELOAD=$GATE $APP --seconds 0.2 --expect-ungated >"$dir/p1.out" 2>&1 &&
+    ok "no allocation: untouched" || bad "no allocation: $(cat "$dir/p1.out")"
+a=$(ctl create --shares 50)
+GSHARE_GATE=0 GSHARE_SOCKET=$sock GSHARE_ALLOC=$a LD_PRELOAD=$GATE \
+    $APP --seconds 0.2 --expect-ungated >"$dir/p2.out" 2>&1 &&
+    ok "GSHARE_GATE=0: untouched" || bad "GSHARE_GATE=0: $(cat "$dir/p2.out")"
+# a level-2 job (libgshare's gs_init present) drives its own session
+GSHARE_SOCKET=$sock GSHARE_ALLOC=$a \
+    LD_PRELOAD="$GATE $PWD/$B/tests/gate/fake_libgshare.so" \
+    $APP --seconds 0.2 --expect-ungated >"$dir/p4.out" 2>&1 &&
+    ok "libgshare linked: the gate stands aside" ||
+    bad "libgshare linked: $(cat "$dir/p4.out")"
+# the same program without the gate queues far more than a window
+$APP --seconds 0.3 --max-queue-us 2000 >"$dir/p3.out" 2>&1 &&
+    bad "ungated run stayed within the window (test cannot fail)" ||
+    ok "ungated: $(field "$dir/p3.out" max_queued_us) us queued"
+
+# --- every path to the driver, alone on the allocation --------------------
+# window 1 ms + one 100 us kernel + scheduling slack on a loaded machine
+for v in "" "--ptds" "--dlsym" "--dlsym --ptds" "--self-gpa" "--graph" \
+	 "--copies" "--streams 3" "--capture" "--fork" "--dev1" \
+	 "--stream-churn --kernel-us 20 --sync-every 0"; do
+	n=v$(echo "$v" | tr -dc 'a-z0-9')
+	# one window per stream (docs/runtime.md): 3 streams, 3 windows
+	q=2500
+	[ "$v" = "--streams 3" ] && q=4500
+	gated "$a" "$n" --seconds 0.4 --expect-gated --max-queue-us $q $v
+	gs_wait_jobs 30
+	[ $fail = 0 ] && ok "gated ${v:-(cuGetProcAddress_v2)}: $(field \
+	    "$dir/$n.out" launches) launches, $(field "$dir/$n.out" \
+	    event_records) events, $(field "$dir/$n.out" max_queued_us) us queued" ||
+	    { bad "gated $v"; cat "$dir/$n.out" >&2; exit 1; }
+done
+grep -q 'captured=[1-9]' "$dir/vcapture.out" &&
+    grep -q 'capture_broken=0' "$dir/vcapture.out" &&
+    ok "capture: recorded, not broken" || bad "capture: $(cat "$dir/vcapture.out")"
+grep -q 'dev1=[1-9]' "$dir/vdev1.out" && ok "second device used" ||
+    bad "dev1: $(cat "$dir/vdev1.out")"
+# every churned stream's launch is gated (a start marker each), also
+# after more streams than the gate's table holds (1024)
+f=$dir/vstreamchurnkernelus20syncevery0.out
+n=$(field "$f" launches) e=$(field "$f" event_records)
+[ "${n:-0}" -gt 1100 ] && [ "${e:-0}" -ge "$n" ] &&
+    ok "stream churn: $n streams created and destroyed, $e events" ||
+    bad "stream churn: $n streams, $e events (want >1100 and >= streams)"
+ctl close "$a" >/dev/null || bad "close $a"
+
+# --- weights 1:3 -------------------------------------------------------------
+a=$(ctl create --shares 25 --weight 1)
+b=$(ctl create --shares 75 --weight 3)
+at=$(( $($SIM --now) + 800000000 ))
+gated "$a" w1 --seconds 4 --at $at --win 1:4
+gated "$b" w3 --seconds 4 --at $at --win 1:4
+gs_wait_jobs 60
+$PY - "$(field "$dir/w1.out" in_window)" "$(field "$dir/w3.out" in_window)" <<'EOF' &&
+import sys
+x, y = int(sys.argv[1]), int(sys.argv[2])
+s = 100 * x / (x + y)
+print(f"ok   weights 1:3 -> {s:.1f} / {100 - s:.1f} %")
+sys.exit(0 if abs(s - 25) <= 8 else 1)
+EOF
+    true || bad "weights 1:3 off by more than 8 points"
+
+# --- idle release: a job busy 20 % of the time leaves the rest ------------------
+at=$(( $($SIM --now) + 800000000 ))
+gated "$a" i1 --seconds 3 --at $at --win 0:3
+gated "$b" i3 --seconds 3 --at $at --win 0:3 --busy-ms 40 --idle-ms 160
+gs_wait_jobs 60
+# the weight-1 job's kernels cover most of the 3 s (ungated: ~100 %)
+$PY - "$(field "$dir/i1.out" kernel_s)" <<'EOF' &&
+import sys
+k = float(sys.argv[1])
+print(f"ok   idle release: the busy weight-1 job ran {k:.2f} s of 3 s")
+sys.exit(0 if k >= 0.6 * 3 else 1)
+EOF
+    true || bad "idle release: the busy job got too little"
+
+# --- kill -9 mid-slice, and a second process on one allocation ----------------
+gated "$a" k1 --seconds 4
+victim=$!
+gated "$b" k3 --seconds 2
+sleep 1
+kill -9 $victim
+wait $victim 2>/dev/null
+jpids=$(echo "$jpids" | sed "s/ $victim\b//")
+gated "$b" k3b --seconds 1 --expect-gated
+gs_wait_jobs 60
+ctl ping >/dev/null && [ "$(field "$dir/k3.out" launches)" -gt 0 ] &&
+    ok "kill -9 mid-slice: agent alive, the other job finished" ||
+    bad "after kill -9"
+# several processes attach to one allocation and share its token: the
+# second one (k3 still runs) is gated, not refused
+! grep -q 'running ungated' "$dir/k3b.out" && grep -q 'event=done' "$dir/k3b.out" &&
+    ok "second process on one allocation: gated beside the first" ||
+    bad "second process: $(cat "$dir/k3b.out")"
+ctl close "$a" >/dev/null && ctl close "$b" >/dev/null || bad "close"
+
+[ $fail = 0 ] && echo "integ_gate: all passed"
+exit $fail

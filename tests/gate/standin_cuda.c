@@ -1,0 +1,577 @@
+/*
+ * standin_cuda.c — a stand-in libcuda.so.1 for testing the launch gate
+ * without a GPU (STYLE rule 21).  Built as libcuda.so.1 in its own
+ * directory and found through LD_LIBRARY_PATH.
+ *
+ * One simulated GPU per process, one engine: work runs in submission
+ * order across streams.  A kernel's duration in microseconds is its
+ * CUfunction handle's value (a graph's: its CUgraphExec's value); a copy
+ * or memset takes 1 us + 1 ns per 10 bytes.  Events complete when the
+ * work before them on their stream has; cuEventElapsedTime gives the
+ * simulated span.  Devices: 2 (contexts 0 and 1).  Stream capture: work
+ * on a capturing stream is recorded, not run; an event recorded on a
+ * capturing stream, or an event query or synchronize from a thread whose
+ * capture mode is not relaxed while a global-mode capture runs,
+ * invalidates the capture (cuStreamEndCapture then fails), as the real
+ * driver does.
+ *
+ * cuGetProcAddress(_v2) maps a base name to the versioned symbol (the
+ * _v2 copies from CUDA 3.2 on, the _ptsz twin with the
+ * per-thread-default-stream flag).  gs_standin_stats() tells the test
+ * program what happened (the gate's events included).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gate_cuda.h"
+#include "standin_stats.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct sctx {
+	int dev;
+};
+
+struct sstream {
+	uint64_t busy;		/* simulated time its last work ends */
+	struct sctx *ctx;
+	int capturing;
+	int cap_mode;
+	int cap_invalid;
+};
+
+struct sevent {
+	uint64_t ts;
+	int recorded;
+};
+
+static struct sctx ctxs[2] = { { 0 }, { 1 } };
+static struct sstream legacy[2] = { { .ctx = &ctxs[0] }, { .ctx = &ctxs[1] } };
+static __thread struct sstream per_thread[2];
+static __thread int per_thread_init;
+static __thread struct sctx *cur_ctx;
+static __thread int tls_cap_mode;	/* 0 global, 1 thread-local, 2 relaxed */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t engine_busy;
+static struct gs_standin_stats stats;
+static int global_captures;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct sstream *resolve(CUstream s, int ptsz)
+{
+	struct sctx *c = cur_ctx != NULL ? cur_ctx : &ctxs[0];
+
+	if ((s == NULL && ptsz) || s == CU_STREAM_PER_THREAD) {
+		if (!per_thread_init) {
+			per_thread[0].ctx = &ctxs[0];
+			per_thread[1].ctx = &ctxs[1];
+			per_thread_init = 1;
+		}
+		return &per_thread[c->dev];
+	}
+	if (s == NULL || s == CU_STREAM_LEGACY)
+		return &legacy[c->dev];
+	return (struct sstream *)s;
+}
+
+/* Put `dur_ns` of work on stream s (simulated). */
+static CUresult submit(CUstream s, int ptsz, uint64_t dur_ns, int kernel)
+{
+	struct sstream *st;
+	uint64_t now = now_ns(), start;
+
+	pthread_mutex_lock(&mu);
+	st = resolve(s, ptsz);
+	if (st->capturing) {
+		stats.captured++;
+		pthread_mutex_unlock(&mu);
+		return CUDA_SUCCESS;
+	}
+	start = now;
+	if (st->busy > start)
+		start = st->busy;
+	if (engine_busy > start)
+		start = engine_busy;
+	if (start - now > stats.max_queued_ns)
+		stats.max_queued_ns = start - now;
+	st->busy = engine_busy = start + dur_ns;
+	if (kernel) {
+		stats.kernels++;
+		stats.kernel_ns += dur_ns;
+	} else {
+		stats.copies++;
+	}
+	if (st->ctx->dev == 1)
+		stats.dev1_work++;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+static void capture_guard(void)
+{
+	/* a query or sync while a global capture runs (caller's lock) */
+	if (global_captures > 0 && tls_cap_mode != 2)
+		stats.capture_broken++;
+}
+
+/* ---- init, devices, contexts ---------------------------------------- */
+
+EXPORT CUresult cuInit(unsigned flags)
+{
+	(void)flags;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *v)
+{
+	*v = 13000;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+	if (ordinal < 0 || ordinal > 1)
+		return 101;	/* CUDA_ERROR_INVALID_DEVICE */
+	*d = ordinal;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+	*c = (CUcontext)&ctxs[d & 1];
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+{
+	cur_ctx = (struct sctx *)c;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
+{
+	*c = (CUcontext)cur_ctx;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+{
+	if (cur_ctx == NULL)
+		return 201;	/* CUDA_ERROR_INVALID_CONTEXT */
+	*d = cur_ctx->dev;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags)
+{
+	struct sstream *st = calloc(1, sizeof(*st));
+
+	(void)flags;
+	if (st == NULL)
+		return 2;	/* CUDA_ERROR_OUT_OF_MEMORY */
+	st->ctx = cur_ctx != NULL ? cur_ctx : &ctxs[0];
+	*s = (CUstream)st;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+{
+	/* kept allocated: the simulation may still order work behind it,
+	 * and a later stream must not reuse the address in this test */
+	(void)s;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
+{
+	*c = (CUcontext)resolve(s, 0)->ctx;
+	return CUDA_SUCCESS;
+}
+
+static void wait_until(uint64_t t)
+{
+	while (now_ns() < t) {
+		struct timespec ts = { 0, 20000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&mu);
+	t = resolve(s, 0)->busy;
+	pthread_mutex_unlock(&mu);
+	wait_until(t);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&mu);
+	t = resolve(s, 1)->busy;
+	pthread_mutex_unlock(&mu);
+	wait_until(t);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+	uint64_t t;
+
+	pthread_mutex_lock(&mu);
+	t = engine_busy;
+	pthread_mutex_unlock(&mu);
+	wait_until(t);
+	return CUDA_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags)
+{
+	struct sevent *ev = calloc(1, sizeof(*ev));
+
+	(void)flags;
+	if (ev == NULL)
+		return 2;
+	*e = (CUevent)ev;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent e)
+{
+	free(e);
+	return CUDA_SUCCESS;
+}
+
+static CUresult event_record(CUevent e, CUstream s, int ptsz)
+{
+	struct sevent *ev = (struct sevent *)e;
+	struct sstream *st;
+	uint64_t now = now_ns();
+
+	pthread_mutex_lock(&mu);
+	st = resolve(s, ptsz);
+	stats.event_records++;
+	if (st->capturing) {
+		/* an event record inside a capture becomes a graph node:
+		 * the application's graph is no longer what it captured */
+		st->cap_invalid = 1;
+		stats.capture_broken++;
+		pthread_mutex_unlock(&mu);
+		return CUDA_SUCCESS;
+	}
+	ev->ts = st->busy > now ? st->busy : now;
+	ev->recorded = 1;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	return event_record(e, s, 0);
+}
+
+EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+	return event_record(e, s, 1);
+}
+
+EXPORT CUresult cuEventQuery(CUevent e)
+{
+	struct sevent *ev = (struct sevent *)e;
+
+	pthread_mutex_lock(&mu);
+	capture_guard();
+	pthread_mutex_unlock(&mu);
+	return now_ns() >= ev->ts ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent e)
+{
+	pthread_mutex_lock(&mu);
+	capture_guard();
+	pthread_mutex_unlock(&mu);
+	wait_until(((struct sevent *)e)->ts);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+	struct sevent *x = (struct sevent *)a, *y = (struct sevent *)b;
+
+	if (!x->recorded || !y->recorded)
+		return 400;	/* CUDA_ERROR_INVALID_HANDLE */
+	*ms = (float)(((double)y->ts - (double)x->ts) / 1e6);
+	return CUDA_SUCCESS;
+}
+
+/* ---- work ---------------------------------------------------------------- */
+
+#define K_PARAMS CUfunction f, unsigned gx, unsigned gy, unsigned gz, \
+	unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s, \
+	void **kp, void **extra
+#define K_UNUSED (void)gx; (void)gy; (void)gz; (void)bx; (void)by; \
+	(void)bz; (void)shm; (void)kp; (void)extra
+
+EXPORT CUresult cuLaunchKernel(K_PARAMS)
+{
+	K_UNUSED;
+	return submit(s, 0, (uint64_t)(uintptr_t)f * 1000, 1);
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(K_PARAMS)
+{
+	K_UNUSED;
+	return submit(s, 1, (uint64_t)(uintptr_t)f * 1000, 1);
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f,
+				 void **kp, void **extra)
+{
+	(void)kp; (void)extra;
+	return submit(c->hStream, 0, (uint64_t)(uintptr_t)f * 1000, 1);
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f,
+				      void **kp, void **extra)
+{
+	(void)kp; (void)extra;
+	return submit(c->hStream, 1, (uint64_t)(uintptr_t)f * 1000, 1);
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
+{
+	stats.graphs++;
+	return submit(s, 0, (uint64_t)(uintptr_t)g * 1000, 1);
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
+{
+	stats.graphs++;
+	return submit(s, 1, (uint64_t)(uintptr_t)g * 1000, 1);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *src,
+				     size_t n, CUstream s)
+{
+	(void)d; (void)src;
+	return submit(s, 0, 1000 + n / 10, 0);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *src,
+					  size_t n, CUstream s)
+{
+	(void)d; (void)src;
+	return submit(s, 1, 1000 + n / 10, 0);
+}
+
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n,
+				 CUstream s)
+{
+	(void)d; (void)v;
+	return submit(s, 0, 1000 + n / 10, 0);
+}
+
+EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned v, size_t n,
+				      CUstream s)
+{
+	(void)d; (void)v;
+	return submit(s, 1, 1000 + n / 10, 0);
+}
+
+/* ---- capture ----------------------------------------------------------- */
+
+static CUresult begin_capture(CUstream s, int ptsz, int mode)
+{
+	struct sstream *st;
+
+	pthread_mutex_lock(&mu);
+	st = resolve(s, ptsz);
+	st->capturing = 1;
+	st->cap_mode = mode;
+	st->cap_invalid = 0;
+	if (mode == 0)
+		global_captures++;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+static CUresult end_capture(CUstream s, int ptsz, CUgraph *g)
+{
+	struct sstream *st;
+	int bad;
+
+	pthread_mutex_lock(&mu);
+	st = resolve(s, ptsz);
+	bad = st->cap_invalid;
+	if (st->capturing && st->cap_mode == 0)
+		global_captures--;
+	st->capturing = 0;
+	pthread_mutex_unlock(&mu);
+	*g = (CUgraph)(uintptr_t)1;
+	return bad ? 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */ :
+		CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
+{
+	return begin_capture(s, 0, m);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s,
+					     CUstreamCaptureMode m)
+{
+	return begin_capture(s, 1, m);
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+	return end_capture(s, 0, g);
+}
+
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g)
+{
+	return end_capture(s, 1, g);
+}
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *m)
+{
+	int old = tls_cap_mode;
+
+	tls_cap_mode = *m;
+	*m = old;
+	return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------- */
+
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
+				 cuuint64_t flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+				    cuuint64_t flags,
+				    CUdriverProcAddressQueryResult *status);
+
+struct entry {
+	const char *name;
+	int v2_from;		/* CUDA version of the _v2 copy, 0: none */
+	void *plain, *ptsz, *v2, *v2_ptsz;
+};
+
+static const struct entry table[] = {
+	{ "cuInit", 0, (void *)cuInit, NULL, NULL, NULL },
+	{ "cuDriverGetVersion", 0, (void *)cuDriverGetVersion, NULL, NULL,
+	  NULL },
+	{ "cuDeviceGet", 0, (void *)cuDeviceGet, NULL, NULL, NULL },
+	{ "cuDevicePrimaryCtxRetain", 0, (void *)cuDevicePrimaryCtxRetain,
+	  NULL, NULL, NULL },
+	{ "cuCtxSetCurrent", 0, (void *)cuCtxSetCurrent, NULL, NULL, NULL },
+	{ "cuCtxGetCurrent", 0, (void *)cuCtxGetCurrent, NULL, NULL, NULL },
+	{ "cuStreamCreate", 0, (void *)cuStreamCreate, NULL, NULL, NULL },
+	{ "cuStreamDestroy", 4000, NULL, NULL, (void *)cuStreamDestroy_v2,
+	  NULL },
+	{ "cuStreamSynchronize", 0, (void *)cuStreamSynchronize,
+	  (void *)cuStreamSynchronize_ptsz, NULL, NULL },
+	{ "cuCtxSynchronize", 0, (void *)cuCtxSynchronize, NULL, NULL, NULL },
+	{ "cuEventCreate", 0, (void *)cuEventCreate, NULL, NULL, NULL },
+	{ "cuEventRecord", 0, (void *)cuEventRecord,
+	  (void *)cuEventRecord_ptsz, NULL, NULL },
+	{ "cuEventQuery", 0, (void *)cuEventQuery, NULL, NULL, NULL },
+	{ "cuEventSynchronize", 0, (void *)cuEventSynchronize, NULL, NULL,
+	  NULL },
+	{ "cuEventElapsedTime", 0, (void *)cuEventElapsedTime, NULL, NULL,
+	  NULL },
+	{ "cuLaunchKernel", 0, (void *)cuLaunchKernel,
+	  (void *)cuLaunchKernel_ptsz, NULL, NULL },
+	{ "cuLaunchKernelEx", 0, (void *)cuLaunchKernelEx,
+	  (void *)cuLaunchKernelEx_ptsz, NULL, NULL },
+	{ "cuGraphLaunch", 0, (void *)cuGraphLaunch,
+	  (void *)cuGraphLaunch_ptsz, NULL, NULL },
+	{ "cuMemcpyHtoDAsync", 3020, NULL, NULL,
+	  (void *)cuMemcpyHtoDAsync_v2, (void *)cuMemcpyHtoDAsync_v2_ptsz },
+	{ "cuMemsetD32Async", 0, (void *)cuMemsetD32Async,
+	  (void *)cuMemsetD32Async_ptsz, NULL, NULL },
+	{ "cuStreamBeginCapture", 10010, NULL, NULL,
+	  (void *)cuStreamBeginCapture_v2,
+	  (void *)cuStreamBeginCapture_v2_ptsz },
+	{ "cuStreamEndCapture", 0, (void *)cuStreamEndCapture,
+	  (void *)cuStreamEndCapture_ptsz, NULL, NULL },
+	{ "cuThreadExchangeStreamCaptureMode", 0,
+	  (void *)cuThreadExchangeStreamCaptureMode, NULL, NULL, NULL },
+	{ "cuGetProcAddress", 12000, (void *)cuGetProcAddress, NULL,
+	  (void *)cuGetProcAddress_v2, NULL },
+};
+
+static CUresult lookup(const char *sym, void **pfn, int ver,
+		       cuuint64_t flags, int *status)
+{
+	int ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+
+	pthread_mutex_lock(&mu);
+	stats.proc_lookups++;
+	pthread_mutex_unlock(&mu);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		const struct entry *e = &table[i];
+		void *p;
+
+		if (strcmp(sym, e->name) != 0)
+			continue;
+		if (e->v2_from != 0 && ver >= e->v2_from)
+			p = ptds && e->v2_ptsz ? e->v2_ptsz : e->v2;
+		else
+			p = ptds && e->ptsz ? e->ptsz : e->plain;
+		if (p == NULL) {
+			*pfn = NULL;
+			*status = 2;	/* VERSION_NOT_SUFFICIENT */
+			return CUDA_ERROR_NOT_FOUND;
+		}
+		*pfn = p;
+		*status = 0;
+		return CUDA_SUCCESS;
+	}
+	*pfn = NULL;
+	*status = 1;		/* SYMBOL_NOT_FOUND */
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *sym, void **pfn, int ver,
+			  cuuint64_t flags)
+{
+	int st;
+
+	return lookup(sym, pfn, ver, flags, &st);
+}
+
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+			     cuuint64_t flags,
+			     CUdriverProcAddressQueryResult *status)
+{
+	int st;
+	CUresult rc = lookup(sym, pfn, ver, flags, &st);
+
+	if (status != NULL)
+		*status = st;
+	return rc;
+}
+
+EXPORT void gs_standin_stats(struct gs_standin_stats *out)
+{
+	pthread_mutex_lock(&mu);
+	*out = stats;
+	pthread_mutex_unlock(&mu);
+}
