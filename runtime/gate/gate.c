@@ -1055,6 +1055,74 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 	return mem_free_async(H_cuMemFreeAsync_ptsz, d, s);
 }
 
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *pool,
+				 CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync, n,
+		       ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s));
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, void *pool,
+				      CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync_ptsz, n,
+		       ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync_ptsz])
+		       (dp, n, pool, s));
+}
+
+/*
+ * Virtual memory management (PyTorch's expandable_segments): physical
+ * memory is allocated by cuMemCreate and freed by cuMemRelease of its
+ * handle; cuMemMap/cuMemUnmap only place it and are not counted.  Handles
+ * share the ledger with device addresses under a key with the top bit
+ * set (device addresses and the driver's handles never have it).
+ */
+#define MEM_HANDLE_KEY(h) ((h) ^ (1ull << 63))
+
+CUresult cuMemCreate(uint64_t *hp, size_t n, const void *prop,
+		     unsigned long long flags)
+{
+	struct gs_memq *q = memq_get();
+	CUresult rc;
+
+	if (hook_real[H_cuMemCreate] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && gs_memq_reserve(q, n) < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	rc = ((CUresult (*)GATE_P_MCREATE)hook_real[H_cuMemCreate])
+		(hp, n, prop, flags);
+	if (q == NULL)
+		return rc;
+	if (rc != CUDA_SUCCESS) {
+		gs_memq_unreserve(q, n);
+		return rc;
+	}
+	if (gs_memq_track(q, MEM_HANDLE_KEY(*hp), n) < 0) {
+		if (hook_real[H_cuMemRelease] != NULL)
+			(void)((CUresult (*)GATE_P_MRELEASE)
+			       hook_real[H_cuMemRelease])(*hp);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+CUresult cuMemRelease(uint64_t h)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_HANDLE_KEY(h)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMemRelease] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MRELEASE)hook_real[H_cuMemRelease])(h);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_HANDLE_KEY(h), n);
+	return rc;
+}
+
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	struct gs_memq *q = memq_get();

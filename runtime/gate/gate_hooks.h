@@ -74,6 +74,13 @@
 #define GATE_A_MFREEA (d, s)
 #define GATE_P_MINFO (size_t *free_b, size_t *total_b)
 #define GATE_A_MINFO (free_b, total_b)
+#define GATE_P_MPOOL (CUdeviceptr *dp, size_t n, void *pool, CUstream s)
+#define GATE_A_MPOOL (dp, n, pool, s)
+#define GATE_P_MCREATE (uint64_t *hp, size_t n, const void *prop, \
+			unsigned long long flags)
+#define GATE_A_MCREATE (hp, n, prop, flags)
+#define GATE_P_MRELEASE (uint64_t h)
+#define GATE_A_MRELEASE (h)
 
 #define GATE_HOOKS(X) \
 	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
@@ -112,7 +119,11 @@
 	X(MEM, cuMemFree_v2, 0, GATE_P_MFREE, GATE_A_MFREE, NULL) \
 	X(MEM, cuMemFreeAsync, 0, GATE_P_MFREEA, GATE_A_MFREEA, s) \
 	X(MEM, cuMemFreeAsync_ptsz, 1, GATE_P_MFREEA, GATE_A_MFREEA, s) \
-	X(MEM, cuMemGetInfo_v2, 0, GATE_P_MINFO, GATE_A_MINFO, NULL)
+	X(MEM, cuMemGetInfo_v2, 0, GATE_P_MINFO, GATE_A_MINFO, NULL) \
+	X(MEM, cuMemAllocFromPoolAsync, 0, GATE_P_MPOOL, GATE_A_MPOOL, s) \
+	X(MEM, cuMemAllocFromPoolAsync_ptsz, 1, GATE_P_MPOOL, GATE_A_MPOOL, s) \
+	X(MEM, cuMemCreate, 0, GATE_P_MCREATE, GATE_A_MCREATE, NULL) \
+	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL)
 
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \

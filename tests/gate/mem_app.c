@@ -37,6 +37,10 @@ static CUresult (*p_pitch)(CUdeviceptr *, size_t *, size_t, size_t,
 static CUresult (*p_managed)(CUdeviceptr *, size_t, unsigned);
 static CUresult (*p_aalloc)(CUdeviceptr *, size_t, CUstream);
 static CUresult (*p_afree)(CUdeviceptr, CUstream);
+static CUresult (*p_pool)(CUdeviceptr *, size_t, void *, CUstream);
+static CUresult (*p_create)(uint64_t *, size_t, const void *,
+			    unsigned long long);
+static CUresult (*p_release)(uint64_t);
 
 static int failed;
 
@@ -68,8 +72,11 @@ static void load(void)
 	*(void **)&p_managed = dlsym(h, "cuMemAllocManaged");
 	*(void **)&p_aalloc = dlsym(h, "cuMemAllocAsync");
 	*(void **)&p_afree = dlsym(h, "cuMemFreeAsync");
+	*(void **)&p_pool = dlsym(h, "cuMemAllocFromPoolAsync");
+	*(void **)&p_create = dlsym(h, "cuMemCreate");
+	*(void **)&p_release = dlsym(h, "cuMemRelease");
 	if (!p_alloc || !p_free || !p_info || !p_pitch || !p_managed ||
-	    !p_aalloc || !p_afree) {
+	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release) {
 		fprintf(stderr, "mem_app: a memory entry point is missing\n");
 		exit(2);
 	}
@@ -109,6 +116,26 @@ static void run_limit(uint64_t limit)
 	rc = p_aalloc(&d, 4 * MIB, NULL);
 	CHECK(rc == 0, "stream-ordered 4 MiB: rc %d", rc);
 	CHECK(p_afree(d, NULL) == 0, "stream-ordered free");
+	{
+		/* expandable_segments' way: physical handles */
+		uint64_t h1 = 0, h2 = 0;
+		size_t left;
+
+		CHECK(p_info(&f, &t) == 0, "info");
+		left = f;
+		rc = p_create(&h1, left - MIB, NULL, 0);
+		CHECK(rc == 0, "cuMemCreate of all but 1 MiB: rc %d", rc);
+		rc = p_create(&h2, 2 * MIB, NULL, 0);
+		CHECK(rc == 2, "cuMemCreate over the limit: rc %d", rc);
+		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		CHECK(rc == 2, "pool allocation over the limit: rc %d", rc);
+		CHECK(p_release(h1) == 0, "cuMemRelease");
+		CHECK(p_info(&f, &t) == 0 && f == left,
+		      "release gives back: free %zu", f);
+		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		CHECK(rc == 0 && p_afree(d, NULL) == 0,
+		      "pool allocation and free: rc %d", rc);
+	}
 	CHECK(p_free(c) == 0 && p_free(b) == 0, "free the rest");
 	CHECK(p_info(&f, &t) == 0 && f == limit, "all back: free %zu", f);
 	CHECK(p_free(0x1234) != 0, "a free of an unknown pointer is the "

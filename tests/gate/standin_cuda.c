@@ -686,6 +686,34 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 	return smem_free(d);
 }
 
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *p,
+				       CUstream s)
+{
+	(void)p;
+	(void)s;
+	return smem_alloc(dp, n);
+}
+
+/* physical memory handles: the "address" is the handle */
+EXPORT CUresult cuMemCreate(uint64_t *hp, size_t n, const void *prop,
+			    unsigned long long flags)
+{
+	CUdeviceptr d;
+	CUresult rc;
+
+	(void)prop;
+	(void)flags;
+	rc = smem_alloc(&d, n);
+	if (rc == CUDA_SUCCESS)
+		*hp = d;
+	return rc;
+}
+
+EXPORT CUresult cuMemRelease(uint64_t h)
+{
+	return smem_free(h);
+}
+
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	pthread_mutex_lock(&mu);
