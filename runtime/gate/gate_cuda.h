@@ -24,6 +24,7 @@ typedef int CUstreamCaptureMode;
 typedef int CUdriverProcAddressQueryResult;
 
 #define CUDA_SUCCESS			0
+#define CUDA_ERROR_OUT_OF_MEMORY	2
 #define CUDA_ERROR_NOT_READY		600
 #define CUDA_ERROR_NOT_FOUND		500
 

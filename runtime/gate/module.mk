@@ -6,12 +6,14 @@
 
 GATE_LIB       := $(B)/runtime/gate/libgshare-gate.so
 GATE_LOGIC_OBJ := $(B)/runtime/gate/gate_logic.o
-GATE_OBJS      := $(B)/runtime/gate/gate.o $(GATE_LOGIC_OBJ)
+GATE_OBJS      := $(B)/runtime/gate/gate.o $(GATE_LOGIC_OBJ) \
+		  $(B)/runtime/src/gs_memq.o
 LIBDIR         ?= $(PREFIX)/lib
 
 LIBS += $(GATE_LIB)
 
-$(B)/runtime/gate/%.o: CFLAGS += -fvisibility=hidden -Iruntime/gate
+$(B)/runtime/gate/%.o: CFLAGS += -fvisibility=hidden -Iruntime/gate \
+	-Iruntime/src
 
 $(GATE_LIB): $(GATE_OBJS) $(GSCOMMON) runtime/gate/libgshare-gate.map
 	$(CC) -shared -o $@ $(GATE_OBJS) $(GSCOMMON) $(LDFLAGS) \
