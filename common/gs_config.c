@@ -152,6 +152,57 @@ int gs_cfg_format_duration(uint64_t ns, char *buf, size_t len)
 	return snprintf(buf, len, "%" PRIu64 "ns", ns); /* not reached */
 }
 
+static const char gs_size_units[] = "KMGT";
+
+int gs_cfg_parse_size(const char *s, uint64_t *bytes)
+{
+	uint64_t v = 0, unit = 1;
+	const char *p = s;
+	const char *u;
+	int ndig = 0;
+
+	if (s == NULL)
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++, ndig++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (ndig == 0)
+		return -1;
+	if (*p != '\0' && (u = strchr(gs_size_units, toupper(
+		(unsigned char)*p))) != NULL) {
+		unit = 1ull << (10 * (u - gs_size_units + 1));
+		p++;
+		if (*p == 'i' || *p == 'I')
+			p++;
+	}
+	if (*p == 'b' || *p == 'B')
+		p++;
+	if (*p != '\0')
+		return -1;
+	if (v > UINT64_MAX / unit)
+		return -1;
+	*bytes = v * unit;
+	return 0;
+}
+
+int gs_cfg_format_size(uint64_t bytes, char *buf, size_t len)
+{
+	int i;
+
+	if (bytes == 0)
+		return snprintf(buf, len, "0");
+	for (i = (int)sizeof(gs_size_units) - 2; i >= 0; i--) {
+		uint64_t unit = 1ull << (10 * (i + 1));
+
+		if (bytes % unit == 0)
+			return snprintf(buf, len, "%" PRIu64 "%c",
+					bytes / unit, gs_size_units[i]);
+	}
+	return snprintf(buf, len, "%" PRIu64, bytes);
+}
+
 static int cfg_fail(struct gs_error *err, const char *where,
 		    const struct gs_cfg_key *k, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -255,6 +306,28 @@ int gs_cfg_set_key(const struct gs_cfg_key *k, void *obj, const char *value,
 			gs_cfg_format_duration(k->min, a, sizeof(a));
 			if (k->max != 0)
 				gs_cfg_format_duration(k->max, z, sizeof(z));
+			else
+				snprintf(z, sizeof(z), "any");
+			return cfg_fail(err, where, k,
+					"%s out of range %s..%s", value, a, z);
+		}
+		memcpy(field, &u, 8);
+		return 0;
+	}
+	case GS_CFG_SIZE: {
+		char a[32], z[32];
+
+		if (k->size != 8)
+			return cfg_fail(err, where, k, "bad table entry");
+		if (gs_cfg_parse_size(value, &u) < 0)
+			return cfg_fail(err, where, k,
+					"'%s' is not a size (a whole number "
+					"with an optional unit K/M/G/T, "
+					"powers of 1024, e.g. 20G)", value);
+		if (u < k->min || (k->max != 0 && u > k->max)) {
+			gs_cfg_format_size(k->min, a, sizeof(a));
+			if (k->max != 0)
+				gs_cfg_format_size(k->max, z, sizeof(z));
 			else
 				snprintf(z, sizeof(z), "any");
 			return cfg_fail(err, where, k,
@@ -373,6 +446,9 @@ int gs_cfg_format(const struct gs_cfg_key *k, const void *obj, char *buf,
 	case GS_CFG_DURATION:
 		memcpy(&v64, field, 8);
 		return gs_cfg_format_duration(v64, buf, len);
+	case GS_CFG_SIZE:
+		memcpy(&v64, field, 8);
+		return gs_cfg_format_size(v64, buf, len);
 	case GS_CFG_ENUM: {
 		uint32_t n = 0;
 

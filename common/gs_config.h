@@ -23,6 +23,11 @@
  *                    min..max in ns (max 0: no bound); printed in the
  *                    largest unit that divides it exactly
  *   GS_CFG_ENUM      uint32_t index into the key's NULL-terminated names
+ *   GS_CFG_SIZE      uint64_t bytes; a whole number with an optional
+ *                    binary unit K M G T (powers of 1024, "B" after it
+ *                    optional: "20G", "512MiB", "1048576"); min..max in
+ *                    bytes (max 0: no bound); printed in the largest unit
+ *                    that divides it exactly
  * Unknown keys are always errors.  The functions never print (except
  * gs_cfg_print to the FILE given) and never exit; they are reentrant.
  *
@@ -44,6 +49,7 @@ enum gs_cfg_type {
 	GS_CFG_BOOL = 3,
 	GS_CFG_DURATION = 4,
 	GS_CFG_ENUM = 5,
+	GS_CFG_SIZE = 6,
 };
 
 struct gs_cfg_key {
@@ -74,6 +80,9 @@ struct gs_cfg_key {
 #define GS_CFG_KEY_ENUM(N, T, F, NAMES, DEF, HELP)                           \
 	{ N, GS_CFG_ENUM, offsetof(T, F), GS_CFG_SIZEOF(T, F), 0, 0, NAMES,  \
 	  DEF, HELP }
+#define GS_CFG_KEY_SIZE(N, T, F, MIN, MAX, DEF, HELP)                        \
+	{ N, GS_CFG_SIZE, offsetof(T, F), GS_CFG_SIZEOF(T, F), MIN, MAX,     \
+	  NULL, DEF, HELP }
 #define GS_CFG_KEY_END { NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 
 #define GS_NS_PER_US 1000ull
@@ -125,6 +134,11 @@ int gs_cfg_parse_bool(const char *s, int *out);
 int gs_cfg_parse_duration(const char *s, uint64_t *ns);
 /* "4ms", "0", "1500us" ...; returns like snprintf. */
 int gs_cfg_format_duration(uint64_t ns, char *buf, size_t len);
+/* Byte sizes: "<digits>[K|M|G|T][i][B]" (units are powers of 1024, case
+ * does not matter; "0" is 0).  Overflow is an error.  format writes the
+ * largest unit that divides the value exactly ("20G", "1536M", "0"). */
+int gs_cfg_parse_size(const char *s, uint64_t *bytes);
+int gs_cfg_format_size(uint64_t bytes, char *buf, size_t len);
 
 /*
  * YAML documents (libyaml).  A file loads into a small tree that keeps

@@ -15,12 +15,20 @@
  * All 32/64-bit fields are naturally aligned and accessed with
  * __atomic_load_n/__atomic_store_n (acquire/release) on the host; the GPU
  * reads `suspend` with volatile loads.  Counters only ever grow, so a
- * reader needs no lock: deltas between two reads are usage.
+ * reader needs no lock: deltas between two reads are usage.  The memory
+ * gauge (mem_used) is the exception: it goes up and down; mem_peak only
+ * grows.
+ * Compatibility: new fields take reserved bytes, which every page starts
+ * with zeroed, and zero must mean "not used / unknown" (mem_limit 0: no
+ * limit), so GS_CTL_VERSION stays 1 while an older job or agent simply
+ * ignores them; a change of meaning or layout of an existing field bumps
+ * it.
  * Times are CLOCK_MONOTONIC nanoseconds unless a field says otherwise.
  */
 #ifndef GS_CTLPAGE_H
 #define GS_CTLPAGE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define GS_CTL_MAGIC	0x4c544347u	/* "GCTL" in little-endian bytes */
@@ -65,7 +73,10 @@ struct gs_ctlpage {
 					 * the runtime reads part_gen
 					 * (acquire), then the range, at each
 					 * (re)launch */
-	uint8_t _rsv1[16];
+	uint64_t mem_limit;		/* device memory the job may hold,
+					 * bytes, 0: no limit; written before
+					 * the fd is passed */
+	uint8_t _rsv1[8];
 
 	/* --- counters (128 bytes), job writes, only ever grow --- */
 	uint64_t gpu_ns;		/* GPU time used (kernel spans while
@@ -90,12 +101,22 @@ struct gs_ctlpage {
 					 * times the fraction of the GPU's
 					 * SMs its partition had (docs/
 					 * accounting.md); 0 elsewhere */
-	uint8_t _rsv2[32];
+	uint64_t mem_used;		/* device memory held now, bytes
+					 * (a gauge: up and down) */
+	uint64_t mem_peak;		/* the most held at once */
+	uint8_t _rsv2[16];
 
 	uint8_t _rsv3[GS_CTL_SIZE - 256];
 };
 
 _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
 	       "control page must be exactly one page");
+/* the layout is a wire format (docs/protocol.md, Control page) */
+_Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 112,
+	       "mem_limit moved");
+_Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,
+	       "mem_used moved");
+_Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,
+	       "mem_peak moved");
 
 #endif /* GS_CTLPAGE_H */

@@ -290,6 +290,9 @@ static void winfo(struct wr *w, const struct gs_alloc_info *a)
 	WSTR(w, a->space_why);
 	w32(w, a->unmanaged);		/* 1.4 */
 	w32(w, a->unmanaged_held);
+	w64(w, a->mem_limit);
+	w64(w, a->mem_used);
+	w64(w, a->mem_peak);
 }
 
 static void wgpu(struct wr *w, const struct gs_gpu_info *g)
@@ -305,6 +308,8 @@ static void wgpu(struct wr *w, const struct gs_gpu_info *g)
 	w64(w, g->holder);
 	WSTR(w, g->health);
 	w32(w, g->unmanaged);		/* 1.4 */
+	w64(w, g->mem_total);
+	w64(w, g->mem_limits);
 }
 
 /* Records inside arrays: u16 length, then the record. */
@@ -355,6 +360,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 		w32(w, m->u.req.uid);
 		wlabels(w, &m->u.req.labels);
 		w32(w, m->u.req.flags);
+		w64(w, m->u.req.mem_limit);
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -589,6 +595,9 @@ static void rinfo(struct rd *r, struct gs_alloc_info *a)
 	}
 	a->unmanaged = r32_opt(r);
 	a->unmanaged_held = r32_opt(r);
+	a->mem_limit = r64_opt(r);	/* 1.4 */
+	a->mem_used = r64_opt(r);
+	a->mem_peak = r64_opt(r);
 }
 
 static void rgpu(struct rd *r, struct gs_gpu_info *g)
@@ -605,6 +614,8 @@ static void rgpu(struct rd *r, struct gs_gpu_info *g)
 	if (rd_opt(r, 2))	/* 1.1 */
 		RSTR(r, g->health);
 	g->unmanaged = r32_opt(r);
+	g->mem_total = r64_opt(r);	/* 1.4 */
+	g->mem_limits = r64_opt(r);
 }
 
 /* Open the next u16-length record as a sub-cursor. */
@@ -739,6 +750,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 		m->u.req.uid = r32(&r);
 		rlabels(&r, &m->u.req.labels);
 		m->u.req.flags = r32_opt(&r);
+		m->u.req.mem_limit = r64_opt(&r);	/* 1.4 */
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:

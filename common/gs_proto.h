@@ -148,6 +148,8 @@ struct gs_alloc_req {
 	uint32_t uid;		/* owner: only this uid (or root) attaches */
 	struct gs_labels labels;
 	uint32_t flags;		/* GS_ALLOC_*; 1.1, absent: 0 */
+	uint64_t mem_limit;	/* device memory limit, bytes; 1.4, absent
+				 * or 0: the site's default for the shares */
 };
 
 struct gs_alloc_info {
@@ -177,6 +179,11 @@ struct gs_alloc_info {
 	uint32_t unmanaged;	/* its GPU processes that bypass the gate;
 				 * 1.4, absent: 0 */
 	uint32_t unmanaged_held;	/* of those, held back; 1.4 */
+	uint64_t mem_limit;	/* 1.4 (absent: 0): device memory limit,
+				 * bytes; 0: none */
+	uint64_t mem_used;	/* 1.4: device memory the job holds now
+				 * (job-reported, all its processes), bytes */
+	uint64_t mem_peak;	/* 1.4: the most it held at once */
 };
 
 struct gs_gpu_info {
@@ -193,6 +200,10 @@ struct gs_gpu_info {
 					 * 1.1, absent: "" */
 	uint32_t unmanaged;	/* GPU processes of no allocation; 1.4,
 				 * absent: 0 */
+	uint64_t mem_total;	/* 1.4 (absent: 0): device memory, bytes;
+				 * 0: unknown */
+	uint64_t mem_limits;	/* 1.4: sum of the memory limits of the
+				 * allocations placed here */
 };
 
 struct gs_status {

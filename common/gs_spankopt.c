@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gs_config.h"
 #include "gs_proto.h"
 
 static const char *const down_names[] = { "fail", "unmanaged", NULL };
@@ -134,6 +135,7 @@ void gs_spank_opts_init(struct gs_spank_opts *o)
 	o->weight = 0;
 	o->priority = GS_PRIO_NORMAL;
 	o->mode = GS_MODE_TIME;
+	o->mem = 0;
 	o->no_preload = 0;
 }
 
@@ -209,6 +211,21 @@ int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 				    "--gshare-mode=%s: expected time or space",
 				    val ? val : "");
 	o->mode = m;
+	return 0;
+}
+
+int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
+		     struct gs_error *err)
+{
+	uint64_t v;
+
+	if (val == NULL || gs_cfg_parse_size(val, &v) < 0 ||
+	    v < (1ull << 20) || v > (16ull << 40))
+		return gs_error_set(err, GS_EINVAL,
+				    "--gshare-mem=%s: expected a size from 1M "
+				    "to 16T, such as 20G or 512M (units K, M, "
+				    "G, T: powers of 1024)", val ? val : "");
+	o->mem = v;
 	return 0;
 }
 
@@ -455,8 +472,12 @@ int gs_spank_record_format(const struct gs_spank_record *r, char *buf,
 
 	n = snprintf(buf, len,
 		     RECORD_TAG "id=%" PRIu64 " shares=%" PRIu32
-		     " gpu_ns=%" PRIu64 " held_ns=%" PRIu64 "\n",
-		     r->id, r->shares, r->gpu_ns, r->held_ns);
+		     " gpu_ns=%" PRIu64 " held_ns=%" PRIu64 "%s",
+		     r->id, r->shares, r->gpu_ns, r->held_ns,
+		     r->mem_max ? "" : "\n");
+	if (n >= 0 && (size_t)n < len && r->mem_max)
+		n += snprintf(buf + n, len - (size_t)n,
+			      " mem_max=%" PRIu64 "\n", r->mem_max);
 	if (n < 0 || (size_t)n >= len)
 		return gs_error_set(err, GS_EINVAL, "record buffer too small");
 	return n;
@@ -504,7 +525,15 @@ int gs_spank_record_parse(const char *text, struct gs_spank_record *r,
 	    record_field(&p, "shares", &shares) < 0 ||
 	    record_field(&p, "gpu_ns", &rec.gpu_ns) < 0 ||
 	    record_field(&p, "held_ns", &rec.held_ns) < 0 ||
-	    shares > UINT32_MAX || (*p != '\0' && strcmp(p, "\n") != 0))
+	    shares > UINT32_MAX)
+		return gs_error_set(err, GS_EINVAL,
+				    "malformed gshare usage record");
+	rec.mem_max = 0;
+	if (strncmp(p, "mem_max=", 8) == 0 &&
+	    record_field(&p, "mem_max", &rec.mem_max) < 0)
+		return gs_error_set(err, GS_EINVAL,
+				    "malformed gshare usage record");
+	if (*p != '\0' && strcmp(p, "\n") != 0)
 		return gs_error_set(err, GS_EINVAL,
 				    "malformed gshare usage record");
 	rec.shares = (uint32_t)shares;
@@ -535,6 +564,8 @@ void gs_spank_totals_add(struct gs_spank_totals *t,
 		t->max_shares = r->shares;
 	t->gpu_ns += r->gpu_ns;
 	t->held_ns += r->held_ns;
+	if (r->mem_max > t->mem_max)
+		t->mem_max = r->mem_max;
 }
 
 #define SEG_PREFIX "gshare["
@@ -556,6 +587,9 @@ int gs_spank_comment_segment(const char *node,
 		     (t->gpu_ns / 1000000u) % 1000u, t->held_ns / 1000000000u,
 		     (t->held_ns / 1000000u) % 1000u, t->max_shares,
 		     t->allocs);
+	if (n >= 0 && (size_t)n < len && t->mem_max)
+		n += snprintf(buf + n, len - (size_t)n, ",mem_max=%" PRIu64,
+			      t->mem_max);
 	if (n < 0 || (size_t)n >= len)
 		return gs_error_set(err, GS_EINVAL,
 				    "AdminComment buffer too small");

@@ -68,6 +68,8 @@ struct gs_spank_opts {
 	uint32_t weight;	/* 0: same as the shares */
 	uint32_t priority;	/* enum gs_priority */
 	uint32_t mode;		/* enum gs_mode */
+	uint64_t mem;		/* device memory limit, bytes; 0: the
+				 * site's default */
 	uint32_t no_preload;	/* 1: --gshare-preload=no */
 };
 
@@ -82,6 +84,10 @@ int gs_spank_opt_priority(const char *val, struct gs_spank_opts *o,
 			  struct gs_error *err);
 int gs_spank_opt_mode(const char *val, struct gs_spank_opts *o,
 		      struct gs_error *err);
+/* --gshare-mem=SIZE: 1M..16T, units K M G T (powers of 1024). */
+int gs_spank_opt_mem(const char *val, struct gs_spank_opts *o,
+		     struct gs_error *err);
+
 /* --gshare-preload=yes|no: the launch gate in the step's environment. */
 int gs_spank_opt_preload(const char *val, struct gs_spank_opts *o,
 			 struct gs_error *err);
@@ -145,13 +151,16 @@ void gs_spank_step_name(uint32_t step, char *buf, size_t len);
 /*
  * Usage of one closed allocation, as the step's exit hook stores it for
  * the job epilog (one line of text per file):
- *   "gshare-record 1 id=N shares=N gpu_ns=N held_ns=N\n"
+ *   "gshare-record 1 id=N shares=N gpu_ns=N held_ns=N[ mem_max=N]\n"
+ * (mem_max, the most device memory held, is written when not 0, so that
+ * records without it read the same everywhere).
  */
 struct gs_spank_record {
 	uint64_t id;
 	uint32_t shares;
 	uint64_t gpu_ns;
 	uint64_t held_ns;
+	uint64_t mem_max;	/* bytes, 0: none reported */
 };
 
 int gs_spank_record_format(const struct gs_spank_record *r, char *buf,
@@ -171,6 +180,7 @@ struct gs_spank_totals {
 	uint32_t max_shares;	/* largest share any step of the job had */
 	uint64_t gpu_ns;
 	uint64_t held_ns;
+	uint64_t mem_max;	/* most device memory any step held */
 };
 
 void gs_spank_totals_add(struct gs_spank_totals *t,
@@ -178,7 +188,8 @@ void gs_spank_totals_add(struct gs_spank_totals *t,
 
 /*
  * AdminComment text.  Each node writes one segment
- *   "gshare[NODE]:gpu_s=S.SSS,held_s=S.SSS,share=N,allocs=N"
+ *   "gshare[NODE]:gpu_s=S.SSS,held_s=S.SSS,share=N,allocs=N[,mem_max=N]"
+ * (mem_max in bytes, only when a step reported device memory)
  * and segments are joined with ';'.  gs_spank_comment_merge returns in
  * *out (malloc'ed) `old` with the segment for `node` replaced, or added
  * at the end; text of `old` that is not a gshare segment is kept as is.

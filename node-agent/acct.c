@@ -67,6 +67,9 @@ struct ent {
 	int base_pending;		/* baseline not settled yet */
 	/* staged by tick_one, applied by tick_commit */
 	int st_busy, st_sample;
+	uint64_t st_mem_used;
+	uint64_t mem_peak_seen;		/* largest page peak at the last
+					 * tick (a peak rising counts) */
 	struct gs_store_alloc st_row;
 };
 
@@ -117,6 +120,8 @@ gs_acct_read_page(const volatile struct gs_ctlpage *p,
 	c->evict_ns_sum = __atomic_load_n(&p->evict_ns_sum, __ATOMIC_ACQUIRE);
 	c->evict_ns_max = __atomic_load_n(&p->evict_ns_max, __ATOMIC_ACQUIRE);
 	c->heartbeat_ns = __atomic_load_n(&p->heartbeat_ns, __ATOMIC_ACQUIRE);
+	c->mem_used = __atomic_load_n(&p->mem_used, __ATOMIC_ACQUIRE);
+	c->mem_peak = __atomic_load_n(&p->mem_peak, __ATOMIC_ACQUIRE);
 	c->state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
 	c->resumed = __atomic_load_n(&p->resumed, __ATOMIC_ACQUIRE);
 	c->space_gpu_ns = __atomic_load_n(&p->space_gpu_ns, __ATOMIC_ACQUIRE);
@@ -148,6 +153,29 @@ gs_acct_space_delta(uint32_t mode, const struct gs_ctl_counters *prev,
 	if (mode != GS_MODE_SPACE || cur->space_gpu_ns == 0)
 		return;
 	d->gpu_ns = sub0(cur->space_gpu_ns, prev->space_gpu_ns);
+}
+
+void
+gs_acct_mem(const struct gs_ctl_counters *prev,
+	    const struct gs_ctl_counters *cur, uint64_t dt_ns,
+	    struct gs_usage *d)
+{
+	unsigned __int128 bs;
+
+	d->mem_max = cur->mem_used;
+	if (cur->mem_peak > prev->mem_peak && cur->mem_peak > d->mem_max)
+		d->mem_max = cur->mem_peak;
+	if (cur->mem_used == 0) {
+		/* nothing held: no time to average over either, so that
+		 * jobs without a memory figure (no runtime that reports
+		 * one) write no samples for it */
+		d->mem_byte_s = 0;
+		d->mem_ns = 0;
+		return;
+	}
+	bs = (unsigned __int128)cur->mem_used * dt_ns / 1000000000u;
+	d->mem_byte_s = bs > INT64_MAX ? INT64_MAX : (uint64_t)bs;
+	d->mem_ns = dt_ns;
 }
 
 static unsigned
@@ -194,6 +222,12 @@ usage_add(struct gs_usage *t, const struct gs_usage *d)
 	t->evict_ns_sum += d->evict_ns_sum;
 	if (d->evict_ns_max > t->evict_ns_max)
 		t->evict_ns_max = d->evict_ns_max;
+	if (d->mem_max > t->mem_max)
+		t->mem_max = d->mem_max;
+	/* job-reported: saturate at what the store's int64 holds */
+	t->mem_byte_s = d->mem_byte_s > INT64_MAX - t->mem_byte_s ?
+			INT64_MAX : t->mem_byte_s + d->mem_byte_s;
+	t->mem_ns += d->mem_ns;
 }
 
 static void settle_base(struct ent *e, const struct gs_ctl_counters *cur);
@@ -307,10 +341,20 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 	e->v.row.weight = m->weight ? m->weight : m->shares;
 	e->v.row.priority = m->priority;
 	e->v.row.mode = m->mode;
+	e->v.row.mem_limit = m->mem_limit;
 	e->last_mono = mono;
 	e->dirty = 1;
 	a->nents++;
 	return 0;
+}
+
+void
+gs_acct_set_mem_nvml(struct gs_acct *a, uint64_t id, uint64_t bytes)
+{
+	struct ent *e = find(a, id);
+
+	if (e != NULL)
+		e->v.mem_nvml = bytes;
 }
 
 int
@@ -379,6 +423,7 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	e->nxp = 0;
 	e->page = NULL;
 	e->v.attached = 0;
+	e->v.mem_nvml = 0;
 }
 
 int
@@ -656,7 +701,8 @@ static int
 usage_zero(const struct gs_usage *u)
 {
 	return !(u->gpu_ns | u->held_ns | u->share_ns | u->wall_ns |
-		 u->block_tasks | u->suspensions | u->evict_ns_sum);
+		 u->block_tasks | u->suspensions | u->evict_ns_sum |
+		 u->mem_max | u->mem_ns);
 }
 
 /*
@@ -690,12 +736,13 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	 struct gs_store_batch *b, struct gs_error *err)
 {
 	struct gs_store_sample smp;
-	struct gs_ctl_counters cur;
+	struct gs_ctl_counters cur, mc, mp;
 	struct gs_usage d;
 	uint64_t dt = sub0(mono, e->last_mono);
 	int busy = 0;
 
 	memset(&smp, 0, sizeof(smp));
+	e->st_mem_used = 0;
 	if (e->page != NULL) {
 		gs_acct_read_page(e->page, &cur);
 		settle_base(e, &cur);
@@ -713,6 +760,11 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		usage_add(&e->pend, &d);
 		busy = cur.state == GS_CTL_WAITING ||
 			cur.state == GS_CTL_RUNNING;
+		/* memory of the allocation: the gauges of all its pages
+		 * added up, the largest page peak */
+		memset(&mc, 0, sizeof(mc));
+		mc.mem_used = cur.mem_used;
+		mc.mem_peak = cur.mem_peak;
 		for (unsigned k = 0; k < e->nxp; k++) {
 			struct gs_ctl_counters xc;
 			struct gs_usage xd;
@@ -723,7 +775,18 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 			usage_add(&e->pend, &xd);
 			busy = busy || xc.state == GS_CTL_WAITING ||
 			       xc.state == GS_CTL_RUNNING;
+			mc.mem_used = xc.mem_used > UINT64_MAX - mc.mem_used ?
+				      UINT64_MAX : mc.mem_used + xc.mem_used;
+			if (xc.mem_peak > mc.mem_peak)
+				mc.mem_peak = xc.mem_peak;
 		}
+		memset(&mp, 0, sizeof(mp));
+		mp.mem_peak = e->mem_peak_seen;
+		memset(&d, 0, sizeof(d));
+		gs_acct_mem(&mp, &mc, dt, &d);
+		usage_add(&e->pend, &d);
+		e->mem_peak_seen = mc.mem_peak;
+		e->st_mem_used = mc.mem_used;
 		if (e->holding && e->escalated)
 			charge_overrun(e, mono, sub0(cur.gpu_ns,
 						     e->gpu_at_grant));
@@ -787,6 +850,7 @@ tick_commit(struct ent *e, uint64_t mono)
 	e->extra_ns = 0;
 	e->est_ns = 0;
 	e->v.active = (uint32_t)e->st_busy;
+	e->v.mem_used = e->st_mem_used;
 	e->raw_gpu = e->st_raw_gpu;
 	e->raw_held = e->st_raw_held;
 	e->out_gpu = e->st_out_gpu;

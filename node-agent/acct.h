@@ -70,6 +70,7 @@ struct gs_acct_meta {
 	uint32_t restored;	/* 1: the agent restored it from its state
 				 * file after a restart: continue the row
 				 * recovery kept open for this agent_id */
+	uint64_t mem_limit;	/* device memory limit, bytes, 0: none */
 };
 
 /* One NVML per-process utilization sample (nvmlProcessUtilizationSample_t
@@ -122,6 +123,9 @@ int gs_acct_close(struct gs_acct *a, uint64_t id, uint32_t state,
 		  int64_t real, uint64_t mono);
 int gs_acct_set_params(struct gs_acct *a, uint64_t id, uint32_t shares,
 		       uint32_t weight, uint32_t priority);
+/* NVML's device memory figure for the allocation's attached process
+ * (the agent's cross-check of the job-reported figures). */
+void gs_acct_set_mem_nvml(struct gs_acct *a, uint64_t id, uint64_t bytes);
 /* The allocation's labels changed (ALLOC_LABEL). */
 int gs_acct_set_labels(struct gs_acct *a, uint64_t id,
 		       const struct gs_labels *l);
@@ -163,6 +167,10 @@ struct gs_acct_view {
 	struct gs_store_alloc row;	/* identity + totals */
 	uint32_t active;		/* busy during the last tick */
 	uint32_t attached;
+	uint64_t mem_used;		/* device memory held at the last
+					 * tick (0: not attached) */
+	uint64_t mem_nvml;		/* NVML's figure for the attached
+					 * process (0: none or not known) */
 };
 
 /* Borrowed arrays, valid until the next call into a. */
@@ -176,6 +184,7 @@ uint64_t gs_acct_ticks(const struct gs_acct *a);
 struct gs_ctl_counters {
 	uint64_t gpu_ns, held_ns, block_tasks, suspensions, last_evict_ns,
 		evict_ns_sum, evict_ns_max, heartbeat_ns;
+	uint64_t mem_used, mem_peak;	/* a gauge and its maximum */
 	uint32_t state, resumed;
 	uint64_t space_gpu_ns;	/* kernel time x partition fraction */
 };
@@ -193,6 +202,12 @@ void gs_acct_delta(const struct gs_ctl_counters *prev,
 void gs_acct_space_delta(uint32_t mode, const struct gs_ctl_counters *prev,
 			 const struct gs_ctl_counters *cur,
 			 struct gs_usage *d);
+/* Device memory over a tick of dt_ns ending at cur: the most held (the
+ * gauge now, or the page's peak when it rose since prev), byte-seconds
+ * (the gauge held over the tick) and the time covered, into d. */
+void gs_acct_mem(const struct gs_ctl_counters *prev,
+		 const struct gs_ctl_counters *cur, uint64_t dt_ns,
+		 struct gs_usage *d);
 /* Distribute n evictions with latency sum `sum` and latest `last` into a
  * histogram. */
 void gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,

@@ -54,6 +54,8 @@
 struct shadow {
 	uint64_t id;
 	int attached, granted;
+	int mem_warned;		/* NVML saw more than the limit: logged */
+	int sum_warned;		/* its pages added up beyond the limit */
 	unsigned npages;		/* pages handed to accounting */
 	uint64_t gpu_at_grant;
 	uint64_t escalations;
@@ -129,6 +131,7 @@ on_created(struct gs_accounting *ac, const struct gs_alloc *a)
 	m.priority = a->priority;
 	m.mode = a->mode;
 	m.restored = (uint32_t)a->restored;
+	m.mem_limit = a->mem_limit;
 	if (gs_acct_open(ac->acct, &m, (int64_t)a->created_unix_ns,
 			 gs_now_ns(), &err) < 0) {
 		log_warnx("accounting: allocation %" PRIu64 ": %s", a->id,
@@ -285,6 +288,125 @@ gs_accounting_set_unman(struct gs_accounting *ac, struct gs_unman *u)
 	}
 }
 
+/*
+ * Each process of an allocation enforces the limit on its own (its
+ * runtime's ledger sees only its own allocations), so several processes
+ * together may hold more: logged once per episode, when the figures their
+ * pages report add up beyond the limit.
+ */
+static void
+mem_sum_check(struct gs_accounting *ac)
+{
+	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
+	struct gs_alloc *a;
+	struct shadow *s;
+	uint64_t used;
+	char b1[32], b2[32];
+
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
+		s = shadow_find(ac, a->id);
+		if (s == NULL || a->mem_limit == 0)
+			continue;
+		used = gs_alloc_mem_used(a);
+		if (used <= a->mem_limit) {
+			s->sum_warned = 0;
+			continue;
+		}
+		if (s->sum_warned)
+			continue;
+		s->sum_warned = 1;
+		gs_cfg_format_size(used - used % 1024, b1, sizeof(b1));
+		gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
+		log_warnx("allocation %" PRIu64 ": its %u attached process(es) "
+			  "report %s of device memory together, beyond its "
+			  "limit of %s (each process is held to the limit on "
+			  "its own)", a->id, a->nattached, b1, b2);
+	}
+}
+
+/*
+ * Cross-check the job-reported device memory with NVML's per-process
+ * figures (real GPUs only): the figure goes to the metrics
+ * (gshare_memory_nvml_bytes), and a process holding more than its
+ * allocation's limit plus memory_reserve (its CUDA context and library
+ * workspaces are outside the limit) is logged once per attachment: memory
+ * taken around the runtime (an application the gate does not see).  One
+ * NVML call per GPU with an attached allocation, per tick, on the loop
+ * like the utilization estimates.
+ */
+static void
+mem_cross_check(struct gs_accounting *ac)
+{
+	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
+	const struct gs_agent_config *cfg = gs_agent_config(ac->ag);
+	struct gs_gpu_proc_mem pm[256];
+	struct gs_alloc *a;
+	struct gs_error err;
+	struct shadow *s;
+	uint32_t g, ng = gs_agent_ngpus(ac->ag);
+	int n, i, any;
+	char b1[32], b2[32];
+
+	if (ac->util == NULL)
+		return;
+	/* no process attached: nothing to see, and the next one may be
+	 * warned about again */
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
+		if (a->pid != 0)
+			continue;
+		gs_acct_set_mem_nvml(ac->acct, a->id, 0);
+		s = shadow_find(ac, a->id);
+		if (s != NULL)
+			s->mem_warned = 0;
+	}
+	for (g = 0; g < ng; g++) {
+		int32_t idx = gs_agent_gpu(ac->ag, g)->d.index;
+
+		any = 0;
+		for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
+			any |= a->gpu == idx && a->pid != 0;
+		if (!any)
+			continue;
+		n = gs_gpu_compute_procs(ac->util, idx, pm, 256, &err);
+		if (n < 0) {
+			if (err.code != GS_EUNSUPP)
+				log_debug("accounting: %s", err.msg);
+			continue;
+		}
+		for (a = gs_alloc_first(t); a != NULL;
+		     a = gs_alloc_next(t, a)) {
+			uint64_t bytes = 0;
+
+			if (a->gpu != idx || a->pid == 0)
+				continue;
+			/* every attached process of the job */
+			for (unsigned k = 0; k < a->natt; k++) {
+				if (a->att[k].conn == NULL)
+					continue;
+				for (i = 0; i < n; i++)
+					if (pm[i].pid == (uint32_t)a->att[k].pid &&
+					    pm[i].bytes != GS_GPU_MEM_UNKNOWN)
+						bytes += pm[i].bytes;
+			}
+			gs_acct_set_mem_nvml(ac->acct, a->id, bytes);
+			s = shadow_find(ac, a->id);
+			if (s == NULL || s->mem_warned || a->mem_limit == 0 ||
+			    bytes <= a->mem_limit + cfg->memory_reserve)
+				continue;
+			s->mem_warned = 1;
+			gs_cfg_format_size(bytes - bytes % (1 << 20), b1,
+					   sizeof(b1));
+			gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
+			log_warnx("allocation %" PRIu64 ": NVML sees its "
+				  "%u process(es) (pid %d...) holding %s of "
+				  "device memory, beyond its limit of %s and "
+				  "the memory_reserve: memory allocated around "
+				  "gshare's runtime", a->id, a->nattached,
+				  (int)a->pid, b1, b2);
+		}
+	}
+}
+
 /* 0: the tick's batch is the store's (it commits it, retrying) */
 static int
 do_tick(struct gs_accounting *ac, uint64_t now)
@@ -294,6 +416,8 @@ do_tick(struct gs_accounting *ac, uint64_t now)
 
 	if (ac->unman != NULL)
 		unman_tick(ac);
+	mem_sum_check(ac);
+	mem_cross_check(ac);
 	if (gs_acct_tick(ac->acct, now, real_now(), &b, &err) < 0) {
 		log_warnx("accounting: %s", err.msg);
 		return -1;

@@ -73,6 +73,7 @@
 #include "connlimit.h"
 #include "durable.h"
 #include "gs_log.h"
+#include "memquota.h"
 #include "mps.h"
 #include "space_agent.h"
 #include "state.h"
@@ -290,6 +291,7 @@ static void state_entry(struct gs_agent *ag, const struct gs_alloc *a,
 	sa->flags = a->flags;
 	sa->created_unix_ns = a->created_unix_ns;
 	sa->labels = a->labels;
+	sa->mem_req = a->mem_req;
 }
 
 /* Write the table now, on the loop thread: only at start-up, before the
@@ -349,6 +351,7 @@ void gs_agent_forget(struct gs_agent *ag, uint64_t id)
 	if (g != NULL) {
 		gs_sched_remove(g->sched, a->id, gs_now_ns());
 		g->shares_used -= a->shares;
+		g->mem_limits -= a->mem_limit;
 	}
 	log_info("allocation %llu: closed before the restart (its usage row "
 		 "is final); not restored", (unsigned long long)id);
@@ -374,6 +377,29 @@ static const char *restore_refusal(struct gs_agent *ag,
 	    (r->flags & ~GS_ALLOC_FLAGS_KNOWN))
 		return "its weight, priority, mode or flags are invalid";
 	return NULL;
+}
+
+/* The memory limit of a restored allocation, settled again with today's
+ * config (the file keeps only a limit asked for).  It was admitted
+ * before: a limit that no longer fits (the config changed) is kept and
+ * logged rather than dropping a running job. */
+static uint64_t restore_mem(struct gs_agent *ag, const struct gs_gpu *g,
+			    const struct gs_state_alloc *sa)
+{
+	struct gs_agent_config c = ag->cfg;
+	struct gs_error err;
+	uint64_t limit = 0;
+
+	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
+			  sa->shares, sa->mem_req, &limit, &err) == 0)
+		return limit;
+	log_warnx("allocation %llu: %s; restored with it anyway",
+		  (unsigned long long)sa->id, err.msg);
+	c.memory_oversubscribe = 1;
+	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
+			  sa->shares, sa->mem_req, &limit, &err) == 0)
+		return limit;
+	return 0;	/* larger than the GPU now: no limit at all */
 }
 
 /* Put back the allocations of the previous run (state file), with their
@@ -438,6 +464,7 @@ static void state_restore(struct gs_agent *ag)
 		req.uid = sa->uid;
 		req.flags = sa->flags;
 		req.labels = sa->labels;
+		req.mem_limit = restore_mem(ag, g, sa);
 		a = gs_alloc_restore(ag->allocs, sa->id, &req,
 				     sa->created_unix_ns);
 		if (a == NULL || gs_sched_add_shares(g->sched, a->id,
@@ -450,6 +477,8 @@ static void state_restore(struct gs_agent *ag)
 			continue;
 		}
 		g->shares_used += a->shares;
+		g->mem_limits += a->mem_limit;
+		a->mem_req = sa->mem_req;
 		nok++;
 		log_info("allocation %llu restored: gpu %d, %u shares, weight "
 			 "%u, priority %u, uid %u, job '%s' pod '%s'",
@@ -889,6 +918,10 @@ static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
 		gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
 				    a->priority, now);
 	}
+	/* the driver gave back what the process held: keep the peak, zero
+	 * the gauge of its page for the next process to attach there */
+	gs_alloc_mem_peak(a);
+	__atomic_store_n(&t->page->mem_used, 0, __ATOMIC_RELEASE);
 	if (a->nattached == 0)
 		set_state(ag, a, GS_ASTATE_IDLE);
 	if (ag->stopping)
@@ -926,8 +959,10 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 {
 	struct gs_agent *ag = c->ag;
 	struct gs_alloc_req req = m->u.req;
-	struct gs_gpu *g = NULL, *best = NULL;
-	uint32_t i, freeb = 0, nsick = 0;
+	struct gs_gpu *g = NULL, *best = NULL, *fit = NULL;
+	struct gs_error merr;
+	uint64_t asked = req.mem_limit, limit = 0, lim;
+	uint32_t i, freeb = 0, freefit = 0, nsick = 0, nmem = 0;
 
 	if (need_root(c, m) < 0)
 		return NULL;
@@ -984,7 +1019,15 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 				  g->shares_total);
 			return NULL;
 		}
+		if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
+				  g->mem_limits, req.shares, asked, &limit,
+				  &merr) < 0) {
+			reply_err(c, m->seq, merr.code, "%s", merr.msg);
+			return NULL;
+		}
 	} else {
+		/* the GPU with the most free shares among those where both
+		 * the shares and the memory limit fit */
 		for (i = 0; i < ag->ngpus; i++) {
 			struct gs_gpu *x = &ag->gpus[i];
 			uint32_t f = x->shares_total - x->shares_used;
@@ -996,6 +1039,20 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 			if (best == NULL || f > freeb) {
 				best = x;
 				freeb = f;
+			}
+			if (f < req.shares)
+				continue;
+			if (gs_mem_settle(&ag->cfg, x->d.index,
+					  x->d.mem_total, x->mem_limits,
+					  req.shares, asked, &lim,
+					  &merr) < 0) {
+				nmem++;
+				continue;
+			}
+			if (fit == NULL || f > freefit) {
+				fit = x;
+				freefit = f;
+				limit = lim;
 			}
 		}
 		if (best == NULL) {
@@ -1010,16 +1067,23 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 					  ag->ngpus - nsick, nsick);
 			return NULL;
 		}
-		if (freeb < req.shares) {
+		if (fit == NULL && nmem > 0) {
+			reply_err(c, m->seq, merr.code, "no GPU with %u free "
+				  "shares has room for the memory limit (%s)",
+				  req.shares, merr.msg);
+			return NULL;
+		}
+		if (fit == NULL) {
 			reply_err(c, m->seq, GS_EBUSY,
 				  "no GPU has %u free shares (most free: GPU "
 				  "%d with %u of %u)", req.shares,
 				  best->d.index, freeb, best->shares_total);
 			return NULL;
 		}
-		g = best;
+		g = fit;
 		req.gpu = g->d.index;
 	}
+	req.mem_limit = limit;
 	*out = req;
 	return g;
 }
@@ -1036,6 +1100,7 @@ static void create_apply(struct gs_conn *c, const struct gs_msg *m,
 	struct gs_msg rep;
 	struct gs_alloc *a;
 	struct gs_gpu *g = gpu_by_index(ag, req.gpu);
+	char mb[32];
 
 	a = gs_alloc_add(ag->allocs, &req, created);
 	if (a == NULL) {
@@ -1049,11 +1114,16 @@ static void create_apply(struct gs_conn *c, const struct gs_msg *m,
 		return;
 	}
 	g->shares_used += a->shares;
+	g->mem_limits += a->mem_limit;
+	a->mem_req = m->u.req.mem_limit;	/* what was asked for */
 	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
-		 "%u, uid %u%s, job '%s' pod '%s'", (unsigned long long)a->id,
-		 a->gpu, a->shares, a->weight, a->priority, a->uid,
+		 "%u, uid %u%s, memory limit %s%s, job '%s' pod '%s'",
+		 (unsigned long long)a->id, a->gpu, a->shares, a->weight,
+		 a->priority, a->uid,
 		 (a->flags & GS_ALLOC_ANY_UID) ? " (any uid may attach)" : "",
-		 a->labels.job, a->labels.pod);
+		 a->mem_limit ? gs_mem_str(a->mem_limit, mb, sizeof(mb)) :
+		 "none", a->mem_req ? " (asked)" : "", a->labels.job,
+		 a->labels.pod);
 	gs_alloc_to_info(a, &info);
 	snprintf(info.gpu_uuid, sizeof(info.gpu_uuid), "%s", g->d.uuid);
 	gs_mps_info(ag->mps, a->gpu, a->mode, a->uid, &info);
@@ -1065,12 +1135,13 @@ static void create_apply(struct gs_conn *c, const struct gs_msg *m,
 	conn_queue(c, &rep);
 }
 
-static void fill_info(struct gs_agent *ag, const struct gs_alloc *a,
+static void fill_info(struct gs_agent *ag, struct gs_alloc *a,
 		      struct gs_alloc_info *info)
 {
 	struct gs_gpu *g = gpu_of(ag, a);
 	struct gs_sched_entry_info si;
 
+	gs_alloc_mem_peak(a);	/* every look at the page counts */
 	gs_alloc_to_info(a, info);
 	if (g != NULL) {
 		snprintf(info->gpu_uuid, sizeof(info->gpu_uuid), "%s",
@@ -1118,6 +1189,7 @@ static void close_apply(struct gs_conn *c, const struct gs_msg *m,
 	if (g != NULL) {
 		gs_sched_remove(g->sched, a->id, now);
 		g->shares_used -= a->shares;
+		g->mem_limits -= a->mem_limit;
 		gpu_step(ag, g, now);
 		update_wakeup(ag);
 	}
@@ -1346,6 +1418,8 @@ static void req_status(struct gs_conn *c, const struct gs_msg *m)
 		snprintf(gi->name, sizeof(gi->name), "%s", g->d.name);
 		gi->shares_total = g->shares_total;
 		gi->shares_used = g->shares_used;
+		gi->mem_total = g->d.mem_total;
+		gi->mem_limits = g->mem_limits;
 		gi->healthy = (uint32_t)g->healthy;
 		snprintf(gi->health, sizeof(gi->health), "%s",
 			 gs_agent_gpu_why(g));
@@ -1575,6 +1649,7 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 		sa.flags = op->req.flags;
 		sa.created_unix_ns = op->created;
 		sa.labels = op->req.labels;
+		sa.mem_req = m->u.req.mem_limit;	/* asked for, 0: default */
 		put = &sa;
 		next_id++;
 		break;

@@ -26,6 +26,7 @@ struct gs_gpu {
 	struct gs_gpu_desc d;
 	uint32_t shares_total;
 	uint32_t shares_used;	/* sum of guaranteed shares placed here */
+	uint64_t mem_limits;	/* sum of the memory limits placed here */
 	int drained;		/* no new allocations */
 	int healthy;		/* no health source says otherwise */
 	int nvml_bad;		/* the health worker's last NVML check */

@@ -123,6 +123,7 @@ static struct gs_alloc *alloc_put(struct gs_alloc_table *t, uint64_t id,
 	a->mode = req->mode;
 	a->uid = req->uid;
 	a->flags = req->flags;
+	a->mem_limit = req->mem_limit;
 	a->labels = req->labels;
 	a->created_unix_ns = now_unix_ns;
 	a->state = GS_ASTATE_CREATED;
@@ -271,6 +272,7 @@ static int make_page(struct gs_alloc *a, uint32_t gpu_index,
 	p->page_size = GS_CTL_SIZE;
 	p->gpu_index = gpu_index;
 	p->created_ns = now_ns;
+	p->mem_limit = a->mem_limit;
 	p->version = GS_CTL_VERSION;
 	__atomic_store_n(&p->magic, GS_CTL_MAGIC, __ATOMIC_RELEASE);
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
@@ -326,6 +328,44 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
 	return gs_alloc_attach_slot(a, gpu_index, now_ns, err) < 0 ? -1 : 0;
 }
 
+uint64_t gs_alloc_mem_used(const struct gs_alloc *a)
+{
+	uint64_t sum = 0, u;
+
+	for (unsigned i = 0; i < a->natt; i++) {
+		u = __atomic_load_n(&a->att[i].page->mem_used,
+				    __ATOMIC_ACQUIRE);
+		sum = u > UINT64_MAX - sum ? UINT64_MAX : sum + u;
+	}
+	return sum;
+}
+
+/* The job's word.  With one process its page's peak; with several the
+ * pages' peaks do not add up to the allocation's (they need not fall at
+ * the same time), so the allocation's peak is the largest of: what the
+ * agent saw before, the sum held now, any one page's peak. */
+static uint64_t peak_of(const struct gs_alloc *a)
+{
+	uint64_t p = a->mem_peak, q;
+
+	q = gs_alloc_mem_used(a);
+	if (q > p)
+		p = q;
+	for (unsigned i = 0; i < a->natt; i++) {
+		q = __atomic_load_n(&a->att[i].page->mem_peak,
+				    __ATOMIC_ACQUIRE);
+		if (q > p)
+			p = q;
+	}
+	return p;
+}
+
+uint64_t gs_alloc_mem_peak(struct gs_alloc *a)
+{
+	a->mem_peak = peak_of(a);
+	return a->mem_peak;
+}
+
 void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -347,6 +387,9 @@ void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out)
 	out->suspensions = a->suspensions;
 	out->unmanaged = a->unmanaged;
 	out->unmanaged_held = a->unmanaged_held;
+	out->mem_limit = a->mem_limit;
+	out->mem_used = gs_alloc_mem_used(a);
+	out->mem_peak = peak_of(a);
 	for (unsigned i = 0; i < a->natt; i++)
 		out->block_tasks += __atomic_load_n(
 			&a->att[i].page->block_tasks, __ATOMIC_ACQUIRE);

@@ -50,6 +50,11 @@ struct gs_alloc {
 	uint32_t state;		/* enum gs_alloc_state */
 	int restored;		/* taken over from the previous agent run
 				 * (state file), not created in this one */
+	uint64_t mem_limit;	/* device memory limit, bytes, 0: none
+				 * (req->mem_limit as the agent settled it) */
+	uint64_t mem_req;	/* the limit the job asked for, 0: default */
+	uint64_t mem_peak;	/* most device memory seen held (control
+				 * pages), kept across re-attaches */
 
 	/* attachments: the job's processes (att[0..natt-1], slots with a
 	 * page; nattached of them have a connection) */
@@ -113,8 +118,8 @@ void gs_alloc_unobserve(struct gs_alloc_table *t, gs_alloc_observer_fn fn,
 void gs_alloc_notify(struct gs_alloc_table *t, int event,
 		     const struct gs_alloc *a);
 
-/* New record with the next id, fields from req (weight already
- * resolved by the caller); state CREATED.  NULL on out of memory. */
+/* New record with the next id, fields from req (weight and memory
+ * limit already resolved by the caller); state CREATED.  NULL on out of memory. */
 struct gs_alloc *gs_alloc_add(struct gs_alloc_table *t,
 			      const struct gs_alloc_req *req,
 			      uint64_t now_unix_ns);
@@ -151,6 +156,13 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
  * GS_EBUSY when GS_ALLOC_MAX_ATTACH are attached, GS_ENOMEM/GS_EIO. */
 int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
 			 uint64_t now_ns, struct gs_error *err);
+
+/* Device memory the job reports holding now (the sum over its slots'
+ * pages), and the most it held as far as the agent can tell (see
+ * alloc.c); job-written figures, 0 without a page.  mem_peak also
+ * updates a->mem_peak. */
+uint64_t gs_alloc_mem_used(const struct gs_alloc *a);
+uint64_t gs_alloc_mem_peak(struct gs_alloc *a);
 
 /* Fill the wire view of a. */
 void gs_alloc_to_info(const struct gs_alloc *a, struct gs_alloc_info *out);

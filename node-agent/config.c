@@ -16,6 +16,8 @@ static const char *const policy_names[] = { "wfq", "priority",
 					    "dynamic-priority", NULL };
 static const char *const escalation_names[] = { "hold", "kill", NULL };
 static const char *const log_names[] = { "stderr", "syslog", "file", NULL };
+static const char *const memory_names[] = { "proportional", "unlimited",
+					    NULL };
 
 #define C struct gs_agent_config
 const struct gs_cfg_key gs_agent_keys[] = {
@@ -92,6 +94,15 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			    10 * GS_NS_PER_MS, 3600 * GS_NS_PER_S, "1s",
 			    "lead over the fair share that holds back "
 			    "unmanaged processes"),
+	GS_CFG_KEY_ENUM("memory", C, memory, memory_names, "proportional",
+			"default device memory limit of an allocation: its "
+			"shares of the GPU's memory less the reserve, or none"),
+	GS_CFG_KEY_SIZE("memory_reserve", C, memory_reserve, 0, 0, "1G",
+			"device memory per GPU kept out of every limit (the "
+			"driver's contexts and workspaces)"),
+	GS_CFG_KEY_BOOL("memory_oversubscribe", C, memory_oversubscribe,
+			"false", "admit memory limits that add up to more "
+			"than a GPU has"),
 	GS_CFG_KEY_END,
 };
 
@@ -99,6 +110,7 @@ struct gpu_item {
 	uint32_t index;
 	char uuid[GS_UUID_MAX];
 	char name[GS_LABEL_MAX];
+	uint64_t memory;
 };
 
 static const struct gs_cfg_key gpu_keys[] = {
@@ -107,16 +119,21 @@ static const struct gs_cfg_key gpu_keys[] = {
 	GS_CFG_KEY_STRING("uuid", struct gpu_item, uuid, 1, NULL, "GPU UUID"),
 	GS_CFG_KEY_STRING("name", struct gpu_item, name, 0, NULL,
 			  "GPU model name"),
+	GS_CFG_KEY_SIZE("memory", struct gpu_item, memory, 0, 0, "0",
+			"device memory (0: unknown, no memory limits)"),
 	GS_CFG_KEY_END,
 };
 
 struct sim_item {
 	uint32_t simulated;
+	uint64_t memory;
 };
 
 static const struct gs_cfg_key sim_keys[] = {
 	GS_CFG_KEY_UINT("simulated", struct sim_item, simulated, 1,
 			GS_MAX_GPUS, "1", "number of simulated GPUs"),
+	GS_CFG_KEY_SIZE("memory", struct sim_item, memory, 0, 0, "80G",
+			"device memory of each simulated GPU"),
 	GS_CFG_KEY_END,
 };
 #undef C
@@ -159,6 +176,7 @@ static int gpus_list(struct gs_agent_config *c, const struct gs_ynode *seq,
 		c->gpus[c->ngpus].index = g.index;
 		memcpy(c->gpus[c->ngpus].uuid, g.uuid, sizeof(g.uuid));
 		memcpy(c->gpus[c->ngpus].name, g.name, sizeof(g.name));
+		c->gpus[c->ngpus].memory = g.memory;
 		c->ngpus++;
 	}
 	if (c->ngpus == 0)
@@ -194,7 +212,8 @@ static int gpus_entry(void *ctx, const struct gs_ynode *e, const char *file,
 				    "auto, {simulated: N}, a list of GPUs",
 				    file, e->key_line, e->value);
 	case GS_YNODE_MAP:
-		s.simulated = 1;
+		if (gs_cfg_defaults(sim_keys, &s, err) < 0)
+			return -1;
 		if (gs_cfg_apply_yaml(sim_keys, &s, e, file, NULL, NULL,
 				      err) < 0)
 			return -1;
@@ -204,6 +223,7 @@ static int gpus_entry(void *ctx, const struct gs_ynode *e, const char *file,
 					    "simulated: N", file, e->line);
 		c->gpu_source = GS_GPUS_SIM;
 		c->nsim = s.simulated;
+		c->sim_memory = s.memory;
 		return 0;
 	default:
 		return gpus_list(c, e, file, err);
@@ -217,6 +237,7 @@ void gs_agent_config_defaults(struct gs_agent_config *c)
 		fatalx("built-in configuration defaults do not parse");
 	c->gpu_source = GS_GPUS_NVML;
 	c->nsim = 0;
+	c->sim_memory = 80ull << 30;
 }
 
 static int validate(const struct gs_agent_config *c, const char *file,
@@ -361,7 +382,13 @@ int gs_agent_config_print(const struct gs_agent_config *c, FILE *f)
 		fprintf(f, "gpus: auto\n");
 		break;
 	case GS_GPUS_SIM:
-		fprintf(f, "gpus:\n  simulated: %u\n", c->nsim);
+		{
+			char mem[32];
+
+			gs_cfg_format_size(c->sim_memory, mem, sizeof(mem));
+			fprintf(f, "gpus:\n  simulated: %u\n  memory: %s\n",
+				c->nsim, mem);
+		}
 		break;
 	default:
 		fprintf(f, "gpus:\n");
@@ -370,6 +397,7 @@ int gs_agent_config_print(const struct gs_agent_config *c, FILE *f)
 			g.index = c->gpus[i].index;
 			memcpy(g.uuid, c->gpus[i].uuid, sizeof(g.uuid));
 			memcpy(g.name, c->gpus[i].name, sizeof(g.name));
+			g.memory = c->gpus[i].memory;
 			fprintf(f, "  -\n");
 			if (gs_cfg_print(gpu_keys, &g, GS_CFG_YAML, "    ",
 					 f) < 0)

@@ -7,8 +7,9 @@
  *   gpus: nvml              discover with NVML (default)
  *   gpus: auto              NVML when it loads, else one simulated GPU
  *                           (not on a GPU node: gpu.c, host_has_gpus)
- *   gpus: {simulated: N}    N simulated GPUs (1..64)
- *   gpus: [{index: 0, uuid: GPU-..., name: ...}, ...]   explicit list
+ *   gpus: {simulated: N, memory: 80G}    N simulated GPUs (1..64)
+ *   gpus: [{index: 0, uuid: GPU-..., name: ..., memory: 80G}, ...]
+ *                           explicit list
  * gs_agent_config_print writes a normalized file that loads back to the
  * same struct.
  */
@@ -28,10 +29,13 @@
 enum gs_gpu_source { GS_GPUS_NVML = 0, GS_GPUS_AUTO = 1, GS_GPUS_SIM = 2,
 		     GS_GPUS_LIST = 3 };
 
+enum gs_mem_policy { GS_MEM_PROPORTIONAL = 0, GS_MEM_UNLIMITED = 1 };
+
 struct gs_gpu_conf {
 	uint32_t index;
 	char uuid[GS_UUID_MAX];
 	char name[GS_LABEL_MAX];
+	uint64_t memory;	/* bytes, 0: unknown */
 };
 
 struct gs_agent_config {
@@ -68,9 +72,14 @@ struct gs_agent_config {
 	/* GPU processes that bypass the gate (node-agent/unman.c) */
 	uint32_t unmanaged_hold;	/* level 0: stop/continue them */
 	uint64_t unmanaged_ahead_ns;	/* lead that stops them */
+	/* GPU memory per allocation (admission in agent.c) */
+	uint32_t memory;	/* enum gs_mem_policy: default limit */
+	uint64_t memory_reserve;	/* per GPU, kept back for the driver */
+	int memory_oversubscribe;	/* limits may add up beyond the GPU */
 
 	uint32_t gpu_source;	/* enum gs_gpu_source */
 	uint32_t nsim;		/* GS_GPUS_SIM */
+	uint64_t sim_memory;	/* GS_GPUS_SIM and auto's fallback */
 	uint32_t ngpus;		/* GS_GPUS_LIST */
 	struct gs_gpu_conf gpus[GS_MAX_GPUS];
 };

@@ -18,6 +18,10 @@
 typedef int nvml_ret;
 typedef struct nvml_device *nvml_dev;
 
+struct nvml_memory {		/* nvmlMemory_t (v1) */
+	unsigned long long total, free, used;
+};
+
 #define NVML_SUCCESS 0
 #define NVML_BUF 96
 
@@ -30,6 +34,7 @@ struct nvml {
 	nvml_ret (*by_index)(unsigned int, nvml_dev *);
 	nvml_ret (*uuid)(nvml_dev, char *, unsigned int);
 	nvml_ret (*name)(nvml_dev, char *, unsigned int);
+	nvml_ret (*meminfo)(nvml_dev, struct nvml_memory *);	/* optional */
 };
 
 static const char *nv_err(const struct nvml *nv, nvml_ret r)
@@ -121,6 +126,9 @@ static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
 	}
+	/* optional: without it the GPU's memory is unknown (no default
+	 * limits, no memory admission) */
+	*(void **)(&nv.meminfo) = dlsym(nv.h, "nvmlDeviceGetMemoryInfo");
 	r = nv.init();
 	if (r != NVML_SUCCESS) {
 		gs_error_set(err, GS_EIO, "nvmlInit: %s", nv_err(&nv, r));
@@ -164,6 +172,13 @@ static int nvml_discover(struct gs_gpu_desc *out, uint32_t *n,
 		if (nv.name(d, buf, sizeof(buf)) == NVML_SUCCESS)
 			snprintf(out[i].name, sizeof(out[i].name), "%.*s",
 				 (int)sizeof(out[i].name) - 1, buf);
+		if (nv.meminfo != NULL) {
+			struct nvml_memory mi;
+
+			memset(&mi, 0, sizeof(mi));
+			if (nv.meminfo(d, &mi) == NVML_SUCCESS)
+				out[i].mem_total = mi.total;
+		}
 	}
 	*n = cnt;
 	rv = 0;
@@ -174,7 +189,8 @@ out_close:
 	return rv;
 }
 
-static void simulated(uint32_t count, struct gs_gpu_desc *out, uint32_t *n)
+static void simulated(uint32_t count, uint64_t mem, struct gs_gpu_desc *out,
+		      uint32_t *n)
 {
 	uint32_t i;
 
@@ -185,6 +201,7 @@ static void simulated(uint32_t count, struct gs_gpu_desc *out, uint32_t *n)
 			 "SIM-00000000-0000-0000-0000-%012u", i);
 		snprintf(out[i].name, sizeof(out[i].name), "simulated GPU");
 		out[i].simulated = 1;
+		out[i].mem_total = mem;
 	}
 	*n = i;
 }
@@ -270,7 +287,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 		*note = NULL;
 	switch (c->gpu_source) {
 	case GS_GPUS_SIM:
-		simulated(c->nsim, out, n);
+		simulated(c->nsim, c->sim_memory, out, n);
 		return 0;
 	case GS_GPUS_LIST:
 		for (i = 0; i < c->ngpus; i++) {
@@ -280,6 +297,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 			       sizeof(out[i].uuid));
 			memcpy(out[i].name, c->gpus[i].name,
 			       sizeof(out[i].name));
+			out[i].mem_total = c->gpus[i].memory;
 		}
 		*n = c->ngpus;
 		return 0;
@@ -295,7 +313,7 @@ int gs_gpu_discover(const struct gs_agent_config *c, struct gs_gpu_desc *out,
 			    "simulation with gpus: {simulated: N}", nv, why);
 		if (note != NULL)
 			*note = "NVML found no GPU; using one simulated GPU";
-		simulated(1, out, n);
+		simulated(1, c->sim_memory, out, n);
 		return 0;
 	default:
 		return nvml_discover(out, n, err);
@@ -318,9 +336,11 @@ struct nvml_proc_util {		/* nvmlProcessUtilizationSample_t */
 
 struct nvml_proc_info {		/* nvmlProcessInfo_t (v2 and v3 alike) */
 	unsigned int pid;
-	unsigned long long used_mem;
+	unsigned long long used_mem;	/* usedGpuMemory */
 	unsigned int gpu_instance, compute_instance;
 };
+
+#define NVML_VALUE_NOT_AVAILABLE (~0ull)
 
 struct gs_gpu_util {
 	struct nvml_lib lib;
@@ -424,8 +444,9 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 	return (int)n;
 }
 
-int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
-			 unsigned max, struct gs_error *err)
+int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index,
+			 struct gs_gpu_proc_mem *out, unsigned max,
+			 struct gs_error *err)
 {
 	struct nvml_proc_info p[256];
 	unsigned int cnt = sizeof(p) / sizeof(p[0]), i;
@@ -450,8 +471,11 @@ int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
 		return gs_error_set(err, GS_EIO, "GPU %d: more than %u "
 				    "compute processes", index,
 				    (unsigned)(sizeof(p) / sizeof(p[0])));
-	for (i = 0; i < cnt && i < max; i++)
-		pids[i] = p[i].pid;
+	for (i = 0; i < cnt && i < max; i++) {
+		out[i].pid = p[i].pid;
+		out[i].bytes = p[i].used_mem == NVML_VALUE_NOT_AVAILABLE ?
+			       GS_GPU_MEM_UNKNOWN : p[i].used_mem;
+	}
 	return (int)i;
 }
 

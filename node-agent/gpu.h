@@ -18,6 +18,9 @@ struct gs_gpu_desc {
 	char uuid[GS_UUID_MAX];
 	char name[GS_LABEL_MAX];
 	int simulated;
+	uint64_t mem_total;	/* device memory, bytes; 0: unknown (NVML
+				 * without the query, a listed GPU without
+				 * `memory`) */
 };
 
 /* Fill out[0..*n-1] (at most GS_MAX_GPUS) per c->gpu_source.  NVML
@@ -44,13 +47,22 @@ void gs_gpu_util_close(struct gs_gpu_util *u);
 int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		     struct gs_gpu_proc_sample *out, unsigned max,
 		     struct gs_error *err);
-/* Pids of the compute processes NVML lists on GPU `index` (at most max);
- * returns how many, or -1 (GS_EIO with more than 256; GS_EUNSUPP when
- * the driver has no
- * nvmlDeviceGetComputeRunningProcesses_v3/_v2).  Blocks in the driver:
- * worker threads only. */
-int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index, uint32_t *pids,
-			 unsigned max, struct gs_error *err);
+/* A compute process NVML lists on a GPU, and its device memory. */
+struct gs_gpu_proc_mem {
+	uint32_t pid;
+	uint64_t bytes;		/* GS_GPU_MEM_UNKNOWN: NVML has no figure */
+};
+#define GS_GPU_MEM_UNKNOWN UINT64_MAX
+/* The compute processes NVML lists on GPU `index`
+ * (nvmlDeviceGetComputeRunningProcesses_v3, else _v2), at most max, with
+ * their device memory; returns how many, or -1 (GS_EIO with more than
+ * 256; GS_EUNSUPP when the driver has neither entry point).  Blocks in
+ * the driver: the unmanaged-process watcher (unman.c) calls it from its
+ * worker, the memory cross-check (acct_agent.c) once per GPU with an
+ * attached allocation per accounting tick, like gs_gpu_proc_util. */
+int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index,
+			 struct gs_gpu_proc_mem *out, unsigned max,
+			 struct gs_error *err);
 
 /*
  * GPU health from NVML, for the agent's health worker (health.c).  Every

@@ -9,7 +9,7 @@
  *   gsharectl gpu-fail GPU | gpu-ok GPU     (simulated GPUs only: tests)
  *   gsharectl create --shares N [--gpu G] [--weight W] [--priority P]
  *                    [--mode time|space] [--uid U | --any-uid] [--job J]
- *                    [--step S]
+ *                    [--step S] [--mem SIZE]
  *   gsharectl close ALLOC
  *   gsharectl ping
  *
@@ -46,7 +46,7 @@ static void usage_to(FILE *f)
 		"(simulated GPUs only)\n"
 		"  create --shares N [--gpu G] [--weight W] [--priority P]\n"
 		"         [--mode time|space] [--uid U | --any-uid] [--job J]\n"
-		"         [--step S]\n"
+		"         [--step S] [--mem SIZE]\n"
 		"  close ALLOC                close an allocation\n"
 		"  ping                       check that the agent answers\n");
 }
@@ -87,6 +87,18 @@ static uint32_t prio_arg(const char *s)
 static void fmt_sec(char *buf, size_t len, uint64_t ns)
 {
 	snprintf(buf, len, "%.3f", (double)ns / 1e9);
+}
+
+/* Device memory for the table: GiB with one decimal ("23.7G"), MiB
+ * below 1 GiB ("512M"), "-" for none. */
+static void fmt_mem(char *buf, size_t len, uint64_t b, int none_dash)
+{
+	if (b == 0 && none_dash)
+		snprintf(buf, len, "-");
+	else if (b < (1ull << 30))
+		snprintf(buf, len, "%.0fM", (double)b / (1 << 20));
+	else
+		snprintf(buf, len, "%.1fG", (double)b / (1 << 30));
 }
 
 static void json_str(const char *s)
@@ -140,10 +152,13 @@ static void print_json(const struct gs_status *st)
 		json_str(g->name);
 		printf(", \"shares_total\": %u, \"shares_used\": %u, "
 		       "\"healthy\": %s, \"drained\": %s, \"simulated\": %s, "
-		       "\"holder\": %" PRIu64 ", \"health\": ", g->shares_total,
-		       g->shares_used, g->healthy ? "true" : "false",
+		       "\"holder\": %" PRIu64 ", \"mem_total\": %" PRIu64
+		       ", \"mem_limits\": %" PRIu64 ", \"health\": ",
+		       g->shares_total, g->shares_used,
+		       g->healthy ? "true" : "false",
 		       g->drained ? "true" : "false",
-		       g->simulated ? "true" : "false", g->holder);
+		       g->simulated ? "true" : "false", g->holder,
+		       g->mem_total, g->mem_limits);
 		json_str(g->health);
 		printf(", \"unmanaged\": %u}", g->unmanaged);
 	}
@@ -163,13 +178,15 @@ static void print_json(const struct gs_status *st)
 		       ", \"gpu_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64
 		       ", \"suspensions\": %" PRIu64 ", \"block_tasks\": %"
 		       PRIu64 ", \"vtime_ns\": %" PRIu64 ", \"any_uid\": %s"
-		       ", \"labels\": ",
+		       ", \"mem_limit\": %" PRIu64 ", \"mem_used\": %" PRIu64
+		       ", \"mem_peak\": %" PRIu64 ", \"labels\": ",
 		       a->shares, a->weight, a->priority,
 		       gs_mode_name(a->mode), a->uid,
 		       gs_alloc_state_name(a->state), a->pid, a->nattached,
 		       a->unmanaged, a->unmanaged_held, a->created_unix_ns, a->gpu_ns, a->held_ns,
 		       a->suspensions, a->block_tasks, a->vtime_ns,
-		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false");
+		       (a->flags & GS_ALLOC_ANY_UID) ? "true" : "false",
+		       a->mem_limit, a->mem_used, a->mem_peak);
 		json_labels(&a->labels);
 		printf(", \"sm_first\": %u, \"sm_count\": %u, "
 		       "\"mps_pct\": %u, \"mps_pipe\": ", a->sm_first,
@@ -210,6 +227,7 @@ static void print_space(const struct gs_alloc_info *a)
 static void print_table(const struct gs_status *st)
 {
 	char slice[32], g1[32], g2[32], own[256], prio[16], uid[16];
+	char m1[16], m2[16], m3[16];
 	uint32_t i, j, shown;
 
 	gs_cfg_format_duration(st->slice_ns, slice, sizeof(slice));
@@ -228,9 +246,15 @@ static void print_table(const struct gs_status *st)
 		       g->healthy ? "" : g->health,
 		       !g->healthy && g->health[0] ? ")" : "");
 		if (g->holder)
-			printf("%" PRIu64 "\n", g->holder);
+			printf("%" PRIu64, g->holder);
 		else
-			printf("-\n");
+			printf("-");
+		if (g->mem_total) {
+			fmt_mem(m1, sizeof(m1), g->mem_limits, 0);
+			fmt_mem(m2, sizeof(m2), g->mem_total, 0);
+			printf("  memory limits %s/%s", m1, m2);
+		}
+		printf("\n");
 		shown = 0;
 		for (j = 0; j < st->nallocs; j++) {
 			const struct gs_alloc_info *a = &st->allocs[j];
@@ -239,11 +263,12 @@ static void print_table(const struct gs_status *st)
 				continue;
 			if (shown++ == 0)
 				printf("  %6s %6s %6s %6s %6s %5s %-10s %5s "
-				       "%12s %10s %10s %8s  %s\n", "ALLOC",
-				       "UID", "SHARES", "WEIGHT", "PRIO",
-				       "MODE", "STATE", "PROCS", "VTIME(ms)",
-				       "GPU(s)",
-				       "HELD(s)", "SUSP", "OWNER");
+				       "%12s %10s %10s %8s %7s %7s %7s  %s\n",
+				       "ALLOC", "UID", "SHARES", "WEIGHT",
+				       "PRIO", "MODE", "STATE", "PROCS",
+				       "VTIME(ms)", "GPU(s)", "HELD(s)",
+				       "SUSP", "MEM", "MAXMEM", "MEMLIM",
+				       "OWNER");
 			if (a->flags & GS_ALLOC_ANY_UID)
 				snprintf(uid, sizeof(uid), "any");
 			else
@@ -256,13 +281,16 @@ static void print_table(const struct gs_status *st)
 			else
 				snprintf(prio, sizeof(prio), "%u",
 					 a->priority);
+			fmt_mem(m1, sizeof(m1), a->mem_used, 0);
+			fmt_mem(m2, sizeof(m2), a->mem_peak, 0);
+			fmt_mem(m3, sizeof(m3), a->mem_limit, 1);
 			printf("  %6" PRIu64 " %6s %6u %6u %6s %5s %-10s "
-			       "%5u %12.3f %10s %10s %8" PRIu64 "  %s\n",
-			       a->id, uid, a->shares, a->weight, prio,
+			       "%5u %12.3f %10s %10s %8" PRIu64 " %7s %7s %7s  "
+			       "%s\n", a->id, uid, a->shares, a->weight, prio,
 			       gs_mode_name(a->mode),
 			       gs_alloc_state_name(a->state), a->nattached,
 			       (double)a->vtime_ns / 1e6, g1, g2,
-			       a->suspensions,
+			       a->suspensions, m1, m2, m3,
 			       owner_label(a, own, sizeof(own)));
 			if (a->mode == GS_MODE_SPACE)
 				print_space(a);
@@ -312,6 +340,7 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 		{ "job", required_argument, NULL, 'j' },
 		{ "step", required_argument, NULL, 'x' },
 		{ "any-uid", no_argument, NULL, 'A' },
+		{ "mem", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct gs_alloc_req req;
@@ -362,6 +391,14 @@ static int cmd_create(struct gs_client *c, int argc, char **argv)
 			break;
 		case 'A':
 			req.flags |= GS_ALLOC_ANY_UID;
+			break;
+		case 'M':
+			if (gs_cfg_parse_size(optarg, &req.mem_limit) < 0 ||
+			    req.mem_limit == 0) {
+				fprintf(stderr, "%s: mem: '%s' is not a size "
+					"(e.g. 20G, 512M)\n", prog, optarg);
+				return 2;
+			}
 			break;
 		default:
 			usage();

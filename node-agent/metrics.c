@@ -132,7 +132,8 @@ sec(uint64_t ns)
 
 struct per_alloc {
 	const char *name, *type, *help;
-	int kind;	/* 0 gpu, 1 share, 2 held, 3 susp, 4 shares, 5 weight */
+	int kind;	/* 0 gpu, 1 share, 2 held, 3 susp, 4 shares, 5 weight,
+			 * 6.. device memory (whole bytes) */
 };
 
 /* GPU processes that bypass the gate, per GPU and allocation ("" for
@@ -192,6 +193,16 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		  "Guaranteed shares of the allocation (of 100 per GPU).", 4 },
 		{ "gshare_weight", "gauge",
 		  "Scheduling weight of the allocation.", 5 },
+		{ "gshare_memory_used_bytes", "gauge",
+		  "Device memory the allocation's job held at the last tick (job-reported).",
+		  6 },
+		{ "gshare_memory_max_bytes", "gauge",
+		  "Most device memory the allocation's job held at once.", 7 },
+		{ "gshare_memory_limit_bytes", "gauge",
+		  "Device memory limit of the allocation (0: none).", 8 },
+		{ "gshare_memory_nvml_bytes", "gauge",
+		  "Device memory NVML sees the allocation's attached process hold (real GPUs; 0: none or not known).",
+		  9 },
 	};
 	const struct gs_acct_view *v = NULL;
 	const struct gs_acct_hist *h = NULL;
@@ -207,9 +218,21 @@ gs_metrics_render(const struct gs_acct *acct, const struct gs_agent_stats *st,
 		for (unsigned i = 0; i < nv; i++) {
 			const struct gs_store_alloc *r = &v[i].row;
 			double val = 0;
+			uint64_t bytes = 0;
 
 			job_label(&r->labels, job, sizeof(job));
 			esc(user, sizeof(user), r->labels.user);
+			if (pa[k].kind >= 6) {
+				bytes = pa[k].kind == 6 ? v[i].mem_used :
+					pa[k].kind == 7 ? r->tot.mem_max :
+					pa[k].kind == 8 ? r->mem_limit :
+					v[i].mem_nvml;
+				gs_mbuf_printf(b,
+					       "%s{alloc=\"%" PRIu64 "\",job=\"%s\",user=\"%s\",gpu=\"%d\"} %" PRIu64 "\n",
+					       pa[k].name, r->agent_id, job,
+					       user, r->gpu, bytes);
+				continue;
+			}
 			switch (pa[k].kind) {
 			case 0: val = sec(r->tot.gpu_ns); break;
 			case 1: val = sec(r->tot.share_ns); break;

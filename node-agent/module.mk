@@ -8,7 +8,7 @@ AGENT_SRCS := node-agent/agent.c node-agent/alloc.c node-agent/config.c \
 	      node-agent/acct.c node-agent/acct_agent.c node-agent/store.c \
 	      node-agent/metrics.c node-agent/health.c node-agent/unman.c \
 	      node-agent/unman_dfq.c \
-	      node-agent/state.c node-agent/durable.c
+	      node-agent/state.c node-agent/durable.c node-agent/memquota.c
 AGENT_SRCS += node-agent/connlimit.c
 AGENT_SRCS += node-agent/space.c node-agent/space_agent.c node-agent/mps.c
 AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)

@@ -18,8 +18,11 @@
  *   next_id 8
  *   alloc id=3 gpu=0 uuid=GPU-x shares=10 weight=1 priority=1 mode=0
  *         uid=0 flags=0 created=NS cluster= job=42 step=0 node= ns= pod=
- *         container= user= account=          (one line)
+ *         container= user= account= [mem=BYTES]   (one line)
  *   end allocs=1 crc32=1a2b3c4d
+ * mem= (the device memory limit the job asked for) is written only when
+ * one was asked for, so that files without explicit limits stay as an
+ * agent before memory limits reads them.
  * Keys appear in exactly this order.  Values are printable ASCII; a byte
  * outside '!'..'~', or '%', '=' is written %XX.  crc32 (IEEE) covers every
  * byte before the "end" line.  Numbers are decimal without sign (gpu may
@@ -168,6 +171,8 @@ int gs_state_encode(const struct gs_state *st, char **out, size_t *len,
 		sb_str(&b, "container", l->container);
 		sb_str(&b, "user", l->user);
 		sb_str(&b, "account", l->account);
+		if (a->mem_req != 0)
+			sb_printf(&b, " mem=%" PRIu64, a->mem_req);
 		sb_put(&b, "\n", 1);
 	}
 	if (!b.oom)
@@ -322,6 +327,9 @@ static int decode_alloc(struct rd *r, struct gs_state_alloc *a)
 	    kv_str(r, "container", l->container, sizeof(l->container)) < 0 ||
 	    kv_str(r, "user", l->user, sizeof(l->user)) < 0 ||
 	    kv_str(r, "account", l->account, sizeof(l->account)) < 0)
+		return -1;
+	if ((size_t)(r->end - r->p) >= 5 && memcmp(r->p, " mem=", 5) == 0 &&
+	    kv_num(r, "mem", UINT64_MAX, &a->mem_req) < 0)
 		return -1;
 	if (a->id == 0)
 		return bad(r, "allocation id 0", NULL);

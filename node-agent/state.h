@@ -35,6 +35,7 @@ struct gs_state_alloc {
 	uint32_t shares, weight, priority, mode, uid, flags;
 	uint64_t created_unix_ns;
 	struct gs_labels labels;
+	uint64_t mem_req;		/* memory limit asked for, 0: default */
 };
 
 struct gs_state {

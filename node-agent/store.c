@@ -254,6 +254,9 @@ merge_batch(struct gs_store_batch *t, const struct gs_store_batch *b)
  *  1: allocations and per-tick samples.
  *  2: the committed-tick log and a time index on samples (retention purge
  *     and time-window reports).
+ *  3: device memory: the limit on allocations; the most held, the
+ *     byte-seconds held and the time they cover, on allocations and
+ *     samples (MaxMem, AveMem).
  */
 static const char *const migrations[GS_STORE_SCHEMA_VERSION] = {
 	"CREATE TABLE allocs ("
@@ -293,6 +296,15 @@ static const char *const migrations[GS_STORE_SCHEMA_VERSION] = {
 	"CREATE TABLE ticks (tick INTEGER PRIMARY KEY,"
 	" t_ns INTEGER NOT NULL, nsamples INTEGER NOT NULL);"
 	"CREATE INDEX samples_t ON samples(t_ns);",
+
+	"ALTER TABLE allocs ADD COLUMN mem_max INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE allocs ADD COLUMN mem_byte_s INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE allocs ADD COLUMN mem_ns INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE allocs ADD COLUMN mem_limit INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE samples ADD COLUMN mem_max INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE samples ADD COLUMN mem_byte_s INTEGER NOT NULL"
+	" DEFAULT 0;"
+	"ALTER TABLE samples ADD COLUMN mem_ns INTEGER NOT NULL DEFAULT 0;",
 };
 
 static int
@@ -376,22 +388,25 @@ prepare_writes(struct gs_store *s, struct gs_error *err)
 		" ns, pod, container, user, account, uid, gpu, gpu_uuid,"
 		" shares, weight, priority, mode, start_ns, end_ns, last_ns,"
 		" state, estimate, gpu_ns, held_ns, share_ns, wall_ns,"
-		" block_tasks, suspensions, evict_ns_sum, evict_ns_max)"
+		" block_tasks, suspensions, evict_ns_sum, evict_ns_max,"
+		" mem_max, mem_byte_s, mem_ns, mem_limit)"
 		" VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
 		"?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26,?27,?28,?29,?30,"
-		"?31) ON CONFLICT(key) DO UPDATE SET agent_id=?2, cluster=?3,"
+		"?31,?32,?33,?34,?35) ON CONFLICT(key) DO UPDATE SET agent_id=?2, cluster=?3,"
 		" job=?4, step=?5, node=?6, ns=?7, pod=?8, container=?9,"
 		" user=?10, account=?11, uid=?12,"
 		" gpu=?13, gpu_uuid=?14, shares=?15, weight=?16, priority=?17,"
 		" mode=?18, end_ns=?20, last_ns=?21, state=?22, estimate=?23,"
 		" gpu_ns=?24, held_ns=?25, share_ns=?26, wall_ns=?27,"
 		" block_tasks=?28, suspensions=?29, evict_ns_sum=?30,"
-		" evict_ns_max=?31";
+		" evict_ns_max=?31, mem_max=?32, mem_byte_s=?33, mem_ns=?34,"
+		" mem_limit=?35";
 	static const char sample_sql[] =
 		"INSERT OR REPLACE INTO samples (key, t_ns, dt_ns, estimate,"
 		" gpu_ns, held_ns, share_ns, wall_ns, block_tasks,"
-		" suspensions, evict_ns_sum, evict_ns_max)"
-		" VALUES (?,?,?,?,?,?,?,?,?,?,?,?)";
+		" suspensions, evict_ns_sum, evict_ns_max, mem_max,"
+		" mem_byte_s, mem_ns)"
+		" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	static const char tick_sql[] =
 		"INSERT OR REPLACE INTO ticks (tick, t_ns, nsamples)"
 		" VALUES (?,?,?)";
@@ -565,7 +580,7 @@ gs_store_last_tick(struct gs_store *s, uint64_t *out, struct gs_error *err)
 	" account, uid, gpu, gpu_uuid, shares, weight, priority, mode," \
 	" start_ns, end_ns, last_ns, state, estimate, gpu_ns, held_ns," \
 	" share_ns, wall_ns, block_tasks, suspensions, evict_ns_sum," \
-	" evict_ns_max"
+	" evict_ns_max, mem_max, mem_byte_s, mem_ns, mem_limit"
 
 static void
 col_text(sqlite3_stmt *st, int i, char *dst, size_t n)
@@ -610,6 +625,10 @@ read_alloc(sqlite3_stmt *st, struct gs_store_alloc *a)
 	a->tot.suspensions = (uint64_t)sqlite3_column_int64(st, 28);
 	a->tot.evict_ns_sum = (uint64_t)sqlite3_column_int64(st, 29);
 	a->tot.evict_ns_max = (uint64_t)sqlite3_column_int64(st, 30);
+	a->tot.mem_max = (uint64_t)sqlite3_column_int64(st, 31);
+	a->tot.mem_byte_s = (uint64_t)sqlite3_column_int64(st, 32);
+	a->tot.mem_ns = (uint64_t)sqlite3_column_int64(st, 33);
+	a->mem_limit = (uint64_t)sqlite3_column_int64(st, 34);
 }
 
 static void
@@ -624,7 +643,7 @@ bind_u64(sqlite3_stmt *st, int i, uint64_t v)
 	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
 }
 
-/* The eight usage columns, in struct gs_usage order, from column i on:
+/* The eleven usage columns, in struct gs_usage order, from column i on:
  * allocation totals and per-tick samples store the same fields. */
 static void
 bind_usage(sqlite3_stmt *st, int i, const struct gs_usage *u)
@@ -637,6 +656,9 @@ bind_usage(sqlite3_stmt *st, int i, const struct gs_usage *u)
 	bind_u64(st, i + 5, u->suspensions);
 	bind_u64(st, i + 6, u->evict_ns_sum);
 	bind_u64(st, i + 7, u->evict_ns_max);
+	bind_u64(st, i + 8, u->mem_max);
+	bind_u64(st, i + 9, u->mem_byte_s);
+	bind_u64(st, i + 10, u->mem_ns);
 }
 
 static int
@@ -671,6 +693,7 @@ write_alloc(struct gs_store *s, const struct gs_store_alloc *a,
 	bind_u64(st, 22, a->state);
 	bind_u64(st, 23, a->estimate);
 	bind_usage(st, 24, &a->tot);
+	bind_u64(st, 35, a->mem_limit);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
@@ -1483,6 +1506,9 @@ read_sample(sqlite3_stmt *st, struct gs_store_sample *x)
 	x->d.suspensions = (uint64_t)sqlite3_column_int64(st, 9);
 	x->d.evict_ns_sum = (uint64_t)sqlite3_column_int64(st, 10);
 	x->d.evict_ns_max = (uint64_t)sqlite3_column_int64(st, 11);
+	x->d.mem_max = (uint64_t)sqlite3_column_int64(st, 12);
+	x->d.mem_byte_s = (uint64_t)sqlite3_column_int64(st, 13);
+	x->d.mem_ns = (uint64_t)sqlite3_column_int64(st, 14);
 }
 
 int
@@ -1496,7 +1522,8 @@ gs_store_samples(struct gs_store *s, uint64_t key, int64_t t0, int64_t t1,
 	if (sqlite3_prepare_v2(s->db,
 			       "SELECT key, t_ns, dt_ns, estimate, gpu_ns,"
 			       " held_ns, share_ns, wall_ns, block_tasks,"
-			       " suspensions, evict_ns_sum, evict_ns_max"
+			       " suspensions, evict_ns_sum, evict_ns_max,"
+			       " mem_max, mem_byte_s, mem_ns"
 			       " FROM samples WHERE key = ?1 AND t_ns >= ?2"
 			       " AND t_ns <= ?3 ORDER BY t_ns", -1, &st,
 			       NULL) != SQLITE_OK)
@@ -1530,7 +1557,10 @@ gs_store_sum(struct gs_store *s, uint64_t key, int64_t t0, int64_t t1,
 			       " COALESCE(SUM(block_tasks), 0),"
 			       " COALESCE(SUM(suspensions), 0),"
 			       " COALESCE(SUM(evict_ns_sum), 0),"
-			       " COALESCE(MAX(evict_ns_max), 0)"
+			       " COALESCE(MAX(evict_ns_max), 0),"
+			       " COALESCE(MAX(mem_max), 0),"
+			       " COALESCE(SUM(mem_byte_s), 0),"
+			       " COALESCE(SUM(mem_ns), 0)"
 			       " FROM samples WHERE key = ?1 AND t_ns > ?2"
 			       " AND t_ns <= ?3", -1, &st, NULL) != SQLITE_OK)
 		return sqlerr(s, err, "sum");
@@ -1549,6 +1579,9 @@ gs_store_sum(struct gs_store *s, uint64_t key, int64_t t0, int64_t t1,
 	out->suspensions = (uint64_t)sqlite3_column_int64(st, 5);
 	out->evict_ns_sum = (uint64_t)sqlite3_column_int64(st, 6);
 	out->evict_ns_max = (uint64_t)sqlite3_column_int64(st, 7);
+	out->mem_max = (uint64_t)sqlite3_column_int64(st, 8);
+	out->mem_byte_s = (uint64_t)sqlite3_column_int64(st, 9);
+	out->mem_ns = (uint64_t)sqlite3_column_int64(st, 10);
 	rv = 0;
 out_finalize:
 	sqlite3_finalize(st);

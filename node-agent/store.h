@@ -29,7 +29,7 @@
 #include "gs_error.h"
 #include "gs_proto.h"
 
-#define GS_STORE_SCHEMA_VERSION	2
+#define GS_STORE_SCHEMA_VERSION	3
 
 /* Allocation states as stored (sacct's vocabulary). */
 enum gs_store_state {
@@ -52,6 +52,10 @@ struct gs_usage {
 	uint64_t suspensions;
 	uint64_t evict_ns_sum;
 	uint64_t evict_ns_max;	/* a max, never a delta */
+	uint64_t mem_max;	/* device memory, most held: a max too */
+	uint64_t mem_byte_s;	/* device memory held x time, bytes x s
+				 * (an 80 GiB card for a year fits) */
+	uint64_t mem_ns;	/* the time mem_byte_s covers (attached) */
 };
 
 struct gs_store_alloc {
@@ -68,6 +72,7 @@ struct gs_store_alloc {
 	uint32_t state;		/* enum gs_store_state */
 	uint32_t estimate;	/* 1: usage estimated from NVML samples */
 	struct gs_usage tot;
+	uint64_t mem_limit;	/* device memory limit, bytes, 0: none */
 };
 
 struct gs_store_sample {

@@ -202,14 +202,15 @@ static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 		     size_t errlen)
 {
 	struct gs_gpu_proc_sample *smp = u->smp;
-	uint32_t pids[PER_GPU];
+	struct gs_gpu_proc_mem procs[PER_GPU];
 	struct gs_error e;
 	unsigned n = 0;
 	int np, ns;
 
 	err[0] = '\0';
 	for (uint32_t g = 0; g < u->ngpu; g++) {
-		np = gs_gpu_compute_procs(u->nv, u->idx[g], pids, PER_GPU, &e);
+		np = gs_gpu_compute_procs(u->nv, u->idx[g], procs, PER_GPU,
+					  &e);
 		if (np < 0) {
 			snprintf(err, errlen, "%s", e.msg);
 			continue;
@@ -227,10 +228,10 @@ static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 			struct gs_unman_proc *p = &r[n];
 			uint64_t best = 0;
 
-			if (pids[i] == 0)
+			if (procs[i].pid == 0)
 				continue;
 			memset(p, 0, sizeof(*p));
-			p->pid = pids[i];
+			p->pid = procs[i].pid;
 			p->gpu = u->ti[g];
 			for (int k = 0; k < ns; k++)
 				if (smp[k].pid == p->pid &&

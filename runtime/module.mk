@@ -28,6 +28,14 @@ UNIT_TESTS += $(RT_TT_UNIT)
 $(RT_TT_UNIT): $(B)/runtime/tests/test_tasktable.o $(RT_TT_OBJ) $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka
 
+# the job side's device memory ledger (gs_memq.c): pure host code, for
+# the launch gate's allocation hooks and libgshare
+RT_MEMQ_OBJ  := $(B)/runtime/src/gs_memq.o
+RT_MEMQ_UNIT := $(B)/runtime/tests/test_memq
+UNIT_TESTS   += $(RT_MEMQ_UNIT)
+$(RT_MEMQ_UNIT): $(B)/runtime/tests/test_memq.o $(RT_MEMQ_OBJ) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka -lpthread
+
 $(B)/runtime/%.o: CFLAGS += -Iruntime/src -Iruntime/include
 
 HAVE_NVCC := $(wildcard $(NVCC))

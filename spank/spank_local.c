@@ -15,7 +15,7 @@
 
 #include "gs_spank.h"
 
-enum { OPT_WEIGHT = 1, OPT_PRIORITY, OPT_MODE, OPT_PRELOAD };
+enum { OPT_WEIGHT = 1, OPT_PRIORITY, OPT_MODE, OPT_MEM, OPT_PRELOAD };
 
 static int opt_cb(int val, const char *optarg, int remote)
 {
@@ -31,6 +31,9 @@ static int opt_cb(int val, const char *optarg, int remote)
 		break;
 	case OPT_MODE:
 		rv = gs_spank_opt_mode(optarg, &gs__st.opts, &err);
+		break;
+	case OPT_MEM:
+		rv = gs_spank_opt_mem(optarg, &gs__st.opts, &err);
 		break;
 	case OPT_PRELOAD:
 		rv = gs_spank_opt_preload(optarg, &gs__st.opts, &err);
@@ -64,6 +67,10 @@ static struct spank_option options[] = {
 	  "gshare: share the GPU by time slices or by SM partitions "
 	  "(default time)",
 	  1, OPT_MODE, opt_cb },
+	{ "gshare-mem", "SIZE",
+	  "gshare: GPU memory limit of this job's share, e.g. 20G "
+	  "(default: the share's part of the GPU's memory)",
+	  1, OPT_MEM, opt_cb },
 	{ "gshare-preload", "yes|no",
 	  "gshare: load the launch gate into the job so that unmodified "
 	  "CUDA programs get their share (default yes)",

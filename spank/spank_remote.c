@@ -453,6 +453,7 @@ int gs__remote_begin(spank_t sp)
 	req.weight = gs__st.opts.weight;
 	req.priority = gs__st.opts.priority;
 	req.mode = gs__st.opts.mode;
+	req.mem_limit = gs__st.opts.mem;
 	req.uid = (uint32_t)uid;
 	fill_labels(sp, uid, &req.labels);
 
@@ -488,6 +489,11 @@ int gs__remote_begin(spank_t sp)
 	}
 	gs__st.alloc_id = info.id;
 	gs__st.shares = info.shares;
+	if (req.mem_limit != 0 && info.mem_limit != req.mem_limit)
+		/* an agent older than protocol 1.4 ignores the field */
+		user_msg(0, "gshare: warning: step %" PRIu32 ".%s: --gshare-mem "
+			 "ignored: the node's gshared has no memory limits",
+			 gs__st.job, step);
 	slurm_verbose("gshare: step %" PRIu32 ".%s on %s: allocation %" PRIu64
 		      " (%u shares, gpu %d)",
 		      gs__st.job, step, gs__st.node, info.id, info.shares,

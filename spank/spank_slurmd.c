@@ -192,6 +192,7 @@ static int sweep_agent(const char *job, const char *node, uint32_t end_state,
 		r.shares = fin.shares;
 		r.gpu_ns = fin.gpu_ns;
 		r.held_ns = fin.held_ns;
+		r.mem_max = fin.mem_peak;
 		gs_spank_totals_add(t, &r);
 		closed++;
 	}

@@ -359,6 +359,15 @@ gs_row_job_add(struct gs_row *j, const struct gs_store_alloc *a)
 	t->evict_ns_sum += u->evict_ns_sum;
 	if (u->evict_ns_max > t->evict_ns_max)
 		t->evict_ns_max = u->evict_ns_max;
+	/* memory: the most any step held; the average over the time the
+	 * steps held memory (each step weighs by its own time) */
+	if (u->mem_max > t->mem_max)
+		t->mem_max = u->mem_max;
+	t->mem_byte_s = u->mem_byte_s > UINT64_MAX - t->mem_byte_s ?
+			UINT64_MAX : t->mem_byte_s + u->mem_byte_s;
+	t->mem_ns += u->mem_ns;
+	if (a->mem_limit > j->a.mem_limit)
+		j->a.mem_limit = a->mem_limit;
 	if (a->start_ns < j->a.start_ns)
 		j->a.start_ns = a->start_ns;
 	if (j->a.end_ns != 0 && (a->end_ns == 0 || a->end_ns > j->a.end_ns))
@@ -516,6 +525,45 @@ F(f_evictmax)
 	*num = 1;
 	snprintf(b, n, "%.1f", (double)r->a.tot.evict_ns_max / 1e3);
 }
+/* Memory as sacct writes MaxRSS: K below a MiB, else two decimals in
+ * the largest binary unit M, G, T. */
+static void
+mem_text(char *b, size_t n, uint64_t bytes)
+{
+	static const char units[] = "MGT";
+	double v = (double)bytes / 1048576.0;
+	unsigned i = 0;
+
+	if (bytes < 1048576) {
+		snprintf(b, n, "%" PRIu64 "K", (bytes + 1023) / 1024);
+		return;
+	}
+	while (v >= 1024.0 && i + 1 < sizeof(units) - 1) {
+		v /= 1024.0;
+		i++;
+	}
+	snprintf(b, n, "%.2f%c", v, units[i]);
+}
+/* The memory fields carry a unit: strings in JSON, like sacct's. */
+F(f_maxmem)
+{
+	(void)num;
+	mem_text(b, n, r->a.tot.mem_max);
+}
+F(f_avemem)
+{
+	(void)num;
+	mem_text(b, n, r->a.tot.mem_ns ? (uint64_t)((double)r->a.tot.mem_byte_s
+		 / ((double)r->a.tot.mem_ns / 1e9)) : 0);
+}
+F(f_memlimit)
+{
+	(void)num;
+	if (r->a.mem_limit == 0)
+		snprintf(b, n, "none");
+	else
+		mem_text(b, n, r->a.mem_limit);
+}
 F(f_state) { (void)num; snprintf(b, n, "%s", gs_store_state_name(r->a.state)); }
 F(f_estimate) { (void)num; snprintf(b, n, "%s", r->a.estimate ? "yes" : "no"); }
 
@@ -549,6 +597,9 @@ const struct gs_field gs_fields[] = {
 	{ "BlockTasks", 12, GS_ALIGN_RIGHT, "logical blocks completed", f_blocktasks },
 	{ "EvictAvg", 9, GS_ALIGN_RIGHT, "mean eviction latency, us", f_evictavg },
 	{ "EvictMax", 9, GS_ALIGN_RIGHT, "worst eviction latency, us", f_evictmax },
+	{ "MaxMem", 9, GS_ALIGN_RIGHT, "most device memory held at once", f_maxmem },
+	{ "AveMem", 9, GS_ALIGN_RIGHT, "device memory held, averaged over the time any was held", f_avemem },
+	{ "MemLimit", 9, GS_ALIGN_RIGHT, "device memory limit (none: no limit)", f_memlimit },
 	{ "State", 10, GS_ALIGN_RIGHT, "RUNNING COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL", f_state },
 	{ "Estimate", 8, GS_ALIGN_RIGHT, "yes: usage estimated from NVML samples", f_estimate },
 };
@@ -559,7 +610,8 @@ const char gs_format_default[] =
 const char gs_format_long[] =
 	"JobID,JobName,Cluster,NodeList,User,Account,GPU,GPUUUID,Share,Weight,"
 	"Priority,Mode,Start,End,Elapsed,GPUSec,HeldSec,ShareSec,AvgShare,"
-	"Suspends,BlockTasks,EvictAvg,EvictMax,State,Estimate";
+	"Suspends,BlockTasks,EvictAvg,EvictMax,MaxMem,AveMem,MemLimit,State,"
+	"Estimate";
 
 int
 gs_format_parse(const char *spec, struct gs_col *cols, unsigned *ncols,

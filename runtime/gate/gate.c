@@ -45,6 +45,7 @@
 #include "gate_hooks.h"
 #include "gate_logic.h"
 #include "gs_error.h"
+#include "gs_memq.h"
 #include "gs_proto.h"
 #include "gs_rtlogic.h"
 #include "gs_session.h"
@@ -141,6 +142,9 @@ static struct {
 };
 
 static int capture_count;		/* stream captures in progress */
+static struct gs_memq *memq;		/* device memory ledger, NULL: none
+					 * (yet); see "device memory" */
+static int memq_tried;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
 /* this thread runs gate_init: libcuda's constructors (run by its dlopen)
@@ -309,6 +313,10 @@ static void gate_atfork_child(void)
 	g.sess = NULL;
 	g.sess_tried = 0;
 	g.monitor_up = 0;
+	/* the parent's ledger stays the parent's (its locks may be held by
+	 * a thread that does not exist here) */
+	memq = NULL;
+	memq_tried = 0;
 	g.state = GT_NOTHELD;
 	for (unsigned i = 0; i < g.nstreams; i++)
 		gl_stream_init(&g.streams[i]->w);
@@ -890,7 +898,7 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	pthread_mutex_unlock(&g.mu);
 }
 
-#define X(kind, sym, ptsz, P, A, S)					\
+#define GATE_WRAP(kind, sym, ptsz, P, A, S)				\
 	CUresult sym P							\
 	{								\
 		struct gate_ticket t_;					\
@@ -906,8 +914,293 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 		gate_post(GATE_K_##kind, &t_, rc_);			\
 		return rc_;						\
 	}
+#define GATE_WRAP_SUBMIT(sym, ptsz, P, A, S) GATE_WRAP(SUBMIT, sym, ptsz, P, A, S)
+#define GATE_WRAP_CAPBEGIN(sym, ptsz, P, A, S) \
+	GATE_WRAP(CAPBEGIN, sym, ptsz, P, A, S)
+#define GATE_WRAP_CAPEND(sym, ptsz, P, A, S) GATE_WRAP(CAPEND, sym, ptsz, P, A, S)
+#define GATE_WRAP_MEM(sym, ptsz, P, A, S)	/* below, by hand */
+#define X(kind, sym, ptsz, P, A, S) GATE_WRAP_##kind(sym, ptsz, P, A, S)
 GATE_HOOKS(X)
 #undef X
+
+/* ---- device memory (docs/runtime.md, "Device memory limits") ---------- */
+
+/*
+ * Every allocation entry point reserves its size in the ledger
+ * (runtime/src/gs_memq.c) before it reaches the driver and fails like a
+ * full card (CUDA_ERROR_OUT_OF_MEMORY) when the allocation's limit would
+ * be passed; frees give the size back; cuMemGetInfo answers with the
+ * allocation's view.  The ledger is made at the first memory call, from
+ * the control page of the session that call opens (the limit the agent
+ * wrote there).  Without a session (not under an allocation, GSHARE_GATE=0,
+ * libgshare linked) every call passes through untouched.
+ */
+static struct gs_memq *memq_get(void)
+{
+	struct gs_memq *q;
+	struct gs_error err;
+
+	if (tls_initing)
+		return NULL;
+	gate_init_once();
+	q = __atomic_load_n(&memq, __ATOMIC_ACQUIRE);
+	if (q != NULL || !g.enabled)
+		return q;
+	pthread_mutex_lock(&g.mu);
+	if (!memq_tried) {
+		memq_tried = 1;
+		if (!g.sess_tried)
+			session_open_locked();
+		if (g.enabled && g.sess != NULL) {
+			if (gs_memq_new(page()->mem_limit, page(), &q,
+					&err) == 0)
+				__atomic_store_n(&memq, q, __ATOMIC_RELEASE);
+			else
+				gate_warn("device memory not limited: %s",
+					  err.msg);
+		}
+	}
+	q = memq;
+	pthread_mutex_unlock(&g.mu);
+	return q;
+}
+
+/* After the driver's answer to an allocation of n reserved bytes: keep
+ * it (remembered by address) or give the reservation back. */
+static CUresult mem_done(struct gs_memq *q, CUresult rc, CUdeviceptr *dp,
+			 size_t n)
+{
+	if (q == NULL)
+		return rc;
+	if (rc != CUDA_SUCCESS) {
+		gs_memq_unreserve(q, n);
+		return rc;
+	}
+	if (gs_memq_track(q, *dp, n) < 0) {
+		/* no room to remember it: undo, as a full card would */
+		if (hook_real[H_cuMemFree_v2] != NULL)
+			(void)((CUresult (*)GATE_P_MFREE)
+			       hook_real[H_cuMemFree_v2])(*dp);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+/* An allocation of n bytes through real (its arguments after the size
+ * check): the common path of cuMemAlloc, cuMemAllocManaged and
+ * cuMemAllocAsync. */
+#define MEM_ALLOC_BODY(h, n, call)					\
+	do {								\
+		struct gs_memq *q_ = memq_get();			\
+		CUresult rc_;						\
+		if (hook_real[h] == NULL)				\
+			return CUDA_ERROR_NOT_FOUND;			\
+		if (q_ != NULL && gs_memq_reserve(q_, (n)) < 0)		\
+			return CUDA_ERROR_OUT_OF_MEMORY;		\
+		rc_ = (call);						\
+		return mem_done(q_, rc_, dp, (n));			\
+	} while (0)
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n)
+{
+	MEM_ALLOC_BODY(H_cuMemAlloc_v2, n,
+		       ((CUresult (*)GATE_P_MALLOC)
+			hook_real[H_cuMemAlloc_v2])(dp, n));
+}
+
+/* Managed memory counts in full at allocation: the limit bounds what the
+ * process may make resident on the device, wherever the pages are now. */
+CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned flags)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocManaged, n,
+		       ((CUresult (*)GATE_P_MMANAGED)
+			hook_real[H_cuMemAllocManaged])(dp, n, flags));
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocAsync, n,
+		       ((CUresult (*)GATE_P_MASYNC)
+			hook_real[H_cuMemAllocAsync])(dp, n, s));
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocAsync_ptsz, n,
+		       ((CUresult (*)GATE_P_MASYNC)
+			hook_real[H_cuMemAllocAsync_ptsz])(dp, n, s));
+}
+
+/* The pitch is the driver's choice: reserve the unpadded size, then the
+ * padding once the pitch is known (refused like a full card when that
+ * no longer fits). */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w,
+			    size_t h, unsigned elem)
+{
+	struct gs_memq *q = memq_get();
+	size_t n = w * h, real_n;
+	CUresult rc;
+
+	if (hook_real[H_cuMemAllocPitch_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && (h != 0 && n / h != w))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (q != NULL && gs_memq_reserve(q, n) < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	rc = ((CUresult (*)GATE_P_MPITCH)hook_real[H_cuMemAllocPitch_v2])
+		(dp, pitch, w, h, elem);
+	if (q == NULL || rc != CUDA_SUCCESS || pitch == NULL)
+		return mem_done(q, rc, dp, n);
+	real_n = *pitch * h;
+	if (real_n > n && gs_memq_reserve(q, real_n - n) < 0) {
+		if (hook_real[H_cuMemFree_v2] != NULL)
+			(void)((CUresult (*)GATE_P_MFREE)
+			       hook_real[H_cuMemFree_v2])(*dp);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return mem_done(q, rc, dp, real_n > n ? real_n : n);
+}
+
+/* Frees forget the pointer before the driver may hand the address out
+ * again; a free the driver refuses puts it back. */
+static void mem_refused_free(struct gs_memq *q, CUdeviceptr d, uint64_t n)
+{
+	if (n == 0)
+		return;
+	(void)gs_memq_reserve(q, n);	/* it was held: it still is */
+	if (gs_memq_track(q, d, n) < 0)
+		gs_memq_unreserve(q, n);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr d)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, d) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMemFree_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MFREE)hook_real[H_cuMemFree_v2])(d);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, d, n);
+	return rc;
+}
+
+/* Stream-ordered frees give the size back at the call: the memory goes
+ * back to the pool the driver keeps, which the next cuMemAllocAsync
+ * draws from (and counts again). */
+static CUresult mem_free_async(int h, CUdeviceptr d, CUstream s)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, d) : 0;
+	CUresult rc;
+
+	if (hook_real[h] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MFREEA)hook_real[h])(d, s);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, d, n);
+	return rc;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s)
+{
+	return mem_free_async(H_cuMemFreeAsync, d, s);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
+{
+	return mem_free_async(H_cuMemFreeAsync_ptsz, d, s);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *pool,
+				 CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync, n,
+		       ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s));
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, void *pool,
+				      CUstream s)
+{
+	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync_ptsz, n,
+		       ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync_ptsz])
+		       (dp, n, pool, s));
+}
+
+/*
+ * Virtual memory management (PyTorch's expandable_segments): physical
+ * memory is allocated by cuMemCreate and freed by cuMemRelease of its
+ * handle; cuMemMap/cuMemUnmap only place it and are not counted.  Handles
+ * share the ledger with device addresses under a key with the top bit
+ * set (device addresses and the driver's handles never have it).
+ */
+#define MEM_HANDLE_KEY(h) ((h) ^ (1ull << 63))
+
+CUresult cuMemCreate(uint64_t *hp, size_t n, const void *prop,
+		     unsigned long long flags)
+{
+	struct gs_memq *q = memq_get();
+	CUresult rc;
+
+	if (hook_real[H_cuMemCreate] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && gs_memq_reserve(q, n) < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	rc = ((CUresult (*)GATE_P_MCREATE)hook_real[H_cuMemCreate])
+		(hp, n, prop, flags);
+	if (q == NULL)
+		return rc;
+	if (rc != CUDA_SUCCESS) {
+		gs_memq_unreserve(q, n);
+		return rc;
+	}
+	if (gs_memq_track(q, MEM_HANDLE_KEY(*hp), n) < 0) {
+		if (hook_real[H_cuMemRelease] != NULL)
+			(void)((CUresult (*)GATE_P_MRELEASE)
+			       hook_real[H_cuMemRelease])(*hp);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+CUresult cuMemRelease(uint64_t h)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_HANDLE_KEY(h)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMemRelease] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MRELEASE)hook_real[H_cuMemRelease])(h);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_HANDLE_KEY(h), n);
+	return rc;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t f, t;
+	CUresult rc;
+
+	if (hook_real[H_cuMemGetInfo_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MINFO)hook_real[H_cuMemGetInfo_v2])
+		(free_b, total_b);
+	if (rc != CUDA_SUCCESS || q == NULL || free_b == NULL ||
+	    total_b == NULL)
+		return rc;
+	gs_memq_view(q, *free_b, *total_b, &f, &t);
+	*free_b = (size_t)f;
+	*total_b = (size_t)t;
+	return rc;
+}
 
 /* ---- cuGetProcAddress ------------------------------------------------- */
 

@@ -27,6 +27,7 @@ typedef struct CUuuid_st {
 } CUuuid;
 
 #define CUDA_SUCCESS			0
+#define CUDA_ERROR_OUT_OF_MEMORY	2
 #define CUDA_ERROR_NOT_READY		600
 #define CUDA_ERROR_NOT_FOUND		500
 #define CUDA_ERROR_INVALID_DEVICE	101

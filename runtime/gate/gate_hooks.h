@@ -5,7 +5,9 @@
  *   X(kind, symbol, ptsz, params, args, stream)
  *
  *   kind    SUBMIT (puts work on a stream: gated), CAPBEGIN / CAPEND
- *           (stream capture starts / ends: counted, never gated)
+ *           (stream capture starts / ends: counted, never gated), MEM
+ *           (device memory: held to the allocation's limit; these
+ *           wrappers are written by hand in gate.c, not generated)
  *   symbol  the name libcuda exports, with its _vN suffix: the versioned
  *           variant the CUDA 12/13 headers map the API name to
  *   ptsz    1 for the per-thread-default-stream twin (_ptsz), 0 otherwise
@@ -57,6 +59,28 @@
 #define GATE_A_CAPG (s, gr, deps, edata, ndeps, mode)
 #define GATE_P_END (CUstream s, CUgraph *gp)
 #define GATE_A_END (s, gp)
+#define GATE_P_MALLOC (CUdeviceptr *dp, size_t n)
+#define GATE_A_MALLOC (dp, n)
+#define GATE_P_MMANAGED (CUdeviceptr *dp, size_t n, unsigned flags)
+#define GATE_A_MMANAGED (dp, n, flags)
+#define GATE_P_MPITCH (CUdeviceptr *dp, size_t *pitch, size_t w, size_t h, \
+		       unsigned elem)
+#define GATE_A_MPITCH (dp, pitch, w, h, elem)
+#define GATE_P_MASYNC (CUdeviceptr *dp, size_t n, CUstream s)
+#define GATE_A_MASYNC (dp, n, s)
+#define GATE_P_MFREE (CUdeviceptr d)
+#define GATE_A_MFREE (d)
+#define GATE_P_MFREEA (CUdeviceptr d, CUstream s)
+#define GATE_A_MFREEA (d, s)
+#define GATE_P_MINFO (size_t *free_b, size_t *total_b)
+#define GATE_A_MINFO (free_b, total_b)
+#define GATE_P_MPOOL (CUdeviceptr *dp, size_t n, void *pool, CUstream s)
+#define GATE_A_MPOOL (dp, n, pool, s)
+#define GATE_P_MCREATE (uint64_t *hp, size_t n, const void *prop, \
+			unsigned long long flags)
+#define GATE_A_MCREATE (hp, n, prop, flags)
+#define GATE_P_MRELEASE (uint64_t h)
+#define GATE_A_MRELEASE (h)
 
 #define GATE_HOOKS(X) \
 	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
@@ -86,7 +110,20 @@
 	X(CAPBEGIN, cuStreamBeginCaptureToGraph, 0, GATE_P_CAPG, GATE_A_CAPG, s) \
 	X(CAPBEGIN, cuStreamBeginCaptureToGraph_ptsz, 1, GATE_P_CAPG, GATE_A_CAPG, s) \
 	X(CAPEND, cuStreamEndCapture, 0, GATE_P_END, GATE_A_END, s) \
-	X(CAPEND, cuStreamEndCapture_ptsz, 1, GATE_P_END, GATE_A_END, s)
+	X(CAPEND, cuStreamEndCapture_ptsz, 1, GATE_P_END, GATE_A_END, s) \
+	X(MEM, cuMemAlloc_v2, 0, GATE_P_MALLOC, GATE_A_MALLOC, NULL) \
+	X(MEM, cuMemAllocManaged, 0, GATE_P_MMANAGED, GATE_A_MMANAGED, NULL) \
+	X(MEM, cuMemAllocPitch_v2, 0, GATE_P_MPITCH, GATE_A_MPITCH, NULL) \
+	X(MEM, cuMemAllocAsync, 0, GATE_P_MASYNC, GATE_A_MASYNC, s) \
+	X(MEM, cuMemAllocAsync_ptsz, 1, GATE_P_MASYNC, GATE_A_MASYNC, s) \
+	X(MEM, cuMemFree_v2, 0, GATE_P_MFREE, GATE_A_MFREE, NULL) \
+	X(MEM, cuMemFreeAsync, 0, GATE_P_MFREEA, GATE_A_MFREEA, s) \
+	X(MEM, cuMemFreeAsync_ptsz, 1, GATE_P_MFREEA, GATE_A_MFREEA, s) \
+	X(MEM, cuMemGetInfo_v2, 0, GATE_P_MINFO, GATE_A_MINFO, NULL) \
+	X(MEM, cuMemAllocFromPoolAsync, 0, GATE_P_MPOOL, GATE_A_MPOOL, s) \
+	X(MEM, cuMemAllocFromPoolAsync_ptsz, 1, GATE_P_MPOOL, GATE_A_MPOOL, s) \
+	X(MEM, cuMemCreate, 0, GATE_P_MCREATE, GATE_A_MCREATE, NULL) \
+	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL)
 
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \

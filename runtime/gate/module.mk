@@ -6,9 +6,10 @@
 
 GATE_LIB       := $(B)/runtime/gate/libgshare-gate.so
 GATE_LOGIC_OBJ := $(B)/runtime/gate/gate_logic.o
-# gs_rtlogic.o: the allocation's GPU check shared with libgshare (pure C)
+# gs_rtlogic.o: the allocation's GPU check shared with libgshare (pure C);
+# gs_memq.o: the device memory ledger (quota)
 GATE_OBJS      := $(B)/runtime/gate/gate.o $(GATE_LOGIC_OBJ) \
-		  $(B)/runtime/src/gs_rtlogic.o
+		  $(B)/runtime/src/gs_rtlogic.o $(B)/runtime/src/gs_memq.o
 LIBDIR         ?= $(PREFIX)/lib
 
 LIBS += $(GATE_LIB)

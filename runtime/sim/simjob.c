@@ -70,6 +70,7 @@ struct sim {
 	uint64_t idle_ns;	/* ... then idle this long (0: no cycle) */
 	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
 	int report_zero;	/* lie: report 0 ns of GPU time */
+	uint64_t mem;		/* --mem-mib: device memory it reports */
 	int json;
 	uint64_t ntasks;	/* --tasks: 0: block-tasks */
 	/* state */
@@ -142,6 +143,13 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	int done_at_kmax = 1;
 
 	(void)err;
+	if (m->mem != 0 && page != NULL) {
+		/* the memory it holds, as a runtime that counts its
+		 * allocations reports it: peak first (a page of a new
+		 * attachment starts at 0) */
+		__atomic_store_n(&page->mem_peak, m->mem, __ATOMIC_RELEASE);
+		__atomic_store_n(&page->mem_used, m->mem, __ATOMIC_RELEASE);
+	}
 	__atomic_add_fetch(&m->grants, 1, __ATOMIC_RELAXED);
 	done_gpu = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED);
 	if (m->end_ns != UINT64_MAX)
@@ -546,6 +554,7 @@ usage(FILE *f)
 "      --idle-ms N       N ms idle (released as IOWAIT; fractions: 0.02)\n"
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
+"      --mem-mib N       report holding N MiB of device memory\n"
 "      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
 "                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
@@ -648,7 +657,7 @@ bad:
 }
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
-       OPT_ZERO, OPT_TASKS };
+       OPT_ZERO, OPT_MEM, OPT_TASKS };
 
 int
 main(int argc, char **argv)
@@ -667,6 +676,7 @@ main(int argc, char **argv)
 		{ "idle-ms", required_argument, NULL, OPT_IDLE },
 		{ "overrun-ms", required_argument, NULL, OPT_OVERRUN },
 		{ "report-zero", no_argument, NULL, OPT_ZERO },
+		{ "mem-mib", required_argument, NULL, OPT_MEM },
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "now", no_argument, NULL, OPT_NOW },
@@ -750,6 +760,17 @@ main(int argc, char **argv)
 			break;
 		case OPT_ZERO:
 			m.report_zero = 1;
+			break;
+		case OPT_MEM:
+			if (parse_u64("--mem-mib", optarg, &v) < 0)
+				return 2;
+			if (v > (1ull << 24)) {
+				fprintf(stderr, "gshare-simjob: --mem-mib: "
+					"%llu is more than 16 TiB\n",
+					(unsigned long long)v);
+				return 2;
+			}
+			m.mem = v << 20;
 			break;
 		case OPT_OVERRUN:
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)

@@ -9,9 +9,11 @@
  *         PRIO MODE START END STATE EST
  *       START/END: seconds since the epoch (END 0: still open);
  *       STATE: RUNNING COMPLETED ... ; EST: 0/1
- *   run KEY FROM SECONDS GPU_FRAC SUSP_PER_S EVICT_US
+ *   run KEY FROM SECONDS GPU_FRAC SUSP_PER_S EVICT_US [MEM_MIB]
  *       one 1-second sample per second from FROM, each with GPU_FRAC s
- *       of GPU time, held = GPU, busy when GPU_FRAC > 0
+ *       of GPU time, held = GPU, busy when GPU_FRAC > 0; holding
+ *       MEM_MIB of device memory (default 0: none)
+ *   memlimit KEY MIB  the allocation's device memory limit
  *   commit            write what was described so far (one transaction)
  *   bench N NALLOC    append N samples over NALLOC allocations, one
  *                     transaction per NALLOC samples (a tick), and print
@@ -124,7 +126,16 @@ main(int argc, char **argv)
 			a->estimate = (uint32_t)atoi(w[18]);
 			continue;
 		}
-		if (strcmp(w[0], "run") == 0 && n == 7) {
+		if (strcmp(w[0], "memlimit") == 0 && n == 3) {
+			struct gs_store_alloc *a = find(strtoull(w[1], NULL,
+								 10));
+
+			if (a == NULL)
+				goto bad;
+			a->mem_limit = strtoull(w[2], NULL, 10) << 20;
+			continue;
+		}
+		if (strcmp(w[0], "run") == 0 && (n == 7 || n == 8)) {
 			struct gs_store_alloc *a = find(strtoull(w[1], NULL,
 								 10));
 			int64_t from = strtoll(w[2], NULL, 10);
@@ -132,6 +143,8 @@ main(int argc, char **argv)
 			double frac = atof(w[4]);
 			uint64_t susp = strtoull(w[5], NULL, 10);
 			uint64_t ev = strtoull(w[6], NULL, 10) * 1000;
+			uint64_t mem = n == 8 ? strtoull(w[7], NULL, 10) << 20
+					      : 0;
 
 			if (a == NULL)
 				goto bad;
@@ -153,6 +166,11 @@ main(int argc, char **argv)
 				x.d.evict_ns_sum = susp * ev;
 				x.d.evict_ns_max = susp ? ev : 0;
 				x.d.block_tasks = x.d.gpu_ns / 1000000;
+				if (mem) {
+					x.d.mem_max = mem;
+					x.d.mem_byte_s = mem;
+					x.d.mem_ns = 1000000000;
+				}
 				if (gs_store_batch_add_sample(b, &x, &err) < 0)
 					goto bad;
 				a->tot.gpu_ns += x.d.gpu_ns;
@@ -164,6 +182,10 @@ main(int argc, char **argv)
 				a->tot.block_tasks += x.d.block_tasks;
 				if (x.d.evict_ns_max > a->tot.evict_ns_max)
 					a->tot.evict_ns_max = x.d.evict_ns_max;
+				if (x.d.mem_max > a->tot.mem_max)
+					a->tot.mem_max = x.d.mem_max;
+				a->tot.mem_byte_s += x.d.mem_byte_s;
+				a->tot.mem_ns += x.d.mem_ns;
 				a->last_ns = x.t_ns;
 			}
 			continue;

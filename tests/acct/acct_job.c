@@ -48,6 +48,7 @@ struct job {
 	int attach_only;	/* setup: never create (closing) */
 	uint64_t hog_ns;	/* --hog-ms: misbehaving job */
 	unsigned hogs;
+	uint64_t mem;		/* --mem-mib: device memory it reports */
 	struct gs_client *c;
 	volatile struct gs_ctlpage *page;
 	uint64_t id;
@@ -143,6 +144,14 @@ setup(struct job *j, int wait_ms, int *gone, struct gs_error *err)
 	if (j->attaches > 0 && !j->fresh)
 		__atomic_store_n(&j->page->resumed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&j->page->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+	if (j->mem) {
+		/* as a runtime that counts its allocations would: the peak
+		 * first, so a reader never sees a peak below the use */
+		__atomic_store_n(&j->page->mem_peak, j->mem,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&j->page->mem_used, j->mem,
+				 __ATOMIC_RELEASE);
+	}
 	if (j->fresh)
 		memset(&j->pc, 0, sizeof(j->pc));
 	j->attaches++;
@@ -265,6 +274,7 @@ main(int argc, char **argv)
 		{ "fresh-counters", no_argument, NULL, 'f' },
 		{ "hog-ms", required_argument, NULL, 'H' },
 		{ "hogs", required_argument, NULL, 'K' },
+		{ "mem-mib", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct job j;
@@ -304,6 +314,7 @@ main(int argc, char **argv)
 		case 'f': j.fresh = 1; break;
 		case 'H': j.hog_ns = strtoull(optarg, NULL, 10) * 1000000; break;
 		case 'K': j.hogs = (unsigned)atoi(optarg); break;
+		case 'M': j.mem = strtoull(optarg, NULL, 10) << 20; break;
 		default:
 			fprintf(stderr, "acct_job: bad option\n");
 			return 2;

@@ -68,6 +68,26 @@ if id nobody >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 	done
 fi
 
+# --json parses as JSON for every row, and the memory fields are strings
+# with their unit (like sacct's MaxRSS)
+"$gsacct" --store "$tmp/usage.db" -S 2026-11-20 --json > "$tmp/all.json" ||
+	{ echo "json failed"; fail=1; }
+/usr/bin/python3 - "$tmp/all.json" <<'PY' || fail=1
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    d = json.loads(text)
+except ValueError as e:
+    sys.exit("json: not JSON: %s" % e)
+rows = [r for v in (d.values() if isinstance(d, dict) else [d])
+        for r in (v if isinstance(v, list) else [])]
+if len(rows) < 5:
+    sys.exit("json: %d rows" % len(rows))
+m = [r for r in rows if r.get("JobID") == "4243"]
+if not m or m[0].get("MaxMem") != "39.06G" or m[0].get("MemLimit") != "55.30G":
+    sys.exit("json: job 4243 memory %s" % m[:1])
+PY
+
 # --plot: well-formed SVG, one polygon per job and GPU, legend labels
 "$gsacct" --store "$tmp/usage.db" -S 2026-11-21T10:00 -E 2026-11-21T12:30 \
 	-X -n --plot "$tmp/plot.svg" > /dev/null || { echo "plot failed"; fail=1; }

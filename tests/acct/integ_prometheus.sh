@@ -16,7 +16,8 @@ write_conf 200ms 1 "127.0.0.1:$mport"
 start_agent
 for n in 1 2; do
 	"$JOB" --socket "$T/sock" --shares $((n * 30)) --job "90$n" \
-		--user "user$n" --work 30 --task-us 2000 > "$T/job$n.out" 2>&1 &
+		--user "user$n" --work 30 --task-us 2000 --mem-mib $((n * 1000)) \
+		> "$T/job$n.out" 2>&1 &
 	PIDS="$PIDS $!"
 done
 wait_for 10 sh -c "curl -sf http://127.0.0.1:$mport/metrics | grep -q 'job=\"902\"'" ||
@@ -84,6 +85,14 @@ for e in 'gshare_share_seconds_total' 'gshare_suspensions_total' \
 	 'gshare_shares' 'gshare_weight' 'gshare_held_seconds_total'; do
 	[ "$(nseries "$e")" = 2 ] || fail "$e: $(query "$e")"
 done
+# device memory: what each job reports, and the default limits of 30 and
+# 60 shares of a simulated 80G GPU less the 1G reserve (24268M, 48537M)
+[ "$(nseries 'gshare_memory_used_bytes{exported_job="901"} == 1048576000')" = 1 ] ||
+	fail "memory used: $(query gshare_memory_used_bytes)"
+[ "$(nseries 'gshare_memory_max_bytes{exported_job="902"} == 2097152000')" = 1 ] ||
+	fail "memory max: $(query gshare_memory_max_bytes)"
+[ "$(nseries 'gshare_memory_limit_bytes == 25446842368 or gshare_memory_limit_bytes == 50894733312')" = 2 ] ||
+	fail "memory limits: $(query gshare_memory_limit_bytes)"
 [ "$(nseries 'gshare_active_allocations == 2')" = 1 ] || fail "active allocations: $(query gshare_active_allocations)"
 [ "$(nseries 'gshare_eviction_latency_seconds_bucket{le="+Inf"} > 0')" = 1 ] ||
 	fail "eviction histogram: $(query gshare_eviction_latency_seconds_bucket)"

@@ -99,6 +99,84 @@ test_delta(void **state)
 }
 
 static void
+test_mem(void **state)
+{
+	struct gs_ctl_counters p = { 0 }, c = { 0 };
+	struct gs_usage d;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	c.mem_used = 3ull << 30;
+	c.mem_peak = 5ull << 30;
+	gs_acct_mem(&p, &c, S / 2, &d);	/* peak rose since: it counts */
+	assert_int_equal(d.mem_max, 5ull << 30);
+	assert_int_equal(d.mem_byte_s, 3ull << 29);	/* 3G x 0.5 s */
+	assert_int_equal(d.mem_ns, S / 2);
+	p = c;
+	c.mem_used = 1ull << 30;
+	gs_acct_mem(&p, &c, S, &d);	/* old peak: only what is held */
+	assert_int_equal(d.mem_max, 1ull << 30);
+	assert_int_equal(d.mem_byte_s, 1ull << 30);
+	c.mem_used = 0;
+	gs_acct_mem(&p, &c, S, &d);	/* nothing held: no time counted */
+	assert_int_equal(d.mem_max, 0);
+	assert_int_equal(d.mem_byte_s, 0);
+	assert_int_equal(d.mem_ns, 0);
+	/* the largest gauge for a year: no overflow of the store's int64 */
+	c.mem_used = UINT64_MAX;
+	gs_acct_mem(&p, &c, 365ull * 86400 * S, &d);
+	assert_int_equal(d.mem_byte_s, INT64_MAX);
+}
+
+/* A job holding memory while idle: samples carry it (AveMem counts the
+ * whole time it held memory), the row keeps the limit and the maximum. */
+static void
+test_tick_mem(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_sample x;
+	struct gs_error err;
+	const struct gs_acct_view *v;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 1, 30);
+	m.mem_limit = 24ull << 30;
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	x = tick(a, S, 1, NULL);
+	assert_int_equal(x.key, 0);	/* nothing held, nothing to say */
+	page.mem_used = 2ull << 30;
+	page.mem_peak = 4ull << 30;
+	page.state = GS_CTL_IDLE;
+	x = tick(a, 2 * S, 1, NULL);
+	assert_int_equal(x.key, 1);
+	assert_int_equal(x.d.mem_max, 4ull << 30);
+	assert_int_equal(x.d.mem_byte_s, 2ull << 30);
+	assert_int_equal(x.d.mem_ns, S);
+	assert_int_equal(x.d.wall_ns, 0);	/* idle: not busy */
+	x = tick(a, 4 * S, 1, NULL);
+	assert_int_equal(x.d.mem_max, 2ull << 30);
+	assert_int_equal(x.d.mem_byte_s, 4ull << 30);
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_int_equal(v[0].row.mem_limit, 24ull << 30);
+	assert_int_equal(v[0].row.tot.mem_max, 4ull << 30);
+	assert_int_equal(v[0].row.tot.mem_byte_s, 6ull << 30);
+	assert_int_equal(v[0].row.tot.mem_ns, 3 * S);
+	/* a job that claims all the memory there is, for two ticks: the
+	 * total stays at the store's largest integer, no wrap */
+	page.mem_used = UINT64_MAX;
+	tick(a, 5000 * S, 1, NULL);
+	tick(a, 10000 * S, 1, NULL);
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_int_equal(v[0].row.tot.mem_byte_s, INT64_MAX);
+	assert_int_equal(v[0].row.tot.mem_max, UINT64_MAX);
+	gs_acct_free(a);
+}
+
+static void
 test_hist(void **state)
 {
 	struct gs_acct_hist h;
@@ -543,6 +621,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_hist),
+		cmocka_unit_test(test_mem),
+		cmocka_unit_test(test_tick_mem),
 		cmocka_unit_test(test_tick_usage),
 		cmocka_unit_test(test_overrun),
 		cmocka_unit_test(test_proven_hold),

@@ -41,6 +41,7 @@ make_acct(void)
 	m.gpu = 1;
 	m.shares = 30;
 	m.weight = 60;
+	m.mem_limit = 20ull << 30;
 	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
 	memset(&page, 0, sizeof(page));
 	assert_int_equal(gs_acct_attach(a, 9, &page, 0), 0);
@@ -49,6 +50,8 @@ make_acct(void)
 	page.suspensions = 3;
 	page.evict_ns_sum = 60000;
 	page.last_evict_ns = 20000;
+	page.mem_used = 3ull << 30;
+	page.mem_peak = 5ull << 30;
 	assert_int_equal(gs_acct_tick(a, S, 1, &b, &err), 0);
 	gs_store_batch_free(b);
 	return a;
@@ -145,6 +148,11 @@ test_render(void **state)
 	assert_non_null(strstr(b.p, "gshare_suspensions_total{alloc=\"9\""));
 	assert_non_null(strstr(b.p, "gshare_weight{alloc=\"9\",job=\"42.0\",user=\"bob\\\"q\\\\\",gpu=\"1\"} 60\n"));
 	assert_non_null(strstr(b.p, "gshare_active_allocations{gpu=\"1\"} 1\n"));
+	/* memory gauges in whole bytes, not rounded to 9 digits */
+	assert_non_null(strstr(b.p, "# TYPE gshare_memory_used_bytes gauge\n"));
+	assert_non_null(strstr(b.p, "gshare_memory_used_bytes{alloc=\"9\",job=\"42.0\",user=\"bob\\\"q\\\\\",gpu=\"1\"} 3221225472\n"));
+	assert_non_null(strstr(b.p, "gshare_memory_max_bytes{alloc=\"9\",job=\"42.0\",user=\"bob\\\"q\\\\\",gpu=\"1\"} 5368709120\n"));
+	assert_non_null(strstr(b.p, "gshare_memory_limit_bytes{alloc=\"9\",job=\"42.0\",user=\"bob\\\"q\\\\\",gpu=\"1\"} 21474836480\n"));
 	assert_non_null(strstr(b.p,
 		"gshare_eviction_latency_seconds_bucket{gpu=\"1\",le=\"2e-05\"} 3\n"));
 	assert_non_null(strstr(b.p,

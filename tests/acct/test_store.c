@@ -106,6 +106,21 @@ write_tick(struct gs_store *s, uint64_t tick, int64_t t,
 		fail_msg("write: %s", err.msg);
 }
 
+struct got1 {
+	unsigned n;
+	struct gs_store_alloc a;
+};
+
+static int
+got1_cb(void *arg, const struct gs_store_alloc *a)
+{
+	struct got1 *g = arg;
+
+	g->n++;
+	g->a = *a;
+	return 0;
+}
+
 static void
 test_migrations(void **state)
 {
@@ -149,14 +164,26 @@ test_migrations(void **state)
 	assert_non_null(strstr(err.msg, "start gshared once to migrate"));
 	s = open_rw(f);
 	assert_int_equal(gs_store_version(s, &v, &err), 0);
-	assert_int_equal(v, 2);
+	assert_int_equal(v, 3);
 	{
 		uint64_t k, t;
+		struct gs_store_filter flt;
+		struct got1 g;
 
 		assert_int_equal(gs_store_next_key(s, &k, &err), 0);
 		assert_int_equal(k, 6);
 		assert_int_equal(gs_store_last_tick(s, &t, &err), 0);
 		assert_int_equal(t, 0);
+		/* 3: the row of version 1 reads with no memory figures */
+		memset(&flt, 0, sizeof(flt));
+		memset(&g, 0, sizeof(g));
+		assert_int_equal(gs_store_query(s, &flt, got1_cb, &g, &err),
+				 0);
+		assert_int_equal(g.n, 1);
+		assert_int_equal(g.a.tot.gpu_ns, 42);
+		assert_int_equal(g.a.tot.mem_max, 0);
+		assert_int_equal(g.a.tot.mem_byte_s, 0);
+		assert_int_equal(g.a.mem_limit, 0);
 	}
 	assert_int_equal(gs_store_migrate(s, GS_STORE_SCHEMA_VERSION + 1,
 					  &err), -1);
@@ -172,6 +199,70 @@ test_migrations(void **state)
 	assert_non_null(strstr(err.msg, "newer"));
 	assert_int_equal(gs_store_open(f->path, GS_STORE_RDONLY, &s, &err), -1);
 	assert_int_equal(err.code, GS_EVERSION);
+}
+
+/* Memory figures go in and come back: row totals and limit, samples,
+ * window sums (max of the maxima, sums of byte-seconds and time). */
+static int
+mem_sample_cb(void *arg, const struct gs_store_sample *x)
+{
+	uint64_t *sum = arg;
+
+	*sum += x->d.mem_max;
+	return 0;
+}
+
+static void
+test_memory(void **state)
+{
+	struct fx *f = *state;
+	struct gs_store *s = open_rw(f);
+	struct gs_store_batch *b;
+	struct gs_store_sample x;
+	struct gs_store_alloc a;
+	struct gs_store_filter flt;
+	struct gs_usage u;
+	struct gs_error err;
+	struct got1 g;
+	uint64_t maxsum = 0;
+	int i;
+
+	mk_alloc(&a, 1, "7", "0", 1000, 1000000000);
+	a.mem_limit = 20ull << 30;
+	for (i = 1; i <= 3; i++) {
+		b = gs_store_batch_new((uint64_t)i, i * 1000000000ll);
+		memset(&x, 0, sizeof(x));
+		x.key = 1;
+		x.t_ns = (1 + i) * 1000000000ll;
+		x.dt_ns = 1000000000;
+		x.d.mem_max = (uint64_t)i << 30;
+		x.d.mem_byte_s = (uint64_t)i << 30;
+		x.d.mem_ns = 1000000000;
+		if (x.d.mem_max > a.tot.mem_max)
+			a.tot.mem_max = x.d.mem_max;
+		a.tot.mem_byte_s += x.d.mem_byte_s;
+		a.tot.mem_ns += x.d.mem_ns;
+		assert_int_equal(gs_store_batch_add_sample(b, &x, &err), 0);
+		assert_int_equal(gs_store_batch_add_alloc(b, &a, &err), 0);
+		assert_int_equal(gs_store_write(s, b, &err), 0);
+	}
+	memset(&flt, 0, sizeof(flt));
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(gs_store_query(s, &flt, got1_cb, &g, &err), 0);
+	assert_int_equal(g.n, 1);
+	assert_int_equal(g.a.mem_limit, 20ull << 30);
+	assert_int_equal(g.a.tot.mem_max, 3ull << 30);
+	assert_int_equal(g.a.tot.mem_byte_s, 6ull << 30);
+	assert_int_equal(g.a.tot.mem_ns, 3000000000ull);
+	assert_int_equal(gs_store_samples(s, 1, 0, 0, mem_sample_cb, &maxsum,
+					  &err), 0);
+	assert_int_equal(maxsum, 6ull << 30);
+	/* the first two ticks only */
+	assert_int_equal(gs_store_sum(s, 1, 0, 3000000000ll, &u, &err), 0);
+	assert_int_equal(u.mem_max, 2ull << 30);
+	assert_int_equal(u.mem_byte_s, 3ull << 30);
+	assert_int_equal(u.mem_ns, 2000000000ull);
+	gs_store_close(s);
 }
 
 static void
@@ -694,6 +785,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_migrations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_ro, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_query, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recover_adopt, setup,
 						teardown),

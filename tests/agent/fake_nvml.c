@@ -10,12 +10,15 @@
  *   hang  nvmlDeviceGetPowerUsage blocks while the line is there
  * (at most 60 s).  No file, or no line for a GPU: healthy.  A line
  * "N xid K" makes nvmlEventSetWait_v2 deliver one critical-XID event K
- * for GPU N (each such line once, in file order).  A line
- * "N proc PID SM" lists process PID as a compute process of GPU N
- * (nvmlDeviceGetComputeRunningProcesses_v3) with SM utilization SM %
- * (nvmlDeviceGetProcessUtilization: one sample per call, stamped now).
+ * for GPU N (each such line once, in file order).  Each GPU has 80 GiB
+ * (nvmlDeviceGetMemoryInfo).  A line "N proc PID SM" lists process PID
+ * as a compute process of GPU N (nvmlDeviceGetComputeRunningProcesses_v3,
+ * holding 1 MiB) with SM utilization SM % (nvmlDeviceGetProcessUtilization:
+ * one sample per call, stamped now); a line "N procmem PID BYTES" lists a
+ * compute process on GPU N holding BYTES (no utilization sample).
  * Types follow the NVML API (int-sized return codes, opaque pointers,
- * nvmlEventData_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t).
+ * nvmlEventData_t, nvmlMemory_t, nvmlProcessInfo_t,
+ * nvmlProcessUtilizationSample_t).
  */
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +60,21 @@ int nvmlEventSetFree(int *set);
 int nvmlDeviceRegisterEvents(struct fake_dev *d, unsigned long long types,
 			     int *set);
 int nvmlEventSetWait_v2(int *set, struct fake_event *ev, unsigned int ms);
+
+struct fake_mem {		/* nvmlMemory_t */
+	unsigned long long total, free, used;
+};
+
+int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m);
+
+int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m)
+{
+	(void)d;
+	m->total = 80ull << 30;
+	m->used = 0;
+	m->free = m->total;
+	return 0;
+}
 
 /* Does the state file hold the line "<index> <mode>"? */
 static int has_mode(int index, const char *mode)
@@ -171,24 +189,36 @@ int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
 					    unsigned int *n,
 					    struct fake_proc_info *out);
 
-/* The "N proc PID SM" lines of GPU index: pids[] and sm[], at most max. */
+/* The process lines of GPU index, at most max: pids[], sm[] and mem[]
+ * ("N proc PID SM": 1 MiB; "N procmem PID BYTES": SM 0); with util_only,
+ * the "proc" lines only (processes with utilization samples). */
 static unsigned procs_of(int index, unsigned *pids, unsigned *sm,
-			 unsigned max)
+			 unsigned long long *mem, unsigned max, int util_only)
 {
 	const char *path = getenv("FAKE_NVML_STATE");
 	char line[128];
 	unsigned n = 0, pid, u;
+	unsigned long long bytes;
 	int gpu;
 	FILE *f;
 
 	if (path == NULL || (f = fopen(path, "r")) == NULL)
 		return 0;
 	while (n < max && fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "%d proc %u %u", &gpu, &pid, &u) != 3 ||
-		    gpu != index)
+		if (sscanf(line, "%d proc %u %u", &gpu, &pid, &u) == 3) {
+			bytes = 1ull << 20;
+		} else if (!util_only &&
+			   sscanf(line, "%d procmem %u %llu", &gpu, &pid,
+				  &bytes) == 3) {
+			u = 0;
+		} else {
+			continue;
+		}
+		if (gpu != index)
 			continue;
 		pids[n] = pid;
 		sm[n] = u;
+		mem[n] = bytes;
 		n++;
 	}
 	fclose(f);
@@ -200,8 +230,9 @@ int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
 					    struct fake_proc_info *out)
 {
 	unsigned pids[64], sm[64], k, cnt;
+	unsigned long long mem[64];
 
-	cnt = procs_of(d->index, pids, sm, 64);
+	cnt = procs_of(d->index, pids, sm, mem, 64, 0);
 	if (*n < cnt) {
 		*n = cnt;
 		return 7;	/* INSUFFICIENT_SIZE */
@@ -209,7 +240,7 @@ int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
 	for (k = 0; k < cnt; k++) {
 		memset(&out[k], 0, sizeof(out[k]));
 		out[k].pid = pids[k];
-		out[k].used_mem = 1ull << 20;
+		out[k].used_mem = mem[k];
 	}
 	*n = cnt;
 	return 0;
@@ -220,13 +251,14 @@ int nvmlDeviceGetProcessUtilization(struct fake_dev *d, void *samples,
 {
 	struct fake_util_sample *s = samples;
 	unsigned pids[64], sm[64], k, cnt;
+	unsigned long long mem[64];
 	struct timespec ts;
 	unsigned long long now;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = (unsigned long long)ts.tv_sec * 1000000ull +
 	      (unsigned long long)ts.tv_nsec / 1000u;
-	cnt = procs_of(d->index, pids, sm, 64);
+	cnt = procs_of(d->index, pids, sm, mem, 64, 1);
 	if (cnt == 0 || now <= since) {
 		*n = 0;
 		return 6;	/* NOT_FOUND: no samples */

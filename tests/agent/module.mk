@@ -4,6 +4,12 @@ AGENT_TEST := $(B)/tests/agent/test_agent
 AGENT_BENCH := $(B)/tests/agent/bench_agent
 TEST_HELPERS += $(AGENT_TEST) $(AGENT_BENCH)
 INTEG_TESTS += $(AGENT_TEST) tests/agent/test_cli.sh
+# memory limits across a kill -9 and a changed memory_reserve
+INTEG_TESTS += tests/agent/mem_restart.sh
+# placement where the memory limit fits
+INTEG_TESTS += tests/agent/mem_place.sh
+# memory from NVML and the cross-check, through the stand-in NVML
+INTEG_TESTS += tests/agent/mem_nvml.sh
 # gshared under ASan+UBSan through shutdown and restart with jobs attached
 SAN_TEST_BINS += build/san/node-agent/gshared
 INTEG_TESTS += tests/agent/shutdown_asan.sh tests/agent/test_agent_asan.sh
@@ -54,6 +60,14 @@ $(B)/tests/agent/bench_health.o: CFLAGS += -Inode-agent
 $(HEALTH_BENCH): $(B)/tests/agent/bench_health.o $(B)/node-agent/gpu.o \
 	    $(GSCOMMON)
 	$(CC) $(LDFLAGS) -o $@ $^ $(GSCOMMON_LDLIBS) -ldl
+
+# default memory limits and memory admission (memquota.c)
+UNIT_TESTS += $(B)/tests/agent/test_memquota
+$(B)/tests/agent/test_memquota.o: CFLAGS += -Inode-agent
+$(B)/tests/agent/test_memquota: $(B)/tests/agent/test_memquota.o \
+	    $(AGENT_OBJS) $(GSCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $(B)/tests/agent/test_memquota.o \
+	    $(AGENT_OBJS) $(AGENT_LDLIBS) -lcmocka
 
 # space mode's planner: traces of arrivals, departures, idle, resizes
 UNIT_TESTS += $(B)/tests/agent/test_space

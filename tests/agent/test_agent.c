@@ -293,6 +293,210 @@ static void test_admission(struct gs_client *c)
 	gs_client_alloc_close(c, b, NULL, &err);
 }
 
+/* ---- device memory limits ---- */
+
+#define GIB (1ull << 30)
+#define MIB (1ull << 20)
+
+static int create_mem(struct gs_client *c, uint32_t shares, uint64_t mem,
+		      struct gs_alloc_info *info, struct gs_error *err)
+{
+	struct gs_alloc_req r;
+
+	memset(&r, 0, sizeof(r));
+	r.gpu = -1;
+	r.shares = shares;
+	r.mem_limit = mem;
+	return gs_client_alloc_create(c, &r, info, err);
+}
+
+/* STATUS figures of allocation id (and of GPU 0); 0 on success. */
+static int mem_status(struct gs_client *c, uint64_t id,
+		      struct gs_alloc_info *out, struct gs_gpu_info *gpu)
+{
+	struct gs_status *st = NULL;
+	struct gs_alloc_info *a;
+	struct gs_error err;
+	int rv = -1;
+
+	if (gs_client_status(c, &st, &err) < 0)
+		return -1;
+	a = find_alloc(st, id);
+	if (a != NULL && st->ngpus > 0) {
+		*out = *a;
+		*gpu = st->gpus[0];
+		rv = 0;
+	}
+	gs_status_free(st);
+	return rv;
+}
+
+static int log_lines(const char *needle);
+
+/* Two processes on one 50G allocation: each page carries the limit, the
+ * allocation's figure is their sum, and a sum beyond the limit (each
+ * process enforces it on its own) is logged once. */
+static void test_memory_procs(struct gs_client *c, uint64_t id)
+{
+	struct gs_client *p[2];
+	struct gs_ctlpage *pg[2];
+	struct gs_alloc_info x;
+	struct gs_gpu_info g;
+	struct gs_error err;
+	const char *line = "report 55G of device memory together, beyond "
+			   "its limit of 50G";
+	int64_t deadline;
+	int fd, i, ok = 0;
+
+	for (i = 0; i < 2; i++) {
+		pg[i] = MAP_FAILED;
+		p[i] = conn();
+		fd = -1;
+		CHECK(gs_client_attach(p[i], id, &fd, NULL, &err) == 0,
+		      "attach %d: %s", i, err.msg);
+		if (fd >= 0) {
+			pg[i] = mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE,
+				     MAP_SHARED, fd, 0);
+			close(fd);
+		}
+	}
+	if (pg[0] == MAP_FAILED || pg[1] == MAP_FAILED || pg[0] == pg[1]) {
+		CHECK(0, "two pages");
+		goto out;
+	}
+	CHECK(pg[0]->mem_limit == 50 * GIB && pg[1]->mem_limit == 50 * GIB,
+	      "both pages carry the limit");
+	__atomic_store_n(&pg[0]->mem_used, 30 * GIB, __ATOMIC_RELEASE);
+	__atomic_store_n(&pg[1]->mem_used, 25 * GIB, __ATOMIC_RELEASE);
+	CHECK(mem_status(c, id, &x, &g) == 0 && x.mem_used == 55 * GIB &&
+	      x.mem_peak >= 55 * GIB, "sum of two pages: used %llu peak %llu",
+	      (unsigned long long)x.mem_used,
+	      (unsigned long long)x.mem_peak);
+	deadline = now_ms() + 5000;
+	while (!(ok = log_lines(line) == 1) && now_ms() < deadline)
+		nap_ms(20);
+	CHECK(ok, "one log line for the sum beyond the limit (%d)",
+	      log_lines(line));
+out:
+	for (i = 0; i < 2; i++) {
+		if (pg[i] != MAP_FAILED)
+			munmap(pg[i], GS_CTL_SIZE);
+		gs_client_free(p[i]);
+	}
+}
+
+/* The simulated GPU has 80G and the default reserve is 1G: 79G (80896M)
+ * for limits.  Default limits are the shares' part of it in whole MiB;
+ * a limit asked for must fit beside those already placed; the page
+ * carries the limit; the job's figures come back in STATUS; a process
+ * that goes away leaves no memory in use. */
+static void test_memory(struct gs_client *c)
+{
+	struct gs_alloc_info a30, a50, x, info;
+	struct gs_gpu_info g;
+	struct gs_error err;
+	struct gs_client *job;
+	struct gs_ctlpage *page;
+	const uint64_t usable = 80896 * MIB;
+	int fd = -1;
+
+	memset(&a30, 0, sizeof(a30));
+	memset(&a50, 0, sizeof(a50));
+	CHECK(create_mem(c, 30, 0, &a30, &err) == 0, "30 shares: %s",
+	      err.msg);
+	CHECK(a30.mem_limit == 24268 * MIB, "default limit of 30 shares %llu",
+	      (unsigned long long)a30.mem_limit);
+	CHECK(create_mem(c, 10, 100 * GIB, NULL, &err) < 0 &&
+	      err.code == GS_EINVAL && strstr(err.msg, "100G") != NULL &&
+	      strstr(err.msg, "79G") != NULL,
+	      "a limit above the GPU: %s", err.msg);
+	CHECK(create_mem(c, 10, 1000, NULL, &err) < 0 &&
+	      err.code == GS_EINVAL, "a limit under 1M: %s", err.msg);
+	CHECK(create_mem(c, 10, 60 * GIB, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY && strstr(err.msg, "60G") != NULL &&
+	      strstr(err.msg, "56628M") != NULL,
+	      "60G beside 24268M: %s", err.msg);
+	CHECK(create_mem(c, 20, 50 * GIB, &a50, &err) == 0, "50G: %s",
+	      err.msg);
+	CHECK(a50.mem_limit == 50 * GIB, "asked limit %llu",
+	      (unsigned long long)a50.mem_limit);
+	/* 50 shares are free but their default (39.5G) is not: 79G -
+	 * 24268M - 50G = 5428M */
+	CHECK(create_mem(c, 50, 0, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY && strstr(err.msg, "5428M") != NULL,
+	      "default beside the others: %s", err.msg);
+	CHECK(create_mem(c, 5, 5428 * MIB, &info, &err) == 0,
+	      "exactly what is left: %s", err.msg);
+	CHECK(create_mem(c, 1, MIB, NULL, &err) < 0 && err.code == GS_EBUSY,
+	      "nothing left: %s", err.msg);
+	CHECK(mem_status(c, a50.id, &x, &g) == 0, "status");
+	CHECK(g.mem_total == 80 * GIB && g.mem_limits == usable,
+	      "gpu memory %llu, limits %llu",
+	      (unsigned long long)g.mem_total,
+	      (unsigned long long)g.mem_limits);
+	gs_client_alloc_close(c, info.id, NULL, &err);
+
+	/* the job's page: the limit, and its figures in STATUS */
+	job = conn();
+	CHECK(gs_client_attach(job, a50.id, &fd, NULL, &err) == 0,
+	      "attach: %s", err.msg);
+	page = fd >= 0 ? mmap(NULL, GS_CTL_SIZE, PROT_READ | PROT_WRITE,
+			      MAP_SHARED, fd, 0) : MAP_FAILED;
+	CHECK(page != MAP_FAILED, "mmap");
+	if (page != MAP_FAILED) {
+		CHECK(page->mem_limit == 50 * GIB, "page limit %llu",
+		      (unsigned long long)page->mem_limit);
+		__atomic_store_n(&page->mem_used, 5 * GIB, __ATOMIC_RELEASE);
+		__atomic_store_n(&page->mem_peak, 7 * GIB, __ATOMIC_RELEASE);
+		CHECK(mem_status(c, a50.id, &x, &g) == 0 &&
+		      x.mem_used == 5 * GIB && x.mem_peak == 7 * GIB &&
+		      x.mem_limit == 50 * GIB, "status used %llu peak %llu",
+		      (unsigned long long)x.mem_used,
+		      (unsigned long long)x.mem_peak);
+		/* a peak below the use is not believed */
+		__atomic_store_n(&page->mem_used, 9 * GIB, __ATOMIC_RELEASE);
+		CHECK(mem_status(c, a50.id, &x, &g) == 0 &&
+		      x.mem_peak == 9 * GIB, "peak %llu",
+		      (unsigned long long)x.mem_peak);
+		__atomic_store_n(&page->mem_used, 2 * GIB, __ATOMIC_RELEASE);
+	}
+	/* the process goes: nothing in use, the peak stays */
+	gs_client_free(job);
+	{
+		int64_t deadline = now_ms() + 5000;
+		int ok = 0;
+
+		while (!ok && now_ms() < deadline) {
+			ok = mem_status(c, a50.id, &x, &g) == 0 &&
+			     x.pid == 0 && x.mem_used == 0 &&
+			     x.mem_peak == 9 * GIB;
+			if (!ok)
+				nap_ms(5);
+		}
+		CHECK(ok, "after the job left: used %llu peak %llu",
+		      (unsigned long long)x.mem_used,
+		      (unsigned long long)x.mem_peak);
+	}
+	if (page != MAP_FAILED) {
+		CHECK(page->mem_used == 0, "page gauge %llu",
+		      (unsigned long long)page->mem_used);
+		munmap(page, GS_CTL_SIZE);
+	}
+	if (fd >= 0)
+		close(fd);
+	test_memory_procs(c, a50.id);
+	gs_client_alloc_close(c, a50.id, NULL, &err);
+	gs_client_alloc_close(c, a30.id, NULL, &err);
+	CHECK(create_mem(c, 1, 0, &info, &err) == 0, "after closing: %s",
+	      err.msg);
+	CHECK(mem_status(c, info.id, &x, &g) == 0 &&
+	      g.mem_limits == info.mem_limit && info.mem_limit == 808 * MIB,
+	      "limits given back: %llu, 1 share %llu",
+	      (unsigned long long)g.mem_limits,
+	      (unsigned long long)info.mem_limit);
+	gs_client_alloc_close(c, info.id, NULL, &err);
+}
+
 /* ---- permissions (child runs as nobody) ---- */
 
 static int run_as_nobody(void (*fn)(void *), void *arg)
@@ -1512,6 +1716,7 @@ int main(int argc, char *argv[])
 	bystander = conn();
 
 	test_admission(root);
+	test_memory(root);
 	test_label_log(root);
 	test_status_pages(root);
 	test_permissions(root);

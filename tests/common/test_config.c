@@ -106,6 +106,53 @@ static void test_durations(void **state)
 	assert_string_equal(buf, "2m");
 }
 
+static void test_sizes(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t b;
+	} ok[] = {
+		{ "0", 0 },
+		{ "1048576", 1048576 },
+		{ "20G", 20ull << 30 },
+		{ "20g", 20ull << 30 },
+		{ "512MiB", 512ull << 20 },
+		{ "512MB", 512ull << 20 },
+		{ "4k", 4096 },
+		{ "3T", 3ull << 40 },
+		{ "100B", 100 },
+		{ "16777215T", 16777215ull << 40 },
+	};
+	static const char *const bad[] = {
+		"", "G", "-1G", "1.5G", "20 G", "20GG", "20Gi B", "20X",
+		"16777216T", "99999999999999999999", "20iB", "1e3",
+	};
+	char buf[32];
+	uint64_t v;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		v = 12345;
+		assert_int_equal(gs_cfg_parse_size(ok[i].s, &v), 0);
+		assert_int_equal(v, ok[i].b);
+		gs_cfg_format_size(v, buf, sizeof(buf));
+		assert_int_equal(gs_cfg_parse_size(buf, &v), 0);
+		assert_int_equal(v, ok[i].b);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 12345;
+		assert_int_equal(gs_cfg_parse_size(bad[i], &v), -1);
+		assert_int_equal(v, 12345);
+	}
+	gs_cfg_format_size(20ull << 30, buf, sizeof(buf));
+	assert_string_equal(buf, "20G");
+	gs_cfg_format_size(1536ull << 20, buf, sizeof(buf));
+	assert_string_equal(buf, "1536M");
+	gs_cfg_format_size(1000, buf, sizeof(buf));
+	assert_string_equal(buf, "1000");
+}
+
 static void test_uint_bool(void **state)
 {
 	uint64_t v;
@@ -383,6 +430,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_uint_bool),
 		cmocka_unit_test(test_set_errors),
 		cmocka_unit_test(test_set_ok),

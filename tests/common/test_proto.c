@@ -96,6 +96,9 @@ static void fill_info(struct gs_alloc_info *a, uint64_t id)
 	a->suspensions = 6;
 	a->block_tasks = 7;
 	a->vtime_ns = 8;
+	a->mem_limit = 20ull << 30;
+	a->mem_used = 0x0102030405060708ull;
+	a->mem_peak = UINT64_MAX - 1;
 }
 
 /* Every message type with non-trivial contents. */
@@ -127,6 +130,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 		m->u.req.mode = 1;
 		m->u.req.uid = 65534;
 		fill_labels(&m->u.req.labels);
+		m->u.req.mem_limit = (10ull << 30) + 7;
 		break;
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
@@ -172,6 +176,8 @@ static int sample(uint16_t type, struct gs_msg *m)
 			g->simulated = 1;
 			g->holder = 3 + i;
 			g->unmanaged = 7 + i;
+			g->mem_total = (80ull << 30) + i;
+			g->mem_limits = 0xa0b0c0d0e0f00102ull;
 			if (i == 1)
 				snprintf(g->health, sizeof(g->health),
 					 "NVML: GPU is lost");
@@ -299,7 +305,8 @@ static void test_truncated(void **state)
 	struct gs_frame_hdr h;
 	struct gs_wbuf b;
 	struct gs_error err;
-	uint32_t n, full, ok1, ok2, ok3, ok4, ok5;
+	uint32_t n, full, ok[10];
+	unsigned k, nok;
 	size_t i;
 	int rv;
 
@@ -312,35 +319,42 @@ static void test_truncated(void **state)
 		full = h.length;
 		/* STATUS_REPLY ends with three optional fields (nallocs_total,
 		 * more: 1.2, warning, here empty: 1.3), STATUS is one
-		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1),
-		 * ALLOC_CLOSE with end_state (1.3), ALLOC_INFO / ATTACHED
-		 * with flags (1.1), then nattached and the space fields
-		 * (1.3), then unmanaged and unmanaged_held (1.4) */
-		ok1 = ok2 = ok3 = ok4 = ok5 = UINT32_MAX;
+		 * (after_id: 1.2), ALLOC_CREATE ends with flags (1.1) and
+		 * mem_limit (1.4), ALLOC_CLOSE with end_state (1.3),
+		 * ALLOC_INFO / ATTACHED with flags (1.1), then nattached and
+		 * the space fields (1.3), then unmanaged and unmanaged_held
+		 * (u32 each) and three u64 of memory (1.4, in that order) */
+		nok = 0;
 		if (all_types[i] == GS_MSG_STATUS_REPLY) {
-			ok1 = full - 10;
-			ok2 = full - 6;
-			ok3 = full - 2;
+			ok[nok++] = full - 10;
+			ok[nok++] = full - 6;
+			ok[nok++] = full - 2;
 		} else if (all_types[i] == GS_MSG_ALLOC_INFO ||
 			   all_types[i] == GS_MSG_ATTACHED) {
-			ok1 = full - 8 - (uint32_t)SPACE_TAIL - 8;
-			ok2 = full - 8 - (uint32_t)SPACE_TAIL - 4;
-			ok3 = full - 8 - (uint32_t)SPACE_TAIL;
-			ok4 = full - 8;
-			ok5 = full - 4;
+			ok[nok++] = full - 32 - (uint32_t)SPACE_TAIL - 8;
+			ok[nok++] = full - 32 - (uint32_t)SPACE_TAIL - 4;
+			ok[nok++] = full - 32 - (uint32_t)SPACE_TAIL;
+			ok[nok++] = full - 32;	/* 1.3 */
+			ok[nok++] = full - 28;	/* unmanaged */
+			ok[nok++] = full - 24;	/* unmanaged_held */
+			ok[nok++] = full - 16;	/* mem_limit */
+			ok[nok++] = full - 8;	/* mem_used */
 		} else if (all_types[i] == GS_MSG_STATUS) {
-			ok1 = full - 8;
-		} else if (all_types[i] == GS_MSG_ALLOC_CREATE ||
-			   all_types[i] == GS_MSG_ALLOC_CLOSE) {
-			ok1 = full - 4;	/* flags 1.1, end_state 1.3 */
+			ok[nok++] = full - 8;
+		} else if (all_types[i] == GS_MSG_ALLOC_CREATE) {
+			ok[nok++] = full - 12;	/* flags 1.1, mem_limit 1.4 */
+			ok[nok++] = full - 8;
+		} else if (all_types[i] == GS_MSG_ALLOC_CLOSE) {
+			ok[nok++] = full - 4;	/* end_state 1.3 */
 		}
 		for (n = 0; n < full; n++) {
 			h.length = n;
 			err.code = 0;
 			rv = gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					   &out, &err);
-			if (n == ok1 || n == ok2 || n == ok3 || n == ok4 ||
-			    n == ok5) {
+			for (k = 0; k < nok && ok[k] != n; k++)
+				;
+			if (k < nok) {
 				assert_int_equal(rv, 0);
 				gs_msg_clear(&out);
 				continue;
@@ -379,9 +393,9 @@ static void test_minor0_frames(void **state)
 		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
 		/* the 1.0 payload: no flags, nattached, space fields (1.3)
-		 * nor unmanaged and unmanaged_held (1.4) */
-		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 4 :
-			    16 + (uint32_t)SPACE_TAIL;
+		 * nor unmanaged, unmanaged_held and the memory (1.4) */
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 12 :
+			    16 + (uint32_t)SPACE_TAIL + 24;
 		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
 					       &out, &err), 0);
 		if (types[i] == GS_MSG_ALLOC_CREATE) {
@@ -414,7 +428,8 @@ static void test_minor0_frames(void **state)
 			assert_string_equal(out.u.info.mps_pipe, SPACE_PIPE);
 			assert_int_equal(out.u.info.unmanaged, 0);
 			assert_int_equal(out.u.info.unmanaged_held, 0);
-			/* 1.4: all */
+			assert_int_equal(out.u.info.mem_limit, 0);
+			/* 1.4: the unmanaged counts, no memory */
 			gs_msg_clear(&out);
 			h.length += 8;
 			assert_int_equal(gs_msg_decode(&h, b.data +
@@ -422,6 +437,18 @@ static void test_minor0_frames(void **state)
 						       &out, &err), 0);
 			assert_int_equal(out.u.info.unmanaged, 2);
 			assert_int_equal(out.u.info.unmanaged_held, 1);
+			assert_int_equal(out.u.info.mem_limit, 0);
+			assert_int_equal(out.u.info.mem_peak, 0);
+			/* 1.4: all */
+			gs_msg_clear(&out);
+			h.length += 24;
+			assert_int_equal(gs_msg_decode(&h, b.data +
+						       GS_FRAME_HDR_SIZE,
+						       &out, &err), 0);
+			assert_int_equal(out.u.info.unmanaged, 2);
+			assert_int_equal(out.u.info.unmanaged_held, 1);
+			assert_int_equal(out.u.info.mem_limit, 20ull << 30);
+			assert_int_equal(out.u.info.mem_peak, UINT64_MAX - 1);
 		}
 		gs_msg_clear(&out);
 		gs_msg_clear(&in);
@@ -434,6 +461,8 @@ static void test_minor0_frames(void **state)
 	g.index = 0;
 	g.healthy = 0;
 	g.unmanaged = 5;
+	g.mem_total = 80ull << 30;
+	g.mem_limits = 30ull << 30;
 	snprintf(g.health, sizeof(g.health), "x");
 	st.ngpus = 1;
 	st.gpus = &g;
@@ -442,35 +471,59 @@ static void test_minor0_frames(void **state)
 	gs_wbuf_init(&b);
 	assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
 	/* payload: str policy(2) u64 slice(8) u32 ngpus(4) u16 reclen, then
-	 * the record ending with health (u16 1, "x") and unmanaged (u32,
-	 * 1.4), u32 nallocs, u32 total: first drop unmanaged (a 1.3
-	 * record), then the health string too (a 1.0 record) */
-	for (int cut = 4; cut <= 7; cut += 3) {
-		uint8_t *p = b.data + GS_FRAME_HDR_SIZE + 2 + 8 + 4;
-		uint16_t rl = (uint16_t)(p[0] | p[1] << 8);
-		size_t tail = b.len - (size_t)(p + 2 + rl - b.data);
-		int d = cut == 4 ? 4 : 3;
+	 * the record ending with health (u16 1, "x"), unmanaged (u32, 1.4)
+	 * and mem_total, mem_limits (u64 each, 1.4), u32 nallocs, u32
+	 * total.  Cut d bytes off the record's end: it decodes when d ends
+	 * exactly before an optional field (0: 1.4, 8: no mem_limits, 16:
+	 * no memory, 20: 1.3, 23: 1.0, no health) and is refused when the
+	 * record ends inside one.  The last cut (the 1.0 record) stays. */
+	for (int d = 0; d <= 23; d++) {
+		uint8_t *p;
+		uint16_t rl;
+		size_t tail;
+		int ok = d == 0 || d == 8 || d == 16 || d == 20 || d == 23;
 
+		if (d > 0) {
+			gs_wbuf_free(&b);
+			gs_wbuf_init(&b);
+			assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		}
+		p = b.data + GS_FRAME_HDR_SIZE + 2 + 8 + 4;
+		rl = (uint16_t)(p[0] | p[1] << 8);
+		tail = b.len - (size_t)(p + 2 + rl - b.data);
 		rl = (uint16_t)(rl - d);
 		p[0] = (uint8_t)rl;
 		p[1] = (uint8_t)(rl >> 8);
 		memmove(p + 2 + rl, p + 2 + rl + d, tail);
 		b.len -= (size_t)d;
 		gs_frame_hdr_decode(b.data, b.len, &h, &err);
-		h.length -= (uint32_t)cut;
-		if (cut == 4) {
-			assert_int_equal(gs_msg_decode(&h, b.data +
-						       GS_FRAME_HDR_SIZE,
-						       &out, &err), 0);
-			assert_string_equal(out.u.status.gpus[0].health, "x");
-			assert_int_equal(out.u.status.gpus[0].unmanaged, 0);
-			gs_msg_clear(&out);
+		h.length -= (uint32_t)d;
+		if (d == 23)
+			break;
+		err.code = 0;
+		if (!ok) {
+			if (gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					  &out, &err) == 0)
+				fail_msg("a GPU record cut by %d decoded", d);
+			assert_int_equal(err.code, GS_EPROTO);
+			continue;
 		}
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		assert_string_equal(out.u.status.gpus[0].health, "x");
+		assert_int_equal(out.u.status.gpus[0].unmanaged,
+				 d <= 16 ? 5 : 0);
+		assert_int_equal(out.u.status.gpus[0].mem_total,
+				 d <= 8 ? (80ull << 30) : 0);
+		assert_int_equal(out.u.status.gpus[0].mem_limits,
+				 d == 0 ? (30ull << 30) : 0);
+		gs_msg_clear(&out);
 	}
 	assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE, &out,
 				       &err), 0);
 	assert_int_equal(out.u.status.ngpus, 1);
 	assert_string_equal(out.u.status.gpus[0].health, "");
+	assert_int_equal(out.u.status.gpus[0].mem_total, 0);
 	gs_msg_clear(&out);
 	/* one byte of the health string's length left in the record: a
 	 * truncated record, not a 1.0 one */
@@ -495,6 +548,62 @@ static void test_minor0_frames(void **state)
 				       &err), -1);
 	assert_int_equal(err.code, GS_EPROTO);
 	gs_wbuf_free(&b);
+}
+
+/* Frames of protocol 1.3 (flags and nattached, no unmanaged counts nor
+ * memory fields) decode with those 0 (the agent's default limit) and
+ * everything else intact. */
+static void test_minor3_frames(void **state)
+{
+	static const uint16_t types[] = { GS_MSG_ALLOC_CREATE,
+					  GS_MSG_ALLOC_INFO, GS_MSG_ATTACHED };
+	struct gs_msg in, out;
+	struct gs_frame_hdr h;
+	struct gs_wbuf b;
+	struct gs_error err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		sample(types[i], &in);
+		if (types[i] == GS_MSG_ALLOC_CREATE)
+			in.u.req.flags = GS_ALLOC_ANY_UID;
+		gs_wbuf_init(&b);
+		assert_int_equal(gs_msg_encode(&in, &b, &err), 0);
+		gs_frame_hdr_decode(b.data, b.len, &h, &err);
+		h.length -= types[i] == GS_MSG_ALLOC_CREATE ? 8 : 32;
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		if (types[i] == GS_MSG_ALLOC_CREATE) {
+			assert_int_equal(out.u.req.flags, GS_ALLOC_ANY_UID);
+			assert_int_equal(out.u.req.mem_limit, 0);
+		} else {
+			assert_int_equal(out.u.info.flags, GS_ALLOC_ANY_UID);
+			assert_int_equal(out.u.info.unmanaged, 0);
+			assert_int_equal(out.u.info.unmanaged_held, 0);
+			assert_int_equal(out.u.info.mem_limit, 0);
+			assert_int_equal(out.u.info.mem_used, 0);
+			assert_int_equal(out.u.info.mem_peak, 0);
+		}
+		gs_msg_clear(&out);
+		/* the whole frame carries them */
+		h.length += types[i] == GS_MSG_ALLOC_CREATE ? 8 : 32;
+		assert_int_equal(gs_msg_decode(&h, b.data + GS_FRAME_HDR_SIZE,
+					       &out, &err), 0);
+		if (types[i] == GS_MSG_ALLOC_CREATE) {
+			assert_int_equal(out.u.req.mem_limit, (10ull << 30) + 7);
+		} else {
+			assert_int_equal(out.u.info.unmanaged, 2);
+			assert_int_equal(out.u.info.unmanaged_held, 1);
+			assert_int_equal(out.u.info.mem_limit, 20ull << 30);
+			assert_int_equal(out.u.info.mem_used,
+					 0x0102030405060708ull);
+			assert_int_equal(out.u.info.mem_peak, UINT64_MAX - 1);
+		}
+		gs_msg_clear(&out);
+		gs_msg_clear(&in);
+		gs_wbuf_free(&b);
+	}
 }
 
 static void mkhdr(uint8_t *buf, uint32_t magic, uint8_t major, uint16_t type,
@@ -779,6 +888,7 @@ int main(void)
 		cmocka_unit_test(test_trailing_ignored),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_minor0_frames),
+		cmocka_unit_test(test_minor3_frames),
 		cmocka_unit_test(test_header_rejects),
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_status_counts),

@@ -23,6 +23,13 @@ $(GATE_FAKE_L2): $(B)/tests/gate/fake_libgshare.o
 $(GATE_APP): $(B)/tests/gate/gate_app.o
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
+# device memory through the gate (mem_gate.sh)
+GATE_MEM_APP := $(B)/tests/gate/mem_app
+$(GATE_MEM_APP): $(B)/tests/gate/mem_app.o
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
+TEST_HELPERS += $(GATE_MEM_APP)
+INTEG_TESTS  += tests/gate/mem_gate.sh
+
 $(GATE_UNIT): $(B)/tests/gate/test_gatelogic.o $(GATE_LOGIC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka -lpthread
 

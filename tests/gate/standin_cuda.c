@@ -15,6 +15,10 @@
  * invalidates the capture (cuStreamEndCapture then fails), as the real
  * driver does.
  *
+ * Device memory: 80 GiB; allocations get fresh addresses (never reused)
+ * and cuMemGetInfo reports what is left; a free of an address it never
+ * gave out fails (CUDA_ERROR_INVALID_VALUE).
+ *
  * cuGetProcAddress(_v2) maps a base name to the versioned symbol (the
  * _v2 copies from CUDA 3.2 on, the _ptsz twin with the
  * per-thread-default-stream flag).  gs_standin_stats() tells the test
@@ -499,6 +503,10 @@ EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 				    cuuint64_t flags,
 				    CUdriverProcAddressQueryResult *status);
 
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n);
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d);
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b);
+
 struct entry {
 	const char *name;
 	int v2_from;		/* CUDA version of the _v2 copy, 0: none */
@@ -547,6 +555,9 @@ static const struct entry table[] = {
 	  (void *)cuThreadExchangeStreamCaptureMode, NULL, NULL, NULL },
 	{ "cuGetProcAddress", 12000, (void *)cuGetProcAddress, NULL,
 	  (void *)cuGetProcAddress_v2, NULL },
+	{ "cuMemAlloc", 3020, NULL, NULL, (void *)cuMemAlloc_v2, NULL },
+	{ "cuMemFree", 3020, NULL, NULL, (void *)cuMemFree_v2, NULL },
+	{ "cuMemGetInfo", 3020, NULL, NULL, (void *)cuMemGetInfo_v2, NULL },
 };
 
 static CUresult lookup(const char *sym, void **pfn, int ver,
@@ -599,6 +610,149 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 	if (status != NULL)
 		*status = st;
 	return rc;
+}
+
+/* ---- device memory ---- */
+
+#define SMEM_TOTAL	(80ull << 30)
+#define SMEM_MAX	65536
+
+static struct {
+	uint64_t ptr, bytes;
+} smem[SMEM_MAX];
+static uint64_t smem_used, smem_next = 0x7f0000000000ull;
+
+static CUresult smem_alloc(CUdeviceptr *dp, size_t n)
+{
+	CUresult rc = 2;	/* CUDA_ERROR_OUT_OF_MEMORY */
+
+	if (dp == NULL || n == 0)
+		return 1;	/* CUDA_ERROR_INVALID_VALUE */
+	pthread_mutex_lock(&mu);
+	if (n <= SMEM_TOTAL - smem_used) {
+		for (size_t i = 0; i < SMEM_MAX; i++) {
+			if (smem[i].ptr != 0)
+				continue;
+			smem[i].ptr = smem_next;
+			smem[i].bytes = n;
+			smem_next += (n + 0xfffff) & ~0xfffffull;
+			smem_used += n;
+			*dp = smem[i].ptr;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static CUresult smem_free(CUdeviceptr d)
+{
+	CUresult rc = 1;	/* CUDA_ERROR_INVALID_VALUE */
+
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < SMEM_MAX && d != 0; i++) {
+		if (smem[i].ptr != d)
+			continue;
+		smem_used -= smem[i].bytes;
+		smem[i].ptr = 0;
+		rc = CUDA_SUCCESS;
+		break;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n)
+{
+	return smem_alloc(dp, n);
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned f)
+{
+	(void)f;
+	return smem_alloc(dp, n);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch,
+				   size_t w, size_t h, unsigned elem)
+{
+	size_t p = (w + 511) & ~(size_t)511;	/* rows padded to 512 B */
+	CUresult rc;
+
+	(void)elem;
+	if (pitch == NULL || h == 0)
+		return 1;
+	rc = smem_alloc(dp, p * h);
+	if (rc == CUDA_SUCCESS)
+		*pitch = p;
+	return rc;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
+{
+	(void)s;
+	return smem_alloc(dp, n);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
+{
+	(void)s;
+	return smem_alloc(dp, n);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
+{
+	return smem_free(d);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s)
+{
+	(void)s;
+	return smem_free(d);
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
+{
+	(void)s;
+	return smem_free(d);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *p,
+				       CUstream s)
+{
+	(void)p;
+	(void)s;
+	return smem_alloc(dp, n);
+}
+
+/* physical memory handles: the "address" is the handle */
+EXPORT CUresult cuMemCreate(uint64_t *hp, size_t n, const void *prop,
+			    unsigned long long flags)
+{
+	CUdeviceptr d;
+	CUresult rc;
+
+	(void)prop;
+	(void)flags;
+	rc = smem_alloc(&d, n);
+	if (rc == CUDA_SUCCESS)
+		*hp = d;
+	return rc;
+}
+
+EXPORT CUresult cuMemRelease(uint64_t h)
+{
+	return smem_free(h);
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+	pthread_mutex_lock(&mu);
+	*free_b = SMEM_TOTAL - smem_used;
+	*total_b = SMEM_TOTAL;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
 }
 
 EXPORT void gs_standin_stats(struct gs_standin_stats *out)

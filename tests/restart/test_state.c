@@ -74,6 +74,8 @@ static void test_roundtrip(void **state)
 	st.next_id = 100;
 	for (uint64_t id = 3; id < 100; id += 17) {
 		fill(&a, id);
+		if (id % 2)	/* a memory limit asked for, or not */
+			a.mem_req = (20ull << 30) + id;
 		assert_int_equal(gs_state_add(&st, &a, &err), 0);
 	}
 	roundtrip(&st);
@@ -91,6 +93,7 @@ static void test_roundtrip(void **state)
 	st.v[st.n - 1].gpu = INT32_MAX;
 	st.v[st.n - 1].uid = UINT32_MAX;
 	st.v[st.n - 1].created_unix_ns = UINT64_MAX;
+	st.v[st.n - 1].mem_req = UINT64_MAX;
 	roundtrip(&st);
 	gs_state_clear(&st);
 }
@@ -172,6 +175,44 @@ static void expect_bad_body(const char *body, unsigned count, int code,
 	"priority=0 mode=0 uid=0 flags=0 created=1" rest
 #define LABELS " cluster= job=j step= node= ns= pod= container= user= " \
 	"account="
+
+/* mem= is written only for a limit asked for (files without one read
+ * the same in an agent from before memory limits), and it must be a
+ * number at the end of the line */
+static void test_mem_key(void **state)
+{
+	struct gs_state st, back;
+	struct gs_state_alloc a;
+	struct gs_error err;
+	char *buf;
+	size_t len;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	st.next_id = 9;
+	fill(&a, 5);
+	assert_int_equal(gs_state_add(&st, &a, &err), 0);
+	assert_int_equal(gs_state_encode(&st, &buf, &len, &err), 0);
+	assert_null(strstr(buf, "mem="));
+	free(buf);
+	st.v[0].mem_req = 1ull << 30;
+	assert_int_equal(gs_state_encode(&st, &buf, &len, &err), 0);
+	assert_non_null(strstr(buf, " account= mem=1073741824\n"));
+	assert_int_equal(gs_state_decode(buf, len, &back, &err), 0);
+	assert_int_equal(back.v[0].mem_req, 1ull << 30);
+	gs_state_clear(&back);
+	free(buf);
+	gs_state_clear(&st);
+	expect_bad_body("gshare-allocs 2\nseq 1\nnext_id 9\n"
+			REC(1, LABELS " mem=x") "\n", 1, GS_EPROTO,
+			"not a number");
+	expect_bad_body("gshare-allocs 2\nseq 1\nnext_id 9\n"
+			REC(1, LABELS " mem=5 x=1") "\n", 1, GS_EPROTO,
+			"trailing");
+	expect_bad_body("gshare-allocs 2\nseq 1\nnext_id 9\n"
+			REC(1, LABELS " memory=5") "\n", 1, GS_EPROTO,
+			"trailing");
+}
 
 static void test_reject(void **state)
 {
@@ -428,6 +469,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_mem_key),
 		cmocka_unit_test(test_reject),
 		cmocka_unit_test(test_files),
 	};

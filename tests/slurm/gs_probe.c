@@ -45,11 +45,12 @@ static int do_status(const char *sock)
 
 		printf("alloc %" PRIu64 " job=%s step=%s node=%s user=%s "
 		       "shares=%u weight=%u priority=%s mode=%s uid=%u gpu=%d "
-		       "state=%s\n",
+		       "state=%s mem_limit=%" PRIu64 "\n",
 		       a->id, a->labels.job, a->labels.step, a->labels.node,
 		       a->labels.user, a->shares, a->weight,
 		       gs_priority_name(a->priority), gs_mode_name(a->mode),
-		       a->uid, (int)a->gpu, gs_alloc_state_name(a->state));
+		       a->uid, (int)a->gpu, gs_alloc_state_name(a->state),
+		       a->mem_limit);
 	}
 	gs_status_free(st);
 	gs_client_free(c);

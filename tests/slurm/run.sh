@@ -161,6 +161,8 @@ out=$(timeout 20 srun -w n1 --gshare-weight=0 true 2>&1) && bad "weight 0 accept
 expect "weight 0 message" "$out" 'gshare-weight=0: expected'
 out=$(timeout 20 srun -w n1 --gshare-priority=urgent true 2>&1) && bad "priority accepted"
 expect "priority message" "$out" '^srun: error: gshare: --gshare-priority=urgent: expected low, normal or high$'
+out=$(timeout 20 srun -w n1 --gshare-mem=lots true 2>&1) && bad "memory accepted"
+expect "memory message" "$out" '^srun: error: gshare: --gshare-mem=lots: expected a size from 1M to 16T, such as 20G or 512M'
 before=$(sacct -n -X -o JobID 2>/dev/null | wc -l)
 out=$(timeout 20 sbatch -w n1 --gshare-mode=both --wrap true 2>&1) && bad "sbatch accepted a bad mode"
 expect "sbatch mode message" "$out" '^sbatch: error: gshare: --gshare-mode=both: expected time or space$'
@@ -279,13 +281,13 @@ end
 begin env-and-lifetime
 out=$(CUDA_VISIBLE_DEVICES=7 timeout 30 srun -w n1 --gres=gshare:30 \
 	--gshare-weight=7 --gshare-priority=high --gshare-mode=space \
-	bash -c 'echo ENV job=$SLURM_JOB_ID sock=$GSHARE_SOCKET alloc=$GSHARE_ALLOC cuda=$CUDA_VISIBLE_DEVICES
+	--gshare-mem=20G bash -c 'echo ENV job=$SLURM_JOB_ID sock=$GSHARE_SOCKET alloc=$GSHARE_ALLOC cuda=$CUDA_VISIBLE_DEVICES
 		"$0" status "$GSHARE_SOCKET"' "$PROBE" 2>&1)
 expect "environment" "$out" "^ENV job=[0-9]+ sock=$GS_T/agent/n1.sock alloc=[0-9]+ cuda=0\$"
 j=$(printf '%s\n' "$out" | sed -n 's/^ENV job=\([0-9]*\) .*/\1/p')
 a=$(printf '%s\n' "$out" | sed -n 's/^ENV .*alloc=\([0-9]*\) .*/\1/p')
 expect "agent shows it while it runs" "$out" \
-	"^alloc $a job=$j step= node=n1 user=root shares=30 weight=7 priority=high mode=space uid=0 "
+	"^alloc $a job=$j step= node=n1 user=root shares=30 weight=7 priority=high mode=space uid=0 .* mem_limit=21474836480$"
 if [ -n "$a" ] && gs_wait 10 "allocation $a to close" no_alloc n1 "$a"; then
 	ok "allocation $a gone after the job"
 else
@@ -664,6 +666,13 @@ if [ -x "$GSACCT" ]; then
 else
 	bad "gsacct not built ($GSACCT)"
 fi
+# a job whose runtime reports device memory: its most in the totals
+j=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:20 -o /dev/null \
+	--wrap "srun $SIMJOB --work 0.2 --mem-mib 512")
+mem_comment() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'allocs=1,mem_max=536870912$'; }
+gs_wait 60 "mem_max in the AdminComment of job $j" mem_comment &&
+	ok "memory in the totals: $(sacct -n -X -P -j "$j" -o AdminComment)" ||
+	bad "no mem_max: $(sacct -n -X -P -j "$j" -o AdminComment)"
 end
 
 begin array-totals

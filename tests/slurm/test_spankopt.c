@@ -97,6 +97,33 @@ static void test_priority_mode(void **state)
 	assert_int_equal(gs_spank_opt_mode(NULL, &o, &err), -1);
 }
 
+static void test_mem(void **state)
+{
+	struct gs_spank_opts o;
+	struct gs_error err;
+
+	(void)state;
+	gs_spank_opts_init(&o);
+	assert_int_equal(o.mem, 0);
+	assert_int_equal(gs_spank_opt_mem("20G", &o, &err), 0);
+	assert_int_equal(o.mem, 20ull << 30);
+	assert_int_equal(gs_spank_opt_mem("512MiB", &o, &err), 0);
+	assert_int_equal(o.mem, 512ull << 20);
+	assert_int_equal(gs_spank_opt_mem("1M", &o, &err), 0);
+	assert_int_equal(gs_spank_opt_mem("16T", &o, &err), 0);
+	assert_int_equal(o.mem, 16ull << 40);
+	assert_int_equal(gs_spank_opt_mem("1023K", &o, &err), -1);
+	assert_string_equal(err.msg, "--gshare-mem=1023K: expected a size "
+			    "from 1M to 16T, such as 20G or 512M (units K, M, "
+			    "G, T: powers of 1024)");
+	assert_int_equal(gs_spank_opt_mem("17T", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("1.5G", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("-1G", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem("", &o, &err), -1);
+	assert_int_equal(gs_spank_opt_mem(NULL, &o, &err), -1);
+	assert_int_equal(o.mem, 16ull << 40);	/* unchanged by errors */
+}
+
 static void test_preload(void **state)
 {
 	struct gs_spank_opts o;
@@ -399,7 +426,7 @@ static void test_step_names(void **state)
 static void test_record(void **state)
 {
 	struct gs_spank_record r = { 12345678901234ull, 30, 1500000000ull,
-				     2000000001ull },
+				     2000000001ull, 0 },
 			       back;
 	struct gs_error err;
 	char buf[256], small[16];
@@ -433,6 +460,55 @@ static void test_record(void **state)
 			fail_msg("accepted '%s'", bad[i]);
 	}
 	assert_int_equal(gs_spank_record_parse(NULL, &back, &err), -1);
+}
+
+/* The most device memory a step held rides along when there is one;
+ * records and segments without it stay as before. */
+static void test_record_mem(void **state)
+{
+	struct gs_spank_record r, back;
+	struct gs_spank_totals t;
+	struct gs_error err;
+	char buf[256], seg[256];
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.id = 7;
+	r.shares = 30;
+	r.gpu_ns = 1;
+	r.held_ns = 2;
+	r.mem_max = 21474836480ull;
+	assert_true(gs_spank_record_format(&r, buf, sizeof(buf), &err) > 0);
+	assert_string_equal(buf, "gshare-record 1 id=7 shares=30 gpu_ns=1 "
+				 "held_ns=2 mem_max=21474836480\n");
+	assert_int_equal(gs_spank_record_parse(buf, &back, &err), 0);
+	assert_int_equal(back.mem_max, r.mem_max);
+	assert_int_equal(back.held_ns, 2);
+	/* one byte short of the newline: refused, nothing half-written */
+	assert_int_equal(gs_spank_record_format(&r, buf, strlen(
+		"gshare-record 1 id=7 shares=30 gpu_ns=1 held_ns=2 "
+		"mem_max=21474836480\n"), &err), -1);
+	/* a record of before: no memory */
+	assert_int_equal(gs_spank_record_parse("gshare-record 1 id=7 "
+					       "shares=30 gpu_ns=1 held_ns=2\n",
+					       &back, &err), 0);
+	assert_int_equal(back.mem_max, 0);
+	assert_int_equal(gs_spank_record_parse("gshare-record 1 id=7 "
+					       "shares=30 gpu_ns=1 held_ns=2 "
+					       "mem_max=x\n", &back, &err), -1);
+	assert_int_equal(gs_spank_record_parse("gshare-record 1 id=7 "
+					       "shares=30 gpu_ns=1 held_ns=2 "
+					       "mem_max=1 x=2\n", &back, &err),
+			 -1);
+	memset(&t, 0, sizeof(t));
+	gs_spank_totals_add(&t, &r);
+	r.mem_max = 1ull << 30;
+	gs_spank_totals_add(&t, &r);
+	assert_int_equal(t.mem_max, 21474836480ull);
+	assert_true(gs_spank_comment_segment("n1", &t, seg, sizeof(seg),
+					     &err) > 0);
+	assert_string_equal(seg, "gshare[n1]:gpu_s=0.000,held_s=0.000,"
+				 "share=30,allocs=2,mem_max=21474836480");
 }
 
 static void test_job_dir(void **state)
@@ -495,9 +571,9 @@ static void test_comment_oom(void **state)
 
 static void test_comment(void **state)
 {
-	struct gs_spank_totals t = { 0, 0, 0, 0 };
-	struct gs_spank_record a = { 1, 30, 1234567890ull, 2000000000ull };
-	struct gs_spank_record b = { 2, 10, 1000000ull, 5000000ull };
+	struct gs_spank_totals t = { 0, 0, 0, 0, 0 };
+	struct gs_spank_record a = { 1, 30, 1234567890ull, 2000000000ull, 0 };
+	struct gs_spank_record b = { 2, 10, 1000000ull, 5000000ull, 0 };
 	struct gs_error err;
 	char seg[256], seg2[256];
 	char *out;
@@ -609,6 +685,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_weight),
 		cmocka_unit_test(test_priority_mode),
+		cmocka_unit_test(test_mem),
+		cmocka_unit_test(test_record_mem),
 		cmocka_unit_test(test_preload),
 		cmocka_unit_test(test_conf_defaults),
 		cmocka_unit_test(test_conf_args),

@@ -32,10 +32,10 @@ static double now_s(void)
 
 static int listed(struct gs_gpu_util *u, uint32_t pid, double *cost_us)
 {
-	uint32_t pids[256];
+	struct gs_gpu_proc_mem procs[256];
 	struct gs_error err;
 	double t0 = now_s();
-	int n = gs_gpu_compute_procs(u, 0, pids, 256, &err);
+	int n = gs_gpu_compute_procs(u, 0, procs, 256, &err);
 
 	*cost_us = (now_s() - t0) * 1e6;
 	if (n < 0) {
@@ -43,7 +43,7 @@ static int listed(struct gs_gpu_util *u, uint32_t pid, double *cost_us)
 		exit(1);
 	}
 	for (int i = 0; i < n; i++)
-		if (pids[i] == pid)
+		if (procs[i].pid == pid)
 			return 1;
 	return 0;
 }

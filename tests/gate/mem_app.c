@@ -1,0 +1,234 @@
+/*
+ * mem_app.c — device memory through the launch gate, for
+ * tests/gate/mem_gate.sh: reaches the driver's allocation entry points
+ * the way the CUDA runtime does (dlsym on a libcuda.so.1 handle) and
+ * checks what the gate makes of them.
+ *
+ *   mem_app limit LIMIT    the allocation's limit is LIMIT bytes: the
+ *                          cuMemGetInfo view, allocations up to the limit
+ *                          and one byte over it (CUDA_ERROR_OUT_OF_MEMORY,
+ *                          the driver not reached), frees giving back,
+ *                          pitched, managed and stream-ordered allocations
+ *   mem_app threads LIMIT  8 threads allocating and freeing 1-8 MiB at
+ *                          once: what they hold together never passes
+ *                          LIMIT, some are refused, all is given back
+ *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
+ *
+ * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
+ * when every check passed.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+typedef void *CUstream;
+
+static CUresult (*p_alloc)(CUdeviceptr *, size_t);
+static CUresult (*p_free)(CUdeviceptr);
+static CUresult (*p_info)(size_t *, size_t *);
+static CUresult (*p_pitch)(CUdeviceptr *, size_t *, size_t, size_t,
+			   unsigned);
+static CUresult (*p_managed)(CUdeviceptr *, size_t, unsigned);
+static CUresult (*p_aalloc)(CUdeviceptr *, size_t, CUstream);
+static CUresult (*p_afree)(CUdeviceptr, CUstream);
+static CUresult (*p_pool)(CUdeviceptr *, size_t, void *, CUstream);
+static CUresult (*p_create)(uint64_t *, size_t, const void *,
+			    unsigned long long);
+static CUresult (*p_release)(uint64_t);
+
+static int failed;
+
+/* cond is evaluated once (it may allocate or free) */
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		int ok_ = (cond);                                            \
+		printf("%s ", ok_ ? "ok  " : "FAIL");                        \
+		printf(__VA_ARGS__);                                         \
+		printf("\n");                                                \
+		if (!ok_)                                                    \
+			failed = 1;                                          \
+	} while (0)
+
+#define MIB (1ull << 20)
+
+static void load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW);
+
+	if (h == NULL) {
+		fprintf(stderr, "mem_app: %s\n", dlerror());
+		exit(2);
+	}
+	*(void **)&p_alloc = dlsym(h, "cuMemAlloc_v2");
+	*(void **)&p_free = dlsym(h, "cuMemFree_v2");
+	*(void **)&p_info = dlsym(h, "cuMemGetInfo_v2");
+	*(void **)&p_pitch = dlsym(h, "cuMemAllocPitch_v2");
+	*(void **)&p_managed = dlsym(h, "cuMemAllocManaged");
+	*(void **)&p_aalloc = dlsym(h, "cuMemAllocAsync");
+	*(void **)&p_afree = dlsym(h, "cuMemFreeAsync");
+	*(void **)&p_pool = dlsym(h, "cuMemAllocFromPoolAsync");
+	*(void **)&p_create = dlsym(h, "cuMemCreate");
+	*(void **)&p_release = dlsym(h, "cuMemRelease");
+	if (!p_alloc || !p_free || !p_info || !p_pitch || !p_managed ||
+	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release) {
+		fprintf(stderr, "mem_app: a memory entry point is missing\n");
+		exit(2);
+	}
+}
+
+static void run_limit(uint64_t limit)
+{
+	CUdeviceptr a = 0, b = 0, c = 0, d = 0;
+	size_t f = 0, t = 0, pitch = 0;
+	CUresult rc;
+
+	CHECK(p_info(&f, &t) == 0 && t == limit && f == limit,
+	      "cuMemGetInfo: free %zu total %zu (limit %llu)", f, t,
+	      (unsigned long long)limit);
+	rc = p_alloc(&a, limit - MIB);
+	CHECK(rc == 0, "all but 1 MiB: rc %d", rc);
+	CHECK(p_info(&f, &t) == 0 && f == MIB && t == limit,
+	      "free after it: %zu", f);
+	rc = p_alloc(&b, MIB + 1);
+	CHECK(rc == 2, "1 MiB + 1 byte more: rc %d (out of memory)", rc);
+	rc = p_alloc(&b, MIB);
+	CHECK(rc == 0, "exactly the last MiB: rc %d", rc);
+	rc = p_alloc(&c, 1);
+	CHECK(rc == 2, "one byte over the limit: rc %d", rc);
+	rc = p_managed(&c, 1, 1);
+	CHECK(rc == 2, "managed memory counts too: rc %d", rc);
+	rc = p_aalloc(&c, 1, NULL);
+	CHECK(rc == 2, "stream-ordered allocation counts too: rc %d", rc);
+	CHECK(p_free(a) == 0, "free the big one");
+	CHECK(p_info(&f, &t) == 0 && f == limit - MIB,
+	      "free gives back: %zu", f);
+	rc = p_pitch(&c, &pitch, 1000, 1024, 4);
+	CHECK(rc == 0 && pitch >= 1000, "pitched 1000 x 1024: rc %d pitch %zu",
+	      rc, pitch);
+	CHECK(p_info(&f, &t) == 0 && f == limit - MIB - pitch * 1024,
+	      "the pitch counts (padding included): free %zu", f);
+	rc = p_aalloc(&d, 4 * MIB, NULL);
+	CHECK(rc == 0, "stream-ordered 4 MiB: rc %d", rc);
+	CHECK(p_afree(d, NULL) == 0, "stream-ordered free");
+	{
+		/* expandable_segments' way: physical handles */
+		uint64_t h1 = 0, h2 = 0;
+		size_t left;
+
+		CHECK(p_info(&f, &t) == 0, "info");
+		left = f;
+		rc = p_create(&h1, left - MIB, NULL, 0);
+		CHECK(rc == 0, "cuMemCreate of all but 1 MiB: rc %d", rc);
+		rc = p_create(&h2, 2 * MIB, NULL, 0);
+		CHECK(rc == 2, "cuMemCreate over the limit: rc %d", rc);
+		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		CHECK(rc == 2, "pool allocation over the limit: rc %d", rc);
+		CHECK(p_release(h1) == 0, "cuMemRelease");
+		CHECK(p_info(&f, &t) == 0 && f == left,
+		      "release gives back: free %zu", f);
+		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		CHECK(rc == 0 && p_afree(d, NULL) == 0,
+		      "pool allocation and free: rc %d", rc);
+	}
+	CHECK(p_free(c) == 0 && p_free(b) == 0, "free the rest");
+	CHECK(p_info(&f, &t) == 0 && f == limit, "all back: free %zu", f);
+	CHECK(p_free(0x1234) != 0, "a free of an unknown pointer is the "
+	      "driver's error");
+	CHECK(p_info(&f, &t) == 0 && f == limit, "and changes nothing: %zu",
+	      f);
+}
+
+static uint64_t g_limit, g_held, g_refused, g_over;
+
+static void *worker(void *arg)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+	CUdeviceptr p[16];
+	uint64_t sz[16], held;
+	unsigned n = 0;
+
+	for (int r = 0; r < 3000; r++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (n < 16 && (x & 1)) {
+			sz[n] = ((x >> 8) % 8 + 1) * MIB;
+			if (p_alloc(&p[n], sz[n]) != 0) {
+				__atomic_add_fetch(&g_refused, 1,
+						   __ATOMIC_RELAXED);
+				continue;
+			}
+			held = __atomic_add_fetch(&g_held, sz[n],
+						  __ATOMIC_ACQ_REL);
+			if (held > g_limit)
+				__atomic_add_fetch(&g_over, 1,
+						   __ATOMIC_RELAXED);
+			n++;
+		} else if (n > 0) {
+			n--;
+			/* ours first, then the driver's: what we count is
+			 * never more than the gate does */
+			__atomic_sub_fetch(&g_held, sz[n], __ATOMIC_ACQ_REL);
+			if (p_free(p[n]) != 0)
+				__atomic_add_fetch(&g_over, 1,
+						   __ATOMIC_RELAXED);
+		}
+	}
+	while (n > 0) {
+		n--;
+		__atomic_sub_fetch(&g_held, sz[n], __ATOMIC_ACQ_REL);
+		(void)p_free(p[n]);
+	}
+	return NULL;
+}
+
+static void run_threads(uint64_t limit)
+{
+	pthread_t t[8];
+	size_t f = 0, tot = 0;
+
+	g_limit = limit;
+	for (uintptr_t i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	CHECK(g_over == 0, "8 threads never held more than the limit "
+	      "together (%llu times over)", (unsigned long long)g_over);
+	CHECK(g_refused > 0, "some allocations refused: %llu",
+	      (unsigned long long)g_refused);
+	CHECK(p_info(&f, &tot) == 0 && f == limit && tot == limit,
+	      "all given back: free %zu of %zu", f, tot);
+}
+
+int main(int argc, char *argv[])
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: mem_app limit|threads BYTES | hold "
+			"MIB SECS\n");
+		return 2;
+	}
+	load();
+	if (strcmp(argv[1], "limit") == 0) {
+		run_limit(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "threads") == 0) {
+		run_threads(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "hold") == 0 && argc == 4) {
+		CUdeviceptr a;
+		CUresult rc = p_alloc(&a, strtoull(argv[2], NULL, 10) * MIB);
+
+		CHECK(rc == 0, "hold: rc %d", rc);
+		printf("held\n");
+		fflush(stdout);
+		sleep((unsigned)atoi(argv[3]));
+	} else {
+		fprintf(stderr, "mem_app: unknown mode %s\n", argv[1]);
+		return 2;
+	}
+	return failed;
+}

@@ -1,0 +1,72 @@
+#!/bin/sh
+# Device memory limits through the launch gate, without a GPU: a live
+# gshared (one simulated 16G GPU), the stand-in libcuda.so.1 (80 GiB) and
+# mem_app under libgshare-gate.so.  Checks: the allocation's limit is
+# what cuMemGetInfo reports; allocations up to it pass and one byte over
+# fails with CUDA_ERROR_OUT_OF_MEMORY (plain, managed, pitched,
+# stream-ordered); frees give back; 8 threads never pass it together; the
+# agent sees what the job holds (status mem_used / mem_peak) and nothing
+# once it is killed -9; not under an allocation, nothing is limited.
+# Cleans up every process and file on any exit.
+set -u
+GS_LOG_TAIL=40
+. "$(dirname "$0")/../lib/agent.sh"
+APP=$B/tests/gate/mem_app
+GATE=$PWD/$B/runtime/gate/libgshare-gate.so
+gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1"
+export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
+gs_agent_conf <<CONF
+gpus:
+  simulated: 1
+  memory: 16G
+CONF
+gs_agent_start "simulated GPU"
+export GSHARE_SOCKET=$sock
+MIB=1048576
+
+# figures of allocation ID from status --json: "used peak limit"
+figs() {
+	$CTL status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])][0]
+print(a["mem_used"], a["mem_peak"], a["mem_limit"])' "$1"
+}
+
+a=$($CTL create --shares 10 --mem 64M) || bad "create"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" limit $((64 * MIB)) > "$dir/limit.out" 2>&1; echo "rc=$?" >> "$dir/limit.out"; grep -q "^rc=0$" "$dir/limit.out" &&
+	ok "limit: $(grep -c '^ok' "$dir/limit.out") checks" ||
+	bad "limit: $(grep FAIL "$dir/limit.out"; tail -3 "$dir/limit.out")"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.out" 2>&1 &&
+	ok "threads: $(grep '^ok' "$dir/threads.out" | tr '\n' ' ')" ||
+	bad "threads: $(cat "$dir/threads.out")"
+# the peak the agent saw: at most the limit, and the limit was reached
+f=$(figs "$a")
+set -- $f
+[ "$1" = 0 ] && [ "$2" -le $((64 * MIB)) ] && [ "$2" -ge $((63 * MIB)) ] &&
+	[ "$3" = $((64 * MIB)) ] && ok "agent: used 0, peak $2, limit $3" ||
+	bad "agent figures after the runs: $f"
+
+# a job holding 40 MiB: the agent sees it; kill -9: nothing held
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" hold 40 30 > "$dir/hold.out" 2>&1 &
+hp=$!
+jpids=$hp
+end=$(( $(date +%s) + 10 ))
+until [ "$(figs "$a" | cut -d' ' -f1)" = $((40 * MIB)) ]; do
+	[ "$(date +%s)" -lt $end ] || { bad "agent never saw 40 MiB: $(figs "$a")"; break; }
+	sleep 0.05
+done
+[ "$(figs "$a" | cut -d' ' -f1)" = $((40 * MIB)) ] && ok "agent sees the 40 MiB held"
+kill -9 $hp; wait $hp 2>/dev/null; jpids=""
+end=$(( $(date +%s) + 10 ))
+until [ "$(figs "$a" | cut -d' ' -f1)" = 0 ]; do
+	[ "$(date +%s)" -lt $end ] || { bad "still held after kill -9: $(figs "$a")"; break; }
+	sleep 0.05
+done
+[ "$(figs "$a" | cut -d' ' -f1)" = 0 ] && ok "kill -9: nothing held any more"
+
+# not under an allocation: the driver's own figures, no limit
+out=$(LD_PRELOAD=$GATE "$APP" limit $((80 * 1024 * MIB)) 2>&1)
+printf '%s\n' "$out" | grep -q "^ok   cuMemGetInfo: free 85899345920 total 85899345920" &&
+	ok "no allocation: the device's own view" || bad "ungated: $out"
+$CTL close "$a" > /dev/null || bad "close"
+exit $fail
