@@ -682,6 +682,17 @@ if [ -x "$SIMJOB" ]; then
 		awk -v a="$cg" -v b="$own" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b + 0.005) }' &&
 			ok "task ${a}_$k: AdminComment gpu_s=$cg, its own $own" ||
 			bad "task ${a}_$k: '$c' vs its own gpu_s=$own"
+		# one count: the AdminComment's totals are the usage row's
+		# (docs/accounting.md, Held time)
+		raw=$(sacct -n -X -P -j "${a}_$k" -o JobIDRaw)
+		row=$(sqlite3 -readonly -cmd '.timeout 5000' \
+			"$GS_T/agent/n1.state/usage.db" \
+			"SELECT gpu_ns, held_ns FROM allocs WHERE job = '$raw' AND end_ns > 0" |
+			python3 -c 'import sys; g, h = map(int, sys.stdin.read().split("|")); print("gpu_s=%d.%03d,held_s=%d.%03d" % (g // 10**9, g // 10**6 % 1000, h // 10**9, h // 10**6 % 1000))' 2>&1)
+		case "$c" in
+		*"|gshare[n1]:$row,share=10,allocs=1") ok "task ${a}_$k: AdminComment totals are the usage row's: $row" ;;
+		*) bad "task ${a}_$k: AdminComment '$c', usage row '$row'" ;;
+		esac
 	done
 else
 	bad "gshare-simjob not built ($SIMJOB)"
