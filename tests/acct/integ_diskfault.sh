@@ -142,7 +142,7 @@ PIDS=""
 # a Slurm total waiting for slurmdbd at the same time: both warnings
 mkdir -p "$T/spool"
 touch -d '-1 min' "$T/spool/job-77"
-wait_for 15 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: usage store behind'" ||
+wait_for 15 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: .*usage store behind'" ||
 	fail "no warning in gsharectl status while the store is full: $(ctl status)"
 wait_for 5 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: 1 Slurm totals waiting in .*; usage store behind'" ||
 	fail "the store and the spool warnings are not both shown: $(ctl status)"
