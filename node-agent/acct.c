@@ -103,6 +103,9 @@ struct gs_acct {
 	struct pidmap pids[PIDCACHE];
 	struct gpu_util *gutil;
 	unsigned ngutil;
+	/* the last allocation whose final row a tick built (gs_acct_final) */
+	uint64_t final_id;
+	struct gs_usage final_tot;
 };
 
 /* ---- pure helpers ---- */
@@ -882,10 +885,13 @@ gs_acct_tick(struct gs_acct *a, uint64_t mono, int64_t real,
 	for (i = 0; i < a->nents; i++)
 		tick_commit(&a->ents[i], mono);
 	for (i = j = 0; i < a->nents; i++)
-		if (!a->ents[i].closing)
+		if (!a->ents[i].closing) {
 			a->ents[j++] = a->ents[i];
-		else
+		} else {
+			a->final_id = a->ents[i].v.row.agent_id;
+			a->final_tot = a->ents[i].v.row.tot;
 			free(a->ents[i].xp);
+		}
 	a->nents = j;
 	a->tick++;
 	a->last_mono = mono;
@@ -923,6 +929,15 @@ gs_acct_hists(const struct gs_acct *a, const struct gs_acct_hist **out)
 {
 	*out = a->hists;
 	return a->nhists;
+}
+
+int
+gs_acct_final(const struct gs_acct *a, uint64_t id, struct gs_usage *tot)
+{
+	if (id == 0 || a->final_id != id)
+		return -1;
+	*tot = a->final_tot;
+	return 0;
 }
 
 uint64_t

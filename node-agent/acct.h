@@ -179,6 +179,9 @@ unsigned gs_acct_allocs(const struct gs_acct *a,
 unsigned gs_acct_hists(const struct gs_acct *a,
 		       const struct gs_acct_hist **out);
 uint64_t gs_acct_ticks(const struct gs_acct *a);
+/* The final totals of allocation id, whose closing row the last tick
+ * built (the row the store gets): 0, or -1 when that was another. */
+int gs_acct_final(const struct gs_acct *a, uint64_t id, struct gs_usage *tot);
 
 /* Pure helpers, exposed for the unit tests. */
 struct gs_ctl_counters {

@@ -80,6 +80,9 @@ struct gs_accounting {
 	uint64_t warned_busy;
 	uint64_t behind_logged;		/* when "behind" was last logged */
 	char last_error[GS_ERRMSG_MAX];	/* the store's last failed try */
+	/* the agent's STATUS warning is made of these two (set_warning) */
+	char store_warn[GS_WARNING_MAX];	/* usage store behind */
+	char spool_warn[GS_WARNING_MAX];	/* watch_spool behind */
 	struct gs_gpu_util *util;	/* NVML estimates, NULL: none */
 	struct gs_unman *unman;		/* unmanaged processes, NULL: none */
 	struct gs_unman_row *unman_rows;	/* copied at each tick, for
@@ -212,6 +215,7 @@ static void
 on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 {
 	struct shadow *s;
+	struct gs_usage tot;
 	uint32_t st = GS_SST_COMPLETED;
 
 	on_state(ac, a);	/* pick up a last grant/release/escalation */
@@ -226,9 +230,11 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 	gs_acct_close(ac->acct, a->id, st, real_now(), gs_now_ns());
 	*s = ac->sh[--ac->nsh];
 	/* the final row goes to the store now; the CLOSE's reply waits for
-	 * its commit (without holding the loop) */
+	 * its commit (without holding the loop) and carries its totals */
 	if (do_tick(ac, gs_now_ns()) == 0)
 		gs_agent_usage_queued(ac->ag, gs_acct_ticks(ac->acct));
+	if (gs_acct_final(ac->acct, a->id, &tot) == 0)
+		gs_agent_close_totals(ac->ag, a->id, tot.gpu_ns, tot.held_ns);
 }
 
 static void
@@ -442,13 +448,29 @@ do_tick(struct gs_accounting *ac, uint64_t now)
  */
 #define BEHIND_NS	(3000000000ull)
 #define BEHIND_LOG_NS	(60000000000ull)
+/* watch_spool is behind when its oldest record waits longer than this
+ * (and than two accounting ticks): the Slurm plugin's writer takes a
+ * record within a second while slurmdbd answers */
+#define SPOOL_BEHIND_S	10u
+
+/* The agent's STATUS warning: whichever of the two conditions hold,
+ * the spool's first (it is short), joined by "; ". */
+static void
+set_warning(struct gs_accounting *ac)
+{
+	char w[2 * GS_WARNING_MAX + 2];	/* gs_agent_set_warning cuts */
+
+	snprintf(w, sizeof(w), "%s%s%s", ac->spool_warn,
+		 ac->spool_warn[0] && ac->store_warn[0] ? "; " : "",
+		 ac->store_warn);
+	gs_agent_set_warning(ac->ag, w);
+}
 
 static void
 check_behind(struct gs_accounting *ac, uint64_t now)
 {
 	uint64_t oldest = gs_store_oldest(ac->store);
 	uint64_t age = oldest && now > oldest ? now - oldest : 0;
-	char w[GS_WARNING_MAX];
 
 	ac->st.store_behind_ns = age;
 	if (age > BEHIND_NS) {
@@ -463,15 +485,51 @@ check_behind(struct gs_accounting *ac, uint64_t now)
 				  "a write has not finished (stalled disk?)");
 			ac->behind_logged = now;
 		}
-		snprintf(w, sizeof(w), "usage store behind by %.0f s: %.180s",
+		snprintf(ac->store_warn, sizeof(ac->store_warn),
+			 "usage store behind by %.0f s: %.150s",
 			 (double)age / 1e9, ac->last_error[0] ?
 			 ac->last_error : "a write has not finished");
-		gs_agent_set_warning(ac->ag, w);
+		set_warning(ac);
 	} else if (age == 0 && ac->behind_logged != 0) {
 		log_info("usage store %s: caught up, nothing lost", ac->path);
 		ac->behind_logged = 0;
 		ac->last_error[0] = '\0';
-		gs_agent_set_warning(ac->ag, "");
+		ac->store_warn[0] = '\0';
+		set_warning(ac);
+	}
+}
+
+/*
+ * watch_spool: records waiting longer than SPOOL_BEHIND_S (the Slurm
+ * plugin's totals while slurmdbd is down or refuses them) put a line in
+ * the STATUS warning, kept up to date while records wait and gone once
+ * the directory is empty again.
+ * Logged when it starts and when it ends.
+ */
+static void
+check_spool(struct gs_accounting *ac)
+{
+	const char *dir = gs_agent_config(ac->ag)->watch_spool;
+	uint64_t after = ac->period * 2 / 1000000000u;
+
+	if (after < SPOOL_BEHIND_S)
+		after = SPOOL_BEHIND_S;
+	if (ac->st.spool_watched && ac->st.spool_pending > 0 &&
+	    (ac->st.spool_oldest_s >= after || ac->spool_warn[0])) {
+		if (!ac->spool_warn[0])
+			log_warnx("%s: %u records waiting, the oldest for %"
+				  PRIu64 " s", dir, ac->st.spool_pending,
+				  ac->st.spool_oldest_s);
+		snprintf(ac->spool_warn, sizeof(ac->spool_warn),
+			 "%u Slurm totals waiting in %.60s for slurmdbd, "
+			 "oldest %" PRIu64 " s", ac->st.spool_pending, dir,
+			 ac->st.spool_oldest_s);
+		set_warning(ac);
+	} else if (ac->spool_warn[0] &&
+		   (!ac->st.spool_watched || ac->st.spool_pending == 0)) {
+		log_info("%s: every waiting record taken", dir);
+		ac->spool_warn[0] = '\0';
+		set_warning(ac);
 	}
 }
 
@@ -687,6 +745,7 @@ on_tick(struct gs_loop *l, uint64_t now, void *arg)
 	gs_metrics_spool_scan(gs_agent_config(ac->ag)->watch_spool, &ac->st);
 	do_tick(ac, now);
 	check_behind(ac, now);
+	check_spool(ac);
 	if (ac->metrics != NULL)
 		gs_metrics_expire(ac->metrics, now / 1000000);
 }

@@ -134,6 +134,8 @@ struct gs_agent {
 	uint64_t usage_committed;	/* last tick the store committed */
 	struct gs_conn sink;	/* replies for requesters that left */
 	char warning[GS_WARNING_MAX];	/* STATUS: gs_agent_set_warning */
+	/* gs_agent_close_totals: the usage row of the allocation closing */
+	uint64_t fin_id, fin_gpu_ns, fin_held_ns;
 	uint64_t *loaded_ids;	/* every id of the table loaded at start */
 	unsigned nloaded;
 	uint64_t loaded_next_id;	/* its id counter; 0: none loaded */
@@ -1196,13 +1198,21 @@ static void close_apply(struct gs_conn *c, const struct gs_msg *m,
 	fill_info(ag, a, &rep.u.info);
 	rep.u.info.state = GS_ASTATE_CLOSED;
 	rep.u.info.pid = 0;
-	log_info("allocation %llu closed: gpu time %.3f s, held %.3f s, %llu "
-		 "suspensions", (unsigned long long)a->id, (double)a->gpu_ns /
-		 1e9, (double)a->held_ns / 1e9,
-		 (unsigned long long)a->suspensions);
 	/* the table file no longer has it; the accounting observer queues
-	 * the final usage row, which the reply waits for (durable_done) */
-	gs_alloc_remove(ag->allocs, a->id);
+	 * the final usage row, which the reply waits for (durable_done),
+	 * and gives its totals (gs_agent_close_totals): one count for the
+	 * reply and the store (docs/accounting.md, Held time) */
+	ag->fin_id = 0;
+	gs_alloc_remove(ag->allocs, rep.u.info.id);
+	if (ag->fin_id == rep.u.info.id) {
+		rep.u.info.gpu_ns = ag->fin_gpu_ns;
+		rep.u.info.held_ns = ag->fin_held_ns;
+	}
+	log_info("allocation %llu closed: gpu time %.3f s, held %.3f s, %llu "
+		 "suspensions", (unsigned long long)rep.u.info.id,
+		 (double)rep.u.info.gpu_ns / 1e9,
+		 (double)rep.u.info.held_ns / 1e9,
+		 (unsigned long long)rep.u.info.suspensions);
 	*out = rep;
 }
 
@@ -1850,6 +1860,14 @@ out:
 void gs_agent_set_warning(struct gs_agent *ag, const char *msg)
 {
 	snprintf(ag->warning, sizeof(ag->warning), "%s", msg);
+}
+
+void gs_agent_close_totals(struct gs_agent *ag, uint64_t id, uint64_t gpu_ns,
+			   uint64_t held_ns)
+{
+	ag->fin_id = id;
+	ag->fin_gpu_ns = gpu_ns;
+	ag->fin_held_ns = held_ns;
 }
 
 void gs_agent_usage_queued(struct gs_agent *ag, uint64_t tick)

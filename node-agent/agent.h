@@ -84,6 +84,12 @@ void gs_agent_set_warning(struct gs_agent *ag, const char *msg);
  * committed (ticks commit in order). */
 void gs_agent_usage_queued(struct gs_agent *ag, uint64_t tick);
 void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick);
+/* Accounting: the final totals of allocation id's usage row, told while
+ * the allocation is being closed; the CLOSE's reply carries them in
+ * place of the agent's own count, so that the reply (a Slurm job's
+ * AdminComment) and the usage store (gsacct) say the same. */
+void gs_agent_close_totals(struct gs_agent *ag, uint64_t id, uint64_t gpu_ns,
+			   uint64_t held_ns);
 /* The allocation table loaded at start-up: every id it held (restored or
  * not; borrowed) and its id counter (*next_id 0: no valid table).  An
  * open usage row of an id below that counter and not in the table was

@@ -10,8 +10,10 @@
 #     the acknowledged one).
 #  2. Usage store on a full filesystem (a small tmpfs filled up): jobs run
 #     and close their allocations during the outage; gsharectl status
-#     warns; once space returns every row is there, COMPLETED, with the
-#     GPU time its job measured (within 1 %), and the warning is gone.
+#     warns (beside a Slurm spool record waiting: both warnings); once
+#     space returns every row is there, COMPLETED, with the GPU time its
+#     job measured (within 1 %), and the store's warning is gone, the
+#     spool's stays until the spool is empty.
 #     A close during an outage followed by a kill -9: at the next start its
 #     row is COMPLETED (not NODE_FAIL) and the allocation is not revived.
 #  3. State directory frozen (fsfreeze on a loop-mounted ext4): a
@@ -56,6 +58,7 @@ usage_db: $2
 gpus: {simulated: 1}
 accounting_tick: 100ms
 metrics_listen: ""
+watch_spool: $T/spool
 grace: 2s
 log: stderr
 EOC
@@ -136,8 +139,13 @@ while [ $i -lt $NJ ]; do
 done
 for p in $PIDS; do wait "$p" || fail "job: $(cat "$T"/job*.err)"; done
 PIDS=""
-wait_for 15 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: usage store behind'" ||
+# a Slurm total waiting for slurmdbd at the same time: both warnings
+mkdir -p "$T/spool"
+touch -d '-1 min' "$T/spool/job-77"
+wait_for 15 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: .*usage store behind'" ||
 	fail "no warning in gsharectl status while the store is full: $(ctl status)"
+wait_for 5 sh -c "'$CTL' -s '$T/sock' status | grep -q 'WARNING: 1 Slurm totals waiting in .*; usage store behind'" ||
+	fail "the store and the spool warnings are not both shown: $(ctl status)"
 grep -q "usage store .*behind by .*full" "$T/agent.log" ||
 	fail "no log line naming the store and the error"
 n=$(q "$T/store/usage.db" "SELECT COUNT(*) FROM allocs WHERE job LIKE '95_' AND end_ns > 0")
@@ -153,8 +161,13 @@ while [ $i -lt $NJ ]; do
 		fail "job $((950 + i)): stored $got ns, measured $own ns"
 	i=$((i + 1))
 done
-wait_for 10 sh -c "! '$CTL' -s '$T/sock' status | grep -q WARNING" ||
+wait_for 10 sh -c "! '$CTL' -s '$T/sock' status | grep -q 'usage store behind'" ||
 	fail "warning still shown after the store caught up"
+ctl status | grep -q 'WARNING: 1 Slurm totals waiting in' ||
+	fail "the spool warning went with the store's: $(ctl status)"
+rm -f "$T/spool/job-77"
+wait_for 5 sh -c "! '$CTL' -s '$T/sock' status | grep -q WARNING" ||
+	fail "warning still shown after the spool emptied: $(ctl status)"
 grep -q "caught up, nothing lost" "$T/agent.log" || fail "no caught-up line"
 echo "full usage store: $NJ allocations closed during the outage, every row COMPLETED with its measured GPU time"
 # a kill while the store is behind: a close that reached the table file

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -117,8 +118,8 @@ static void write_config(const char *slice, const char *extra)
 		exit(1);
 	}
 	fprintf(f, "socket: %s\nstate_dir: %s/state\nslice: %s\n"
-		"grace: 60ms\nmetrics_listen: \"\"\n"
-		"gpus:\n  simulated: 1\n%s", sock, dir, slice, extra);
+		"grace: 60ms\nmetrics_listen: \"\"\nwatch_spool: %s/spool\n"
+		"gpus:\n  simulated: 1\n%s", sock, dir, slice, dir, extra);
 	fclose(f);
 }
 
@@ -872,6 +873,140 @@ out:
 	job_free(&a1);
 	job_free(&a2);
 	job_free(&b);
+}
+
+/* A closed allocation's GPU and held time: the CLOSE's reply (what the
+ * SPANK epilog writes to a Slurm job's AdminComment) and the usage store
+ * (gsacct) give the same nanoseconds, although the job's own count on its
+ * page (its clock: grant received → release sent) is a little less than
+ * what the agent saw (docs/accounting.md, Held time). */
+static void test_close_totals(struct gs_client *root)
+{
+	struct job j;
+	struct gs_alloc_info fin;
+	struct gs_error err;
+	uint64_t id = create(root, -1, 20, 0, 0), gen = 0, slice = 0;
+	uint64_t t0, own_held = 0, own_gpu = 0, db_gpu = 0, db_held = 0;
+	char cmd[512];
+	FILE *p;
+	int r, k, n = 0;
+
+	job_attach(&j, id);
+	if (j.page == NULL) {
+		job_free(&j);
+		return;
+	}
+	for (k = 0; k < 3; k++) {
+		CHECK(gs_client_token_want(j.c, &err) == 0, "%s", err.msg);
+		r = gs_client_wait_grant(j.c, 5000, &gen, &slice, &err);
+		CHECK(r == 1, "grant %d (%d): %s", k, r, err.msg);
+		if (r != 1)
+			break;
+		t0 = now_ns();
+		nap_ms(15);
+		/* the job's own measurement, taken after the grant arrived
+		 * and before the release leaves: shorter than the agent's */
+		own_held += now_ns() - t0;
+		own_gpu += (now_ns() - t0) * 9 / 10;
+		__atomic_store_n(&j.page->held_ns, own_held, __ATOMIC_RELEASE);
+		__atomic_store_n(&j.page->gpu_ns, own_gpu, __ATOMIC_RELEASE);
+		CHECK(gs_client_token_release(j.c, gen, (now_ns() - t0) * 9 /
+					      10, 0, GS_REL_IDLE, &err) == 0,
+		      "release %d: %s", k, err.msg);
+		CHECK(gs_client_ping(j.c, &err) == 0, "ping: %s", err.msg);
+	}
+	memset(&fin, 0, sizeof(fin));
+	CHECK(gs_client_alloc_close(root, id, &fin, &err) == 0,
+	      "close: %s", err.msg);
+	job_free(&j);
+	snprintf(cmd, sizeof(cmd), "sqlite3 -readonly -cmd '.timeout 5000' "
+		 "%s/state/usage.db 'SELECT gpu_ns, held_ns FROM allocs "
+		 "WHERE agent_id = %llu AND end_ns > 0'", dir,
+		 (unsigned long long)id);
+	p = popen(cmd, "r");
+	if (p != NULL) {
+		n = fscanf(p, "%" SCNu64 "|%" SCNu64, &db_gpu, &db_held);
+		pclose(p);
+	}
+	CHECK(n == 2, "no closed usage row for allocation %llu",
+	      (unsigned long long)id);
+	CHECK(fin.held_ns >= own_held && fin.held_ns >= 45000000,
+	      "close reply's held %llu ns, the job held %llu ns",
+	      (unsigned long long)fin.held_ns, (unsigned long long)own_held);
+	CHECK(fin.held_ns == db_held && fin.gpu_ns == db_gpu,
+	      "close reply gpu %llu / held %llu ns, usage store gpu %llu / "
+	      "held %llu ns", (unsigned long long)fin.gpu_ns,
+	      (unsigned long long)fin.held_ns, (unsigned long long)db_gpu,
+	      (unsigned long long)db_held);
+}
+
+static int log_lines(const char *needle);
+
+/* STATUS's warning (what the agent tells gsharectl status) */
+static int status_warning(struct gs_client *c, char *w, size_t n)
+{
+	struct gs_status *st = NULL;
+	struct gs_error err;
+
+	if (gs_client_status(c, &st, &err) < 0)
+		return -1;
+	snprintf(w, n, "%s", st->warning);
+	gs_status_free(st);
+	return 0;
+}
+
+/* watch_spool: a record waiting longer than the threshold (10 s, or two
+ * accounting ticks) is a STATUS warning; an empty spool clears it. */
+static void test_spool_warning(struct gs_client *root)
+{
+	char spool[128], rec[192], w[GS_WARNING_MAX] = "";
+	struct timespec old[2];
+	int64_t deadline;
+	int fd, seen = 0;
+
+	snprintf(spool, sizeof(spool), "%s/spool", dir);
+	snprintf(rec, sizeof(rec), "%s/job-1", spool);
+	CHECK(status_warning(root, w, sizeof(w)) == 0 && w[0] == '\0',
+	      "a warning before anything waits: '%s'", w);
+	/* a fresh record is not behind */
+	if (mkdir(spool, 0700) < 0 ||
+	    (fd = open(rec, O_WRONLY | O_CREAT, 0600)) < 0) {
+		CHECK(0, "spool record: %s", strerror(errno));
+		return;
+	}
+	close(fd);
+	nap_ms(2500);	/* two ticks */
+	CHECK(status_warning(root, w, sizeof(w)) == 0 && w[0] == '\0',
+	      "a warning for a record 2 s old: '%s'", w);
+	/* one a minute old is */
+	clock_gettime(CLOCK_REALTIME, &old[0]);
+	old[0].tv_sec -= 60;
+	old[1] = old[0];
+	CHECK(utimensat(AT_FDCWD, rec, old, 0) == 0, "utimensat: %s",
+	      strerror(errno));
+	deadline = now_ms() + 5000;
+	while (!seen && now_ms() < deadline) {
+		if (status_warning(root, w, sizeof(w)) == 0 &&
+		    strstr(w, "1 Slurm totals waiting in ") != NULL &&
+		    strstr(w, spool) != NULL && strstr(w, "oldest 6") != NULL)
+			seen = 1;
+		else
+			nap_ms(50);
+	}
+	CHECK(seen, "no spool warning in STATUS: '%s'", w);
+	unlink(rec);
+	deadline = now_ms() + 5000;
+	seen = 0;
+	while (!seen && now_ms() < deadline) {
+		if (status_warning(root, w, sizeof(w)) == 0 && w[0] == '\0')
+			seen = 1;
+		else
+			nap_ms(50);
+	}
+	CHECK(seen, "the warning stays after the spool emptied: '%s'", w);
+	CHECK(log_lines("every waiting record taken") == 1,
+	      "no log line for the spool catching up");
+	rmdir(spool);
 }
 
 static void test_tokens(struct gs_client *root)
@@ -1724,6 +1859,8 @@ int main(int argc, char *argv[])
 	test_any_uid(root);
 	test_tokens(root);
 	test_tokens_shared(root);
+	test_close_totals(root);
+	test_spool_warning(root);
 	test_health(root);
 	test_escalation_hold(root);
 	test_malformed(bystander);

@@ -707,6 +707,17 @@ if [ -x "$SIMJOB" ]; then
 		awk -v a="$cg" -v b="$own" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b + 0.005) }' &&
 			ok "task ${a}_$k: AdminComment gpu_s=$cg, its own $own" ||
 			bad "task ${a}_$k: '$c' vs its own gpu_s=$own"
+		# one count: the AdminComment's totals are the usage row's
+		# (docs/accounting.md, Held time)
+		raw=$(sacct -n -X -P -j "${a}_$k" -o JobIDRaw)
+		row=$(sqlite3 -readonly -cmd '.timeout 5000' \
+			"$GS_T/agent/n1.state/usage.db" \
+			"SELECT gpu_ns, held_ns FROM allocs WHERE job = '$raw' AND end_ns > 0" |
+			python3 -c 'import sys; g, h = map(int, sys.stdin.read().split("|")); print("gpu_s=%d.%03d,held_s=%d.%03d" % (g // 10**9, g // 10**6 % 1000, h // 10**9, h // 10**6 % 1000))' 2>&1)
+		case "$c" in
+		*"|gshare[n1]:$row,share=10,allocs=1") ok "task ${a}_$k: AdminComment totals are the usage row's: $row" ;;
+		*) bad "task ${a}_$k: AdminComment '$c', usage row '$row'" ;;
+		esac
 	done
 else
 	bad "gshare-simjob not built ($SIMJOB)"
@@ -737,7 +748,8 @@ end
 
 begin dbd-outage
 # slurmdbd down while jobs end: their totals wait in the spool (the
-# writer's .status says how many) and all land once slurmdbd is back.
+# writer's .status, the agent's metrics and gsharectl status say how
+# many) and all land once slurmdbd is back; then the warning goes.
 empty() { grep -q '^pending=0 ' "$GS_T/gsspool/.status" &&
 	[ -z "$(find "$GS_T/gsspool" -maxdepth 1 -type f ! -name '.*')" ]; }
 # earlier cases' totals first, so that the spool holds only this case's
@@ -761,6 +773,12 @@ gauge3() { [ "$(metric gshare_spool_pending_records)" = 3 ]; }
 gs_wait 10 "the agent's spool gauge at 3" gauge3 &&
 	ok "agent metrics: gshare_spool_pending_records 3, oldest $(metric gshare_spool_oldest_seconds) s" ||
 	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
+# and gsharectl status, once the oldest has waited 10 s
+n1status() { "$ROOT/$B/node-agent/gsharectl" -s "$GS_T/agent/n1.sock" status 2>&1; }
+warned() { n1status | grep -q "^WARNING: 3 Slurm totals waiting in $GS_T/gsspool for slurmdbd, oldest [0-9]* s"; }
+gs_wait 30 "the spool warning in gsharectl status" warned &&
+	ok "gsharectl status: $(n1status | grep '^WARNING')" ||
+	bad "gsharectl status: $(n1status)"
 gs_start_slurmdbd
 for j in "${outage[@]}"; do
 	landed() { sacct -n -X -P -j "$j" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
@@ -771,6 +789,10 @@ gs_wait 20 "spool empty" empty && ok "spool empty" || bad "spool: $(ls -A "$GS_T
 gauge0() { [ "$(metric gshare_spool_pending_records)" = 0 ]; }
 gs_wait 10 "the agent's spool gauge at 0" gauge0 && ok "agent metrics: nothing pending" ||
 	bad "agent metrics: pending '$(metric gshare_spool_pending_records)'"
+unwarned() { ! n1status | grep -q '^WARNING'; }
+gs_wait 10 "no warning in gsharectl status" unwarned &&
+	ok "gsharectl status: no warning once the spool is empty" ||
+	bad "gsharectl status: $(n1status)"
 end
 
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"
