@@ -181,7 +181,12 @@ gs_dp_install_file(const char *src, const char *dir, const char *name,
 		}
 		off += (off_t)n;
 	}
-	if (geteuid() == 0 && fchown(tfd, 0, 0) == -1) {
+	/* root:root when we are root (a setgid directory could give it
+	 * another group); no chown needed, none done (no CAP_CHOWN in the
+	 * DaemonSet) when it already is */
+	if (geteuid() == 0 && (fstat(tfd, &dst) == -1 ||
+	    ((dst.st_uid != 0 || dst.st_gid != 0) &&
+	    fchown(tfd, 0, 0) == -1))) {
 		gs_error_errno(err, GS_EIO, "chown %s/%s", dir, tmp);
 		goto out;
 	}
