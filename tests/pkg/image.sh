@@ -64,8 +64,9 @@ if [ -e "$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/gshare/libgshar
 	src=$(sed -n 's/^preload_source: //p' "$tmp/dp")
 	grep -qx 'preload: no' "$tmp/dp" && fail "the ConfigMap turns the gate off"
 	case $src in /*) ;; *) fail "preload_source: '$src' (none)" ;; esac
-	[ -f "$root$src" ] && [ ! -L "$root$src" ] ||
+	if [ ! -f "$root$src" ] || [ -L "$root$src" ]; then
 		fail "preload_source $src: not a file in the image"
+	fi
 	ok "the device plugin installs the image's launch gate ($src)"
 elif [ -e "${B:-build}/runtime/gate/libgshare-gate.so" ]; then
 	fail "the image has no launch gate library"
