@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "gs_config.h"
+#include "gs_paths.h"
 #include "gs_proto.h"
 
 static const char *const down_names[] = { "fail", "unmanaged", NULL };
@@ -52,7 +53,7 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 			"largest --gshare-weight a user may ask for (0: the "
 			"job's shares; only lower weights)"),
 	GS_CFG_KEY_STRING("preload", struct gs_spank_conf, preload, 1,
-			  GS_GATE_LIB,
+			  gs_gate_lib,
 			  "launch gate preloaded into every step (unmodified "
 			  "CUDA applications get their share); no: none"),
 	GS_CFG_KEY_END,

@@ -18,10 +18,6 @@
 
 #define GS_SPANK_WEIGHT_MAX 10000u
 #define GS_SPANK_PATH_MAX 108	/* sun_path */
-/* Where `make install` puts the launch gate (LIBDIR/gshare). */
-#ifndef GS_GATE_LIB
-#define GS_GATE_LIB "/usr/local/lib/gshare/libgshare-gate.so"
-#endif
 
 /* What to do with a step when the agent cannot be reached. */
 enum gs_spank_down {

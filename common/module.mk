@@ -17,3 +17,9 @@ $(GSCOMMON): $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
+
+# The launch gate's installed path, compiled in (gs_paths.h).
+GS_GATE_PATH := $(LIBDIR)/gshare/libgshare-gate.so
+BUILD_PATHS += $(GS_GATE_PATH)
+$(B)/common/gs_paths.o: CFLAGS += -DGS_GATE_LIB='"$(GS_GATE_PATH)"'
+$(B)/common/gs_paths.o: $(PATHS_STAMP)

@@ -29,11 +29,13 @@
 #include <unistd.h>
 
 #include "dp_grpc.h"
+#include "dp_install.h"
 #include "dp_logic.h"
 #include "dp_state.h"
 #include "gs_client.h"
 #include "gs_config.h"
 #include "gs_log.h"
+#include "gs_paths.h"
 #include "gs_proto.h"
 
 #define PROG "gshare-device-plugin"
@@ -46,6 +48,7 @@ struct dp_cfg {
 	char resource[128];
 	char container_socket_dir[GS_DP_PATH_MAX];
 	char preload[GS_DP_PATH_MAX];
+	char preload_source[GS_DP_PATH_MAX];
 	char cluster[GS_LABEL_MAX];
 	char node_name[GS_LABEL_MAX];
 	int allow_span;
@@ -87,6 +90,9 @@ static const struct gs_cfg_key cfg_keys[] = {
 	    "libgshare-gate.so",
 	    "launch gate preloaded into containers: a file in the agent "
 	    "socket directory, or no"),
+	GS_CFG_KEY_STRING("preload_source", struct dp_cfg, preload_source, 0,
+	    gs_gate_lib,
+	    "launch gate the plugin copies there as preload (empty: none)"),
 	GS_CFG_KEY_STRING("cluster", struct dp_cfg, cluster, 1, "kubernetes",
 	    "cluster label of allocations this plugin makes"),
 	GS_CFG_KEY_STRING("node_name", struct dp_cfg, node_name, 0, "",
@@ -127,6 +133,7 @@ struct plugin {
 	size_t ngpus;
 	struct gs_dp_state st;
 	uint64_t next_poll_ms, next_pods_ms;
+	int gate_failed;	/* the last install failed (logged) */
 	/* The last GetPreferredAllocation's free IDs (available, not
 	 * must-include), for the Allocate that follows it. */
 	char (*freed)[GS_DP_ID_MAX];
@@ -454,15 +461,54 @@ alloc_create(struct plugin *p, const struct gs_alloc_req *rq,
 	return gs_client_alloc_create(p->agent, rq, info, err);
 }
 
+/* Copy preload_source into the agent socket directory as preload (at
+ * start, and at Allocate while it is missing there).  A failure is
+ * logged once until an install succeeds; the plugin goes on. */
+static void
+preload_install(struct plugin *p)
+{
+	char dir[GS_DP_PATH_MAX];
+	const char *slash = strrchr(p->cfg.agent_socket, '/');
+	struct gs_error err;
+	size_t n;
+	int rv;
+
+	if (strcmp(p->cfg.preload, "no") == 0 ||
+	    p->cfg.preload_source[0] == '\0' || slash == NULL)
+		return;
+	n = (size_t)(slash - p->cfg.agent_socket);
+	if (n == 0)
+		n = 1;		/* the socket in "/" */
+	snprintf(dir, sizeof(dir), "%.*s", (int)n, p->cfg.agent_socket);
+	rv = gs_dp_install_file(p->cfg.preload_source, dir, p->cfg.preload,
+	    &err);
+	if (rv == -1) {
+		if (!p->gate_failed)
+			log_warnx("launch gate not installed: %s (from "
+			    "preload_source %s): containers run without it "
+			    "until it is", err.msg, p->cfg.preload_source);
+		p->gate_failed = 1;
+		return;
+	}
+	if (rv == 1 || p->gate_failed)
+		log_info("launch gate %s installed as %s/%s",
+		    p->cfg.preload_source, dir, p->cfg.preload);
+	p->gate_failed = 0;
+}
+
 /* The gate installed in the agent socket directory on the host?  Not
- * there: containers run without it (said once, in the log). */
+ * there: installed now if preload_source says from where; still not:
+ * containers run without it (said once, in the log). */
 static int
-preload_present(const char *host_dir, const char *file)
+preload_present(struct plugin *p, const char *host_dir, const char *file)
 {
 	static int warned;
 	char path[2 * GS_DP_PATH_MAX];
 
 	snprintf(path, sizeof(path), "%s/%s", host_dir, file);
+	if (access(path, R_OK) == 0)
+		return 1;
+	preload_install(p);
 	if (access(path, R_OK) == 0)
 		return 1;
 	if (!warned)
@@ -609,7 +655,7 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	    err) == -1)
 		goto out_undo;
 	if (strcmp(p->cfg.preload, "no") != 0 &&
-	    preload_present(out->mount_host, p->cfg.preload) &&
+	    preload_present(p, out->mount_host, p->cfg.preload) &&
 	    gs_dp_container_preload(out, p->cfg.preload, err) == -1)
 		goto out_undo;
 	rv = 0;
@@ -682,6 +728,9 @@ finish_cfg(struct dp_cfg *cfg, struct gs_error *err)
 	if (cfg->agent_socket[0] != '/')
 		return gs_error_set(err, GS_ECONFIG, "agent_socket: must be "
 		    "an absolute path");
+	if (cfg->preload_source[0] != '\0' && cfg->preload_source[0] != '/')
+		return gs_error_set(err, GS_ECONFIG, "preload_source: must be "
+		    "an absolute path (or empty)");
 	if (cfg->kubelet_socket[0] == '\0' &&
 	    (size_t)snprintf(cfg->kubelet_socket, sizeof(cfg->kubelet_socket),
 	    "%s/kubelet.sock", cfg->plugin_dir) >= sizeof(cfg->kubelet_socket))
@@ -789,6 +838,7 @@ main(int argc, char **argv)
 	}
 	log_info("resource %s, agent %s, node %s", p.cfg.resource,
 	    p.cfg.agent_socket, p.cfg.node_name);
+	preload_install(&p);
 	if (gs_dp_grpc_run(p.grpc, &stop_flag, &err) == -1)
 		log_warnx("%s", err.msg);
 	else

@@ -12,8 +12,9 @@ DP_GEN      := $(B)/k8s-plugin/gen
 DP_PB_C     := $(DP_GEN)/kubelet.pb-c.c
 DP_PB_H     := $(DP_GEN)/kubelet.pb-c.h
 DP_PB_O     := $(DP_GEN)/kubelet.pb-c.o
-# Pure modules, unit-tested without gRPC.
-DP_PURE_OBJS := $(B)/k8s-plugin/dp_logic.o $(B)/k8s-plugin/dp_state.o
+# Modules without gRPC, unit-tested (dp_install.c: the only file I/O).
+DP_PURE_OBJS := $(B)/k8s-plugin/dp_logic.o $(B)/k8s-plugin/dp_state.o \
+		$(B)/k8s-plugin/dp_install.o
 DP_OBJS     := $(B)/k8s-plugin/dp_main.o $(B)/k8s-plugin/dp_grpc.o \
 	       $(DP_PURE_OBJS) $(DP_PB_O)
 DP_GRPC_CFLAGS := $(shell pkg-config --cflags grpc 2>/dev/null)

@@ -3,7 +3,8 @@
  * (k8s-plugin/dp_logic.c, k8s-plugin/dp_state.c): resource names, device
  * IDs, the device list, preferred allocation (packing, must_include,
  * spanning fallback), Allocate checks with every rejection, the container
- * environment, and PodResources reconciliation (labels, grace, adoption).
+ * environment, PodResources reconciliation (labels, grace, adoption), and
+ * the launch gate's install into the socket directory (dp_install.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "dp_install.h"
 #include "dp_logic.h"
 #include "dp_state.h"
 
@@ -546,6 +552,247 @@ test_state_long_labels(void **state)
 	gs_dp_state_clear(&st);
 }
 
+/* -- the launch gate's install (dp_install.c) ------------------------------ */
+
+struct inst {
+	char top[64];		/* mkdtemp */
+	char src[128];		/* top/src */
+	char dir[128];		/* top/sock: the agent socket directory */
+	char dst[160];		/* dir/gate.so */
+	char victim[128];	/* top/victim: a link target */
+};
+
+static void
+put(const char *path, const char *bytes, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+	assert_int_equal(close(fd), 0);
+}
+
+static size_t
+get(const char *path, char *buf, size_t sz)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	n = read(fd, buf, sz);
+	assert_true(n >= 0);
+	close(fd);
+	return (size_t)n;
+}
+
+/* The entries of t->dir other than . and .., counted; the only one
+ * expected is gate.so (no temporary file left behind). */
+static int
+entries(const struct inst *t)
+{
+	DIR *d = opendir(t->dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		assert_string_equal(e->d_name, "gate.so");
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static int
+inst_setup(void **state)
+{
+	struct inst *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		return -1;
+	snprintf(t->top, sizeof(t->top), "/tmp/gs-dpinst.XXXXXX");
+	if (mkdtemp(t->top) == NULL) {
+		free(t);
+		return -1;
+	}
+	snprintf(t->src, sizeof(t->src), "%s/src", t->top);
+	snprintf(t->dir, sizeof(t->dir), "%s/sock", t->top);
+	snprintf(t->dst, sizeof(t->dst), "%s/gate.so", t->dir);
+	snprintf(t->victim, sizeof(t->victim), "%s/victim", t->top);
+	if (mkdir(t->dir, 0755) == -1)
+		return -1;
+	*state = t;
+	return 0;
+}
+
+static int
+inst_teardown(void **state)
+{
+	struct inst *t = *state;
+	char path[256];
+	DIR *d;
+	struct dirent *e;
+
+	if ((d = opendir(t->dir)) != NULL) {
+		while ((e = readdir(d)) != NULL) {
+			if (e->d_name[0] == '.' && (e->d_name[1] == '\0' ||
+			    strcmp(e->d_name, "..") == 0))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", t->dir,
+			    e->d_name);
+			if (unlink(path) == -1)
+				rmdir(path);
+		}
+		closedir(d);
+	}
+	rmdir(t->dir);
+	unlink(t->src);
+	rmdir(t->src);
+	unlink(t->victim);
+	rmdir(t->top);
+	free(t);
+	return 0;
+}
+
+static void
+test_install_copies_atomically(void **state)
+{
+	struct inst *t = *state;
+	struct gs_error err;
+	struct stat a, b;
+	static char big[200000], back[sizeof(big) + 1];
+	char buf[64];
+	size_t i;
+
+	/* fresh: the bytes, 0644, ours; nothing else in the directory */
+	put(t->src, "gate-v1", 7);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(get(t->dst, buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, "gate-v1", 7);
+	assert_int_equal(lstat(t->dst, &a), 0);
+	assert_true(S_ISREG(a.st_mode));
+	assert_int_equal(a.st_mode & 07777, 0644);
+	assert_int_equal(a.st_uid, geteuid());
+	assert_int_equal(entries(t), 1);
+
+	/* the same again: left alone (same inode) */
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 0);
+	assert_int_equal(lstat(t->dst, &b), 0);
+	assert_true(a.st_ino == b.st_ino);
+
+	/* new bytes of the same size: replaced by a new file (rename) */
+	put(t->src, "gate-v2", 7);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(get(t->dst, buf, sizeof(buf)), 7);
+	assert_memory_equal(buf, "gate-v2", 7);
+	assert_int_equal(lstat(t->dst, &b), 0);
+	assert_true(a.st_ino != b.st_ino);
+
+	/* a wrong mode is repaired */
+	assert_int_equal(chmod(t->dst, 0600), 0);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(lstat(t->dst, &b), 0);
+	assert_int_equal(b.st_mode & 07777, 0644);
+
+	/* larger than one copy buffer; a change in the last byte counts */
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + 3);
+	put(t->src, big, sizeof(big));
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(get(t->dst, back, sizeof(back)), sizeof(big));
+	assert_memory_equal(back, big, sizeof(big));
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 0);
+	big[sizeof(big) - 1]++;
+	put(t->src, big, sizeof(big));
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(get(t->dst, back, sizeof(back)), sizeof(big));
+	assert_memory_equal(back, big, sizeof(big));
+
+	/* an empty source is a file too */
+	put(t->src, "", 0);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(lstat(t->dst, &b), 0);
+	assert_int_equal(b.st_size, 0);
+	assert_int_equal(entries(t), 1);
+}
+
+static void
+test_install_refuses(void **state)
+{
+	struct inst *t = *state;
+	struct gs_error err;
+	struct stat st;
+	char tmp[512], buf[64];
+
+	put(t->src, "gate", 4);
+	put(t->victim, "victim", 6);
+
+	/* a symbolic link at the destination: neither followed nor replaced */
+	assert_int_equal(symlink(t->victim, t->dst), 0);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_non_null(strstr(err.msg, "symbolic link"));
+	assert_non_null(strstr(err.msg, t->dst));
+	assert_int_equal(get(t->victim, buf, sizeof(buf)), 6);
+	assert_memory_equal(buf, "victim", 6);
+	assert_int_equal(lstat(t->dst, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(entries(t), 1);
+	assert_int_equal(unlink(t->dst), 0);
+
+	/* a directory there */
+	assert_int_equal(mkdir(t->dst, 0755), 0);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_int_equal(rmdir(t->dst), 0);
+
+	/* a temporary file left by a run that died (here: a link) goes;
+	 * its target is not written */
+	snprintf(tmp, sizeof(tmp), "%s/.gate.so.tmp.%ld", t->dir,
+		 (long)getpid());
+	assert_int_equal(symlink(t->victim, tmp), 0);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "gate.so", &err),
+			 1);
+	assert_int_equal(get(t->victim, buf, sizeof(buf)), 6);
+	assert_memory_equal(buf, "victim", 6);
+	assert_int_equal(get(t->dst, buf, sizeof(buf)), 4);
+	assert_int_equal(entries(t), 1);
+
+	/* bad sources, directories and names: clear errors, nothing made */
+	assert_int_equal(gs_dp_install_file("/nonexistent/gate.so", t->dir,
+					    "gate.so", &err), -1);
+	assert_int_equal(err.code, GS_EIO);
+	assert_non_null(strstr(err.msg, "/nonexistent/gate.so"));
+	assert_int_equal(gs_dp_install_file(t->top, t->dir, "gate.so", &err),
+			 -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_non_null(strstr(err.msg, "not a regular file"));
+	assert_int_equal(gs_dp_install_file(t->src, "/nonexistent/dir",
+					    "gate.so", &err), -1);
+	assert_int_equal(err.code, GS_EIO);
+	assert_non_null(strstr(err.msg, "/nonexistent/dir"));
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "", &err), -1);
+	assert_int_equal(err.code, GS_EINVAL);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "a/b", &err), -1);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, ".", &err), -1);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, "..", &err), -1);
+	assert_int_equal(gs_dp_install_file(t->src, t->dir, NULL, &err), -1);
+	assert_int_equal(entries(t), 1);
+}
+
 int
 main(void)
 {
@@ -562,6 +809,10 @@ main(void)
 		cmocka_unit_test(test_state_init_reuse),
 		cmocka_unit_test(test_state_adopt),
 		cmocka_unit_test(test_state_long_labels),
+		cmocka_unit_test_setup_teardown(test_install_copies_atomically,
+						inst_setup, inst_teardown),
+		cmocka_unit_test_setup_teardown(test_install_refuses,
+						inst_setup, inst_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

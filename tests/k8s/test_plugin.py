@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -241,11 +242,42 @@ def run(args):
               "plugin refuses resource name Gshare.io/gpu: " +
               r.stderr.strip())
 
+        r = subprocess.run([PLUGIN, "preload_source=lib/gate.so"],
+                           capture_output=True, text=True)
+        check(r.returncode == 2 and "preload_source: must be an absolute"
+              in r.stderr,
+              "plugin refuses a relative preload_source: " +
+              r.stderr.strip())
+
         # Registration: Register (validated), options, ListAndWatch.
-        # The launch gate, installed in the agent socket directory, is
-        # preloaded through the socket directory's mount.
-        open(os.path.join(env.run, "libgshare-gate.so"), "w").close()
-        env.start_plugin()
+        # The plugin copies the launch gate (preload_source) into the
+        # agent socket directory, from where it is preloaded through the
+        # socket directory's mount.
+        gate_src = os.path.join(env.tmp, "gate-src.so")
+        gate = os.path.join(env.run, "libgshare-gate.so")
+        gate_bytes = b"\x7fELF launch gate stand-in %d\n" % os.getpid()
+        with open(gate_src, "wb") as fh:
+            fh.write(gate_bytes)
+
+        def gate_installed():
+            try:
+                st = os.lstat(gate)
+                with open(gate, "rb") as fh:
+                    return (stat.S_ISREG(st.st_mode) and
+                            stat.S_IMODE(st.st_mode) == 0o644 and
+                            st.st_uid == os.geteuid() and
+                            fh.read() == gate_bytes)
+            except OSError:
+                return False
+        check(not os.path.exists(gate), "no launch gate in the socket "
+              "directory before the plugin starts")
+        env.start_plugin(["preload_source=" + gate_src])
+        wait(gate_installed, 10 * slow, "launch gate installed")
+        check([x for x in os.listdir(env.run) if "gate" in x] ==
+              ["libgshare-gate.so"],
+              "plugin start: preload_source copied into the socket "
+              "directory as libgshare-gate.so (0644, same bytes, no "
+              "temporary file left)")
         k.wait_for(lambda: k.registrations, 10 * slow, "registration")
         check(k.registrations[0][2] == "gshare.io/gpu-share" and
               not k.register_errors,
@@ -405,9 +437,15 @@ def run(args):
         check(True, "GPU 0 recovered: Healthy again after %.2f s" %
               (time.monotonic() - t0))
 
+        # The gate removed from the socket directory: the next Allocate
+        # installs it again and preloads it.
+        os.unlink(gate)
         e = k.admit("default", "pod-e", [("main", 1)])["main"]
         check(int(e[1]["GSHARE_ALLOC"]) in env.open_allocs(),
               "plugin still serving after bad requests")
+        check(gate_installed() and e[1].get("LD_PRELOAD") == gate,
+              "gate removed from the socket directory: Allocate copies "
+              "it back and preloads it")
 
         # Deleted pods: their allocations are closed (after the grace).
         k.delete("default", "pod-e")

@@ -174,6 +174,23 @@ ok "install: group gshare ($gid), gsacct 2755 root:gshare, unit enabled"
 "$R/usr/bin/gsacct" --help >/dev/null 2>&1 || fail "gsacct --help"
 ok "installed programs run (gshared -n, gshare-device-plugin -n, usage, --help)"
 
+# the launch gate's default path in both plugins is where the package
+# puts it (the SPANK plugin exports no symbol to ask: its string; the
+# device plugin prints its configuration)
+gate=/usr/lib/$MA/gshare/libgshare-gate.so
+strings -a "$R/usr/lib/$MA/gshare/spank_gshare.so" | grep -Fqx "$gate" ||
+	fail "spank_gshare.so: default preload is not $gate"
+! strings -a "$R/usr/lib/$MA/gshare/spank_gshare.so" |
+	grep -q '^/usr/local/.*libgshare-gate' ||
+	fail "spank_gshare.so names a gate under /usr/local"
+"$R/usr/sbin/gshare-device-plugin" -n >"$tmp/n" 2>&1
+grep -qx "preload_source: $gate" "$tmp/n" ||
+	{ cat "$tmp/n"; fail "gshare-device-plugin: preload_source is not $gate"; }
+case $want in *gshare-gate*)
+	[ -f "$R$gate" ] || fail "gshare-gate did not install $gate" ;;
+esac
+ok "default launch gate of both plugins: $gate (the packaged one)"
+
 case $want in *libgshare-dev*) gs_pc_link "$R" ;; esac
 
 # state the agent would have written; an administrator's edit

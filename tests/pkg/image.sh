@@ -57,6 +57,17 @@ grep '^RUN ' "$tmp/check" | sed 's/^RUN //' | while read -r argv; do
 done
 if [ -e "$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/gshare/libgshare-gate.so" ]; then
 	ok "launch gate library present"
+	# what the device plugin copies into the socket directory for pods
+	chroot "$root" /usr/sbin/gshare-device-plugin -n \
+		-f /etc/gshare/device-plugin.yaml >"$tmp/dp" 2>&1 ||
+		{ cat "$tmp/dp"; fail "gshare-device-plugin -n"; }
+	src=$(sed -n 's/^preload_source: //p' "$tmp/dp")
+	grep -qx 'preload: no' "$tmp/dp" && fail "the ConfigMap turns the gate off"
+	case $src in /*) ;; *) fail "preload_source: '$src' (none)" ;; esac
+	if [ ! -f "$root$src" ] || [ -L "$root$src" ]; then
+		fail "preload_source $src: not a file in the image"
+	fi
+	ok "the device plugin installs the image's launch gate ($src)"
 elif [ -e "${B:-build}/runtime/gate/libgshare-gate.so" ]; then
 	fail "the image has no launch gate library"
 fi

@@ -27,9 +27,10 @@ TEST_HELPERS += $(SPANK_FUZZ)
 INTEG_TESTS += tests/slurm/fuzz.sh
 
 $(SPANK_FUZZ): tests/slurm/fuzz_spankopt.c common/gs_spankopt.c \
-	       common/gs_config.c common/gs_proto.c common/gs_error.c \
-	       common/gs_spankopt.h
+	       common/gs_paths.c common/gs_config.c common/gs_proto.c \
+	       common/gs_error.c common/gs_spankopt.h $(PATHS_STAMP)
 	@mkdir -p $(@D)
 	$(CLANG) -std=gnu11 -D_GNU_SOURCE -g -O1 -Icommon \
+	    -DGS_GATE_LIB='"$(GS_GATE_PATH)"' \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(filter %.c,$^)

@@ -15,6 +15,7 @@
 
 #include <slurm/slurm.h>
 
+#include "gs_paths.h"
 #include "gs_proto.h"
 #include "gs_spankopt.h"
 
@@ -146,7 +147,12 @@ static void test_preload(void **state)
 
 	/* per site: the plugstack.conf argument */
 	assert_int_equal(gs_spank_conf_parse(&c, 0, NULL, &err), 0);
-	assert_string_equal(c.preload, GS_GATE_LIB);
+	assert_string_equal(c.preload, gs_gate_lib);
+	/* LIBDIR/gshare/libgshare-gate.so, from the build (gs_paths.h) */
+	assert_true(gs_gate_lib[0] == '/');
+	assert_non_null(strstr(gs_gate_lib, "/gshare/libgshare-gate.so"));
+	assert_string_equal(strstr(gs_gate_lib, "/gshare/libgshare-gate.so"),
+			    "/gshare/libgshare-gate.so");
 	assert_int_equal(gs_spank_conf_parse(&c, 1, args, &err), 0);
 	assert_string_equal(c.preload, "no");
 
