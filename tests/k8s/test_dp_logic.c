@@ -631,7 +631,7 @@ static int
 inst_teardown(void **state)
 {
 	struct inst *t = *state;
-	char path[256];
+	char path[sizeof(t->dir) + 1 + 256];	/* dir / d_name */
 	DIR *d;
 	struct dirent *e;
 
