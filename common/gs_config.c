@@ -238,6 +238,36 @@ static int cfg_enum_list(const struct gs_cfg_key *k, char *buf, size_t len)
 	return 0;
 }
 
+/* A 64-bit value with a unit (duration, size): parsed by `parse`, its
+ * range shown in the same unit by `format`; `what` names the kind and
+ * its syntax in the error for a value `parse` refuses. */
+static int cfg_set_unit(const struct gs_cfg_key *k, char *field,
+			const char *value, const char *where,
+			struct gs_error *err,
+			int (*parse)(const char *, uint64_t *),
+			int (*format)(uint64_t, char *, size_t),
+			const char *what)
+{
+	char a[32], z[32];
+	uint64_t u;
+
+	if (k->size != 8)
+		return cfg_fail(err, where, k, "bad table entry");
+	if (parse(value, &u) < 0)
+		return cfg_fail(err, where, k, "'%s' is not a %s", value, what);
+	if (u < k->min || (k->max != 0 && u > k->max)) {
+		format(k->min, a, sizeof(a));
+		if (k->max != 0)
+			format(k->max, z, sizeof(z));
+		else
+			snprintf(z, sizeof(z), "any");
+		return cfg_fail(err, where, k, "%s out of range %s..%s", value,
+				a, z);
+	}
+	memcpy(field, &u, 8);
+	return 0;
+}
+
 int gs_cfg_set_key(const struct gs_cfg_key *k, void *obj, const char *value,
 		   const char *where, struct gs_error *err)
 {
@@ -292,50 +322,16 @@ int gs_cfg_set_key(const struct gs_cfg_key *k, void *obj, const char *value,
 					value);
 		memcpy(field, &b, sizeof(int));
 		return 0;
-	case GS_CFG_DURATION: {
-		char a[32], z[32];
-
-		if (k->size != 8)
-			return cfg_fail(err, where, k, "bad table entry");
-		if (gs_cfg_parse_duration(value, &u) < 0)
-			return cfg_fail(err, where, k,
-					"'%s' is not a duration "
-					"(number and unit ns/us/ms/s/m/h, "
-					"e.g. 4ms)", value);
-		if (u < k->min || (k->max != 0 && u > k->max)) {
-			gs_cfg_format_duration(k->min, a, sizeof(a));
-			if (k->max != 0)
-				gs_cfg_format_duration(k->max, z, sizeof(z));
-			else
-				snprintf(z, sizeof(z), "any");
-			return cfg_fail(err, where, k,
-					"%s out of range %s..%s", value, a, z);
-		}
-		memcpy(field, &u, 8);
-		return 0;
-	}
-	case GS_CFG_SIZE: {
-		char a[32], z[32];
-
-		if (k->size != 8)
-			return cfg_fail(err, where, k, "bad table entry");
-		if (gs_cfg_parse_size(value, &u) < 0)
-			return cfg_fail(err, where, k,
-					"'%s' is not a size (a whole number "
-					"with an optional unit K/M/G/T, "
-					"powers of 1024, e.g. 20G)", value);
-		if (u < k->min || (k->max != 0 && u > k->max)) {
-			gs_cfg_format_size(k->min, a, sizeof(a));
-			if (k->max != 0)
-				gs_cfg_format_size(k->max, z, sizeof(z));
-			else
-				snprintf(z, sizeof(z), "any");
-			return cfg_fail(err, where, k,
-					"%s out of range %s..%s", value, a, z);
-		}
-		memcpy(field, &u, 8);
-		return 0;
-	}
+	case GS_CFG_DURATION:
+		return cfg_set_unit(k, field, value, where, err,
+				    gs_cfg_parse_duration, gs_cfg_format_duration,
+				    "duration (number and unit ns/us/ms/s/m/h, "
+				    "e.g. 4ms)");
+	case GS_CFG_SIZE:
+		return cfg_set_unit(k, field, value, where, err,
+				    gs_cfg_parse_size, gs_cfg_format_size,
+				    "size (a whole number with an optional unit "
+				    "K/M/G/T, powers of 1024, e.g. 20G)");
 	case GS_CFG_ENUM: {
 		char list[200];
 

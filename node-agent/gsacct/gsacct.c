@@ -312,20 +312,30 @@ usage(FILE *f)
 	      f);
 }
 
-/* Split a comma list into `out` (pointers into a private copy). */
-static unsigned
-split(const char *list, const char **out, unsigned max, const char *what)
+/* A private copy of a comma list for strtok_r, kept in split_bufs
+ * (the items point into it) and freed at exit. */
+static char *
+list_copy(const char *list)
 {
-	char *save = NULL, *tok, *copy;
-	unsigned n = 0;
+	char *copy;
 
 	if (nsplit == sizeof(split_bufs) / sizeof(split_bufs[0]))
 		die("too many list options");
 	copy = strdup(list);
 	if (copy == NULL)
 		die("out of memory");
-	split_bufs[nsplit++] = copy;	/* freed at exit */
-	for (tok = strtok_r(copy, ",", &save); tok;
+	split_bufs[nsplit++] = copy;
+	return copy;
+}
+
+/* Split a comma list into `out` (pointers into a private copy). */
+static unsigned
+split(const char *list, const char **out, unsigned max, const char *what)
+{
+	char *save = NULL, *tok;
+	unsigned n = 0;
+
+	for (tok = strtok_r(list_copy(list), ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (n == max)
 			die("too many %s (at most %u)", what, max);
@@ -340,16 +350,10 @@ split(const char *list, const char **out, unsigned max, const char *what)
 static void
 add_jobs(struct opts *o, const char *list)
 {
-	char *save = NULL, *tok, *copy;
+	char *save = NULL, *tok;
 	unsigned n = 0;
 
-	if (nsplit == sizeof(split_bufs) / sizeof(split_bufs[0]))
-		die("too many list options");
-	copy = strdup(list);
-	if (copy == NULL)
-		die("out of memory");
-	split_bufs[nsplit++] = copy;	/* freed at exit */
-	for (tok = strtok_r(copy, ",", &save); tok;
+	for (tok = strtok_r(list_copy(list), ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (o->njobs == o->capjobs) {
 			unsigned nc = o->capjobs ? o->capjobs * 2 : 64;
