@@ -336,24 +336,24 @@ mem_sum_check(struct gs_accounting *ac)
  * (gshare_memory_nvml_bytes), and a process holding more than its
  * allocation's limit plus memory_reserve (its CUDA context and library
  * workspaces are outside the limit) is logged once per attachment: memory
- * taken around the runtime (an application the gate does not see).  One
- * NVML call per GPU with an attached allocation, per tick, on the loop
- * like the utilization estimates.
+ * taken around the runtime (an application the gate does not see).  The
+ * figures come from the unmanaged-process watcher's last listing (its
+ * thread lists every GPU's compute processes once a period): no NVML
+ * call here, on the loop.
  */
 static void
 mem_cross_check(struct gs_accounting *ac)
 {
 	struct gs_alloc_table *t = gs_agent_allocs(ac->ag);
 	const struct gs_agent_config *cfg = gs_agent_config(ac->ag);
-	struct gs_gpu_proc_mem pm[256];
 	struct gs_alloc *a;
-	struct gs_error err;
 	struct shadow *s;
 	uint32_t g, ng = gs_agent_ngpus(ac->ag);
-	int n, i, any;
+	uint64_t pb;
+	int any;
 	char b1[32], b2[32];
 
-	if (ac->util == NULL)
+	if (ac->unman == NULL)
 		return;
 	/* no process attached: nothing to see, and the next one may be
 	 * warned about again */
@@ -373,12 +373,6 @@ mem_cross_check(struct gs_accounting *ac)
 			any |= a->gpu == idx && a->pid != 0;
 		if (!any)
 			continue;
-		n = gs_gpu_compute_procs(ac->util, idx, pm, 256, &err);
-		if (n < 0) {
-			if (err.code != GS_EUNSUPP)
-				log_debug("accounting: %s", err.msg);
-			continue;
-		}
 		for (a = gs_alloc_first(t); a != NULL;
 		     a = gs_alloc_next(t, a)) {
 			uint64_t bytes = 0;
@@ -389,10 +383,10 @@ mem_cross_check(struct gs_accounting *ac)
 			for (unsigned k = 0; k < a->natt; k++) {
 				if (a->att[k].conn == NULL)
 					continue;
-				for (i = 0; i < n; i++)
-					if (pm[i].pid == (uint32_t)a->att[k].pid &&
-					    pm[i].bytes != GS_GPU_MEM_UNKNOWN)
-						bytes += pm[i].bytes;
+				if (gs_unman_proc_mem(ac->unman, g,
+						      (uint32_t)a->att[k].pid,
+						      &pb) == 0)
+					bytes += pb;
 			}
 			gs_acct_set_mem_nvml(ac->acct, a->id, bytes);
 			s = shadow_find(ac, a->id);

@@ -173,6 +173,7 @@ struct gs_unman {
 	struct gs_gpu_proc_sample smp[PER_GPU];	/* worker only */
 	struct gs_unman_proc res[MAXP];	/* under mu */
 	struct gs_unman_proc cur[MAXP];	/* loop only: res taken */
+	unsigned ncur;			/* loop only: entries of cur */
 	unsigned char cls[MAXP];	/* loop only: class of cur[i] */
 	unsigned nres;
 	int fresh;
@@ -233,6 +234,7 @@ static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 			memset(p, 0, sizeof(*p));
 			p->pid = procs[i].pid;
 			p->gpu = u->ti[g];
+			p->mem = procs[i].bytes;
 			for (int k = 0; k < ns; k++)
 				if (smp[k].pid == p->pid &&
 				    smp[k].ts_us >= best) {
@@ -603,6 +605,7 @@ static void on_ready(struct gs_loop *l, int fd, uint32_t events, void *arg)
 	pthread_mutex_unlock(&u->mu);
 	if (!fresh)
 		return;
+	u->ncur = n;
 	if (strcmp(err, u->logged_err) != 0) {
 		if (err[0])
 			log_warnx("unmanaged GPU processes: %s", err);
@@ -734,6 +737,23 @@ uint64_t gs_unman_take_estimate(struct gs_unman *u, uint64_t id)
 	v = s->est_pending;
 	s->est_pending = 0;
 	return v;
+}
+
+int gs_unman_proc_mem(const struct gs_unman *u, uint32_t gi, uint32_t pid,
+		      uint64_t *bytes)
+{
+	unsigned i;
+
+	if (u == NULL)
+		return -1;
+	for (i = 0; i < u->ncur; i++)
+		if (u->cur[i].pid == pid && u->cur[i].gpu == gi) {
+			if (u->cur[i].mem == GS_GPU_MEM_UNKNOWN)
+				return -1;
+			*bytes = u->cur[i].mem;
+			return 0;
+		}
+	return -1;
 }
 
 unsigned gs_unman_rows(const struct gs_unman *u,

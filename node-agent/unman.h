@@ -57,6 +57,8 @@ struct gs_unman_proc {
 	uint32_t uid;		/* owner of /proc/PID; (uint32_t)-1: gone */
 	uint64_t alloc;		/* GSHARE_ALLOC, 0: none */
 	uint64_t start;		/* start time, /proc/PID/stat field 22 */
+	uint64_t mem;		/* device memory NVML lists for it
+				 * (GS_GPU_MEM_UNKNOWN: no figure) */
 	char state;		/* /proc/PID/stat field 3 ('T': stopped) */
 };
 
@@ -113,6 +115,15 @@ void gs_unman_free(struct gs_unman *u);
 /* Estimated GPU time of allocation id's unmanaged processes since the
  * last call (accounting takes it at its tick); 0 when none. */
 uint64_t gs_unman_take_estimate(struct gs_unman *u, uint64_t id);
+
+/* Device memory NVML listed for pid on the agent's GPU table index gi in
+ * the last period the loop took, into *bytes: 0, or -1 when the pid was
+ * not listed there or NVML had no figure (also with u NULL).  The worker
+ * lists every GPU's compute processes once a period for the unmanaged
+ * check; accounting's memory cross-check reads the same list instead of
+ * asking NVML again on the loop. */
+int gs_unman_proc_mem(const struct gs_unman *u, uint32_t gi, uint32_t pid,
+		      uint64_t *bytes);
 
 /* Per GPU and allocation (struct gs_unman_row, metrics.h), for the
  * metrics.  Borrowed, valid until the next period's results are applied
