@@ -39,6 +39,9 @@
 #define GS_CTL_RUN	0u
 #define GS_CTL_SUSPEND	1u
 
+/* contend_flags */
+#define GS_CTL_CONTEND_VALID	1u
+
 /* job state, as the job reports it */
 enum gs_ctl_state {
 	GS_CTL_IDLE = 0,	/* nothing to run */
@@ -76,7 +79,11 @@ struct gs_ctlpage {
 	uint64_t mem_limit;		/* device memory the job may hold,
 					 * bytes, 0: no limit; written before
 					 * the fd is passed */
-	uint8_t _rsv1[8];
+	uint32_t contenders;		/* other allocations on this GPU that
+					 * hold or want the token now */
+	uint32_t contend_flags;		/* GS_CTL_CONTEND_VALID: the agent
+					 * keeps `contenders` up to date (0
+					 * from older agents: unknown) */
 
 	/* --- counters (128 bytes), job writes, only ever grow --- */
 	uint64_t gpu_ns;		/* GPU time used (kernel spans while
@@ -114,6 +121,8 @@ _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
 /* the layout is a wire format (docs/protocol.md, Control page) */
 _Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 112,
 	       "mem_limit moved");
+_Static_assert(offsetof(struct gs_ctlpage, contenders) == 120,
+	       "contenders moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,
 	       "mem_used moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,

@@ -824,6 +824,45 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 		  (unsigned long long)a->id, (int)a->pid);
 }
 
+/* Tell every job on g how many other allocations there hold or want the
+ * token (the page's `contenders`): the launch gate keeps little work in
+ * flight only while someone could be waiting for the GPU.  A page is
+ * written only when its value changes. */
+static void publish_contention(struct gs_agent *ag, struct gs_gpu *g)
+{
+	int32_t gi = (int32_t)(g - ag->gpus);
+	uint32_t busy = 0, others;
+	struct gs_alloc *a;
+	unsigned i;
+
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a))
+		if (a->gpu == gi && (a->granted || any_att(a, 0)))
+			busy++;
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (a->gpu != gi)
+			continue;
+		others = busy - ((a->granted || any_att(a, 0)) ? 1u : 0u);
+		for (i = 0; i < a->natt; i++) {
+			struct gs_ctlpage *p = a->att[i].page;
+
+			if (p == NULL ||
+			    (__atomic_load_n(&p->contenders,
+					     __ATOMIC_RELAXED) == others &&
+			     __atomic_load_n(&p->contend_flags,
+					     __ATOMIC_RELAXED) ==
+				     GS_CTL_CONTEND_VALID))
+				continue;
+			__atomic_store_n(&p->contenders, others,
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&p->contend_flags,
+					 GS_CTL_CONTEND_VALID,
+					 __ATOMIC_RELEASE);
+		}
+	}
+}
+
 static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 {
 	struct gs_sched_action acts[MAX_ACTS];
@@ -856,6 +895,7 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 		}
 	} while (n == MAX_ACTS && ++rounds < 8);
 	g->next_ns = next;
+	publish_contention(ag, g);
 }
 
 /* Every process that ran under the allocation's grant has released it

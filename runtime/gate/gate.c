@@ -124,7 +124,8 @@ static struct {
 	enum gate_state state;
 	int monitor_up;
 	pthread_t monitor;
-	struct gl_params par;
+	struct gl_params par;		/* while others want the GPU */
+	struct gl_params par_alone;	/* while nobody else does */
 	uint64_t idle_ns, poll_ns;
 	int gate_dev;
 	unsigned char dev_role[GATE_MAX_DEVS];	/* DEV_*, 0: not looked at */
@@ -250,6 +251,13 @@ static void gate_init(void)
 				  1000000) * 1000;
 	g.par.max_inflight = (uint32_t)env_u64("GSHARE_GATE_MAX_INFLIGHT",
 					       256, 1, 1u << 20);
+	g.par_alone = g.par;
+	g.par_alone.window_ns = env_u64("GSHARE_GATE_ALONE_WINDOW_US", 8000,
+					0, 1000000) * 1000;
+	if (g.par_alone.window_ns < g.par.window_ns)
+		g.par_alone = g.par;	/* 0 (or less): one window always */
+	else
+		g.par_alone.max_inflight = g.par.max_inflight * 4;
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
@@ -355,6 +363,26 @@ static void session_open_locked(void)
 static volatile struct gs_ctlpage *page(void)
 {
 	return gs_session_page(g.sess);
+}
+
+/* The window in force: the wide one while the agent says nobody else on
+ * this GPU holds or wants the token (nothing to be preempted for), the
+ * tight one otherwise, and whenever the agent does not say (an older
+ * agent).  When a contender arrives, what was queued under the wide
+ * window drains at the first suspend: that one eviction may take up to
+ * the wide window; later ones are bounded by the tight one. */
+static const struct gl_params *cur_par(void)
+{
+	volatile struct gs_ctlpage *p;
+
+	if (g.sess == NULL)
+		return &g.par;
+	p = page();
+	if ((__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
+	     GS_CTL_CONTEND_VALID) &&
+	    __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0)
+		return &g.par_alone;
+	return &g.par;
 }
 
 static int suspend_pending(void)
@@ -650,9 +678,9 @@ static void window_wait_locked(struct gstream *st)
 	CUevent ev;
 	CUstreamCaptureMode mode;
 
-	while (gl_window_full(&st->w, &g.par)) {
+	while (gl_window_full(&st->w, cur_par())) {
 		poll_stream_locked(st);
-		if (!gl_window_full(&st->w, &g.par))
+		if (!gl_window_full(&st->w, cur_par()))
 			return;
 		slot = gl_front(&st->w);
 		if (slot < 0) {
@@ -857,7 +885,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	for (;;) {
 		if (token_wait_locked() < 0)
 			goto pass;
-		if (!gl_window_full(&st->w, &g.par))
+		if (!gl_window_full(&st->w, cur_par()))
 			break;
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
@@ -892,7 +920,7 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		if (gl_launched(&st->w, &g.par) || st->per_thread)
+		if (gl_launched(&st->w, cur_par()) || st->per_thread)
 			(void)record_locked(st, 0);
 	}
 	pthread_mutex_unlock(&g.mu);

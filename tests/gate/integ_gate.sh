@@ -11,6 +11,8 @@
 #     streams, a global-mode capture (not broken), fork, a second device
 #     (not gated) work; the work queued on the GPU stays within the
 #     window (ungated, the same program queues 20 ms);
+#   - alone on the GPU the gate keeps the wide window (8 ms), beside a
+#     busy job on another allocation the tight one (1 ms);
 #   - two gated jobs at weights 1:3 split the GPU 25/75;
 #   - a job idle most of the time leaves its time to a busy one;
 #   - kill -9 of a gated job mid-slice leaves the agent and the other job
@@ -79,8 +81,37 @@ $APP --seconds 0.3 --max-queue-us 2000 >"$dir/p3.out" 2>&1 &&
     bad "ungated run stayed within the window (test cannot fail)" ||
     ok "ungated: $(field "$dir/p3.out" max_queued_us) us queued"
 
+# --- the window: wide while alone on the GPU, tight with a contender ------
+# alone (the agent's page says nobody else wants the GPU): the wide
+# window (8 ms) lets more than the tight one queue, never more than it
+gated "$a" alone --seconds 0.4 --expect-gated --max-queue-us 9500
+gs_wait_jobs 30
+q=$(field "$dir/alone.out" max_queued_us)
+[ $fail = 0 ] && [ "${q%.*}" -gt 2500 ] 2>/dev/null &&
+    ok "alone: wide window, $q us queued (tight: <= 2500)" ||
+    { bad "alone: $q us queued, want 2500 < q <= 9500"; cat "$dir/alone.out" >&2; }
+# a job that arrives beside a busy one on another allocation always has
+# a contender: the tight window (1 ms + one kernel + slack).  (The busy
+# one queued under the wide window until then: its first suspend drains
+# that, docs/runtime.md.)
+c=$(ctl create --shares 50)
+gated "$c" cont_c --seconds 1.5
+cpid=$!
+i=0
+until ctl status --json 2>/dev/null | grep -q '"state": *"running"'; do
+	i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
+done
+gated "$a" cont_a --seconds 0.8 --max-queue-us 2500 --expect-gated
+gs_wait_jobs 30
+[ $fail = 0 ] && ok "contended: tight window, $(field "$dir/cont_a.out" \
+    max_queued_us) us queued" ||
+    { bad "contended: window not tight"; cat "$dir/cont_a.out" >&2; }
+ctl close "$c" >/dev/null || bad "close $c"
+
 # --- every path to the driver, alone on the allocation --------------------
-# window 1 ms + one 100 us kernel + scheduling slack on a loaded machine
+# the tight window everywhere (GSHARE_GATE_ALONE_WINDOW_US=0): window
+# 1 ms + one 100 us kernel + scheduling slack on a loaded machine
+export GSHARE_GATE_ALONE_WINDOW_US=0
 for v in "" "--ptds" "--dlsym" "--dlsym --ptds" "--self-gpa" "--graph" \
 	 "--copies" "--streams 3" "--capture" "--fork" "--dev1" \
 	 "--stream-churn --kernel-us 20 --sync-every 0"; do
@@ -108,6 +139,7 @@ n=$(field "$f" launches) e=$(field "$f" event_records)
     ok "stream churn: $n streams created and destroyed, $e events" ||
     bad "stream churn: $n streams, $e events (want >1100 and >= streams)"
 ctl close "$a" >/dev/null || bad "close $a"
+unset GSHARE_GATE_ALONE_WINDOW_US
 
 # --- weights 1:3 -------------------------------------------------------------
 a=$(ctl create --shares 25 --weight 1)

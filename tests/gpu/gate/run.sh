@@ -264,6 +264,18 @@ run_set mm_solo 5 0 matmul:0:0
 run_set mm_gate_sh 10 1 matmul:20:20 matmul:30:30 matmul:50:50
 fi
 
+if phase slice8; then
+log "guarantee at 8 ms slices (agent reloaded): shares 20/30/50, matmul x3"
+sed -i "s/^slice: .*/slice: 8ms/" "$TMP/gshare.yaml"
+kill -HUP $APID
+sleep 0.5
+run_set mm_solo 5 0 matmul:0:0
+run_set s8_gate_sh 10 1 matmul:20:20 matmul:30:30 matmul:50:50
+sed -i "s/^slice: .*/slice: ${GATE_SLICE:-4ms}/" "$TMP/gshare.yaml"
+kill -HUP $APID
+sleep 0.5
+fi
+
 if phase knobs; then
 log "overhead against the monitor's poll interval (cnn, transformer)"
 for k in cnn transformer; do

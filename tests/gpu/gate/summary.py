@@ -74,6 +74,12 @@ if solo["matmul"] and jobs("mm_gate_sh"):
     print("  guarantee (rate / solo rate vs share): " +
           ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
                     zip(got, (20, 30, 50))))
+split("s8_gate_sh", [20, 30, 50])
+if solo["matmul"] and jobs("s8_gate_sh"):
+    got = [rate("s8_gate_sh", n) / solo["matmul"] for n in jobs("s8_gate_sh")]
+    print("  guarantee at 8 ms slices (rate / solo rate vs share): " +
+          ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
+                    zip(got, (20, 30, 50))))
 for k in ("cnn", "transformer"):
     p = rate(f"kn_plain_{k}")
     for v in ("poll1000", "win3000"):
