@@ -2558,6 +2558,11 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 			goto out_free;
 		}
 	}
+	/* before anything can start a thread (NVML's nvmlInit does): every
+	 * thread inherits the blocked mask, so SIGHUP/SIGTERM reach only the
+	 * signalfd and never kill the process by their default action */
+	if (open_signals(ag, err) < 0)
+		goto out_free;
 	if (gs_gpu_discover(cfg, descs, &n, &note, err) < 0)
 		goto out_free;
 	if (note != NULL)
@@ -2594,10 +2599,7 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 	gs_wbuf_init(&ag->sink.out);
 	if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
 		log_warn("state_dir %s", cfg->state_dir);
-	if (open_signals(ag, err) < 0)
-		goto out_free;
-	/* after open_signals: the writer thread inherits the blocked mask,
-	 * so SIGHUP/SIGTERM reach only the signalfd */
+	/* after open_signals: the writer thread inherits the blocked mask */
 	if (gs_durable_new(ag->loop, &ag->dur, err) < 0 ||
 	    gs_loop_add_tick(ag->loop, DURABLE_TICK_NS, on_durable_tick, ag,
 			     err) < 0)

@@ -20,10 +20,12 @@
  * nvmlEventData_t, nvmlMemory_t, nvmlProcessInfo_t,
  * nvmlProcessUtilizationSample_t).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NGPUS 2
 
@@ -96,8 +98,28 @@ static int has_mode(int index, const char *mode)
 	return found;
 }
 
+/* The real library starts threads of its own in nvmlInit (this one is
+ * linked -z nodelete, so a dlclose cannot pull the code from under its
+ * thread); they inherit
+ * the caller's signal mask, so a process that blocks signals only after
+ * nvmlInit gets SIGHUP delivered to one of them and dies of it. */
+static void *nvml_thread(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 int nvmlInit_v2(void)
 {
+	static int started;
+	pthread_t t;
+
+	if (!started && pthread_create(&t, NULL, nvml_thread, NULL) == 0) {
+		pthread_detach(t);
+		started = 1;
+	}
 	return 0;
 }
 

@@ -50,7 +50,7 @@ INTEG_TESTS += tests/agent/test_gpus_auto.sh
 INTEG_TESTS += tests/agent/test_unmanaged.sh
 $(FAKE_NVML): $(B)/tests/agent/fake_nvml.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,nodelete -o $@ $< -lpthread
 
 # cost of one NVML health check on the machine's GPUs (skips without NVML)
 HEALTH_BENCH := $(B)/tests/agent/bench_health

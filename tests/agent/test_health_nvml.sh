@@ -47,6 +47,19 @@ grep -q "GPU health: checking 2 GPUs through NVML every 500 ms, critical XIDs wa
 	bad "no health worker: $(cat "$dir/log")"
 [ "$(health 0)" = "True " ] && [ "$(health 1)" = "True " ] &&
 	ok "both GPUs healthy" || bad "start: $(health 0) / $(health 1)"
+# SIGHUP reloads, whatever threads NVML started (the stand-in starts one
+# in nvmlInit, as the real library does): the agent must survive it
+kill -HUP "$apid"
+t0=$(ms)
+until grep -q "configuration reloaded" "$dir/log"; do
+	[ $(( $(ms) - t0 )) -gt 5000 ] && break
+	kill -0 "$apid" 2>/dev/null || break
+	sleep 0.05
+done
+kill -0 "$apid" 2>/dev/null && grep -q "configuration reloaded" "$dir/log" &&
+	$CTL -s "$sock" ping >/dev/null &&
+	ok "SIGHUP with NVML's threads running: reloaded, still answering" ||
+	bad "SIGHUP killed the agent or was not seen: $(tail -3 "$dir/log")"
 
 echo "1 lost" > "$state"
 wait_health 1 "False NVML: GPU is lost" "GPU_IS_LOST: GPU 1 unhealthy"
