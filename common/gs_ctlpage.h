@@ -113,7 +113,11 @@ struct gs_ctlpage {
 	uint64_t mem_peak;		/* the most held at once */
 	uint8_t _rsv2[16];
 
-	uint8_t _rsv3[GS_CTL_SIZE - 256];
+	/* --- more control, agent writes --- */
+	uint64_t contend_seen_ns;	/* last time the agent saw another
+					 * allocation on this GPU hold or
+					 * want the token (0: never) */
+	uint8_t _rsv3[GS_CTL_SIZE - 264];
 };
 
 _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
@@ -123,6 +127,8 @@ _Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 112,
 	       "mem_limit moved");
 _Static_assert(offsetof(struct gs_ctlpage, contenders) == 120,
 	       "contenders moved");
+_Static_assert(offsetof(struct gs_ctlpage, contend_seen_ns) == 256,
+	       "contend_seen_ns moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,
 	       "mem_used moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,

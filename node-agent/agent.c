@@ -828,7 +828,8 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
  * token (the page's `contenders`): the launch gate keeps little work in
  * flight only while someone could be waiting for the GPU.  A page is
  * written only when its value changes. */
-static void publish_contention(struct gs_agent *ag, struct gs_gpu *g)
+static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
+			       uint64_t now)
 {
 	int32_t gi = (int32_t)(g - ag->gpus);
 	uint32_t busy = 0, others;
@@ -847,8 +848,16 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g)
 		for (i = 0; i < a->natt; i++) {
 			struct gs_ctlpage *p = a->att[i].page;
 
-			if (p == NULL ||
-			    (__atomic_load_n(&p->contenders,
+			if (p == NULL)
+				continue;
+			/* contention seen now, or just ended: the gate
+			 * widens its window only after a quiet spell */
+			if (others > 0 ||
+			    __atomic_load_n(&p->contenders,
+					    __ATOMIC_RELAXED) > 0)
+				__atomic_store_n(&p->contend_seen_ns, now,
+						 __ATOMIC_RELAXED);
+			if ((__atomic_load_n(&p->contenders,
 					     __ATOMIC_RELAXED) == others &&
 			     __atomic_load_n(&p->contend_flags,
 					     __ATOMIC_RELAXED) ==
@@ -895,7 +904,7 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 		}
 	} while (n == MAX_ACTS && ++rounds < 8);
 	g->next_ns = next;
-	publish_contention(ag, g);
+	publish_contention(ag, g, now);
 }
 
 /* Every process that ran under the allocation's grant has released it

@@ -127,6 +127,7 @@ static struct {
 	struct gl_params par;		/* while others want the GPU */
 	struct gl_params par_alone;	/* while nobody else does */
 	uint64_t idle_ns, poll_ns;
+	uint64_t alone_after_ns;	/* quiet this long: par_alone */
 	int gate_dev;
 	unsigned char dev_role[GATE_MAX_DEVS];	/* DEV_*, 0: not looked at */
 	int debug;
@@ -258,6 +259,8 @@ static void gate_init(void)
 		g.par_alone = g.par;	/* 0 (or less): one window always */
 	else
 		g.par_alone.max_inflight = g.par.max_inflight * 4;
+	g.alone_after_ns = env_u64("GSHARE_GATE_ALONE_AFTER_US", 200000, 0,
+				   60000000) * 1000;
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
@@ -374,15 +377,23 @@ static volatile struct gs_ctlpage *page(void)
 static const struct gl_params *cur_par(void)
 {
 	volatile struct gs_ctlpage *p;
+	uint64_t seen, t;
 
 	if (g.sess == NULL)
 		return &g.par;
 	p = page();
-	if ((__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
-	     GS_CTL_CONTEND_VALID) &&
-	    __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0)
-		return &g.par_alone;
-	return &g.par;
+	if (!(__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
+	      GS_CTL_CONTEND_VALID) ||
+	    __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) != 0)
+		return &g.par;
+	/* a contender that pauses for a moment (between its release and
+	 * its next request, or in a short host phase) is still one: widen
+	 * only after a quiet spell */
+	seen = __atomic_load_n(&p->contend_seen_ns, __ATOMIC_RELAXED);
+	t = now_ns();
+	if (seen != 0 && t - seen < g.alone_after_ns)
+		return &g.par;
+	return &g.par_alone;
 }
 
 static int suspend_pending(void)

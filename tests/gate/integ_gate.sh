@@ -106,6 +106,20 @@ gs_wait_jobs 30
 [ $fail = 0 ] && ok "contended: tight window, $(field "$dir/cont_a.out" \
     max_queued_us) us queued" ||
     { bad "contended: window not tight"; cat "$dir/cont_a.out" >&2; }
+# a contender that pauses (busy 40 ms, idle 100 ms: it gives the token
+# back in each pause) is still one: the window widens only after 200 ms
+# without contention (GSHARE_GATE_ALONE_AFTER_US), so the busy job never
+# queues more than the tight window
+gated "$c" duty_c --seconds 1.5 --busy-ms 40 --idle-ms 100
+i=0
+until ctl status --json 2>/dev/null | grep -q '"state": *"running"'; do
+	i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
+done
+gated "$a" duty_a --seconds 1.0 --max-queue-us 2500 --expect-gated
+gs_wait_jobs 30
+[ $fail = 0 ] && ok "contender with pauses: still tight, $(field \
+    "$dir/duty_a.out" max_queued_us) us queued" ||
+    { bad "contender with pauses: window widened"; cat "$dir/duty_a.out" >&2; }
 ctl close "$c" >/dev/null || bad "close $c"
 
 # --- every path to the driver, alone on the allocation --------------------
