@@ -682,8 +682,6 @@ static void poll_stream_locked(struct gstream *st)
 	}
 }
 
-static void sleep_ns(uint64_t ns);
-
 /* Until st's window has room (g.mu dropped while blocking). */
 static void window_wait_locked(struct gstream *st)
 {
@@ -691,23 +689,10 @@ static void window_wait_locked(struct gstream *st)
 	CUevent ev;
 	CUstreamCaptureMode mode;
 
-	while (gl_window_full_at(&st->w, cur_par(), now_ns())) {
-		uint64_t room, t;
-
+	while (gl_window_full(&st->w, cur_par())) {
 		poll_stream_locked(st);
-		t = now_ns();
-		if (!gl_window_full_at(&st->w, cur_par(), t))
+		if (!gl_window_full(&st->w, cur_par()))
 			return;
-		room = gl_window_room_at(&st->w, cur_par());
-		if (room > t) {
-			/* the oldest launch will have run long enough to
-			 * queue the next behind it: sleep till then (in
-			 * steps, in case it completes first) */
-			pthread_mutex_unlock(&g.mu);
-			sleep_ns(room - t < 100000 ? room - t : 100000);
-			pthread_mutex_lock(&g.mu);
-			continue;
-		}
 		slot = gl_front(&st->w);
 		if (slot < 0) {
 			/* only unevented launches: cover them */
@@ -911,7 +896,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	for (;;) {
 		if (token_wait_locked() < 0)
 			goto pass;
-		if (!gl_window_full_at(&st->w, cur_par(), now_ns()))
+		if (!gl_window_full(&st->w, cur_par()))
 			break;
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
@@ -927,7 +912,6 @@ pass:
 static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 {
 	struct gstream *st = t->st;
-	int ev;
 
 	if (kind == GK_CAPBEGIN && rc == CUDA_SUCCESS) {
 		__atomic_add_fetch(&capture_count, 1, __ATOMIC_ACQ_REL);
@@ -947,9 +931,7 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		ev = gl_launched(&st->w, cur_par()) || st->per_thread;
-		gl_note_launch(&st->w, g.last_submit_ns);
-		if (ev)
+		if (gl_launched(&st->w, cur_par()) || st->per_thread)
 			(void)record_locked(st, 0);
 	}
 	pthread_mutex_unlock(&g.mu);

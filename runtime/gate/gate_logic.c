@@ -138,8 +138,6 @@ uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns, uint64_t now_ns)
 		st->done = e->seq;
 	if (st->done == st->launched)
 		st->drained_ns = now_ns;
-	else
-		st->run_start_ns = now_ns;	/* the next one runs now */
 	st->head = (st->head + 1) % GL_RING;
 	st->n--;
 	st->gpu_ns += acc;
@@ -158,51 +156,6 @@ int gl_window_full(const struct gl_stream *st, const struct gl_params *p)
 	if (st->est_ns == 0)
 		return inflight >= GL_UNMEASURED;
 	return inflight * st->est_ns > p->window_ns;
-}
-
-void gl_note_launch(struct gl_stream *st, uint64_t now_ns)
-{
-	if (st->launched - st->done == 1)
-		st->run_start_ns = now_ns;
-}
-
-/* Work in flight by the estimate, or 0 when the plain rule decides. */
-static uint64_t inflight_work(const struct gl_stream *st,
-			      const struct gl_params *p)
-{
-	uint64_t inflight = st->launched - st->done;
-
-	if (inflight == 0 || inflight >= p->max_inflight ||
-	    st->n >= GL_RING - 2 || st->est_ns == 0)
-		return 0;
-	return inflight * st->est_ns;
-}
-
-int gl_window_full_at(const struct gl_stream *st, const struct gl_params *p,
-		      uint64_t now_ns)
-{
-	uint64_t work, ran;
-
-	if (!gl_window_full(st, p))
-		return 0;
-	work = inflight_work(st, p);
-	if (work == 0 || st->run_start_ns == 0 || now_ns <= st->run_start_ns)
-		return 1;
-	ran = now_ns - st->run_start_ns;
-	if (ran > st->est_ns)
-		ran = st->est_ns;
-	return work - ran > p->window_ns / 2;
-}
-
-uint64_t gl_window_room_at(const struct gl_stream *st,
-			   const struct gl_params *p)
-{
-	uint64_t work = inflight_work(st, p);
-
-	if (work == 0 || st->run_start_ns == 0 ||
-	    work - st->est_ns > p->window_ns / 2)
-		return 0;
-	return st->run_start_ns + (work - p->window_ns / 2);
 }
 
 int gl_drained(const struct gl_stream *st)

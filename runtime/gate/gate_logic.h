@@ -63,8 +63,6 @@ struct gl_stream {
 	uint64_t prev_seq;
 	uint32_t used;		/* slot bitmap: outstanding or prev */
 	uint64_t drained_ns;	/* when the last launch was seen complete */
-	uint64_t run_start_ns;	/* about when the oldest launch in flight
-				 * started (0: unknown) */
 };
 
 void gl_params_default(struct gl_params *p);
@@ -97,21 +95,6 @@ int gl_span_start(const struct gl_stream *st);
 uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns, uint64_t now_ns);
 /* 1 when the stream's window is full (wait before submitting). */
 int gl_window_full(const struct gl_stream *st, const struct gl_params *p);
-/* The same at now_ns, counting what the oldest launch in flight has
- * already run (at most its estimate) since it started: the stream may
- * also queue more when what is left of the work in flight is at most
- * half the window.  So a kernel longer than the window gets its
- * successor queued before it ends (the GPU does not idle between them)
- * and a suspend still leaves at most about the window + one kernel. */
-int gl_window_full_at(const struct gl_stream *st, const struct gl_params *p,
-		      uint64_t now_ns);
-/* When gl_window_full_at turns false by time alone (absolute ns), or 0
- * when only a completion can make room. */
-uint64_t gl_window_room_at(const struct gl_stream *st,
-			   const struct gl_params *p);
-/* After a launch the driver accepted at now_ns (after gl_launched): the
- * first launch on a drained stream starts about now. */
-void gl_note_launch(struct gl_stream *st, uint64_t now_ns);
 /* 1 when every launch is known complete. */
 int gl_drained(const struct gl_stream *st);
 

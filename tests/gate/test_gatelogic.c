@@ -134,55 +134,6 @@ static void test_window_by_time(void **state)
 	assert_true(gl_window_full(&st, &p));
 }
 
-/* A kernel longer than the window: its successor may be queued once what
- * is left of it is at most half the window, never a third one. */
-static void test_window_elapsed(void **state)
-{
-	struct gl_params p = par();
-	struct gl_stream st;
-	uint64_t t;
-
-	(void)state;
-	p.window_ns = 1000000;			/* 1 ms */
-	gl_stream_init(&st);
-	st.est_ns = 1600000;			/* 1.6 ms kernels */
-	launch_n(&st, &p, 1);
-	gl_note_launch(&st, T0);		/* it starts at T0 */
-	assert_int_equal(st.run_start_ns, T0);
-	assert_true(gl_window_full_at(&st, &p, T0));
-	assert_true(gl_window_full_at(&st, &p, T0 + 1099999));
-	assert_false(gl_window_full_at(&st, &p, T0 + 1100000));
-	assert_int_equal(gl_window_room_at(&st, &p), T0 + 1100000);
-	/* the plain rule does not count what ran */
-	assert_true(gl_window_full(&st, &p));
-	/* two in flight: 3.2 ms, at most 1.6 of it ran: full until the
-	 * first completes, and no time makes room */
-	launch_n(&st, &p, 1);
-	gl_note_launch(&st, T0 + 1100000);	/* not the oldest: no change */
-	assert_int_equal(st.run_start_ns, T0);
-	for (t = T0; t < T0 + 10000000; t += 100000)
-		assert_true(gl_window_full_at(&st, &p, t));
-	assert_int_equal(gl_window_room_at(&st, &p), 0);
-	/* the first completes at T0 + 1.6 ms (its event popped then): the
-	 * second runs from then on */
-	while (gl_front(&st) >= 0 && st.done < 1)
-		gl_pop(&st, 1600000, T0 + 1600000);
-	assert_int_equal(st.done, 1);
-	assert_int_equal(st.run_start_ns, T0 + 1600000);
-	assert_false(gl_window_full_at(&st, &p, T0 + 2700000));
-	/* unknown start: only the plain rule */
-	st.run_start_ns = 0;
-	assert_true(gl_window_full_at(&st, &p, T0 + 2700000));
-	assert_int_equal(gl_window_room_at(&st, &p), 0);
-	/* short kernels: the plain rule, elapsed time changes nothing */
-	gl_stream_init(&st);
-	st.est_ns = 300000;
-	launch_n(&st, &p, 4);			/* 1.2 ms */
-	gl_note_launch(&st, T0);
-	assert_true(gl_window_full_at(&st, &p, T0 + 300000));
-	assert_int_equal(gl_window_room_at(&st, &p), 0);
-}
-
 static void test_window_by_count(void **state)
 {
 	struct gl_params p = par();
@@ -265,7 +216,6 @@ int main(void)
 		cmocka_unit_test(test_start_marker_and_spans),
 		cmocka_unit_test(test_back_to_back_spans),
 		cmocka_unit_test(test_window_by_time),
-		cmocka_unit_test(test_window_elapsed),
 		cmocka_unit_test(test_window_by_count),
 		cmocka_unit_test(test_ring),
 		cmocka_unit_test(test_unpush),
