@@ -13,7 +13,9 @@
 #     allocator's own retry recovering, the memory the process really holds
 #     (NVML) within the limit + 1 GiB;
 #  2. the same with expandable_segments:True and backend:cudaMallocAsync;
-#  3. JAX with its default preallocation in a 30 % share, a jitted step;
+#  3. JAX with its default preallocation in a 30 % share, a jitted step
+#     whose loss per step must match the same program run without the
+#     gate (both printed);
 #  4. two jobs at 30 % and 70 % filling their quotas at once through
 #     cuMemAlloc (never above, each reaching it; the agent's figures);
 #  5. cuMemAlloc/cuMemFree pairs (4 KiB..1 GiB, ctypes on libcuda.so.1:
@@ -178,14 +180,22 @@ for conf in native expandable_segments:True backend:cudaMallocAsync; do
 done
 
 # ---- 3: JAX with default preallocation in a 30 % share -----------------
-if budget 40 jax; then
-	log "jax: default preallocation in a 30 % share"
+if budget 70 jax; then
+	log "jax: default preallocation in a 30 % share (plain run first)"
+	# the same program and seeds without the gate: its losses are what
+	# the gated run must reproduce (a NaN in both is the program's own)
+	timeout -k 5 "$(to 60)" env -u XLA_PYTHON_CLIENT_PREALLOCATE \
+	    -u XLA_PYTHON_CLIENT_MEM_FRACTION $PY "$here/jax_prealloc.py" \
+	    --plain --losses "$TMP/jax_plain.json" --tag jax-plain \
+	    --out "$RES" 2>"$OUTD/jax-plain.err"
+	ended jax-plain $? "$OUTD/jax-plain.err"
 	a=$(ctl create --shares 30)
 	L=$(fig mem_limit "$a")
 	echo "  limit $L"
 	gated "$a" timeout -k 5 "$(to 90)" env -u XLA_PYTHON_CLIENT_PREALLOCATE \
 	    -u XLA_PYTHON_CLIENT_MEM_FRACTION $PY "$here/jax_prealloc.py" \
-	    --limit "$L" --tag jax --out "$RES" 2>"$OUTD/jax.err"
+	    --limit "$L" --ref "$TMP/jax_plain.json" --tag jax --out "$RES" \
+	    2>"$OUTD/jax.err"
 	ended jax $? "$OUTD/jax.err"
 	grep -h gshare-gate "$OUTD/jax.err" | tail -2
 	[ $DRY = 1 ] || agent_peak jax "$a" "$L"
