@@ -21,6 +21,9 @@ gs_agent_conf <<CONF
 gpus:
   simulated: 1
   memory: 16G
+# the figures below leave out the per-allocation context reserve
+# (test_memquota covers it)
+memory_context_reserve: 0
 CONF
 gs_agent_start "first run"
 a=$($CTL create --shares 50 --mem 10G) || bad "create --mem 10G"
@@ -42,6 +45,7 @@ gpus:
   simulated: 1
   memory: 16G
 memory_reserve: 6G
+memory_context_reserve: 0
 CONF
 gs_agent_start "after kill -9, memory_reserve 6G"
 l=$(limits)
