@@ -145,6 +145,15 @@ static int capture_count;		/* stream captures in progress */
 static struct gs_memq *memq;		/* device memory ledger, NULL: none
 					 * (yet); see "device memory" */
 static int memq_tried;
+/* the stream-ordered pools charged to the ledger (see "device memory") */
+#define GATE_MAX_POOLS 64
+
+static struct {
+	pthread_mutex_t mu;
+	CUmemoryPool pool[GATE_MAX_POOLS];
+	uint64_t charged[GATE_MAX_POOLS];
+	unsigned n;
+} pools = { .mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
 /* this thread runs gate_init: libcuda's constructors (run by its dlopen)
@@ -317,6 +326,8 @@ static void gate_atfork_child(void)
 	 * a thread that does not exist here) */
 	memq = NULL;
 	memq_tried = 0;
+	pthread_mutex_init(&pools.mu, NULL);
+	pools.n = 0;
 	g.state = GT_NOTHELD;
 	for (unsigned i = 0; i < g.nstreams; i++)
 		gl_stream_init(&g.streams[i]->w);
@@ -987,16 +998,198 @@ static CUresult mem_done(struct gs_memq *q, CUresult rc, CUdeviceptr *dp,
 	return rc;
 }
 
+/*
+ * Stream-ordered pools (cuMemAllocAsync, cuMemAllocFromPoolAsync): what a
+ * pool holds is what it has reserved from the device, not what is
+ * allocated from it now.  A free gives an allocation back to its pool,
+ * which keeps the memory (up to its release threshold: PyTorch's
+ * cudaMallocAsync backend sets it to the maximum) for the next
+ * allocation.  So the ledger charges each pool the process allocates
+ * from its CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, read again after every
+ * stream-ordered allocation and free and before every cuMemGetInfo
+ * answer (a synchronize may have released memory meanwhile).  An
+ * allocation that would pass the limit first reclaims: a synchronize (so
+ * that the frees in flight complete: the driver cannot release memory
+ * behind an asynchronous free it has not observed) and cuMemPoolTrimTo(0)
+ * of every pool, then the ledger is checked again.  A stream-ordered
+ * allocation the pool can serve from memory it already holds goes
+ * through even when the ledger is full (it holds nothing more); one
+ * after which the pool holds more than the limit allows is freed again
+ * and refused.  pools.mu serializes the stream-ordered path, so that the
+ * charge read after a call is that call's.
+ */
+
+static int pool_attr(CUmemoryPool p, int attr, uint64_t *v)
+{
+	cuuint64_t x = 0;
+
+	if (d_cuMemPoolGetAttribute == NULL ||
+	    d_cuMemPoolGetAttribute(p, attr, &x) != CUDA_SUCCESS)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* Pool p's slot, added at first sight; -1 when the table is full or the
+ * driver cannot tell what the pool holds (pools.mu held). */
+static int pool_slot_locked(CUmemoryPool p)
+{
+	uint64_t r;
+
+	for (unsigned i = 0; i < pools.n; i++)
+		if (pools.pool[i] == p)
+			return (int)i;
+	if (pools.n == GATE_MAX_POOLS ||
+	    pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) < 0)
+		return -1;
+	pools.pool[pools.n] = p;
+	pools.charged[pools.n] = 0;
+	__atomic_store_n(&pools.n, pools.n + 1, __ATOMIC_RELEASE);
+	return (int)pools.n - 1;
+}
+
+/* Charge slot i what its pool holds now (pools.mu held). */
+static void pool_refresh_locked(struct gs_memq *q, unsigned i)
+{
+	uint64_t r;
+
+	if (pool_attr(pools.pool[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+		      &r) < 0)
+		return;
+	if (r > pools.charged[i])
+		gs_memq_force(q, r - pools.charged[i]);
+	else if (r < pools.charged[i])
+		gs_memq_unreserve(q, pools.charged[i] - r);
+	pools.charged[i] = r;
+}
+
+static void pools_refresh(struct gs_memq *q)
+{
+	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) == 0)
+		return;
+	pthread_mutex_lock(&pools.mu);
+	for (unsigned i = 0; i < pools.n; i++)
+		pool_refresh_locked(q, i);
+	pthread_mutex_unlock(&pools.mu);
+}
+
+/* Make the pools give back what they hold beyond what is in use, before
+ * refusing an allocation (pools.mu held).  No synchronize while a stream
+ * capture runs: it would invalidate the capture. */
+static void pools_reclaim_locked(struct gs_memq *q)
+{
+	if (pools.n == 0)
+		return;
+	if (d_cuCtxSynchronize != NULL &&
+	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) == 0)
+		(void)d_cuCtxSynchronize();
+	for (unsigned i = 0; i < pools.n; i++) {
+		if (d_cuMemPoolTrimTo != NULL)
+			(void)d_cuMemPoolTrimTo(pools.pool[i], 0);
+		pool_refresh_locked(q, i);
+	}
+}
+
+/* Reserve n bytes, reclaiming pool memory once when the limit is in
+ * the way.  0, or -1: refused. */
+static int mem_reserve(struct gs_memq *q, uint64_t n)
+{
+	if (gs_memq_reserve(q, n) == 0)
+		return 0;
+	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) == 0)
+		return -1;
+	pthread_mutex_lock(&pools.mu);
+	pools_reclaim_locked(q);
+	pthread_mutex_unlock(&pools.mu);
+	return gs_memq_reserve(q, n);
+}
+
+typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool,
+				  CUstream);
+
+/* A stream-ordered allocation of n bytes from pool (NULL: the current
+ * pool of the current context's device, through real_async).  Falls
+ * back to counting the allocation itself when the driver cannot tell
+ * what the pool holds. */
+static CUresult mem_alloc_pooled(int h, CUdeviceptr *dp, size_t n,
+				 CUmemoryPool pool, CUstream s)
+{
+	struct gs_memq *q = memq_get();
+	CUdevice dev = -1;
+	uint64_t tmp = n, res = 0, use = 0;
+	CUresult rc;
+	int i = -1;
+
+	if (hook_real[h] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+#define POOL_CALL()							\
+	(pool != NULL && (h == H_cuMemAllocFromPoolAsync ||		\
+			  h == H_cuMemAllocFromPoolAsync_ptsz) ?	\
+	 ((pool_alloc_fn)hook_real[h])(dp, n, pool, s) :		\
+	 ((CUresult (*)GATE_P_MASYNC)hook_real[h])(dp, n, s))
+	if (q == NULL)
+		return POOL_CALL();
+	if (pool == NULL && d_cuDeviceGetMemPool != NULL &&
+	    d_cuCtxGetDevice != NULL && d_cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+		(void)d_cuDeviceGetMemPool(&pool, dev);
+	pthread_mutex_lock(&pools.mu);
+	if (pool != NULL)
+		i = pool_slot_locked(pool);
+	if (i < 0) {
+		/* count the allocation itself (pre-pool accounting) */
+		pthread_mutex_unlock(&pools.mu);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		rc = POOL_CALL();
+		return mem_done(q, rc, dp, n);
+	}
+	pool_refresh_locked(q, (unsigned)i);
+	if (gs_memq_reserve(q, n) < 0) {
+		pools_reclaim_locked(q);
+		if (gs_memq_reserve(q, n) < 0) {
+			/* served from what the pool already holds, or not
+			 * at all */
+			if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+				      &res) < 0 ||
+			    pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+				      &use) < 0 || use > res || n > res - use) {
+				pthread_mutex_unlock(&pools.mu);
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			}
+			tmp = 0;
+		}
+	}
+	rc = POOL_CALL();
+	if (tmp != 0)
+		gs_memq_unreserve(q, tmp);
+	pool_refresh_locked(q, (unsigned)i);
+	if (rc == CUDA_SUCCESS && gs_memq_limit(q) != 0 &&
+	    gs_memq_used(q) > gs_memq_limit(q)) {
+		/* the pool grew past the limit: undo, give it back */
+		int hf = h == H_cuMemAllocAsync_ptsz ||
+			 h == H_cuMemAllocFromPoolAsync_ptsz ?
+			 H_cuMemFreeAsync_ptsz : H_cuMemFreeAsync;
+
+		if (hook_real[hf] != NULL)
+			(void)((CUresult (*)GATE_P_MFREEA)hook_real[hf])
+				(*dp, s);
+		pools_reclaim_locked(q);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&pools.mu);
+#undef POOL_CALL
+	return rc;
+}
+
 /* An allocation of n bytes through real (its arguments after the size
- * check): the common path of cuMemAlloc, cuMemAllocManaged and
- * cuMemAllocAsync. */
+ * check): the common path of cuMemAlloc and cuMemAllocManaged. */
 #define MEM_ALLOC_BODY(h, n, call)					\
 	do {								\
 		struct gs_memq *q_ = memq_get();			\
 		CUresult rc_;						\
 		if (hook_real[h] == NULL)				\
 			return CUDA_ERROR_NOT_FOUND;			\
-		if (q_ != NULL && gs_memq_reserve(q_, (n)) < 0)		\
+		if (q_ != NULL && mem_reserve(q_, (n)) < 0)		\
 			return CUDA_ERROR_OUT_OF_MEMORY;		\
 		rc_ = (call);						\
 		return mem_done(q_, rc_, dp, (n));			\
@@ -1020,16 +1213,12 @@ CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned flags)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocAsync, n,
-		       ((CUresult (*)GATE_P_MASYNC)
-			hook_real[H_cuMemAllocAsync])(dp, n, s));
+	return mem_alloc_pooled(H_cuMemAllocAsync, dp, n, NULL, s);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocAsync_ptsz, n,
-		       ((CUresult (*)GATE_P_MASYNC)
-			hook_real[H_cuMemAllocAsync_ptsz])(dp, n, s));
+	return mem_alloc_pooled(H_cuMemAllocAsync_ptsz, dp, n, NULL, s);
 }
 
 /* The pitch is the driver's choice: reserve the unpadded size, then the
@@ -1046,7 +1235,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w,
 		return CUDA_ERROR_NOT_FOUND;
 	if (q != NULL && (h != 0 && n / h != w))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (q != NULL && gs_memq_reserve(q, n) < 0)
+	if (q != NULL && mem_reserve(q, n) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	rc = ((CUresult (*)GATE_P_MPITCH)hook_real[H_cuMemAllocPitch_v2])
 		(dp, pitch, w, h, elem);
@@ -1085,12 +1274,14 @@ CUresult cuMemFree_v2(CUdeviceptr d)
 	rc = ((CUresult (*)GATE_P_MFREE)hook_real[H_cuMemFree_v2])(d);
 	if (rc != CUDA_SUCCESS && q != NULL)
 		mem_refused_free(q, d, n);
+	else if (q != NULL && n == 0)
+		pools_refresh(q);	/* maybe a pool's: what it holds now */
 	return rc;
 }
 
-/* Stream-ordered frees give the size back at the call: the memory goes
- * back to the pool the driver keeps, which the next cuMemAllocAsync
- * draws from (and counts again). */
+/* Stream-ordered frees: an allocation the ledger counted itself gives
+ * its size back; one from a pool goes back to the pool, which keeps the
+ * memory: its charge is read again. */
 static CUresult mem_free_async(int h, CUdeviceptr d, CUstream s)
 {
 	struct gs_memq *q = memq_get();
@@ -1102,6 +1293,8 @@ static CUresult mem_free_async(int h, CUdeviceptr d, CUstream s)
 	rc = ((CUresult (*)GATE_P_MFREEA)hook_real[h])(d, s);
 	if (rc != CUDA_SUCCESS && q != NULL)
 		mem_refused_free(q, d, n);
+	else if (q != NULL && n == 0)
+		pools_refresh(q);
 	return rc;
 }
 
@@ -1118,18 +1311,49 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *pool,
 				 CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync, n,
-		       ((CUresult (*)GATE_P_MPOOL)
-			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s));
+	if (pool == NULL)	/* the driver's error, not the current pool */
+		return hook_real[H_cuMemAllocFromPoolAsync] == NULL ?
+			CUDA_ERROR_NOT_FOUND : ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s);
+	return mem_alloc_pooled(H_cuMemAllocFromPoolAsync, dp, n,
+				(CUmemoryPool)pool, s);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, void *pool,
 				      CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync_ptsz, n,
-		       ((CUresult (*)GATE_P_MPOOL)
+	if (pool == NULL)
+		return hook_real[H_cuMemAllocFromPoolAsync_ptsz] == NULL ?
+			CUDA_ERROR_NOT_FOUND : ((CUresult (*)GATE_P_MPOOL)
 			hook_real[H_cuMemAllocFromPoolAsync_ptsz])
-		       (dp, n, pool, s));
+			(dp, n, pool, s);
+	return mem_alloc_pooled(H_cuMemAllocFromPoolAsync_ptsz, dp, n,
+				(CUmemoryPool)pool, s);
+}
+
+/* A destroyed pool gives back what it held. */
+CUresult cuMemPoolDestroy(CUmemoryPool p)
+{
+	struct gs_memq *q = memq_get();
+	CUresult rc;
+
+	if (hook_real[H_cuMemPoolDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MPDESTROY)hook_real[H_cuMemPoolDestroy])(p);
+	if (rc != CUDA_SUCCESS || q == NULL)
+		return rc;
+	pthread_mutex_lock(&pools.mu);
+	for (unsigned i = 0; i < pools.n; i++) {
+		if (pools.pool[i] != p)
+			continue;
+		gs_memq_unreserve(q, pools.charged[i]);
+		pools.pool[i] = pools.pool[pools.n - 1];
+		pools.charged[i] = pools.charged[pools.n - 1];
+		__atomic_store_n(&pools.n, pools.n - 1, __ATOMIC_RELEASE);
+		break;
+	}
+	pthread_mutex_unlock(&pools.mu);
+	return rc;
 }
 
 /*
@@ -1196,6 +1420,7 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	if (rc != CUDA_SUCCESS || q == NULL || free_b == NULL ||
 	    total_b == NULL)
 		return rc;
+	pools_refresh(q);
 	gs_memq_view(q, *free_b, *total_b, &f, &t);
 	*free_b = (size_t)f;
 	*total_b = (size_t)t;

@@ -81,6 +81,8 @@
 #define GATE_A_MCREATE (hp, n, prop, flags)
 #define GATE_P_MRELEASE (uint64_t h)
 #define GATE_A_MRELEASE (h)
+#define GATE_P_MPDESTROY (CUmemoryPool p)
+#define GATE_A_MPDESTROY (p)
 
 #define GATE_HOOKS(X) \
 	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
@@ -123,7 +125,8 @@
 	X(MEM, cuMemAllocFromPoolAsync, 0, GATE_P_MPOOL, GATE_A_MPOOL, s) \
 	X(MEM, cuMemAllocFromPoolAsync_ptsz, 1, GATE_P_MPOOL, GATE_A_MPOOL, s) \
 	X(MEM, cuMemCreate, 0, GATE_P_MCREATE, GATE_A_MCREATE, NULL) \
-	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL)
+	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL) \
+	X(MEM, cuMemPoolDestroy, 0, GATE_P_MPDESTROY, GATE_A_MPDESTROY, NULL)
 
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \
@@ -139,6 +142,10 @@
 	X(cuDeviceGetUuid, (CUuuid *u, CUdevice d)) \
 	X(cuDeviceGetUuid_v2, (CUuuid *u, CUdevice d)) \
 	X(cuStreamGetCtx, (CUstream s, CUcontext *c)) \
-	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m))
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m)) \
+	X(cuCtxSynchronize, (void)) \
+	X(cuDeviceGetMemPool, (CUmemoryPool *p, CUdevice d)) \
+	X(cuMemPoolGetAttribute, (CUmemoryPool p, int attr, void *v)) \
+	X(cuMemPoolTrimTo, (CUmemoryPool p, size_t keep))
 
 #endif /* GATE_HOOKS_H */

@@ -12,6 +12,12 @@
  *   mem_app threads LIMIT  8 threads allocating and freeing 1-8 MiB at
  *                          once: what they hold together never passes
  *                          LIMIT, some are refused, all is given back
+ *   mem_app pool LIMIT     stream-ordered pools (the stand-in's model):
+ *                          memory a pool keeps after frees stays charged,
+ *                          allocations past the limit trim the pools
+ *                          before they are refused, created pools count,
+ *                          destroying one gives back; the device never
+ *                          holds more than LIMIT
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
  *
  * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
@@ -41,6 +47,13 @@ static CUresult (*p_pool)(CUdeviceptr *, size_t, void *, CUstream);
 static CUresult (*p_create)(uint64_t *, size_t, const void *,
 			    unsigned long long);
 static CUresult (*p_release)(uint64_t);
+static CUresult (*p_getpool)(void **, int);
+static CUresult (*p_sync)(void);
+static CUresult (*p_pcreate)(void **, const void *);
+static CUresult (*p_pdestroy)(void *);
+static CUresult (*p_pset)(void *, int, void *);
+static uint64_t (*p_devused)(void);
+static void *defpool;
 
 static int failed;
 
@@ -75,10 +88,33 @@ static void load(void)
 	*(void **)&p_pool = dlsym(h, "cuMemAllocFromPoolAsync");
 	*(void **)&p_create = dlsym(h, "cuMemCreate");
 	*(void **)&p_release = dlsym(h, "cuMemRelease");
+	*(void **)&p_getpool = dlsym(h, "cuDeviceGetMemPool");
+	*(void **)&p_sync = dlsym(h, "cuCtxSynchronize");
+	*(void **)&p_pcreate = dlsym(h, "cuMemPoolCreate");
+	*(void **)&p_pdestroy = dlsym(h, "cuMemPoolDestroy");
+	*(void **)&p_pset = dlsym(h, "cuMemPoolSetAttribute");
+	*(void **)&p_devused = dlsym(h, "gs_standin_mem_used");
 	if (!p_alloc || !p_free || !p_info || !p_pitch || !p_managed ||
-	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release) {
+	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release ||
+	    !p_getpool || !p_sync || !p_pcreate || !p_pdestroy || !p_pset ||
+	    !p_devused) {
 		fprintf(stderr, "mem_app: a memory entry point is missing\n");
 		exit(2);
+	}
+	{
+		/* a context, as the runtime makes one: stream-ordered
+		 * allocation needs one */
+		CUresult (*retain)(void **, int);
+		CUresult (*setcur)(void *);
+		void *ctx = NULL;
+
+		*(void **)&retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+		*(void **)&setcur = dlsym(h, "cuCtxSetCurrent");
+		if (!retain || !setcur || retain(&ctx, 0) != 0 ||
+		    setcur(ctx) != 0 || p_getpool(&defpool, 0) != 0) {
+			fprintf(stderr, "mem_app: no context\n");
+			exit(2);
+		}
 	}
 }
 
@@ -115,7 +151,8 @@ static void run_limit(uint64_t limit)
 	      "the pitch counts (padding included): free %zu", f);
 	rc = p_aalloc(&d, 4 * MIB, NULL);
 	CHECK(rc == 0, "stream-ordered 4 MiB: rc %d", rc);
-	CHECK(p_afree(d, NULL) == 0, "stream-ordered free");
+	CHECK(p_afree(d, NULL) == 0 && p_sync() == 0,
+	      "stream-ordered free, synchronized (the pool keeps nothing)");
 	{
 		/* expandable_segments' way: physical handles */
 		uint64_t h1 = 0, h2 = 0;
@@ -127,13 +164,13 @@ static void run_limit(uint64_t limit)
 		CHECK(rc == 0, "cuMemCreate of all but 1 MiB: rc %d", rc);
 		rc = p_create(&h2, 2 * MIB, NULL, 0);
 		CHECK(rc == 2, "cuMemCreate over the limit: rc %d", rc);
-		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		rc = p_pool(&d, 2 * MIB, defpool, NULL);
 		CHECK(rc == 2, "pool allocation over the limit: rc %d", rc);
 		CHECK(p_release(h1) == 0, "cuMemRelease");
 		CHECK(p_info(&f, &t) == 0 && f == left,
 		      "release gives back: free %zu", f);
-		rc = p_pool(&d, 2 * MIB, NULL, NULL);
-		CHECK(rc == 0 && p_afree(d, NULL) == 0,
+		rc = p_pool(&d, 2 * MIB, defpool, NULL);
+		CHECK(rc == 0 && p_afree(d, NULL) == 0 && p_sync() == 0,
 		      "pool allocation and free: rc %d", rc);
 	}
 	CHECK(p_free(c) == 0 && p_free(b) == 0, "free the rest");
@@ -142,6 +179,66 @@ static void run_limit(uint64_t limit)
 	      "driver's error");
 	CHECK(p_info(&f, &t) == 0 && f == limit, "and changes nothing: %zu",
 	      f);
+}
+
+/* the H100 case of backend:cudaMallocAsync: a pool that keeps what is
+ * freed into it (release threshold at the maximum, as PyTorch sets it) */
+static void run_pool(uint64_t limit)
+{
+	uint64_t keep = UINT64_MAX, base = p_devused();
+	CUdeviceptr a = 0, b = 0, c = 0;
+	void *mine = NULL;
+	size_t f = 0, t = 0;
+	CUresult rc;
+
+#define HELD() (p_devused() - base)
+	CHECK(p_pset(defpool, 4, &keep) == 0, "release threshold: maximum");
+	rc = p_aalloc(&a, 40 * MIB, NULL);
+	CHECK(rc == 0, "stream-ordered 40 MiB: rc %d", rc);
+	CHECK(p_afree(a, NULL) == 0 && p_sync() == 0, "freed, synchronized");
+	CHECK(HELD() == 40 * MIB, "the pool keeps it: device holds %llu",
+	      (unsigned long long)HELD());
+	CHECK(p_info(&f, &t) == 0 && f == limit - 40 * MIB,
+	      "what the pool keeps stays charged: free %zu of %zu", f, t);
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 0 && HELD() <= limit,
+	      "30 MiB more: the pool trimmed first: rc %d, device holds %llu",
+	      rc, (unsigned long long)HELD());
+	CHECK(p_afree(a, NULL) == 0, "freed again (not synchronized)");
+	rc = p_alloc(&b, 40 * MIB);
+	CHECK(rc == 0, "40 MiB with cuMemAlloc: the pool is trimmed for it "
+	      "(after a synchronize): rc %d", rc);
+	CHECK(HELD() <= limit, "device holds %llu, limit %llu",
+	      (unsigned long long)HELD(), (unsigned long long)limit);
+	CHECK(p_pcreate(&mine, NULL) == 0 && p_pset(mine, 4, &keep) == 0,
+	      "a pool of its own");
+	rc = p_pool(&c, 20 * MIB, mine, NULL);
+	CHECK(rc == 0, "20 MiB from it: rc %d", rc);
+	CHECK(p_afree(c, NULL) == 0 && p_sync() == 0 &&
+	      p_info(&f, &t) == 0 && f == limit - 60 * MIB,
+	      "it keeps them, charged: free %zu", f);
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 2, "30 MiB more: refused even after trimming: rc %d", rc);
+	CHECK(HELD() <= limit && p_info(&f, &t) == 0 &&
+	      f == limit - 40 * MIB, "the pools were trimmed trying: free "
+	      "%zu, device holds %llu", f, (unsigned long long)HELD());
+	CHECK(p_free(b) == 0, "free the 40 MiB");
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 0 && HELD() <= limit, "now 30 MiB fit: rc %d", rc);
+	rc = p_pool(&c, 30 * MIB, mine, NULL);
+	CHECK(rc == 0 && HELD() <= limit, "and 30 MiB from its pool: rc %d, "
+	      "device holds %llu", rc, (unsigned long long)HELD());
+	rc = p_pool(&b, 8 * MIB, mine, NULL);
+	CHECK(rc == 2 && HELD() <= limit, "8 MiB more: refused: rc %d", rc);
+	CHECK(p_pdestroy(mine) == 0 && p_info(&f, &t) == 0 &&
+	      f == limit - 30 * MIB, "destroying its pool gives back: free "
+	      "%zu", f);
+	CHECK(p_afree(a, NULL) == 0 && p_sync() == 0, "free");
+	keep = 0;
+	CHECK(p_pset(defpool, 4, &keep) == 0 && p_sync() == 0 &&
+	      p_info(&f, &t) == 0 && f == limit && HELD() == 0,
+	      "threshold 0, synchronized: all back: free %zu", f);
+#undef HELD
 }
 
 static uint64_t g_limit, g_held, g_refused, g_over;
@@ -216,6 +313,8 @@ int main(int argc, char *argv[])
 	load();
 	if (strcmp(argv[1], "limit") == 0) {
 		run_limit(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "pool") == 0) {
+		run_pool(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "threads") == 0) {
 		run_threads(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "hold") == 0 && argc == 4) {

@@ -4,7 +4,8 @@
 # mem_app under libgshare-gate.so.  Checks: the allocation's limit is
 # what cuMemGetInfo reports; allocations up to it pass and one byte over
 # fails with CUDA_ERROR_OUT_OF_MEMORY (plain, managed, pitched,
-# stream-ordered); frees give back; 8 threads never pass it together; the
+# stream-ordered); frees give back; stream-ordered pools are charged what
+# they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
 # once it is killed -9; not under an allocation, nothing is limited.
 # Cleans up every process and file on any exit.
@@ -36,6 +37,9 @@ a=$($CTL create --shares 10 --mem 64M) || bad "create"
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" limit $((64 * MIB)) > "$dir/limit.out" 2>&1; echo "rc=$?" >> "$dir/limit.out"; grep -q "^rc=0$" "$dir/limit.out" &&
 	ok "limit: $(grep -c '^ok' "$dir/limit.out") checks" ||
 	bad "limit: $(grep FAIL "$dir/limit.out"; tail -3 "$dir/limit.out")"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" pool $((64 * MIB)) > "$dir/pool.out" 2>&1; echo "rc=$?" >> "$dir/pool.out"; grep -q "^rc=0$" "$dir/pool.out" &&
+	ok "pools: $(grep -c '^ok' "$dir/pool.out") checks" ||
+	bad "pools: $(grep FAIL "$dir/pool.out"; tail -3 "$dir/pool.out")"
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.out" 2>&1 &&
 	ok "threads: $(grep '^ok' "$dir/threads.out" | tr '\n' ' ')" ||
 	bad "threads: $(cat "$dir/threads.out")"
