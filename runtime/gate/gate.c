@@ -26,8 +26,11 @@
  *
  * No CUDA headers, no -lcuda, no threads or driver calls in the one-time
  * init.  When the job has no allocation (GSHARE_ALLOC unset), GSHARE_GATE
- * is 0, the job links libgshare (level 2), or the agent refuses the
- * attach, every call passes straight through.
+ * is 0, or the agent refuses the attach, every call passes straight
+ * through.  When the job links libgshare (level 2), libgshare drives the
+ * token and its own launches: the gate's launch gating stays off (never a
+ * token request of its own), while its device memory hooks stay on, on a
+ * session of their own that never asks for the token.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -119,6 +122,8 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int enabled;		/* 0: pass everything through */
+	int launch_off;		/* level 2: launches pass through, memory
+				 * is still held to the limit */
 	int sess_tried;
 	struct gs_session *sess;
 	enum gate_state state;
@@ -342,13 +347,14 @@ static void session_open_locked(void)
 	const char *alloc = getenv("GSHARE_ALLOC");
 
 	g.sess_tried = 1;
-	/* a job that links libgshare (level 2) drives its own session */
+	/* a job that links libgshare (level 2) drives the token itself:
+	 * the gate's session is for device memory only */
 	if (real_dlsym_new != NULL &&
 	    real_dlsym_new(RTLD_DEFAULT, "gs_init") != NULL) {
+		__atomic_store_n(&g.launch_off, 1, __ATOMIC_RELEASE);
 		if (g.debug)
-			gate_warn("libgshare is linked: the gate stands aside");
-		g.enabled = 0;
-		return;
+			gate_warn("libgshare is linked: launches are its own, "
+				  "the gate keeps device memory limits");
 	}
 	gs_error_clear(&err);
 	if (gs_session_open_env(5000, &g.sess, &err) < 0 || g.sess == NULL) {
@@ -853,12 +859,13 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 		return;
 	gate_init_once();
 	if (kind != GK_SUBMIT || !g.enabled || tls_in_gate ||
+	    __atomic_load_n(&g.launch_off, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) > 0)
 		return;
 	pthread_mutex_lock(&g.mu);
 	if (!g.sess_tried)
 		session_open_locked();
-	if (!g.enabled || g.sess == NULL)
+	if (!g.enabled || g.sess == NULL || g.launch_off)
 		goto pass;
 	st = stream_get_locked(s, ptsz);
 	if (st != NULL && st->refuse)

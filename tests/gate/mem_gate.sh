@@ -7,14 +7,15 @@
 # stream-ordered); frees give back; stream-ordered pools are charged what
 # they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
-# once it is killed -9; not under an allocation, nothing is limited.
+# once it is killed -9; a level-2 job (libgshare linked) is limited too; not under an allocation, nothing is limited.
 # Cleans up every process and file on any exit.
 set -u
 GS_LOG_TAIL=40
 . "$(dirname "$0")/../lib/agent.sh"
 APP=$B/tests/gate/mem_app
 GATE=$PWD/$B/runtime/gate/libgshare-gate.so
-gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1"
+L2=$PWD/$B/tests/gate/fake_libgshare.so
+gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1" "$L2"
 export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
 gs_agent_conf <<CONF
 gpus:
@@ -43,6 +44,11 @@ GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" pool $((64 * MIB)) > "$dir/pool.out" 2>&
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.out" 2>&1 &&
 	ok "threads: $(grep '^ok' "$dir/threads.out" | tr '\n' ' ')" ||
 	bad "threads: $(cat "$dir/threads.out")"
+# a level-2 job (libgshare linked: launches are its own): the memory
+# limit and the cuMemGetInfo view still hold
+GSHARE_ALLOC=$a LD_PRELOAD="$GATE $L2" "$APP" limit $((64 * MIB)) > "$dir/l2.out" 2>&1; echo "rc=$?" >> "$dir/l2.out"; grep -q "^rc=0$" "$dir/l2.out" &&
+	ok "level 2: $(grep -c '^ok' "$dir/l2.out") checks" ||
+	bad "level 2: $(grep FAIL "$dir/l2.out"; tail -3 "$dir/l2.out")"
 # the peak the agent saw: at most the limit, and the limit was reached
 f=$(figs "$a")
 set -- $f
