@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1434,6 +1435,153 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	return rc;
 }
 
+/* ---- NVML memory queries (docs/runtime.md, "Device memory limits") ---- */
+
+/*
+ * nvmlDeviceGetMemoryInfo and _v2 answer for the allocation's GPU with
+ * the allocation's view, as cuMemGetInfo does (total = the limit, free =
+ * what is left of it, used = the rest); other GPUs' answers, and every
+ * answer outside an allocation, are NVML's own.  Frameworks dlopen
+ * libnvidia-ml.so.1, so the wrappers are handed out by the dlsym hook
+ * (which also learns the real pointers from the handle asked); a program
+ * linked against NVML reaches the exported wrappers, which find the real
+ * ones after the gate (RTLD_NEXT).  The allocation's GPU is the one whose
+ * UUID is the one the agent sent; without a UUID, nothing is changed.
+ */
+struct nvml_mem1 {		/* nvmlMemory_t */
+	unsigned long long total, free, used;
+};
+
+struct nvml_mem2 {		/* nvmlMemory_v2_t */
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+typedef int (*nvml_mem_fn)(void *dev, void *mem);
+typedef int (*nvml_uuid_fn)(void *dev, char *buf, unsigned int len);
+
+#define NVML_ERROR_UNINITIALIZED 1
+enum { NV_MEM1, NV_MEM2, NV_UUID, NV_COUNT };
+static const char *const nvml_names[NV_COUNT] = {
+	"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
+	"nvmlDeviceGetUUID",
+};
+static void *nvml_real[NV_COUNT];
+
+static void *nvml_get(int k)
+{
+	void *p = __atomic_load_n(&nvml_real[k], __ATOMIC_ACQUIRE);
+
+	if (p == NULL && real_dlsym_new != NULL) {
+		p = real_dlsym_new(RTLD_NEXT, nvml_names[k]);
+		if (p != NULL)
+			__atomic_store_n(&nvml_real[k], p, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
+/* The ledger, when dev is the allocation's GPU; NULL otherwise. */
+static struct gs_memq *nvml_alloc_memq(void *dev)
+{
+	struct gs_memq *q = memq_get();
+	nvml_uuid_fn uuid = (nvml_uuid_fn)nvml_get(NV_UUID);
+	const char *want;
+	char have[96];
+
+	if (q == NULL || g.sess == NULL || uuid == NULL)
+		return NULL;
+	want = gs_session_gpu_uuid(g.sess);
+	if (want == NULL || *want == '\0')
+		return NULL;
+	if (uuid(dev, have, sizeof(have)) != 0)
+		return NULL;
+	have[sizeof(have) - 1] = '\0';
+	return strcasecmp(have, want) == 0 ? q : NULL;
+}
+
+/* The allocation's view of a device's total and free. */
+static void nvml_view(struct gs_memq *q, unsigned long long *total,
+		      unsigned long long *free_b, unsigned long long *used)
+{
+	uint64_t f, t;
+
+	pools_refresh(q);
+	gs_memq_view(q, *free_b, *total, &f, &t);
+	*total = t;
+	*free_b = f;
+	*used = t - f;
+}
+
+GATE_EXPORT int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m);
+GATE_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m);
+
+int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m)
+{
+	nvml_mem_fn real;
+	struct gs_memq *q;
+	int rc;
+
+	gate_init_once();
+	real = (nvml_mem_fn)nvml_get(NV_MEM1);
+	if (real == NULL)
+		return NVML_ERROR_UNINITIALIZED;
+	rc = real(dev, m);
+	if (rc != 0 || m == NULL || (q = nvml_alloc_memq(dev)) == NULL)
+		return rc;
+	nvml_view(q, &m->total, &m->free, &m->used);
+	return rc;
+}
+
+int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m)
+{
+	nvml_mem_fn real;
+	struct gs_memq *q;
+	int rc;
+
+	gate_init_once();
+	real = (nvml_mem_fn)nvml_get(NV_MEM2);
+	if (real == NULL)
+		return NVML_ERROR_UNINITIALIZED;
+	rc = real(dev, m);
+	if (rc != 0 || m == NULL || (q = nvml_alloc_memq(dev)) == NULL)
+		return rc;
+	nvml_view(q, &m->total, &m->free, &m->used);
+	if (m->reserved > m->used)	/* used includes reserved */
+		m->reserved = m->used;
+	return rc;
+}
+
+/* dlsym's answer for an NVML name on handle h, or NULL: the real one
+ * is remembered, ours handed out. */
+static void *nvml_dlsym_hook(void *h, const char *name)
+{
+	void *p;
+
+	for (int k = 0; k < NV_COUNT; k++) {
+		if (strcmp(name, nvml_names[k]) != 0)
+			continue;
+		p = real_dlsym_new(h, name);
+		if (p == NULL)
+			return NULL;
+		if (__atomic_load_n(&nvml_real[k], __ATOMIC_ACQUIRE) == NULL)
+			__atomic_store_n(&nvml_real[k], p, __ATOMIC_RELEASE);
+		if (__atomic_load_n(&nvml_real[NV_UUID],
+				    __ATOMIC_ACQUIRE) == NULL) {
+			void *u = real_dlsym_new(h, "nvmlDeviceGetUUID");
+
+			if (u != NULL)
+				__atomic_store_n(&nvml_real[NV_UUID], u,
+						 __ATOMIC_RELEASE);
+		}
+		if (k == NV_MEM1)
+			return (void *)nvmlDeviceGetMemoryInfo;
+		if (k == NV_MEM2)
+			return (void *)nvmlDeviceGetMemoryInfo_v2;
+		return NULL;	/* the UUID query is the driver's own */
+	}
+	return NULL;
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------- */
 
 GATE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn,
@@ -1510,6 +1658,11 @@ static void *dlsym_hook(void *h, const char *name, const void *caller)
 {
 	void *p;
 
+	if (name != NULL && strncmp(name, "nvml", 4) == 0 && !tls_initing) {
+		gate_init_once();
+		return real_dlsym_new != NULL ? nvml_dlsym_hook(h, name) :
+			NULL;
+	}
 	if (name == NULL || name[0] != 'c' || name[1] != 'u' || tls_initing)
 		return NULL;
 	gate_init_once();

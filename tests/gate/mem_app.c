@@ -18,6 +18,10 @@
  *                          before they are refused, created pools count,
  *                          destroying one gives back; the device never
  *                          holds more than LIMIT
+ *   mem_app nvml LIMIT     NVML's memory queries (libnvidia-ml.so.1
+ *                          dlopen'ed, the agent's stand-in): GPU-fake-0,
+ *                          the allocation's, reports the limit and what
+ *                          is left of it (v1 and v2); GPU-fake-1 its own
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
  *
  * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
@@ -241,6 +245,60 @@ static void run_pool(uint64_t limit)
 #undef HELD
 }
 
+struct nvmem1 {
+	unsigned long long total, free, used;
+};
+
+struct nvmem2 {
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+static void run_nvml(uint64_t limit)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	int (*init)(void), (*byidx)(unsigned, void **);
+	int (*mem1)(void *, struct nvmem1 *), (*mem2)(void *, struct nvmem2 *);
+	void *d0 = NULL, *d1 = NULL;
+	struct nvmem1 a;
+	struct nvmem2 b;
+	CUdeviceptr p = 0;
+
+	if (h == NULL) {
+		CHECK(0, "dlopen libnvidia-ml.so.1: %s", dlerror());
+		return;
+	}
+	*(void **)&init = dlsym(h, "nvmlInit_v2");
+	*(void **)&byidx = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+	*(void **)&mem1 = dlsym(h, "nvmlDeviceGetMemoryInfo");
+	*(void **)&mem2 = dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+	if (!init || !byidx || !mem1 || !mem2 || init() != 0 ||
+	    byidx(0, &d0) != 0 || byidx(1, &d1) != 0) {
+		CHECK(0, "NVML entry points");
+		return;
+	}
+	CHECK(p_alloc(&p, 10 * MIB) == 0, "10 MiB");
+	memset(&a, 0, sizeof(a));
+	CHECK(mem1(d0, &a) == 0 && a.total == limit &&
+	      a.free == limit - 10 * MIB && a.used == 10 * MIB,
+	      "the allocation's GPU (v1): total %llu free %llu used %llu",
+	      a.total, a.free, a.used);
+	memset(&b, 0, sizeof(b));
+	b.version = 2;
+	CHECK(mem2(d0, &b) == 0 && b.total == limit &&
+	      b.free == limit - 10 * MIB && b.used == 10 * MIB &&
+	      b.reserved <= b.used && b.version == 2,
+	      "the allocation's GPU (v2): total %llu free %llu used %llu "
+	      "reserved %llu", b.total, b.free, b.used, b.reserved);
+	CHECK(mem1(d1, &a) == 0 && a.total == 80ull << 30 &&
+	      a.free == 80ull << 30, "another GPU: its own figures (total "
+	      "%llu free %llu)", a.total, a.free);
+	CHECK(mem2(d1, &b) == 0 && b.total == 80ull << 30 &&
+	      b.reserved == MIB, "another GPU (v2): its own figures");
+	CHECK(p_free(p) == 0 && mem1(d0, &a) == 0 && a.free == limit,
+	      "freed: free %llu", a.free);
+}
+
 static uint64_t g_limit, g_held, g_refused, g_over;
 
 static void *worker(void *arg)
@@ -313,6 +371,8 @@ int main(int argc, char *argv[])
 	load();
 	if (strcmp(argv[1], "limit") == 0) {
 		run_limit(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "nvml") == 0) {
+		run_nvml(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "pool") == 0) {
 		run_pool(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "threads") == 0) {

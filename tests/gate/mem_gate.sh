@@ -1,13 +1,14 @@
 #!/bin/sh
 # Device memory limits through the launch gate, without a GPU: a live
-# gshared (one simulated 16G GPU), the stand-in libcuda.so.1 (80 GiB) and
+# gshared (one listed 16G GPU, GPU-fake-0), the stand-in libcuda.so.1 (80 GiB) and
 # mem_app under libgshare-gate.so.  Checks: the allocation's limit is
 # what cuMemGetInfo reports; allocations up to it pass and one byte over
 # fails with CUDA_ERROR_OUT_OF_MEMORY (plain, managed, pitched,
 # stream-ordered); frees give back; stream-ordered pools are charged what
 # they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
-# once it is killed -9; a level-2 job (libgshare linked) is limited too; not under an allocation, nothing is limited.
+# once it is killed -9; a level-2 job (libgshare linked) is limited too; NVML's
+# memory queries answer with the allocation's view for its GPU only; not under an allocation, nothing is limited.
 # Cleans up every process and file on any exit.
 set -u
 GS_LOG_TAIL=40
@@ -15,14 +16,16 @@ GS_LOG_TAIL=40
 APP=$B/tests/gate/mem_app
 GATE=$PWD/$B/runtime/gate/libgshare-gate.so
 L2=$PWD/$B/tests/gate/fake_libgshare.so
-gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1" "$L2"
+NVML_DIR=$PWD/$B/tests/agent/fakenvml
+gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1" "$L2" \
+    "$NVML_DIR/libnvidia-ml.so.1"
 export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
+# the GPU has the UUID of the stand-in NVML's first GPU (NVML queries)
 gs_agent_conf <<CONF
 gpus:
-  simulated: 1
-  memory: 16G
+  - {index: 0, uuid: GPU-fake-0, name: fake, memory: 16G}
 CONF
-gs_agent_start "simulated GPU"
+gs_agent_start "listed GPU"
 export GSHARE_SOCKET=$sock
 MIB=1048576
 
@@ -49,6 +52,11 @@ GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.ou
 GSHARE_ALLOC=$a LD_PRELOAD="$GATE $L2" "$APP" limit $((64 * MIB)) > "$dir/l2.out" 2>&1; echo "rc=$?" >> "$dir/l2.out"; grep -q "^rc=0$" "$dir/l2.out" &&
 	ok "level 2: $(grep -c '^ok' "$dir/l2.out") checks" ||
 	bad "level 2: $(grep FAIL "$dir/l2.out"; tail -3 "$dir/l2.out")"
+# NVML's memory queries: the allocation's GPU shows the allocation's view
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$NVML_DIR" \
+    "$APP" nvml $((64 * MIB)) > "$dir/nvml.out" 2>&1; echo "rc=$?" >> "$dir/nvml.out"; grep -q "^rc=0$" "$dir/nvml.out" &&
+	ok "NVML: $(grep -c '^ok' "$dir/nvml.out") checks" ||
+	bad "NVML: $(grep FAIL "$dir/nvml.out"; tail -3 "$dir/nvml.out")"
 # the peak the agent saw: at most the limit, and the limit was reached
 f=$(figs "$a")
 set -- $f
