@@ -1415,6 +1415,177 @@ CUresult cuMemRelease(uint64_t h)
 	return rc;
 }
 
+/*
+ * CUDA arrays (textures, surfaces): counted at the size their descriptor
+ * gives (width × height × depth × channels × the format's element size;
+ * 4 bytes a channel for formats other than the 8- to 32-bit integer,
+ * half and float ones), each mipmap level at its own halved size.  The
+ * driver's layout may pad beyond it.  Array handles share the ledger
+ * under a key with bit 62 set (device addresses, host pointers and the
+ * cuMemCreate keys never have it alone).
+ */
+#define MEM_ARRAY_KEY(h) ((uint64_t)(uintptr_t)(h) ^ (1ull << 62))
+
+static uint64_t arr_elem(int format)
+{
+	switch (format) {
+	case 0x01: case 0x08:		/* (UN)SIGNED_INT8 */
+		return 1;
+	case 0x02: case 0x09: case 0x10:	/* (UN)SIGNED_INT16, HALF */
+		return 2;
+	default:			/* INT32, FLOAT, and the rest */
+		return 4;
+	}
+}
+
+/* w × h × d × channels × element, saturating; 0 never (counts 1). */
+static uint64_t arr_bytes(uint64_t w, uint64_t h, uint64_t d, int format,
+			  unsigned ch)
+{
+	uint64_t v = arr_elem(format) * (ch ? ch : 1);
+	uint64_t dims[3] = { w ? w : 1, h ? h : 1, d ? d : 1 };
+
+	for (int i = 0; i < 3; i++) {
+		if (v > UINT64_MAX / dims[i])
+			return UINT64_MAX;
+		v *= dims[i];
+	}
+	return v;
+}
+
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d,
+			     unsigned levels)
+{
+	uint64_t w = d->Width, h = d->Height, z = d->Depth, sum = 0, b;
+
+	for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+		b = arr_bytes(w, h, z, d->Format, d->NumChannels);
+		sum = b > UINT64_MAX - sum ? UINT64_MAX : sum + b;
+		w = w > 1 ? w / 2 : 1;
+		h = h > 1 ? h / 2 : 1;
+		z = z > 1 ? z / 2 : 1;
+	}
+	return sum;
+}
+
+/* The common tail of the array constructors: keep the reservation of n
+ * under the handle's key, or give it back. */
+static CUresult arr_done(struct gs_memq *q, CUresult rc, uint64_t key,
+			 uint64_t n, int hdestroy, void *handle)
+{
+	if (q == NULL)
+		return rc;
+	if (rc != CUDA_SUCCESS) {
+		gs_memq_unreserve(q, n);
+		return rc;
+	}
+	if (gs_memq_track(q, key, n) < 0) {
+		if (hook_real[hdestroy] != NULL)
+			(void)((CUresult (*)(void *))hook_real[hdestroy])
+				(handle);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+CUresult cuArrayCreate_v2(CUarray *ap, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArrayCreate_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && ap != NULL) {
+		n = arr_bytes(d->Width, d->Height, 1, d->Format,
+			      d->NumChannels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;	/* the driver's error for NULLs */
+	}
+	rc = ((CUresult (*)GATE_P_ARR)hook_real[H_cuArrayCreate_v2])(ap, d);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*ap) : 0, n, H_cuArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*ap : NULL);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *ap, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArray3DCreate_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && ap != NULL) {
+		n = arr_bytes(d->Width, d->Height, d->Depth, d->Format,
+			      d->NumChannels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;
+	}
+	rc = ((CUresult (*)GATE_P_ARR3)hook_real[H_cuArray3DCreate_v2])(ap, d);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*ap) : 0, n, H_cuArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*ap : NULL);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *mp,
+				const CUDA_ARRAY3D_DESCRIPTOR *d,
+				unsigned levels)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMipmappedArrayCreate] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && mp != NULL) {
+		n = mipmap_bytes(d, levels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;
+	}
+	rc = ((CUresult (*)GATE_P_MIPMAP)hook_real[H_cuMipmappedArrayCreate])
+		(mp, d, levels);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*mp) : 0, n, H_cuMipmappedArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*mp : NULL);
+}
+
+CUresult cuArrayDestroy(CUarray a)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_ARRAY_KEY(a)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArrayDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_ARRDESTROY)hook_real[H_cuArrayDestroy])(a);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_ARRAY_KEY(a), n);
+	return rc;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_ARRAY_KEY(m)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMipmappedArrayDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MIPDESTROY)
+	      hook_real[H_cuMipmappedArrayDestroy])(m);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_ARRAY_KEY(m), n);
+	return rc;
+}
+
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	struct gs_memq *q = memq_get();

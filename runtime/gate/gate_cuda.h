@@ -19,6 +19,22 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+
+/* CUDA arrays: what the gate reads of their descriptors (cuda.h) */
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+	size_t Width, Height;
+	int Format;			/* CUarray_format */
+	unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+	size_t Width, Height, Depth;
+	int Format;			/* CUarray_format */
+	unsigned int NumChannels;
+	unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
 typedef uint64_t CUdeviceptr;
 typedef uint64_t cuuint64_t;
 typedef int CUstreamCaptureMode;

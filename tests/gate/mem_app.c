@@ -22,6 +22,8 @@
  *                          dlopen'ed, the agent's stand-in): GPU-fake-0,
  *                          the allocation's, reports the limit and what
  *                          is left of it (v1 and v2); GPU-fake-1 its own
+ *   mem_app arrays LIMIT   CUDA arrays (1D/2D, 3D, mipmapped) count at
+ *                          their descriptor's size; destroying gives back
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
  *
  * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
@@ -299,6 +301,62 @@ static void run_nvml(uint64_t limit)
 	      "freed: free %llu", a.free);
 }
 
+struct arr2 {			/* CUDA_ARRAY_DESCRIPTOR */
+	size_t w, h;
+	int format;
+	unsigned ch;
+};
+
+struct arr3 {			/* CUDA_ARRAY3D_DESCRIPTOR */
+	size_t w, h, d;
+	int format;
+	unsigned ch, flags;
+};
+
+static void run_arrays(uint64_t limit, void *h)
+{
+	CUresult (*mk2)(void **, const struct arr2 *);
+	CUresult (*mk3)(void **, const struct arr3 *);
+	CUresult (*mkmip)(void **, const struct arr3 *, unsigned);
+	CUresult (*rm)(void *), (*rmmip)(void *);
+	struct arr2 a2 = { 1024, 1024, 0x20, 4 };	/* float4: 16 MiB */
+	struct arr3 a3 = { 256, 256, 64, 0x20, 1, 0 };	/* 16 MiB */
+	struct arr3 am = { 1024, 1024, 0, 0x01, 4, 0 };	/* uchar4 */
+	void *x = NULL, *y = NULL, *z = NULL;
+	size_t f = 0, t = 0;
+	CUresult rc;
+
+	*(void **)&mk2 = dlsym(h, "cuArrayCreate_v2");
+	*(void **)&mk3 = dlsym(h, "cuArray3DCreate_v2");
+	*(void **)&mkmip = dlsym(h, "cuMipmappedArrayCreate");
+	*(void **)&rm = dlsym(h, "cuArrayDestroy");
+	*(void **)&rmmip = dlsym(h, "cuMipmappedArrayDestroy");
+	if (!mk2 || !mk3 || !mkmip || !rm || !rmmip) {
+		CHECK(0, "array entry points");
+		return;
+	}
+	rc = mk2(&x, &a2);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 16 * MIB,
+	      "2D float4 1024 x 1024: rc %d, free %zu", rc, f);
+	rc = mk3(&y, &a3);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 32 * MIB,
+	      "3D float 256 x 256 x 64: rc %d, free %zu", rc, f);
+	/* uchar4 1024 x 1024, 2 levels: 4 MiB + 1 MiB (the stand-in takes
+	 * 4 bytes a channel, but the gate counts what the format says) */
+	rc = mkmip(&z, &am, 2);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 37 * MIB,
+	      "mipmapped uchar4, 2 levels: rc %d, free %zu", rc, f);
+	a3.d = 128;	/* 32 MiB: over what is left */
+	rc = mk3(&x, &a3);
+	CHECK(rc == 2, "a 3D array over the limit: rc %d", rc);
+	CHECK(rm(y) == 0 && rmmip(z) == 0 && p_info(&f, &t) == 0 &&
+	      f == limit - 16 * MIB, "destroyed: free %zu", f);
+	rc = mk3(&y, &a3);
+	CHECK(rc == 0 && rm(y) == 0, "now it fits: rc %d", rc);
+	CHECK(rm(x) == 0 && p_info(&f, &t) == 0 && f == limit,
+	      "all back: free %zu", f);
+}
+
 static uint64_t g_limit, g_held, g_refused, g_over;
 
 static void *worker(void *arg)
@@ -371,6 +429,9 @@ int main(int argc, char *argv[])
 	load();
 	if (strcmp(argv[1], "limit") == 0) {
 		run_limit(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "arrays") == 0) {
+		run_arrays(strtoull(argv[2], NULL, 10),
+			   dlopen("libcuda.so.1", RTLD_NOW));
 	} else if (strcmp(argv[1], "nvml") == 0) {
 		run_nvml(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "pool") == 0) {

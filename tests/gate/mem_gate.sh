@@ -7,7 +7,8 @@
 # stream-ordered); frees give back; stream-ordered pools are charged what
 # they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
-# once it is killed -9; a level-2 job (libgshare linked) is limited too; NVML's
+# once it is killed -9; a level-2 job (libgshare linked) is limited too; CUDA
+# arrays count at their descriptor's size; NVML's
 # memory queries answer with the allocation's view for its GPU only; not under an allocation, nothing is limited.
 # Cleans up every process and file on any exit.
 set -u
@@ -52,6 +53,9 @@ GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.ou
 GSHARE_ALLOC=$a LD_PRELOAD="$GATE $L2" "$APP" limit $((64 * MIB)) > "$dir/l2.out" 2>&1; echo "rc=$?" >> "$dir/l2.out"; grep -q "^rc=0$" "$dir/l2.out" &&
 	ok "level 2: $(grep -c '^ok' "$dir/l2.out") checks" ||
 	bad "level 2: $(grep FAIL "$dir/l2.out"; tail -3 "$dir/l2.out")"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" arrays $((64 * MIB)) > "$dir/arrays.out" 2>&1; echo "rc=$?" >> "$dir/arrays.out"; grep -q "^rc=0$" "$dir/arrays.out" &&
+	ok "arrays: $(grep -c '^ok' "$dir/arrays.out") checks" ||
+	bad "arrays: $(grep FAIL "$dir/arrays.out"; tail -3 "$dir/arrays.out")"
 # NVML's memory queries: the allocation's GPU shows the allocation's view
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$NVML_DIR" \
     "$APP" nvml $((64 * MIB)) > "$dir/nvml.out" 2>&1; echo "rc=$?" >> "$dir/nvml.out"; grep -q "^rc=0$" "$dir/nvml.out" &&

@@ -29,6 +29,9 @@
  * (default 0) and gives the rest back to the device; cuMemPoolTrimTo
  * gives back everything not in use beyond minBytesToKeep.  Attributes:
  * RELEASE_THRESHOLD (set and get), RESERVED_MEM_CURRENT, USED_MEM_CURRENT.
+ * CUDA arrays take width x height x depth x channels x 4 bytes (every
+ * format as 32-bit: the tests use CU_AD_FORMAT_FLOAT), mipmapped ones
+ * the sum of their halved levels; the handle is the "address".
  *
  * cuGetProcAddress(_v2) maps a base name to the versioned symbol (the
  * _v2 copies from CUDA 3.2 on, the _ptsz twin with the
@@ -999,6 +1002,74 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	*total_b = SMEM_TOTAL;
 	pthread_mutex_unlock(&mu);
 	return CUDA_SUCCESS;
+}
+
+/* ---- CUDA arrays ---- */
+
+static size_t sarr_bytes(const size_t *whd, unsigned ch, unsigned levels)
+{
+	size_t w = whd[0] ? whd[0] : 1, h = whd[1] ? whd[1] : 1,
+	       d = whd[2] ? whd[2] : 1, sum = 0;
+
+	for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+		sum += w * h * d * (ch ? ch : 1) * 4;
+		w = w > 1 ? w / 2 : 1;
+		h = h > 1 ? h / 2 : 1;
+		d = d > 1 ? d / 2 : 1;
+	}
+	return sum;
+}
+
+EXPORT CUresult cuArrayCreate_v2(void **ap, const size_t *desc)
+{
+	/* Width, Height, then Format (int) and NumChannels (unsigned) */
+	size_t whd[3] = { desc[0], desc[1], 1 };
+	unsigned ch;
+	CUdeviceptr d;
+	CUresult rc;
+
+	memcpy(&ch, (const char *)desc + 2 * sizeof(size_t) + sizeof(int),
+	       sizeof(ch));
+	rc = smem_alloc(&d, sarr_bytes(whd, ch, 1));
+	if (rc == CUDA_SUCCESS)
+		*ap = (void *)(uintptr_t)d;
+	return rc;
+}
+
+static CUresult sarr3(void **ap, const size_t *desc, unsigned levels)
+{
+	size_t whd[3] = { desc[0], desc[1], desc[2] };
+	unsigned ch;
+	CUdeviceptr d;
+	CUresult rc;
+
+	memcpy(&ch, (const char *)desc + 3 * sizeof(size_t) + sizeof(int),
+	       sizeof(ch));
+	rc = smem_alloc(&d, sarr_bytes(whd, ch, levels));
+	if (rc == CUDA_SUCCESS)
+		*ap = (void *)(uintptr_t)d;
+	return rc;
+}
+
+EXPORT CUresult cuArray3DCreate_v2(void **ap, const size_t *desc)
+{
+	return sarr3(ap, desc, 1);
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(void **mp, const size_t *desc,
+				       unsigned levels)
+{
+	return sarr3(mp, desc, levels);
+}
+
+EXPORT CUresult cuArrayDestroy(void *a)
+{
+	return smem_free((CUdeviceptr)(uintptr_t)a);
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(void *m)
+{
+	return smem_free((CUdeviceptr)(uintptr_t)m);
 }
 
 /* What the simulated device really holds (pools' reserves included). */
