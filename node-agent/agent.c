@@ -394,13 +394,15 @@ static uint64_t restore_mem(struct gs_agent *ag, const struct gs_gpu *g,
 	uint64_t limit = 0;
 
 	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
-			  g->nallocs, sa->shares, sa->mem_req, &limit, &err) == 0)
+			  g->nallocs, sa->shares, sa->mem_req, &limit,
+			  &err) == 0)
 		return limit;
 	log_warnx("allocation %llu: %s; restored with it anyway",
 		  (unsigned long long)sa->id, err.msg);
 	c.memory_oversubscribe = 1;
 	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
-			  g->nallocs, sa->shares, sa->mem_req, &limit, &err) == 0)
+			  g->nallocs, sa->shares, sa->mem_req, &limit,
+			  &err) == 0)
 		return limit;
 	return 0;	/* larger than the GPU now: no limit at all */
 }
@@ -482,7 +484,6 @@ static void state_restore(struct gs_agent *ag)
 		g->shares_used += a->shares;
 		g->mem_limits += a->mem_limit;
 		g->nallocs++;
-	g->nallocs++;
 		a->mem_req = sa->mem_req;
 		nok++;
 		log_info("allocation %llu restored: gpu %d, %u shares, weight "
@@ -1025,8 +1026,8 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 			return NULL;
 		}
 		if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
-				  g->mem_limits, g->nallocs, req.shares, asked, &limit,
-				  &merr) < 0) {
+				  g->mem_limits, g->nallocs, req.shares, asked,
+				  &limit, &merr) < 0) {
 			reply_err(c, m->seq, merr.code, "%s", merr.msg);
 			return NULL;
 		}

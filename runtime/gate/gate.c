@@ -1692,12 +1692,14 @@ int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m)
 	struct gs_memq *q;
 	int rc;
 
-	gate_init_once();
+	if (!tls_initing)
+		gate_init_once();
 	real = (nvml_mem_fn)nvml_get(NV_MEM1);
 	if (real == NULL)
 		return NVML_ERROR_UNINITIALIZED;
 	rc = real(dev, m);
-	if (rc != 0 || m == NULL || (q = nvml_alloc_memq(dev)) == NULL)
+	if (rc != 0 || m == NULL || tls_initing ||
+	    (q = nvml_alloc_memq(dev)) == NULL)
 		return rc;
 	nvml_view(q, &m->total, &m->free, &m->used);
 	return rc;
@@ -1709,12 +1711,14 @@ int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m)
 	struct gs_memq *q;
 	int rc;
 
-	gate_init_once();
+	if (!tls_initing)
+		gate_init_once();
 	real = (nvml_mem_fn)nvml_get(NV_MEM2);
 	if (real == NULL)
 		return NVML_ERROR_UNINITIALIZED;
 	rc = real(dev, m);
-	if (rc != 0 || m == NULL || (q = nvml_alloc_memq(dev)) == NULL)
+	if (rc != 0 || m == NULL || tls_initing ||
+	    (q = nvml_alloc_memq(dev)) == NULL)
 		return rc;
 	nvml_view(q, &m->total, &m->free, &m->used);
 	if (m->reserved > m->used)	/* used includes reserved */
