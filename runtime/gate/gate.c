@@ -1835,8 +1835,8 @@ static void *dlsym_hook(void *h, const char *name, const void *caller)
 
 	if (name != NULL && strncmp(name, "nvml", 4) == 0 && !tls_initing) {
 		gate_init_once();
-		return real_dlsym_new != NULL ? nvml_dlsym_hook(h, name) :
-			NULL;
+		return real_dlsym_new != NULL && !from_libcuda(caller) ?
+			nvml_dlsym_hook(h, name) : NULL;
 	}
 	if (name == NULL || name[0] != 'c' || name[1] != 'u' || tls_initing)
 		return NULL;

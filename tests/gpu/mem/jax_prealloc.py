@@ -6,8 +6,9 @@ without LD_PRELOAD) and writes the loss of every step to FILE.  The second
 runs the same program, same seeds, under the gate and checks: JAX starts
 on the GPU (no fallback to the CPU), its allocator's pool (bytes_limit)
 fits in L, every step's loss is finite and matches the plain run's
-(within 1e-4 relative: XLA may pick another algorithm when it sees less
-memory), and the device memory the process really holds (NVML, less what
+(within 1e-3 relative: XLA may pick another algorithm when it sees less
+memory, and float32 matmuls run as TF32 by default on the H100; a wrong
+pointer or size from the gate would give garbage, not 1e-3), and the device memory the process really holds (NVML, less what
 was used before) stays within L + 1 GiB.  Both forms print the loss of
 every step, so that a NaN tells at once whether the program or the gate
 made it.
@@ -116,7 +117,7 @@ try:
                 e = abs(u - v) / max(abs(u), 1e-30)
             if e > worst:
                 worst, at = e, i
-        res.check(T + "gated losses match the plain run's", worst <= 1e-4,
+        res.check(T + "gated losses match the plain run's", worst <= 1e-3,
                   "largest relative difference %.3g (step %d); plain "
                   "last %.6g, gated last %.6g" %
                   (worst, at + 1, ref[-1], losses[-1]))
@@ -134,7 +135,8 @@ try:
                   None if dry else False, "no NVML")
     else:
         res.check(T + "device memory held (NVML) within limit + 1 GiB",
-                  held <= L + GIB, "held %s, limit %s" % (gib(held), gib(L)))
+                  0 < held <= L + GIB, "held %s (0: NVML's process listing "
+                  "never showed this process), limit %s" % (gib(held), gib(L)))
     res.emit({"jax": a.tag, "limit": L, "bytes_limit": bl, "held": held})
 except Exception as e:
     res.check(T + "runs", False, "%s: %s" % (type(e).__name__,

@@ -66,7 +66,8 @@ class Nvml:
             pass
 
     def procs_used(self):
-        """what the GPU's compute processes hold together, or None"""
+        """what the GPU's compute processes hold together (0 when none is
+        listed: the checks that use it demand more than 0), or None"""
         if self.h is None:
             return None
         n = ctypes.c_uint(64)

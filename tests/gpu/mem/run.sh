@@ -17,8 +17,8 @@
 #  2. the same with expandable_segments:True and backend:cudaMallocAsync
 #     (whose pool keeps freed memory: the gate charges what pools hold);
 #  3. JAX with its default preallocation in a 30 % share, a jitted step
-#     whose loss per step must match the same program run without the
-#     gate (both printed);
+#     whose loss per step must match (1e-3 relative) the same program run
+#     without the gate (both printed);
 #  4. two jobs at 30 % and 70 % filling their quotas at once through
 #     cuMemAlloc (never above, each reaching it; the agent's figures;
 #     NVML's memory query, dlopen'ed, answering with the allocation's
