@@ -354,6 +354,7 @@ void gs_agent_forget(struct gs_agent *ag, uint64_t id)
 		gs_sched_remove(g->sched, a->id, gs_now_ns());
 		g->shares_used -= a->shares;
 		g->mem_limits -= a->mem_limit;
+		g->nallocs--;
 	}
 	log_info("allocation %llu: closed before the restart (its usage row "
 		 "is final); not restored", (unsigned long long)id);
@@ -393,13 +394,15 @@ static uint64_t restore_mem(struct gs_agent *ag, const struct gs_gpu *g,
 	uint64_t limit = 0;
 
 	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
-			  sa->shares, sa->mem_req, &limit, &err) == 0)
+			  g->nallocs, sa->shares, sa->mem_req, &limit,
+			  &err) == 0)
 		return limit;
 	log_warnx("allocation %llu: %s; restored with it anyway",
 		  (unsigned long long)sa->id, err.msg);
 	c.memory_oversubscribe = 1;
 	if (gs_mem_settle(&c, g->d.index, g->d.mem_total, g->mem_limits,
-			  sa->shares, sa->mem_req, &limit, &err) == 0)
+			  g->nallocs, sa->shares, sa->mem_req, &limit,
+			  &err) == 0)
 		return limit;
 	return 0;	/* larger than the GPU now: no limit at all */
 }
@@ -480,6 +483,7 @@ static void state_restore(struct gs_agent *ag)
 		}
 		g->shares_used += a->shares;
 		g->mem_limits += a->mem_limit;
+		g->nallocs++;
 		a->mem_req = sa->mem_req;
 		nok++;
 		log_info("allocation %llu restored: gpu %d, %u shares, weight "
@@ -1071,8 +1075,8 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 			return NULL;
 		}
 		if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
-				  g->mem_limits, req.shares, asked, &limit,
-				  &merr) < 0) {
+				  g->mem_limits, g->nallocs, req.shares, asked,
+				  &limit, &merr) < 0) {
 			reply_err(c, m->seq, merr.code, "%s", merr.msg);
 			return NULL;
 		}
@@ -1095,7 +1099,7 @@ static struct gs_gpu *create_check(struct gs_conn *c, const struct gs_msg *m,
 				continue;
 			if (gs_mem_settle(&ag->cfg, x->d.index,
 					  x->d.mem_total, x->mem_limits,
-					  req.shares, asked, &lim,
+					  x->nallocs, req.shares, asked, &lim,
 					  &merr) < 0) {
 				nmem++;
 				continue;
@@ -1166,6 +1170,7 @@ static void create_apply(struct gs_conn *c, const struct gs_msg *m,
 	}
 	g->shares_used += a->shares;
 	g->mem_limits += a->mem_limit;
+	g->nallocs++;
 	a->mem_req = m->u.req.mem_limit;	/* what was asked for */
 	log_info("allocation %llu: gpu %d, %u shares, weight %u, priority "
 		 "%u, uid %u%s, memory limit %s%s, job '%s' pod '%s'",
@@ -1241,6 +1246,7 @@ static void close_apply(struct gs_conn *c, const struct gs_msg *m,
 		gs_sched_remove(g->sched, a->id, now);
 		g->shares_used -= a->shares;
 		g->mem_limits -= a->mem_limit;
+		g->nallocs--;
 		gpu_step(ag, g, now);
 		update_wakeup(ag);
 	}

@@ -27,6 +27,8 @@ struct gs_gpu {
 	uint32_t shares_total;
 	uint32_t shares_used;	/* sum of guaranteed shares placed here */
 	uint64_t mem_limits;	/* sum of the memory limits placed here */
+	uint32_t nallocs;	/* allocations placed here (memory admission:
+				 * one context reserve each) */
 	int drained;		/* no new allocations */
 	int healthy;		/* no health source says otherwise */
 	int nvml_bad;		/* the health worker's last NVML check */

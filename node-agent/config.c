@@ -100,6 +100,10 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_SIZE("memory_reserve", C, memory_reserve, 0, 0, "1G",
 			"device memory per GPU kept out of every limit (the "
 			"driver's contexts and workspaces)"),
+	GS_CFG_KEY_SIZE("memory_context_reserve", C, memory_context_reserve,
+			0, 0, "512M", "device memory per allocation kept out "
+			"of its limit for its CUDA context (outside any "
+			"allocation call)"),
 	GS_CFG_KEY_BOOL("memory_oversubscribe", C, memory_oversubscribe,
 			"false", "admit memory limits that add up to more "
 			"than a GPU has"),

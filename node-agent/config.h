@@ -75,6 +75,7 @@ struct gs_agent_config {
 	/* GPU memory per allocation (admission in agent.c) */
 	uint32_t memory;	/* enum gs_mem_policy: default limit */
 	uint64_t memory_reserve;	/* per GPU, kept back for the driver */
+	uint64_t memory_context_reserve;	/* per allocation: its context */
 	int memory_oversubscribe;	/* limits may add up beyond the GPU */
 
 	uint32_t gpu_source;	/* enum gs_gpu_source */

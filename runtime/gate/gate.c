@@ -26,8 +26,11 @@
  *
  * No CUDA headers, no -lcuda, no threads or driver calls in the one-time
  * init.  When the job has no allocation (GSHARE_ALLOC unset), GSHARE_GATE
- * is 0, the job links libgshare (level 2), or the agent refuses the
- * attach, every call passes straight through.
+ * is 0, or the agent refuses the attach, every call passes straight
+ * through.  When the job links libgshare (level 2), libgshare drives the
+ * token and its own launches: the gate's launch gating stays off (never a
+ * token request of its own), while its device memory hooks stay on, on a
+ * session of their own that never asks for the token.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +123,8 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int enabled;		/* 0: pass everything through */
+	int launch_off;		/* level 2: launches pass through, memory
+				 * is still held to the limit */
 	int sess_tried;
 	struct gs_session *sess;
 	enum gate_state state;
@@ -147,6 +153,15 @@ static int capture_count;		/* stream captures in progress */
 static struct gs_memq *memq;		/* device memory ledger, NULL: none
 					 * (yet); see "device memory" */
 static int memq_tried;
+/* the stream-ordered pools charged to the ledger (see "device memory") */
+#define GATE_MAX_POOLS 64
+
+static struct {
+	pthread_mutex_t mu;
+	CUmemoryPool pool[GATE_MAX_POOLS];
+	uint64_t charged[GATE_MAX_POOLS];
+	unsigned n;
+} pools = { .mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
 /* this thread runs gate_init: libcuda's constructors (run by its dlopen)
@@ -328,6 +343,8 @@ static void gate_atfork_child(void)
 	 * a thread that does not exist here) */
 	memq = NULL;
 	memq_tried = 0;
+	pthread_mutex_init(&pools.mu, NULL);
+	pools.n = 0;
 	g.state = GT_NOTHELD;
 	for (unsigned i = 0; i < g.nstreams; i++)
 		gl_stream_init(&g.streams[i]->w);
@@ -342,13 +359,14 @@ static void session_open_locked(void)
 	const char *alloc = getenv("GSHARE_ALLOC");
 
 	g.sess_tried = 1;
-	/* a job that links libgshare (level 2) drives its own session */
+	/* a job that links libgshare (level 2) drives the token itself:
+	 * the gate's session is for device memory only */
 	if (real_dlsym_new != NULL &&
 	    real_dlsym_new(RTLD_DEFAULT, "gs_init") != NULL) {
+		__atomic_store_n(&g.launch_off, 1, __ATOMIC_RELEASE);
 		if (g.debug)
-			gate_warn("libgshare is linked: the gate stands aside");
-		g.enabled = 0;
-		return;
+			gate_warn("libgshare is linked: launches are its own, "
+				  "the gate keeps device memory limits");
 	}
 	gs_error_clear(&err);
 	if (gs_session_open_env(5000, &g.sess, &err) < 0 || g.sess == NULL) {
@@ -881,12 +899,13 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 		return;
 	gate_init_once();
 	if (kind != GK_SUBMIT || !g.enabled || tls_in_gate ||
+	    __atomic_load_n(&g.launch_off, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) > 0)
 		return;
 	pthread_mutex_lock(&g.mu);
 	if (!g.sess_tried)
 		session_open_locked();
-	if (!g.enabled || g.sess == NULL)
+	if (!g.enabled || g.sess == NULL || g.launch_off)
 		goto pass;
 	st = stream_get_locked(s, ptsz);
 	if (st != NULL && st->refuse)
@@ -1026,16 +1045,198 @@ static CUresult mem_done(struct gs_memq *q, CUresult rc, CUdeviceptr *dp,
 	return rc;
 }
 
+/*
+ * Stream-ordered pools (cuMemAllocAsync, cuMemAllocFromPoolAsync): what a
+ * pool holds is what it has reserved from the device, not what is
+ * allocated from it now.  A free gives an allocation back to its pool,
+ * which keeps the memory (up to its release threshold: PyTorch's
+ * cudaMallocAsync backend sets it to the maximum) for the next
+ * allocation.  So the ledger charges each pool the process allocates
+ * from its CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, read again after every
+ * stream-ordered allocation and free and before every cuMemGetInfo
+ * answer (a synchronize may have released memory meanwhile).  An
+ * allocation that would pass the limit first reclaims: a synchronize (so
+ * that the frees in flight complete: the driver cannot release memory
+ * behind an asynchronous free it has not observed) and cuMemPoolTrimTo(0)
+ * of every pool, then the ledger is checked again.  A stream-ordered
+ * allocation the pool can serve from memory it already holds goes
+ * through even when the ledger is full (it holds nothing more); one
+ * after which the pool holds more than the limit allows is freed again
+ * and refused.  pools.mu serializes the stream-ordered path, so that the
+ * charge read after a call is that call's.
+ */
+
+static int pool_attr(CUmemoryPool p, int attr, uint64_t *v)
+{
+	cuuint64_t x = 0;
+
+	if (d_cuMemPoolGetAttribute == NULL ||
+	    d_cuMemPoolGetAttribute(p, attr, &x) != CUDA_SUCCESS)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* Pool p's slot, added at first sight; -1 when the table is full or the
+ * driver cannot tell what the pool holds (pools.mu held). */
+static int pool_slot_locked(CUmemoryPool p)
+{
+	uint64_t r;
+
+	for (unsigned i = 0; i < pools.n; i++)
+		if (pools.pool[i] == p)
+			return (int)i;
+	if (pools.n == GATE_MAX_POOLS ||
+	    pool_attr(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) < 0)
+		return -1;
+	pools.pool[pools.n] = p;
+	pools.charged[pools.n] = 0;
+	__atomic_store_n(&pools.n, pools.n + 1, __ATOMIC_RELEASE);
+	return (int)pools.n - 1;
+}
+
+/* Charge slot i what its pool holds now (pools.mu held). */
+static void pool_refresh_locked(struct gs_memq *q, unsigned i)
+{
+	uint64_t r;
+
+	if (pool_attr(pools.pool[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+		      &r) < 0)
+		return;
+	if (r > pools.charged[i])
+		gs_memq_force(q, r - pools.charged[i]);
+	else if (r < pools.charged[i])
+		gs_memq_unreserve(q, pools.charged[i] - r);
+	pools.charged[i] = r;
+}
+
+static void pools_refresh(struct gs_memq *q)
+{
+	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) == 0)
+		return;
+	pthread_mutex_lock(&pools.mu);
+	for (unsigned i = 0; i < pools.n; i++)
+		pool_refresh_locked(q, i);
+	pthread_mutex_unlock(&pools.mu);
+}
+
+/* Make the pools give back what they hold beyond what is in use, before
+ * refusing an allocation (pools.mu held).  No synchronize while a stream
+ * capture runs: it would invalidate the capture. */
+static void pools_reclaim_locked(struct gs_memq *q)
+{
+	if (pools.n == 0)
+		return;
+	if (d_cuCtxSynchronize != NULL &&
+	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) == 0)
+		(void)d_cuCtxSynchronize();
+	for (unsigned i = 0; i < pools.n; i++) {
+		if (d_cuMemPoolTrimTo != NULL)
+			(void)d_cuMemPoolTrimTo(pools.pool[i], 0);
+		pool_refresh_locked(q, i);
+	}
+}
+
+/* Reserve n bytes, reclaiming pool memory once when the limit is in
+ * the way.  0, or -1: refused. */
+static int mem_reserve(struct gs_memq *q, uint64_t n)
+{
+	if (gs_memq_reserve(q, n) == 0)
+		return 0;
+	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) == 0)
+		return -1;
+	pthread_mutex_lock(&pools.mu);
+	pools_reclaim_locked(q);
+	pthread_mutex_unlock(&pools.mu);
+	return gs_memq_reserve(q, n);
+}
+
+typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool,
+				  CUstream);
+
+/* A stream-ordered allocation of n bytes from pool (NULL: the current
+ * pool of the current context's device, through real_async).  Falls
+ * back to counting the allocation itself when the driver cannot tell
+ * what the pool holds. */
+static CUresult mem_alloc_pooled(int h, CUdeviceptr *dp, size_t n,
+				 CUmemoryPool pool, CUstream s)
+{
+	struct gs_memq *q = memq_get();
+	CUdevice dev = -1;
+	uint64_t tmp = n, res = 0, use = 0;
+	CUresult rc;
+	int i = -1;
+
+	if (hook_real[h] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+#define POOL_CALL()							\
+	(pool != NULL && (h == H_cuMemAllocFromPoolAsync ||		\
+			  h == H_cuMemAllocFromPoolAsync_ptsz) ?	\
+	 ((pool_alloc_fn)hook_real[h])(dp, n, pool, s) :		\
+	 ((CUresult (*)GATE_P_MASYNC)hook_real[h])(dp, n, s))
+	if (q == NULL)
+		return POOL_CALL();
+	if (pool == NULL && d_cuDeviceGetMemPool != NULL &&
+	    d_cuCtxGetDevice != NULL && d_cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+		(void)d_cuDeviceGetMemPool(&pool, dev);
+	pthread_mutex_lock(&pools.mu);
+	if (pool != NULL)
+		i = pool_slot_locked(pool);
+	if (i < 0) {
+		/* count the allocation itself (pre-pool accounting) */
+		pthread_mutex_unlock(&pools.mu);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		rc = POOL_CALL();
+		return mem_done(q, rc, dp, n);
+	}
+	pool_refresh_locked(q, (unsigned)i);
+	if (gs_memq_reserve(q, n) < 0) {
+		pools_reclaim_locked(q);
+		if (gs_memq_reserve(q, n) < 0) {
+			/* served from what the pool already holds, or not
+			 * at all */
+			if (pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+				      &res) < 0 ||
+			    pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+				      &use) < 0 || use > res || n > res - use) {
+				pthread_mutex_unlock(&pools.mu);
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			}
+			tmp = 0;
+		}
+	}
+	rc = POOL_CALL();
+	if (tmp != 0)
+		gs_memq_unreserve(q, tmp);
+	pool_refresh_locked(q, (unsigned)i);
+	if (rc == CUDA_SUCCESS && gs_memq_limit(q) != 0 &&
+	    gs_memq_used(q) > gs_memq_limit(q)) {
+		/* the pool grew past the limit: undo, give it back */
+		int hf = h == H_cuMemAllocAsync_ptsz ||
+			 h == H_cuMemAllocFromPoolAsync_ptsz ?
+			 H_cuMemFreeAsync_ptsz : H_cuMemFreeAsync;
+
+		if (hook_real[hf] != NULL)
+			(void)((CUresult (*)GATE_P_MFREEA)hook_real[hf])
+				(*dp, s);
+		pools_reclaim_locked(q);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&pools.mu);
+#undef POOL_CALL
+	return rc;
+}
+
 /* An allocation of n bytes through real (its arguments after the size
- * check): the common path of cuMemAlloc, cuMemAllocManaged and
- * cuMemAllocAsync. */
+ * check): the common path of cuMemAlloc and cuMemAllocManaged. */
 #define MEM_ALLOC_BODY(h, n, call)					\
 	do {								\
 		struct gs_memq *q_ = memq_get();			\
 		CUresult rc_;						\
 		if (hook_real[h] == NULL)				\
 			return CUDA_ERROR_NOT_FOUND;			\
-		if (q_ != NULL && gs_memq_reserve(q_, (n)) < 0)		\
+		if (q_ != NULL && mem_reserve(q_, (n)) < 0)		\
 			return CUDA_ERROR_OUT_OF_MEMORY;		\
 		rc_ = (call);						\
 		return mem_done(q_, rc_, dp, (n));			\
@@ -1059,16 +1260,12 @@ CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned flags)
 
 CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocAsync, n,
-		       ((CUresult (*)GATE_P_MASYNC)
-			hook_real[H_cuMemAllocAsync])(dp, n, s));
+	return mem_alloc_pooled(H_cuMemAllocAsync, dp, n, NULL, s);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocAsync_ptsz, n,
-		       ((CUresult (*)GATE_P_MASYNC)
-			hook_real[H_cuMemAllocAsync_ptsz])(dp, n, s));
+	return mem_alloc_pooled(H_cuMemAllocAsync_ptsz, dp, n, NULL, s);
 }
 
 /* The pitch is the driver's choice: reserve the unpadded size, then the
@@ -1085,7 +1282,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch, size_t w,
 		return CUDA_ERROR_NOT_FOUND;
 	if (q != NULL && (h != 0 && n / h != w))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (q != NULL && gs_memq_reserve(q, n) < 0)
+	if (q != NULL && mem_reserve(q, n) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	rc = ((CUresult (*)GATE_P_MPITCH)hook_real[H_cuMemAllocPitch_v2])
 		(dp, pitch, w, h, elem);
@@ -1124,12 +1321,14 @@ CUresult cuMemFree_v2(CUdeviceptr d)
 	rc = ((CUresult (*)GATE_P_MFREE)hook_real[H_cuMemFree_v2])(d);
 	if (rc != CUDA_SUCCESS && q != NULL)
 		mem_refused_free(q, d, n);
+	else if (q != NULL && n == 0)
+		pools_refresh(q);	/* maybe a pool's: what it holds now */
 	return rc;
 }
 
-/* Stream-ordered frees give the size back at the call: the memory goes
- * back to the pool the driver keeps, which the next cuMemAllocAsync
- * draws from (and counts again). */
+/* Stream-ordered frees: an allocation the ledger counted itself gives
+ * its size back; one from a pool goes back to the pool, which keeps the
+ * memory: its charge is read again. */
 static CUresult mem_free_async(int h, CUdeviceptr d, CUstream s)
 {
 	struct gs_memq *q = memq_get();
@@ -1141,6 +1340,8 @@ static CUresult mem_free_async(int h, CUdeviceptr d, CUstream s)
 	rc = ((CUresult (*)GATE_P_MFREEA)hook_real[h])(d, s);
 	if (rc != CUDA_SUCCESS && q != NULL)
 		mem_refused_free(q, d, n);
+	else if (q != NULL && n == 0)
+		pools_refresh(q);
 	return rc;
 }
 
@@ -1157,18 +1358,49 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *pool,
 				 CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync, n,
-		       ((CUresult (*)GATE_P_MPOOL)
-			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s));
+	if (pool == NULL)	/* the driver's error, not the current pool */
+		return hook_real[H_cuMemAllocFromPoolAsync] == NULL ?
+			CUDA_ERROR_NOT_FOUND : ((CUresult (*)GATE_P_MPOOL)
+			hook_real[H_cuMemAllocFromPoolAsync])(dp, n, pool, s);
+	return mem_alloc_pooled(H_cuMemAllocFromPoolAsync, dp, n,
+				(CUmemoryPool)pool, s);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dp, size_t n, void *pool,
 				      CUstream s)
 {
-	MEM_ALLOC_BODY(H_cuMemAllocFromPoolAsync_ptsz, n,
-		       ((CUresult (*)GATE_P_MPOOL)
+	if (pool == NULL)
+		return hook_real[H_cuMemAllocFromPoolAsync_ptsz] == NULL ?
+			CUDA_ERROR_NOT_FOUND : ((CUresult (*)GATE_P_MPOOL)
 			hook_real[H_cuMemAllocFromPoolAsync_ptsz])
-		       (dp, n, pool, s));
+			(dp, n, pool, s);
+	return mem_alloc_pooled(H_cuMemAllocFromPoolAsync_ptsz, dp, n,
+				(CUmemoryPool)pool, s);
+}
+
+/* A destroyed pool gives back what it held. */
+CUresult cuMemPoolDestroy(CUmemoryPool p)
+{
+	struct gs_memq *q = memq_get();
+	CUresult rc;
+
+	if (hook_real[H_cuMemPoolDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MPDESTROY)hook_real[H_cuMemPoolDestroy])(p);
+	if (rc != CUDA_SUCCESS || q == NULL)
+		return rc;
+	pthread_mutex_lock(&pools.mu);
+	for (unsigned i = 0; i < pools.n; i++) {
+		if (pools.pool[i] != p)
+			continue;
+		gs_memq_unreserve(q, pools.charged[i]);
+		pools.pool[i] = pools.pool[pools.n - 1];
+		pools.charged[i] = pools.charged[pools.n - 1];
+		__atomic_store_n(&pools.n, pools.n - 1, __ATOMIC_RELEASE);
+		break;
+	}
+	pthread_mutex_unlock(&pools.mu);
+	return rc;
 }
 
 /*
@@ -1222,6 +1454,177 @@ CUresult cuMemRelease(uint64_t h)
 	return rc;
 }
 
+/*
+ * CUDA arrays (textures, surfaces): counted at the size their descriptor
+ * gives (width × height × depth × channels × the format's element size;
+ * 4 bytes a channel for formats other than the 8- to 32-bit integer,
+ * half and float ones), each mipmap level at its own halved size.  The
+ * driver's layout may pad beyond it.  Array handles share the ledger
+ * under a key with bit 62 set (device addresses, host pointers and the
+ * cuMemCreate keys never have it alone).
+ */
+#define MEM_ARRAY_KEY(h) ((uint64_t)(uintptr_t)(h) ^ (1ull << 62))
+
+static uint64_t arr_elem(int format)
+{
+	switch (format) {
+	case 0x01: case 0x08:		/* (UN)SIGNED_INT8 */
+		return 1;
+	case 0x02: case 0x09: case 0x10:	/* (UN)SIGNED_INT16, HALF */
+		return 2;
+	default:			/* INT32, FLOAT, and the rest */
+		return 4;
+	}
+}
+
+/* w × h × d × channels × element, saturating; 0 never (counts 1). */
+static uint64_t arr_bytes(uint64_t w, uint64_t h, uint64_t d, int format,
+			  unsigned ch)
+{
+	uint64_t v = arr_elem(format) * (ch ? ch : 1);
+	uint64_t dims[3] = { w ? w : 1, h ? h : 1, d ? d : 1 };
+
+	for (int i = 0; i < 3; i++) {
+		if (v > UINT64_MAX / dims[i])
+			return UINT64_MAX;
+		v *= dims[i];
+	}
+	return v;
+}
+
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d,
+			     unsigned levels)
+{
+	uint64_t w = d->Width, h = d->Height, z = d->Depth, sum = 0, b;
+
+	for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+		b = arr_bytes(w, h, z, d->Format, d->NumChannels);
+		sum = b > UINT64_MAX - sum ? UINT64_MAX : sum + b;
+		w = w > 1 ? w / 2 : 1;
+		h = h > 1 ? h / 2 : 1;
+		z = z > 1 ? z / 2 : 1;
+	}
+	return sum;
+}
+
+/* The common tail of the array constructors: keep the reservation of n
+ * under the handle's key, or give it back. */
+static CUresult arr_done(struct gs_memq *q, CUresult rc, uint64_t key,
+			 uint64_t n, int hdestroy, void *handle)
+{
+	if (q == NULL)
+		return rc;
+	if (rc != CUDA_SUCCESS) {
+		gs_memq_unreserve(q, n);
+		return rc;
+	}
+	if (gs_memq_track(q, key, n) < 0) {
+		if (hook_real[hdestroy] != NULL)
+			(void)((CUresult (*)(void *))hook_real[hdestroy])
+				(handle);
+		gs_memq_unreserve(q, n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+CUresult cuArrayCreate_v2(CUarray *ap, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArrayCreate_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && ap != NULL) {
+		n = arr_bytes(d->Width, d->Height, 1, d->Format,
+			      d->NumChannels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;	/* the driver's error for NULLs */
+	}
+	rc = ((CUresult (*)GATE_P_ARR)hook_real[H_cuArrayCreate_v2])(ap, d);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*ap) : 0, n, H_cuArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*ap : NULL);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *ap, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArray3DCreate_v2] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && ap != NULL) {
+		n = arr_bytes(d->Width, d->Height, d->Depth, d->Format,
+			      d->NumChannels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;
+	}
+	rc = ((CUresult (*)GATE_P_ARR3)hook_real[H_cuArray3DCreate_v2])(ap, d);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*ap) : 0, n, H_cuArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*ap : NULL);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *mp,
+				const CUDA_ARRAY3D_DESCRIPTOR *d,
+				unsigned levels)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMipmappedArrayCreate] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	if (q != NULL && d != NULL && mp != NULL) {
+		n = mipmap_bytes(d, levels);
+		if (mem_reserve(q, n) < 0)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		q = NULL;
+	}
+	rc = ((CUresult (*)GATE_P_MIPMAP)hook_real[H_cuMipmappedArrayCreate])
+		(mp, d, levels);
+	return arr_done(q, rc, q != NULL && rc == CUDA_SUCCESS ?
+			MEM_ARRAY_KEY(*mp) : 0, n, H_cuMipmappedArrayDestroy,
+			q != NULL && rc == CUDA_SUCCESS ? (void *)*mp : NULL);
+}
+
+CUresult cuArrayDestroy(CUarray a)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_ARRAY_KEY(a)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuArrayDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_ARRDESTROY)hook_real[H_cuArrayDestroy])(a);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_ARRAY_KEY(a), n);
+	return rc;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
+{
+	struct gs_memq *q = memq_get();
+	uint64_t n = q != NULL ? gs_memq_untrack(q, MEM_ARRAY_KEY(m)) : 0;
+	CUresult rc;
+
+	if (hook_real[H_cuMipmappedArrayDestroy] == NULL)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = ((CUresult (*)GATE_P_MIPDESTROY)
+	      hook_real[H_cuMipmappedArrayDestroy])(m);
+	if (rc != CUDA_SUCCESS && q != NULL)
+		mem_refused_free(q, MEM_ARRAY_KEY(m), n);
+	return rc;
+}
+
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
 	struct gs_memq *q = memq_get();
@@ -1235,10 +1638,162 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	if (rc != CUDA_SUCCESS || q == NULL || free_b == NULL ||
 	    total_b == NULL)
 		return rc;
+	pools_refresh(q);
 	gs_memq_view(q, *free_b, *total_b, &f, &t);
 	*free_b = (size_t)f;
 	*total_b = (size_t)t;
 	return rc;
+}
+
+/* ---- NVML memory queries (docs/runtime.md, "Device memory limits") ---- */
+
+/*
+ * nvmlDeviceGetMemoryInfo and _v2 answer for the allocation's GPU with
+ * the allocation's view, as cuMemGetInfo does (total = the limit, free =
+ * what is left of it, used = the rest); other GPUs' answers, and every
+ * answer outside an allocation, are NVML's own.  Frameworks dlopen
+ * libnvidia-ml.so.1, so the wrappers are handed out by the dlsym hook
+ * (which also learns the real pointers from the handle asked); a program
+ * linked against NVML reaches the exported wrappers, which find the real
+ * ones after the gate (RTLD_NEXT).  The allocation's GPU is the one whose
+ * UUID is the one the agent sent; without a UUID, nothing is changed.
+ */
+struct nvml_mem1 {		/* nvmlMemory_t */
+	unsigned long long total, free, used;
+};
+
+struct nvml_mem2 {		/* nvmlMemory_v2_t */
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+typedef int (*nvml_mem_fn)(void *dev, void *mem);
+typedef int (*nvml_uuid_fn)(void *dev, char *buf, unsigned int len);
+
+#define NVML_ERROR_UNINITIALIZED 1
+enum { NV_MEM1, NV_MEM2, NV_UUID, NV_COUNT };
+static const char *const nvml_names[NV_COUNT] = {
+	"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
+	"nvmlDeviceGetUUID",
+};
+static void *nvml_real[NV_COUNT];
+
+static void *nvml_get(int k)
+{
+	void *p = __atomic_load_n(&nvml_real[k], __ATOMIC_ACQUIRE);
+
+	if (p == NULL && real_dlsym_new != NULL) {
+		p = real_dlsym_new(RTLD_NEXT, nvml_names[k]);
+		if (p != NULL)
+			__atomic_store_n(&nvml_real[k], p, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
+/* The ledger, when dev is the allocation's GPU; NULL otherwise. */
+static struct gs_memq *nvml_alloc_memq(void *dev)
+{
+	struct gs_memq *q = memq_get();
+	nvml_uuid_fn uuid = (nvml_uuid_fn)nvml_get(NV_UUID);
+	const char *want;
+	char have[96];
+
+	if (q == NULL || g.sess == NULL || uuid == NULL)
+		return NULL;
+	want = gs_session_gpu_uuid(g.sess);
+	if (want == NULL || *want == '\0')
+		return NULL;
+	if (uuid(dev, have, sizeof(have)) != 0)
+		return NULL;
+	have[sizeof(have) - 1] = '\0';
+	return strcasecmp(have, want) == 0 ? q : NULL;
+}
+
+/* The allocation's view of a device's total and free. */
+static void nvml_view(struct gs_memq *q, unsigned long long *total,
+		      unsigned long long *free_b, unsigned long long *used)
+{
+	uint64_t f, t;
+
+	pools_refresh(q);
+	gs_memq_view(q, *free_b, *total, &f, &t);
+	*total = t;
+	*free_b = f;
+	*used = t - f;
+}
+
+GATE_EXPORT int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m);
+GATE_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m);
+
+int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m)
+{
+	nvml_mem_fn real;
+	struct gs_memq *q;
+	int rc;
+
+	if (!tls_initing)
+		gate_init_once();
+	real = (nvml_mem_fn)nvml_get(NV_MEM1);
+	if (real == NULL)
+		return NVML_ERROR_UNINITIALIZED;
+	rc = real(dev, m);
+	if (rc != 0 || m == NULL || tls_initing ||
+	    (q = nvml_alloc_memq(dev)) == NULL)
+		return rc;
+	nvml_view(q, &m->total, &m->free, &m->used);
+	return rc;
+}
+
+int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m)
+{
+	nvml_mem_fn real;
+	struct gs_memq *q;
+	int rc;
+
+	if (!tls_initing)
+		gate_init_once();
+	real = (nvml_mem_fn)nvml_get(NV_MEM2);
+	if (real == NULL)
+		return NVML_ERROR_UNINITIALIZED;
+	rc = real(dev, m);
+	if (rc != 0 || m == NULL || tls_initing ||
+	    (q = nvml_alloc_memq(dev)) == NULL)
+		return rc;
+	nvml_view(q, &m->total, &m->free, &m->used);
+	if (m->reserved > m->used)	/* used includes reserved */
+		m->reserved = m->used;
+	return rc;
+}
+
+/* dlsym's answer for an NVML name on handle h, or NULL: the real one
+ * is remembered, ours handed out. */
+static void *nvml_dlsym_hook(void *h, const char *name)
+{
+	void *p;
+
+	for (int k = 0; k < NV_COUNT; k++) {
+		if (strcmp(name, nvml_names[k]) != 0)
+			continue;
+		p = real_dlsym_new(h, name);
+		if (p == NULL)
+			return NULL;
+		if (__atomic_load_n(&nvml_real[k], __ATOMIC_ACQUIRE) == NULL)
+			__atomic_store_n(&nvml_real[k], p, __ATOMIC_RELEASE);
+		if (__atomic_load_n(&nvml_real[NV_UUID],
+				    __ATOMIC_ACQUIRE) == NULL) {
+			void *u = real_dlsym_new(h, "nvmlDeviceGetUUID");
+
+			if (u != NULL)
+				__atomic_store_n(&nvml_real[NV_UUID], u,
+						 __ATOMIC_RELEASE);
+		}
+		if (k == NV_MEM1)
+			return (void *)nvmlDeviceGetMemoryInfo;
+		if (k == NV_MEM2)
+			return (void *)nvmlDeviceGetMemoryInfo_v2;
+		return NULL;	/* the UUID query is the driver's own */
+	}
+	return NULL;
 }
 
 /* ---- cuGetProcAddress ------------------------------------------------- */
@@ -1317,6 +1872,11 @@ static void *dlsym_hook(void *h, const char *name, const void *caller)
 {
 	void *p;
 
+	if (name != NULL && strncmp(name, "nvml", 4) == 0 && !tls_initing) {
+		gate_init_once();
+		return real_dlsym_new != NULL && !from_libcuda(caller) ?
+			nvml_dlsym_hook(h, name) : NULL;
+	}
 	if (name == NULL || name[0] != 'c' || name[1] != 'u' || tls_initing)
 		return NULL;
 	gate_init_once();

@@ -18,6 +18,23 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraph_st *CUgraph;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+
+/* CUDA arrays: what the gate reads of their descriptors (cuda.h) */
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+	size_t Width, Height;
+	int Format;			/* CUarray_format */
+	unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+	size_t Width, Height, Depth;
+	int Format;			/* CUarray_format */
+	unsigned int NumChannels;
+	unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
 typedef uint64_t CUdeviceptr;
 typedef uint64_t cuuint64_t;
 typedef int CUstreamCaptureMode;
@@ -31,6 +48,10 @@ typedef struct CUuuid_st {
 #define CUDA_ERROR_NOT_READY		600
 #define CUDA_ERROR_NOT_FOUND		500
 #define CUDA_ERROR_INVALID_DEVICE	101
+
+/* CUmemPool_attribute values (cuuint64_t) */
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT	5
+#define CU_MEMPOOL_ATTR_USED_MEM_CURRENT	7
 
 #define CU_STREAM_LEGACY		((CUstream)0x1)
 #define CU_STREAM_PER_THREAD		((CUstream)0x2)

@@ -81,6 +81,19 @@
 #define GATE_A_MCREATE (hp, n, prop, flags)
 #define GATE_P_MRELEASE (uint64_t h)
 #define GATE_A_MRELEASE (h)
+#define GATE_P_MPDESTROY (CUmemoryPool p)
+#define GATE_A_MPDESTROY (p)
+#define GATE_P_ARR (CUarray *ap, const CUDA_ARRAY_DESCRIPTOR *d)
+#define GATE_A_ARR (ap, d)
+#define GATE_P_ARR3 (CUarray *ap, const CUDA_ARRAY3D_DESCRIPTOR *d)
+#define GATE_A_ARR3 (ap, d)
+#define GATE_P_MIPMAP (CUmipmappedArray *mp, \
+		       const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+#define GATE_A_MIPMAP (mp, d, levels)
+#define GATE_P_ARRDESTROY (CUarray a)
+#define GATE_A_ARRDESTROY (a)
+#define GATE_P_MIPDESTROY (CUmipmappedArray m)
+#define GATE_A_MIPDESTROY (m)
 
 #define GATE_HOOKS(X) \
 	X(SUBMIT, cuLaunchKernel, 0, GATE_P_LAUNCH, GATE_A_LAUNCH, s) \
@@ -123,7 +136,14 @@
 	X(MEM, cuMemAllocFromPoolAsync, 0, GATE_P_MPOOL, GATE_A_MPOOL, s) \
 	X(MEM, cuMemAllocFromPoolAsync_ptsz, 1, GATE_P_MPOOL, GATE_A_MPOOL, s) \
 	X(MEM, cuMemCreate, 0, GATE_P_MCREATE, GATE_A_MCREATE, NULL) \
-	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL)
+	X(MEM, cuMemRelease, 0, GATE_P_MRELEASE, GATE_A_MRELEASE, NULL) \
+	X(MEM, cuMemPoolDestroy, 0, GATE_P_MPDESTROY, GATE_A_MPDESTROY, NULL) \
+	X(MEM, cuArrayCreate_v2, 0, GATE_P_ARR, GATE_A_ARR, NULL) \
+	X(MEM, cuArray3DCreate_v2, 0, GATE_P_ARR3, GATE_A_ARR3, NULL) \
+	X(MEM, cuMipmappedArrayCreate, 0, GATE_P_MIPMAP, GATE_A_MIPMAP, NULL) \
+	X(MEM, cuArrayDestroy, 0, GATE_P_ARRDESTROY, GATE_A_ARRDESTROY, NULL) \
+	X(MEM, cuMipmappedArrayDestroy, 0, GATE_P_MIPDESTROY, \
+	  GATE_A_MIPDESTROY, NULL)
 
 /* The driver entry points the gate itself calls (never interposed). */
 #define GATE_DRIVER(X) \
@@ -139,6 +159,10 @@
 	X(cuDeviceGetUuid, (CUuuid *u, CUdevice d)) \
 	X(cuDeviceGetUuid_v2, (CUuuid *u, CUdevice d)) \
 	X(cuStreamGetCtx, (CUstream s, CUcontext *c)) \
-	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m))
+	X(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *m)) \
+	X(cuCtxSynchronize, (void)) \
+	X(cuDeviceGetMemPool, (CUmemoryPool *p, CUdevice d)) \
+	X(cuMemPoolGetAttribute, (CUmemoryPool p, int attr, void *v)) \
+	X(cuMemPoolTrimTo, (CUmemoryPool p, size_t keep))
 
 #endif /* GATE_HOOKS_H */

@@ -131,6 +131,19 @@ int gs_memq_reserve(struct gs_memq *q, uint64_t bytes)
 	return 0;
 }
 
+void gs_memq_force(struct gs_memq *q, uint64_t bytes)
+{
+	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED), nu;
+
+	do {
+		nu = bytes > UINT64_MAX - u ? UINT64_MAX : u + bytes;
+	} while (!__atomic_compare_exchange_n(&q->used, &u, nu, 1,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	raise_peak(q, nu);
+	publish(q);
+}
+
 void gs_memq_unreserve(struct gs_memq *q, uint64_t bytes)
 {
 	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED), nu;

@@ -56,6 +56,10 @@ void gs_memq_free(struct gs_memq *q);
 /* Take bytes from the limit: 0, or -1 when used + bytes would exceed it
  * (nothing taken).  bytes 0 always succeeds. */
 int gs_memq_reserve(struct gs_memq *q, uint64_t bytes);
+/* Take bytes whatever the limit (memory the driver already holds for
+ * the process, such as a stream-ordered pool's growth): used may then
+ * pass the limit, and the caller gives back or frees to return under it. */
+void gs_memq_force(struct gs_memq *q, uint64_t bytes);
 /* Give back a reservation whose allocation failed. */
 void gs_memq_unreserve(struct gs_memq *q, uint64_t bytes);
 /* Remember that ptr holds bytes (already reserved).  -1 when the table

@@ -2,7 +2,8 @@
  * test_memq.c — unit tests of the job-side device memory ledger: quota
  * arithmetic (exactly at the limit, one byte over, no limit, overflow),
  * failed allocations giving their reservation back, unknown and repeated
- * pointers, the table against a reference model through many inserts and
+ * pointers, forced charges beyond the limit (a pool's growth), the table
+ * against a reference model through many inserts and
  * deletes, the cuMemGetInfo view, the figures published in the control
  * page, and 8 threads allocating and freeing at once without ever
  * passing the limit together.
@@ -73,6 +74,34 @@ static void test_arith(void **state)
 	assert_int_equal(gs_memq_used(q), 1ull << 63);
 	gs_memq_free(q);
 	gs_memq_free(NULL);
+}
+
+/* gs_memq_force: memory the driver already holds (a pool's growth) is
+ * taken whatever the limit, raises the peak and the page, and comes back
+ * with gs_memq_unreserve; while used is above the limit nothing more is
+ * reserved. */
+static void test_force(void **state)
+{
+	struct gs_ctlpage page;
+	struct gs_memq *q;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	q = mk(10 * GIB, &page);
+	assert_int_equal(gs_memq_reserve(q, 8 * GIB), 0);
+	gs_memq_force(q, 4 * GIB);
+	assert_int_equal(gs_memq_used(q), 12 * GIB);
+	assert_int_equal(gs_memq_peak(q), 12 * GIB);
+	assert_int_equal(page.mem_used, 12 * GIB);
+	assert_int_equal(page.mem_peak, 12 * GIB);
+	assert_int_equal(gs_memq_reserve(q, 1), -1);
+	gs_memq_unreserve(q, 4 * GIB);
+	assert_int_equal(gs_memq_used(q), 8 * GIB);
+	assert_int_equal(gs_memq_reserve(q, 2 * GIB), 0);
+	/* saturates rather than wrapping */
+	gs_memq_force(q, UINT64_MAX);
+	assert_int_equal(gs_memq_used(q), UINT64_MAX);
+	gs_memq_free(q);
 }
 
 static void test_view(void **state)
@@ -257,6 +286,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arith),
+		cmocka_unit_test(test_force),
 		cmocka_unit_test(test_view),
 		cmocka_unit_test(test_page),
 		cmocka_unit_test(test_table),

@@ -86,12 +86,13 @@ for e in 'gshare_share_seconds_total' 'gshare_suspensions_total' \
 	[ "$(nseries "$e")" = 2 ] || fail "$e: $(query "$e")"
 done
 # device memory: what each job reports, and the default limits of 30 and
-# 60 shares of a simulated 80G GPU less the 1G reserve (24268M, 48537M)
+# 60 shares of a simulated 80G GPU less the 1G reserve (24268M, 48537M),
+# each less its 512M context reserve
 [ "$(nseries 'gshare_memory_used_bytes{exported_job="901"} == 1048576000')" = 1 ] ||
 	fail "memory used: $(query gshare_memory_used_bytes)"
 [ "$(nseries 'gshare_memory_max_bytes{exported_job="902"} == 2097152000')" = 1 ] ||
 	fail "memory max: $(query gshare_memory_max_bytes)"
-[ "$(nseries 'gshare_memory_limit_bytes == 25446842368 or gshare_memory_limit_bytes == 50894733312')" = 2 ] ||
+[ "$(nseries 'gshare_memory_limit_bytes == 24909971456 or gshare_memory_limit_bytes == 50357862400')" = 2 ] ||
 	fail "memory limits: $(query gshare_memory_limit_bytes)"
 [ "$(nseries 'gshare_active_allocations == 2')" = 1 ] || fail "active allocations: $(query gshare_active_allocations)"
 [ "$(nseries 'gshare_eviction_latency_seconds_bucket{le="+Inf"} > 0')" = 1 ] ||

@@ -11,7 +11,7 @@
  * (at most 60 s).  No file, or no line for a GPU: healthy.  A line
  * "N xid K" makes nvmlEventSetWait_v2 deliver one critical-XID event K
  * for GPU N (each such line once, in file order).  Each GPU has 80 GiB
- * (nvmlDeviceGetMemoryInfo).  A line "N proc PID SM" lists process PID
+ * (nvmlDeviceGetMemoryInfo and _v2, which reports 1 MiB reserved).  A line "N proc PID SM" lists process PID
  * as a compute process of GPU N (nvmlDeviceGetComputeRunningProcesses_v3,
  * holding 1 MiB) with SM utilization SM % (nvmlDeviceGetProcessUtilization:
  * one sample per call, stamped now); a line "N procmem PID BYTES" lists a
@@ -68,6 +68,23 @@ struct fake_mem {		/* nvmlMemory_t */
 };
 
 int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m);
+
+struct fake_mem2 {		/* nvmlMemory_v2_t */
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+int nvmlDeviceGetMemoryInfo_v2(struct fake_dev *d, struct fake_mem2 *m);
+
+int nvmlDeviceGetMemoryInfo_v2(struct fake_dev *d, struct fake_mem2 *m)
+{
+	(void)d;
+	m->total = 80ull << 30;
+	m->reserved = 1ull << 20;
+	m->used = m->reserved;
+	m->free = m->total - m->used;
+	return 0;
+}
 
 int nvmlDeviceGetMemoryInfo(struct fake_dev *d, struct fake_mem *m)
 {

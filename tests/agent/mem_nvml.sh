@@ -48,8 +48,9 @@ wait_metric() {
 	--mem-mib 100 > "$dir/job.out" 2>&1 &
 jpid=$!
 jpids=$jpid
-# 10 shares of 80G less the 1G reserve: 8089M
-wait_metric gshare_memory_limit_bytes 8481931264 &&
+# 10 shares of 80G less the 1G reserve (8089M), less the 512M context
+# reserve: 7577M
+wait_metric gshare_memory_limit_bytes 7945060352 &&
 	ok "default limit from NVML's memory" || bad "limit: $(metric gshare_memory_limit_bytes)"
 wait_metric gshare_memory_used_bytes 104857600 &&
 	ok "job-reported memory" || bad "used: $(metric gshare_memory_used_bytes)"
@@ -57,11 +58,11 @@ echo "0 procmem $jpid 1073741824" >> "$state"
 wait_metric gshare_memory_nvml_bytes 1073741824 &&
 	ok "NVML's figure for the job's process" || bad "nvml: $(metric gshare_memory_nvml_bytes)"
 grep -q "NVML sees its" "$dir/log" && bad "warned within limit + reserve"
-# 30G: beyond 8089M + 1G
+# 30G: beyond 7577M + 1G
 echo "0 procmem $jpid 32212254720" > "$state"
 wait_metric gshare_memory_nvml_bytes 32212254720 || bad "nvml 30G: $(metric gshare_memory_nvml_bytes)"
 end=$(( $(date +%s) + 5 ))
-until grep -q "allocation [0-9]*: NVML sees its 1 process(es) (pid $jpid...) holding 30G of device memory, beyond its limit of 8089M and the memory_reserve" "$dir/log"; do
+until grep -q "allocation [0-9]*: NVML sees its 1 process(es) (pid $jpid...) holding 30G of device memory, beyond its limit of 7577M and the memory_reserve" "$dir/log"; do
 	[ "$(date +%s)" -lt $end ] || { bad "no warning"; break; }
 	sleep 0.05
 done

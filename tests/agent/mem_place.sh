@@ -10,6 +10,9 @@ gs_agent_conf <<CONF
 gpus:
   simulated: 2
   memory: 16G
+# the figures below leave out the per-allocation context reserve
+# (test_memquota covers it)
+memory_context_reserve: 0
 CONF
 gs_agent_start
 gpu_of() {	# ID: the GPU an allocation is on

@@ -405,33 +405,38 @@ static void test_memory(struct gs_client *c)
 	memset(&a50, 0, sizeof(a50));
 	CHECK(create_mem(c, 30, 0, &a30, &err) == 0, "30 shares: %s",
 	      err.msg);
-	CHECK(a30.mem_limit == 24268 * MIB, "default limit of 30 shares %llu",
+	/* 30 % of 79G in whole MiB, less the 512M context reserve */
+	CHECK(a30.mem_limit == 23756 * MIB, "default limit of 30 shares %llu",
 	      (unsigned long long)a30.mem_limit);
 	CHECK(create_mem(c, 10, 100 * GIB, NULL, &err) < 0 &&
 	      err.code == GS_EINVAL && strstr(err.msg, "100G") != NULL &&
-	      strstr(err.msg, "79G") != NULL,
+	      strstr(err.msg, "80384M") != NULL,
 	      "a limit above the GPU: %s", err.msg);
 	CHECK(create_mem(c, 10, 1000, NULL, &err) < 0 &&
 	      err.code == GS_EINVAL, "a limit under 1M: %s", err.msg);
 	CHECK(create_mem(c, 10, 60 * GIB, NULL, &err) < 0 &&
 	      err.code == GS_EBUSY && strstr(err.msg, "60G") != NULL &&
 	      strstr(err.msg, "56628M") != NULL,
-	      "60G beside 24268M: %s", err.msg);
+	      "60G beside 23756M and a context reserve: %s", err.msg);
 	CHECK(create_mem(c, 20, 50 * GIB, &a50, &err) == 0, "50G: %s",
 	      err.msg);
 	CHECK(a50.mem_limit == 50 * GIB, "asked limit %llu",
 	      (unsigned long long)a50.mem_limit);
-	/* 50 shares are free but their default (39.5G) is not: 79G -
-	 * 24268M - 50G = 5428M */
+	/* 50 shares are free but their default (39936M) is not: 79G -
+	 * (23756M + 512M) - (50G + 512M) = 4916M, and the new one's
+	 * context reserve comes out of that too */
 	CHECK(create_mem(c, 50, 0, NULL, &err) < 0 &&
-	      err.code == GS_EBUSY && strstr(err.msg, "5428M") != NULL,
+	      err.code == GS_EBUSY && strstr(err.msg, "4916M") != NULL,
 	      "default beside the others: %s", err.msg);
-	CHECK(create_mem(c, 5, 5428 * MIB, &info, &err) == 0,
+	CHECK(create_mem(c, 5, 4404 * MIB + 1, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY, "a byte more than is left: %s", err.msg);
+	CHECK(create_mem(c, 5, 4404 * MIB, &info, &err) == 0,
 	      "exactly what is left: %s", err.msg);
 	CHECK(create_mem(c, 1, MIB, NULL, &err) < 0 && err.code == GS_EBUSY,
 	      "nothing left: %s", err.msg);
 	CHECK(mem_status(c, a50.id, &x, &g) == 0, "status");
-	CHECK(g.mem_total == 80 * GIB && g.mem_limits == usable,
+	CHECK(g.mem_total == 80 * GIB &&
+	      g.mem_limits == usable - 3 * 512 * MIB,
 	      "gpu memory %llu, limits %llu",
 	      (unsigned long long)g.mem_total,
 	      (unsigned long long)g.mem_limits);
@@ -491,7 +496,7 @@ static void test_memory(struct gs_client *c)
 	CHECK(create_mem(c, 1, 0, &info, &err) == 0, "after closing: %s",
 	      err.msg);
 	CHECK(mem_status(c, info.id, &x, &g) == 0 &&
-	      g.mem_limits == info.mem_limit && info.mem_limit == 808 * MIB,
+	      g.mem_limits == info.mem_limit && info.mem_limit == 296 * MIB,
 	      "limits given back: %llu, 1 share %llu",
 	      (unsigned long long)g.mem_limits,
 	      (unsigned long long)info.mem_limit);

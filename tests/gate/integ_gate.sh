@@ -4,7 +4,8 @@
 # gate_app (which reaches the driver like the CUDA runtime does) with
 # libgshare-gate.so preloaded.  Checks:
 #   - no allocation / GSHARE_GATE=0 / libgshare linked (level 2): every
-#     call passes through untouched;
+#     launch passes through untouched (level 2 keeps the memory limit:
+#     mem_gate.sh);
 #   - each way to reach the driver (cuGetProcAddress_v2, the PTDS flag,
 #     dlsym on the libcuda handle, the application asking for
 #     cuGetProcAddress itself) is gated; graphs, async copies, several
@@ -64,7 +65,7 @@ GSHARE_GATE=0 GSHARE_SOCKET=$sock GSHARE_ALLOC=$a LD_PRELOAD=$GATE \
 GSHARE_SOCKET=$sock GSHARE_ALLOC=$a \
     LD_PRELOAD="$GATE $PWD/$B/tests/gate/fake_libgshare.so" \
     $APP --seconds 0.2 --expect-ungated >"$dir/p4.out" 2>&1 &&
-    ok "libgshare linked: the gate stands aside" ||
+    ok "libgshare linked: launches are libgshare's" ||
     bad "libgshare linked: $(cat "$dir/p4.out")"
 # a job on another GPU than its allocation's (the stand-in's device 0
 # reports another UUID): refused with the reason, never silently shared

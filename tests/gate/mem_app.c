@@ -12,6 +12,18 @@
  *   mem_app threads LIMIT  8 threads allocating and freeing 1-8 MiB at
  *                          once: what they hold together never passes
  *                          LIMIT, some are refused, all is given back
+ *   mem_app pool LIMIT     stream-ordered pools (the stand-in's model):
+ *                          memory a pool keeps after frees stays charged,
+ *                          allocations past the limit trim the pools
+ *                          before they are refused, created pools count,
+ *                          destroying one gives back; the device never
+ *                          holds more than LIMIT
+ *   mem_app nvml LIMIT     NVML's memory queries (libnvidia-ml.so.1
+ *                          dlopen'ed, the agent's stand-in): GPU-fake-0,
+ *                          the allocation's, reports the limit and what
+ *                          is left of it (v1 and v2); GPU-fake-1 its own
+ *   mem_app arrays LIMIT   CUDA arrays (1D/2D, 3D, mipmapped) count at
+ *                          their descriptor's size; destroying gives back
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
  *
  * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
@@ -41,6 +53,13 @@ static CUresult (*p_pool)(CUdeviceptr *, size_t, void *, CUstream);
 static CUresult (*p_create)(uint64_t *, size_t, const void *,
 			    unsigned long long);
 static CUresult (*p_release)(uint64_t);
+static CUresult (*p_getpool)(void **, int);
+static CUresult (*p_sync)(void);
+static CUresult (*p_pcreate)(void **, const void *);
+static CUresult (*p_pdestroy)(void *);
+static CUresult (*p_pset)(void *, int, void *);
+static uint64_t (*p_devused)(void);
+static void *defpool;
 
 static int failed;
 
@@ -75,10 +94,33 @@ static void load(void)
 	*(void **)&p_pool = dlsym(h, "cuMemAllocFromPoolAsync");
 	*(void **)&p_create = dlsym(h, "cuMemCreate");
 	*(void **)&p_release = dlsym(h, "cuMemRelease");
+	*(void **)&p_getpool = dlsym(h, "cuDeviceGetMemPool");
+	*(void **)&p_sync = dlsym(h, "cuCtxSynchronize");
+	*(void **)&p_pcreate = dlsym(h, "cuMemPoolCreate");
+	*(void **)&p_pdestroy = dlsym(h, "cuMemPoolDestroy");
+	*(void **)&p_pset = dlsym(h, "cuMemPoolSetAttribute");
+	*(void **)&p_devused = dlsym(h, "gs_standin_mem_used");
 	if (!p_alloc || !p_free || !p_info || !p_pitch || !p_managed ||
-	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release) {
+	    !p_aalloc || !p_afree || !p_pool || !p_create || !p_release ||
+	    !p_getpool || !p_sync || !p_pcreate || !p_pdestroy || !p_pset ||
+	    !p_devused) {
 		fprintf(stderr, "mem_app: a memory entry point is missing\n");
 		exit(2);
+	}
+	{
+		/* a context, as the runtime makes one: stream-ordered
+		 * allocation needs one */
+		CUresult (*retain)(void **, int);
+		CUresult (*setcur)(void *);
+		void *ctx = NULL;
+
+		*(void **)&retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+		*(void **)&setcur = dlsym(h, "cuCtxSetCurrent");
+		if (!retain || !setcur || retain(&ctx, 0) != 0 ||
+		    setcur(ctx) != 0 || p_getpool(&defpool, 0) != 0) {
+			fprintf(stderr, "mem_app: no context\n");
+			exit(2);
+		}
 	}
 }
 
@@ -115,7 +157,8 @@ static void run_limit(uint64_t limit)
 	      "the pitch counts (padding included): free %zu", f);
 	rc = p_aalloc(&d, 4 * MIB, NULL);
 	CHECK(rc == 0, "stream-ordered 4 MiB: rc %d", rc);
-	CHECK(p_afree(d, NULL) == 0, "stream-ordered free");
+	CHECK(p_afree(d, NULL) == 0 && p_sync() == 0,
+	      "stream-ordered free, synchronized (the pool keeps nothing)");
 	{
 		/* expandable_segments' way: physical handles */
 		uint64_t h1 = 0, h2 = 0;
@@ -127,13 +170,13 @@ static void run_limit(uint64_t limit)
 		CHECK(rc == 0, "cuMemCreate of all but 1 MiB: rc %d", rc);
 		rc = p_create(&h2, 2 * MIB, NULL, 0);
 		CHECK(rc == 2, "cuMemCreate over the limit: rc %d", rc);
-		rc = p_pool(&d, 2 * MIB, NULL, NULL);
+		rc = p_pool(&d, 2 * MIB, defpool, NULL);
 		CHECK(rc == 2, "pool allocation over the limit: rc %d", rc);
 		CHECK(p_release(h1) == 0, "cuMemRelease");
 		CHECK(p_info(&f, &t) == 0 && f == left,
 		      "release gives back: free %zu", f);
-		rc = p_pool(&d, 2 * MIB, NULL, NULL);
-		CHECK(rc == 0 && p_afree(d, NULL) == 0,
+		rc = p_pool(&d, 2 * MIB, defpool, NULL);
+		CHECK(rc == 0 && p_afree(d, NULL) == 0 && p_sync() == 0,
 		      "pool allocation and free: rc %d", rc);
 	}
 	CHECK(p_free(c) == 0 && p_free(b) == 0, "free the rest");
@@ -142,6 +185,176 @@ static void run_limit(uint64_t limit)
 	      "driver's error");
 	CHECK(p_info(&f, &t) == 0 && f == limit, "and changes nothing: %zu",
 	      f);
+}
+
+/* the H100 case of backend:cudaMallocAsync: a pool that keeps what is
+ * freed into it (release threshold at the maximum, as PyTorch sets it) */
+static void run_pool(uint64_t limit)
+{
+	uint64_t keep = UINT64_MAX, base = p_devused();
+	CUdeviceptr a = 0, b = 0, c = 0;
+	void *mine = NULL;
+	size_t f = 0, t = 0;
+	CUresult rc;
+
+#define HELD() (p_devused() - base)
+	CHECK(p_pset(defpool, 4, &keep) == 0, "release threshold: maximum");
+	rc = p_aalloc(&a, 40 * MIB, NULL);
+	CHECK(rc == 0, "stream-ordered 40 MiB: rc %d", rc);
+	CHECK(p_afree(a, NULL) == 0 && p_sync() == 0, "freed, synchronized");
+	CHECK(HELD() == 40 * MIB, "the pool keeps it: device holds %llu",
+	      (unsigned long long)HELD());
+	CHECK(p_info(&f, &t) == 0 && f == limit - 40 * MIB,
+	      "what the pool keeps stays charged: free %zu of %zu", f, t);
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 0 && HELD() <= limit,
+	      "30 MiB more: the pool trimmed first: rc %d, device holds %llu",
+	      rc, (unsigned long long)HELD());
+	CHECK(p_afree(a, NULL) == 0, "freed again (not synchronized)");
+	rc = p_alloc(&b, 40 * MIB);
+	CHECK(rc == 0, "40 MiB with cuMemAlloc: the pool is trimmed for it "
+	      "(after a synchronize): rc %d", rc);
+	CHECK(HELD() <= limit, "device holds %llu, limit %llu",
+	      (unsigned long long)HELD(), (unsigned long long)limit);
+	CHECK(p_pcreate(&mine, NULL) == 0 && p_pset(mine, 4, &keep) == 0,
+	      "a pool of its own");
+	rc = p_pool(&c, 20 * MIB, mine, NULL);
+	CHECK(rc == 0, "20 MiB from it: rc %d", rc);
+	CHECK(p_afree(c, NULL) == 0 && p_sync() == 0 &&
+	      p_info(&f, &t) == 0 && f == limit - 60 * MIB,
+	      "it keeps them, charged: free %zu", f);
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 2, "30 MiB more: refused even after trimming: rc %d", rc);
+	CHECK(HELD() <= limit && p_info(&f, &t) == 0 &&
+	      f == limit - 40 * MIB, "the pools were trimmed trying: free "
+	      "%zu, device holds %llu", f, (unsigned long long)HELD());
+	CHECK(p_free(b) == 0, "free the 40 MiB");
+	rc = p_aalloc(&a, 30 * MIB, NULL);
+	CHECK(rc == 0 && HELD() <= limit, "now 30 MiB fit: rc %d", rc);
+	rc = p_pool(&c, 30 * MIB, mine, NULL);
+	CHECK(rc == 0 && HELD() <= limit, "and 30 MiB from its pool: rc %d, "
+	      "device holds %llu", rc, (unsigned long long)HELD());
+	rc = p_pool(&b, 8 * MIB, mine, NULL);
+	CHECK(rc == 2 && HELD() <= limit, "8 MiB more: refused: rc %d", rc);
+	CHECK(p_pdestroy(mine) == 0 && p_info(&f, &t) == 0 &&
+	      f == limit - 30 * MIB, "destroying its pool gives back: free "
+	      "%zu", f);
+	CHECK(p_afree(a, NULL) == 0 && p_sync() == 0, "free");
+	keep = 0;
+	CHECK(p_pset(defpool, 4, &keep) == 0 && p_sync() == 0 &&
+	      p_info(&f, &t) == 0 && f == limit && HELD() == 0,
+	      "threshold 0, synchronized: all back: free %zu", f);
+#undef HELD
+}
+
+struct nvmem1 {
+	unsigned long long total, free, used;
+};
+
+struct nvmem2 {
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+static void run_nvml(uint64_t limit)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	int (*init)(void), (*byidx)(unsigned, void **);
+	int (*mem1)(void *, struct nvmem1 *), (*mem2)(void *, struct nvmem2 *);
+	void *d0 = NULL, *d1 = NULL;
+	struct nvmem1 a;
+	struct nvmem2 b;
+	CUdeviceptr p = 0;
+
+	if (h == NULL) {
+		CHECK(0, "dlopen libnvidia-ml.so.1: %s", dlerror());
+		return;
+	}
+	*(void **)&init = dlsym(h, "nvmlInit_v2");
+	*(void **)&byidx = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+	*(void **)&mem1 = dlsym(h, "nvmlDeviceGetMemoryInfo");
+	*(void **)&mem2 = dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+	if (!init || !byidx || !mem1 || !mem2 || init() != 0 ||
+	    byidx(0, &d0) != 0 || byidx(1, &d1) != 0) {
+		CHECK(0, "NVML entry points");
+		return;
+	}
+	CHECK(p_alloc(&p, 10 * MIB) == 0, "10 MiB");
+	memset(&a, 0, sizeof(a));
+	CHECK(mem1(d0, &a) == 0 && a.total == limit &&
+	      a.free == limit - 10 * MIB && a.used == 10 * MIB,
+	      "the allocation's GPU (v1): total %llu free %llu used %llu",
+	      a.total, a.free, a.used);
+	memset(&b, 0, sizeof(b));
+	b.version = 2;
+	CHECK(mem2(d0, &b) == 0 && b.total == limit &&
+	      b.free == limit - 10 * MIB && b.used == 10 * MIB &&
+	      b.reserved <= b.used && b.version == 2,
+	      "the allocation's GPU (v2): total %llu free %llu used %llu "
+	      "reserved %llu", b.total, b.free, b.used, b.reserved);
+	CHECK(mem1(d1, &a) == 0 && a.total == 80ull << 30 &&
+	      a.free == 80ull << 30, "another GPU: its own figures (total "
+	      "%llu free %llu)", a.total, a.free);
+	CHECK(mem2(d1, &b) == 0 && b.total == 80ull << 30 &&
+	      b.reserved == MIB, "another GPU (v2): its own figures");
+	CHECK(p_free(p) == 0 && mem1(d0, &a) == 0 && a.free == limit,
+	      "freed: free %llu", a.free);
+}
+
+struct arr2 {			/* CUDA_ARRAY_DESCRIPTOR */
+	size_t w, h;
+	int format;
+	unsigned ch;
+};
+
+struct arr3 {			/* CUDA_ARRAY3D_DESCRIPTOR */
+	size_t w, h, d;
+	int format;
+	unsigned ch, flags;
+};
+
+static void run_arrays(uint64_t limit, void *h)
+{
+	CUresult (*mk2)(void **, const struct arr2 *);
+	CUresult (*mk3)(void **, const struct arr3 *);
+	CUresult (*mkmip)(void **, const struct arr3 *, unsigned);
+	CUresult (*rm)(void *), (*rmmip)(void *);
+	struct arr2 a2 = { 1024, 1024, 0x20, 4 };	/* float4: 16 MiB */
+	struct arr3 a3 = { 256, 256, 64, 0x20, 1, 0 };	/* 16 MiB */
+	struct arr3 am = { 1024, 1024, 0, 0x01, 4, 0 };	/* uchar4 */
+	void *x = NULL, *y = NULL, *z = NULL;
+	size_t f = 0, t = 0;
+	CUresult rc;
+
+	*(void **)&mk2 = dlsym(h, "cuArrayCreate_v2");
+	*(void **)&mk3 = dlsym(h, "cuArray3DCreate_v2");
+	*(void **)&mkmip = dlsym(h, "cuMipmappedArrayCreate");
+	*(void **)&rm = dlsym(h, "cuArrayDestroy");
+	*(void **)&rmmip = dlsym(h, "cuMipmappedArrayDestroy");
+	if (!mk2 || !mk3 || !mkmip || !rm || !rmmip) {
+		CHECK(0, "array entry points");
+		return;
+	}
+	rc = mk2(&x, &a2);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 16 * MIB,
+	      "2D float4 1024 x 1024: rc %d, free %zu", rc, f);
+	rc = mk3(&y, &a3);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 32 * MIB,
+	      "3D float 256 x 256 x 64: rc %d, free %zu", rc, f);
+	/* uchar4 1024 x 1024, 2 levels: 4 MiB + 1 MiB (the stand-in takes
+	 * 4 bytes a channel, but the gate counts what the format says) */
+	rc = mkmip(&z, &am, 2);
+	CHECK(rc == 0 && p_info(&f, &t) == 0 && f == limit - 37 * MIB,
+	      "mipmapped uchar4, 2 levels: rc %d, free %zu", rc, f);
+	a3.d = 128;	/* 32 MiB: over what is left */
+	rc = mk3(&x, &a3);
+	CHECK(rc == 2, "a 3D array over the limit: rc %d", rc);
+	CHECK(rm(y) == 0 && rmmip(z) == 0 && p_info(&f, &t) == 0 &&
+	      f == limit - 16 * MIB, "destroyed: free %zu", f);
+	rc = mk3(&y, &a3);
+	CHECK(rc == 0 && rm(y) == 0, "now it fits: rc %d", rc);
+	CHECK(rm(x) == 0 && p_info(&f, &t) == 0 && f == limit,
+	      "all back: free %zu", f);
 }
 
 static uint64_t g_limit, g_held, g_refused, g_over;
@@ -216,6 +429,13 @@ int main(int argc, char *argv[])
 	load();
 	if (strcmp(argv[1], "limit") == 0) {
 		run_limit(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "arrays") == 0) {
+		run_arrays(strtoull(argv[2], NULL, 10),
+			   dlopen("libcuda.so.1", RTLD_NOW));
+	} else if (strcmp(argv[1], "nvml") == 0) {
+		run_nvml(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "pool") == 0) {
+		run_pool(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "threads") == 0) {
 		run_threads(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "hold") == 0 && argc == 4) {

@@ -1,26 +1,32 @@
 #!/bin/sh
 # Device memory limits through the launch gate, without a GPU: a live
-# gshared (one simulated 16G GPU), the stand-in libcuda.so.1 (80 GiB) and
+# gshared (one listed 16G GPU, GPU-fake-0), the stand-in libcuda.so.1 (80 GiB) and
 # mem_app under libgshare-gate.so.  Checks: the allocation's limit is
 # what cuMemGetInfo reports; allocations up to it pass and one byte over
 # fails with CUDA_ERROR_OUT_OF_MEMORY (plain, managed, pitched,
-# stream-ordered); frees give back; 8 threads never pass it together; the
+# stream-ordered); frees give back; stream-ordered pools are charged what
+# they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
-# once it is killed -9; not under an allocation, nothing is limited.
+# once it is killed -9; a level-2 job (libgshare linked) is limited too; CUDA
+# arrays count at their descriptor's size; NVML's
+# memory queries answer with the allocation's view for its GPU only; not under an allocation, nothing is limited.
 # Cleans up every process and file on any exit.
 set -u
 GS_LOG_TAIL=40
 . "$(dirname "$0")/../lib/agent.sh"
 APP=$B/tests/gate/mem_app
 GATE=$PWD/$B/runtime/gate/libgshare-gate.so
-gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1"
+L2=$PWD/$B/tests/gate/fake_libgshare.so
+NVML_DIR=$PWD/$B/tests/agent/fakenvml
+gs_agent_init gsmemg "$APP" "$GATE" "$B/tests/gate/standin/libcuda.so.1" "$L2" \
+    "$NVML_DIR/libnvidia-ml.so.1"
 export LD_LIBRARY_PATH=$PWD/$B/tests/gate/standin
+# the GPU has the UUID of the stand-in NVML's first GPU (NVML queries)
 gs_agent_conf <<CONF
 gpus:
-  simulated: 1
-  memory: 16G
+  - {index: 0, uuid: GPU-fake-0, name: fake, memory: 16G}
 CONF
-gs_agent_start "simulated GPU"
+gs_agent_start "listed GPU"
 export GSHARE_SOCKET=$sock
 MIB=1048576
 
@@ -36,9 +42,25 @@ a=$($CTL create --shares 10 --mem 64M) || bad "create"
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" limit $((64 * MIB)) > "$dir/limit.out" 2>&1; echo "rc=$?" >> "$dir/limit.out"; grep -q "^rc=0$" "$dir/limit.out" &&
 	ok "limit: $(grep -c '^ok' "$dir/limit.out") checks" ||
 	bad "limit: $(grep FAIL "$dir/limit.out"; tail -3 "$dir/limit.out")"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" pool $((64 * MIB)) > "$dir/pool.out" 2>&1; echo "rc=$?" >> "$dir/pool.out"; grep -q "^rc=0$" "$dir/pool.out" &&
+	ok "pools: $(grep -c '^ok' "$dir/pool.out") checks" ||
+	bad "pools: $(grep FAIL "$dir/pool.out"; tail -3 "$dir/pool.out")"
 GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" threads $((64 * MIB)) > "$dir/threads.out" 2>&1 &&
 	ok "threads: $(grep '^ok' "$dir/threads.out" | tr '\n' ' ')" ||
 	bad "threads: $(cat "$dir/threads.out")"
+# a level-2 job (libgshare linked: launches are its own): the memory
+# limit and the cuMemGetInfo view still hold
+GSHARE_ALLOC=$a LD_PRELOAD="$GATE $L2" "$APP" limit $((64 * MIB)) > "$dir/l2.out" 2>&1; echo "rc=$?" >> "$dir/l2.out"; grep -q "^rc=0$" "$dir/l2.out" &&
+	ok "level 2: $(grep -c '^ok' "$dir/l2.out") checks" ||
+	bad "level 2: $(grep FAIL "$dir/l2.out"; tail -3 "$dir/l2.out")"
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE "$APP" arrays $((64 * MIB)) > "$dir/arrays.out" 2>&1; echo "rc=$?" >> "$dir/arrays.out"; grep -q "^rc=0$" "$dir/arrays.out" &&
+	ok "arrays: $(grep -c '^ok' "$dir/arrays.out") checks" ||
+	bad "arrays: $(grep FAIL "$dir/arrays.out"; tail -3 "$dir/arrays.out")"
+# NVML's memory queries: the allocation's GPU shows the allocation's view
+GSHARE_ALLOC=$a LD_PRELOAD=$GATE LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$NVML_DIR" \
+    "$APP" nvml $((64 * MIB)) > "$dir/nvml.out" 2>&1; echo "rc=$?" >> "$dir/nvml.out"; grep -q "^rc=0$" "$dir/nvml.out" &&
+	ok "NVML: $(grep -c '^ok' "$dir/nvml.out") checks" ||
+	bad "NVML: $(grep FAIL "$dir/nvml.out"; tail -3 "$dir/nvml.out")"
 # the peak the agent saw: at most the limit, and the limit was reached
 f=$(figs "$a")
 set -- $f

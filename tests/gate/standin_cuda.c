@@ -19,6 +19,20 @@
  * and cuMemGetInfo reports what is left; a free of an address it never
  * gave out fails (CUDA_ERROR_INVALID_VALUE).
  *
+ * Stream-ordered pools, as the driver keeps them: the device's default
+ * pool (also its current one) and pools from cuMemPoolCreate.  A pool
+ * reserves device memory in 2 MiB chunks and serves its allocations from
+ * what it reserved (no fragmentation); cuMemFreeAsync gives an
+ * allocation back to the pool but it stays in use until a synchronize
+ * (cuCtxSynchronize, cuStreamSynchronize) observes the free; at a
+ * synchronize a pool keeps what it reserved up to its release threshold
+ * (default 0) and gives the rest back to the device; cuMemPoolTrimTo
+ * gives back everything not in use beyond minBytesToKeep.  Attributes:
+ * RELEASE_THRESHOLD (set and get), RESERVED_MEM_CURRENT, USED_MEM_CURRENT.
+ * CUDA arrays take width x height x depth x channels x 4 bytes (every
+ * format as 32-bit: the tests use CU_AD_FORMAT_FLOAT), mipmapped ones
+ * the sum of their halved levels; the handle is the "address".
+ *
  * cuGetProcAddress(_v2) maps a base name to the versioned symbol (the
  * _v2 copies from CUDA 3.2 on, the _ptsz twin with the
  * per-thread-default-stream flag).  gs_standin_stats() tells the test
@@ -243,6 +257,8 @@ static void wait_until(uint64_t t)
 	}
 }
 
+static void spool_sync(void);
+
 EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
 	uint64_t t;
@@ -251,6 +267,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream s)
 	t = resolve(s, 0)->busy;
 	pthread_mutex_unlock(&mu);
 	wait_until(t);
+	spool_sync();
 	return CUDA_SUCCESS;
 }
 
@@ -262,6 +279,7 @@ EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 	t = resolve(s, 1)->busy;
 	pthread_mutex_unlock(&mu);
 	wait_until(t);
+	spool_sync();
 	return CUDA_SUCCESS;
 }
 
@@ -273,6 +291,7 @@ EXPORT CUresult cuCtxSynchronize(void)
 	t = engine_busy;
 	pthread_mutex_unlock(&mu);
 	wait_until(t);
+	spool_sync();
 	return CUDA_SUCCESS;
 }
 
@@ -619,8 +638,18 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 
 static struct {
 	uint64_t ptr, bytes;
+	int pool;		/* -1: not from a pool */
+	int pending;		/* freed to the pool, not yet observed */
 } smem[SMEM_MAX];
 static uint64_t smem_used, smem_next = 0x7f0000000000ull;
+
+#define SPOOL_MAX	8
+#define SPOOL_CHUNK	(2ull << 20)
+#define SPOOL_BASE	0x5000ul	/* handles: SPOOL_BASE + index */
+static struct {
+	int live;
+	uint64_t reserved, used, threshold;
+} spool[SPOOL_MAX] = { { 1, 0, 0, 0 } };	/* 0: the default pool */
 
 static CUresult smem_alloc(CUdeviceptr *dp, size_t n)
 {
@@ -635,6 +664,7 @@ static CUresult smem_alloc(CUdeviceptr *dp, size_t n)
 				continue;
 			smem[i].ptr = smem_next;
 			smem[i].bytes = n;
+			smem[i].pool = -1;
 			smem_next += (n + 0xfffff) & ~0xfffffull;
 			smem_used += n;
 			*dp = smem[i].ptr;
@@ -652,8 +682,15 @@ static CUresult smem_free(CUdeviceptr d)
 
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < SMEM_MAX && d != 0; i++) {
-		if (smem[i].ptr != d)
+		if (smem[i].ptr != d || smem[i].pending)
 			continue;
+		if (smem[i].pool >= 0) {
+			/* a synchronous free of a pool allocation: at once */
+			spool[smem[i].pool].used -= smem[i].bytes;
+			smem[i].ptr = 0;
+			rc = CUDA_SUCCESS;
+			break;
+		}
 		smem_used -= smem[i].bytes;
 		smem[i].ptr = 0;
 		rc = CUDA_SUCCESS;
@@ -689,16 +726,224 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dp, size_t *pitch,
 	return rc;
 }
 
+
+/* pool handle -> index, -1: not a live pool */
+static int spool_index(void *p)
+{
+	uintptr_t v = (uintptr_t)p;
+
+	if (v < SPOOL_BASE || v >= SPOOL_BASE + SPOOL_MAX ||
+	    !spool[v - SPOOL_BASE].live)
+		return -1;
+	return (int)(v - SPOOL_BASE);
+}
+
+/* Give back what pool k reserved beyond max(in use, keep), in whole
+ * chunks (mu held). */
+static void spool_trim_locked(int k, uint64_t keep)
+{
+	uint64_t floor = spool[k].used > keep ? spool[k].used : keep, give;
+
+	if (floor > UINT64_MAX - SPOOL_CHUNK)
+		return;		/* keeps everything */
+	floor = (floor + SPOOL_CHUNK - 1) & ~(SPOOL_CHUNK - 1);
+	if (spool[k].reserved <= floor)
+		return;
+	give = spool[k].reserved - floor;
+	spool[k].reserved -= give;
+	smem_used -= give;
+}
+
+/* A synchronize: the frees it observes complete; each pool keeps up to
+ * its release threshold. */
+static void spool_sync(void)
+{
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < SMEM_MAX; i++) {
+		if (smem[i].ptr == 0 || !smem[i].pending)
+			continue;
+		spool[smem[i].pool].used -= smem[i].bytes;
+		smem[i].ptr = 0;
+		smem[i].pending = 0;
+	}
+	for (int k = 0; k < SPOOL_MAX; k++)
+		if (spool[k].live)
+			spool_trim_locked(k, spool[k].threshold);
+	pthread_mutex_unlock(&mu);
+}
+
+static CUresult spool_alloc(CUdeviceptr *dp, size_t n, int k)
+{
+	CUresult rc = 2;	/* CUDA_ERROR_OUT_OF_MEMORY */
+	uint64_t grow = 0;
+
+	if (dp == NULL || n == 0 || k < 0)
+		return 1;	/* CUDA_ERROR_INVALID_VALUE */
+	pthread_mutex_lock(&mu);
+	if (spool[k].used + n > spool[k].reserved)
+		grow = (spool[k].used + n - spool[k].reserved + SPOOL_CHUNK -
+			1) & ~(SPOOL_CHUNK - 1);
+	if (grow <= SMEM_TOTAL - smem_used) {
+		for (size_t i = 0; i < SMEM_MAX; i++) {
+			if (smem[i].ptr != 0)
+				continue;
+			smem[i].ptr = smem_next;
+			smem[i].bytes = n;
+			smem[i].pool = k;
+			smem[i].pending = 0;
+			smem_next += (n + 0xfffff) & ~0xfffffull;
+			smem_used += grow;
+			spool[k].reserved += grow;
+			spool[k].used += n;
+			*dp = smem[i].ptr;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s)
 {
 	(void)s;
-	return smem_alloc(dp, n);
+	return spool_alloc(dp, n, 0);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s)
 {
 	(void)s;
-	return smem_alloc(dp, n);
+	return spool_alloc(dp, n, 0);
+}
+
+static CUresult spool_free_async(CUdeviceptr d)
+{
+	CUresult rc = 1;	/* CUDA_ERROR_INVALID_VALUE */
+
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < SMEM_MAX && d != 0; i++) {
+		if (smem[i].ptr != d || smem[i].pending)
+			continue;
+		if (smem[i].pool < 0) {
+			smem_used -= smem[i].bytes;	/* not a pool's */
+			smem[i].ptr = 0;
+		} else {
+			smem[i].pending = 1;
+		}
+		rc = CUDA_SUCCESS;
+		break;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+EXPORT CUresult cuDeviceGetMemPool(void **pool, CUdevice dev)
+{
+	(void)dev;
+	if (pool == NULL)
+		return 1;
+	*pool = (void *)SPOOL_BASE;
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(void **pool, CUdevice dev)
+{
+	return cuDeviceGetMemPool(pool, dev);
+}
+
+EXPORT CUresult cuMemPoolCreate(void **pool, const void *props)
+{
+	CUresult rc = 2;
+
+	(void)props;
+	if (pool == NULL)
+		return 1;
+	pthread_mutex_lock(&mu);
+	for (int k = 1; k < SPOOL_MAX; k++) {
+		if (spool[k].live)
+			continue;
+		memset(&spool[k], 0, sizeof(spool[k]));
+		spool[k].live = 1;
+		*pool = (void *)(SPOOL_BASE + (uintptr_t)k);
+		rc = CUDA_SUCCESS;
+		break;
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/* Destroying a pool frees what it reserved (outstanding allocations
+ * included, as a program that destroys a pool in use gets). */
+EXPORT CUresult cuMemPoolDestroy(void *pool)
+{
+	int k;
+
+	pthread_mutex_lock(&mu);
+	k = spool_index(pool);
+	if (k <= 0) {
+		pthread_mutex_unlock(&mu);
+		return 1;
+	}
+	for (size_t i = 0; i < SMEM_MAX; i++)
+		if (smem[i].ptr != 0 && smem[i].pool == k)
+			memset(&smem[i], 0, sizeof(smem[i]));
+	smem_used -= spool[k].reserved;
+	memset(&spool[k], 0, sizeof(spool[k]));
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolTrimTo(void *pool, size_t keep)
+{
+	int k;
+
+	pthread_mutex_lock(&mu);
+	k = spool_index(pool);
+	if (k >= 0)
+		spool_trim_locked(k, keep);
+	pthread_mutex_unlock(&mu);
+	return k >= 0 ? CUDA_SUCCESS : 1;
+}
+
+/* attributes 4 RELEASE_THRESHOLD, 5 RESERVED_MEM_CURRENT,
+ * 7 USED_MEM_CURRENT (cuuint64_t) */
+EXPORT CUresult cuMemPoolGetAttribute(void *pool, int attr, void *value)
+{
+	int k;
+	CUresult rc = CUDA_SUCCESS;
+	uint64_t v = 0;
+
+	pthread_mutex_lock(&mu);
+	k = spool_index(pool);
+	if (k < 0 || value == NULL)
+		rc = 1;
+	else if (attr == 4)
+		v = spool[k].threshold;
+	else if (attr == 5)
+		v = spool[k].reserved;
+	else if (attr == 7)
+		v = spool[k].used;
+	else
+		rc = 1;
+	pthread_mutex_unlock(&mu);
+	if (rc == CUDA_SUCCESS)
+		memcpy(value, &v, sizeof(v));
+	return rc;
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value)
+{
+	int k;
+	CUresult rc = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&mu);
+	k = spool_index(pool);
+	if (k < 0 || value == NULL || attr != 4)
+		rc = 1;
+	else
+		memcpy(&spool[k].threshold, value, sizeof(uint64_t));
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
@@ -709,21 +954,25 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr d)
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s)
 {
 	(void)s;
-	return smem_free(d);
+	return spool_free_async(d);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s)
 {
 	(void)s;
-	return smem_free(d);
+	return spool_free_async(d);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dp, size_t n, void *p,
 				       CUstream s)
 {
-	(void)p;
+	int k;
+
 	(void)s;
-	return smem_alloc(dp, n);
+	pthread_mutex_lock(&mu);
+	k = spool_index(p);
+	pthread_mutex_unlock(&mu);
+	return spool_alloc(dp, n, k);
 }
 
 /* physical memory handles: the "address" is the handle */
@@ -753,6 +1002,85 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	*total_b = SMEM_TOTAL;
 	pthread_mutex_unlock(&mu);
 	return CUDA_SUCCESS;
+}
+
+/* ---- CUDA arrays ---- */
+
+static size_t sarr_bytes(const size_t *whd, unsigned ch, unsigned levels)
+{
+	size_t w = whd[0] ? whd[0] : 1, h = whd[1] ? whd[1] : 1,
+	       d = whd[2] ? whd[2] : 1, sum = 0;
+
+	for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+		sum += w * h * d * (ch ? ch : 1) * 4;
+		w = w > 1 ? w / 2 : 1;
+		h = h > 1 ? h / 2 : 1;
+		d = d > 1 ? d / 2 : 1;
+	}
+	return sum;
+}
+
+EXPORT CUresult cuArrayCreate_v2(void **ap, const size_t *desc)
+{
+	/* Width, Height, then Format (int) and NumChannels (unsigned) */
+	size_t whd[3] = { desc[0], desc[1], 1 };
+	unsigned ch;
+	CUdeviceptr d;
+	CUresult rc;
+
+	memcpy(&ch, (const char *)desc + 2 * sizeof(size_t) + sizeof(int),
+	       sizeof(ch));
+	rc = smem_alloc(&d, sarr_bytes(whd, ch, 1));
+	if (rc == CUDA_SUCCESS)
+		*ap = (void *)(uintptr_t)d;
+	return rc;
+}
+
+static CUresult sarr3(void **ap, const size_t *desc, unsigned levels)
+{
+	size_t whd[3] = { desc[0], desc[1], desc[2] };
+	unsigned ch;
+	CUdeviceptr d;
+	CUresult rc;
+
+	memcpy(&ch, (const char *)desc + 3 * sizeof(size_t) + sizeof(int),
+	       sizeof(ch));
+	rc = smem_alloc(&d, sarr_bytes(whd, ch, levels));
+	if (rc == CUDA_SUCCESS)
+		*ap = (void *)(uintptr_t)d;
+	return rc;
+}
+
+EXPORT CUresult cuArray3DCreate_v2(void **ap, const size_t *desc)
+{
+	return sarr3(ap, desc, 1);
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(void **mp, const size_t *desc,
+				       unsigned levels)
+{
+	return sarr3(mp, desc, levels);
+}
+
+EXPORT CUresult cuArrayDestroy(void *a)
+{
+	return smem_free((CUdeviceptr)(uintptr_t)a);
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(void *m)
+{
+	return smem_free((CUdeviceptr)(uintptr_t)m);
+}
+
+/* What the simulated device really holds (pools' reserves included). */
+EXPORT uint64_t gs_standin_mem_used(void)
+{
+	uint64_t u;
+
+	pthread_mutex_lock(&mu);
+	u = smem_used;
+	pthread_mutex_unlock(&mu);
+	return u;
 }
 
 EXPORT void gs_standin_stats(struct gs_standin_stats *out)

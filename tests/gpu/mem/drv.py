@@ -6,7 +6,8 @@ cuMemFree_v2 / cuMemGetInfo_v2 looked up in libcuda.so.1 with ctypes
       wait for DIR/go, allocate 1 GiB chunks, halving down to 1 MiB, until
       refused; write DIR/full.T (bytes held), hold until DIR/release, free.
       Checks: never above L, reached L (within 1 MiB), refusals are
-      CUDA_ERROR_OUT_OF_MEMORY, the frees succeed.
+      CUDA_ERROR_OUT_OF_MEMORY, cuMemGetInfo's and NVML's (dlopen'ed, as
+      frameworks do) total is L, the frees succeed.
   drv.py bench --label LABEL --tag T --out F [--limit L] [--seconds S]
       cuMemAlloc/cuMemFree pairs of 4 KiB, 1 MiB, 64 MiB, 1 GiB: median
       time per pair.  With --limit: one allocation of L + 1 MiB must be
@@ -87,6 +88,15 @@ def fill():
               sorted(codes))
     res.check(a.tag + " cuMemGetInfo total is the limit", vtotal == a.limit,
               "total %d, limit %d" % (vtotal or 0, a.limit))
+    ntotal, nvfree, nused = nv.view()
+    if ntotal is None:
+        res.check(a.tag + " NVML's memory query: the allocation's view",
+                  None if os.environ.get("MEMGPU_DRY") else False, "no NVML")
+    else:
+        res.check(a.tag + " NVML's memory query: the allocation's view",
+                  ntotal == a.limit and nvfree <= a.limit - held + MIB,
+                  "nvmlDeviceGetMemoryInfo total %d free %d used %d; limit "
+                  "%d, held %d" % (ntotal, nvfree, nused, a.limit, held))
     released = wait_for(os.path.join(a.sync, "release"), a.hold)
     bad = [rc for rc in (drv.free(x) for x in ptrs) if rc != 0]
     rc, ptr = drv.alloc(a.limit // 2)

@@ -34,12 +34,23 @@ class Results:
 
 
 class Nvml:
-    """Device-wide memory of GPU 0 through libnvidia-ml (None without)."""
+    """GPU 0's memory through libnvidia-ml (None without).  Under the
+    gate, nvmlDeviceGetMemoryInfo answers with the allocation's view
+    (view()); the ground truth, used(), is the sum of what NVML lists for
+    the GPU's compute processes (nvmlDeviceGetComputeRunningProcesses_v3,
+    which the gate leaves alone), the device-wide figure where that
+    listing is not available."""
 
     class Mem(ctypes.Structure):
         _fields_ = [("total", ctypes.c_ulonglong),
                     ("free", ctypes.c_ulonglong),
                     ("used", ctypes.c_ulonglong)]
+
+    class Proc(ctypes.Structure):       # nvmlProcessInfo_t
+        _fields_ = [("pid", ctypes.c_uint),
+                    ("usedGpuMemory", ctypes.c_ulonglong),
+                    ("gpuInstanceId", ctypes.c_uint),
+                    ("computeInstanceId", ctypes.c_uint)]
 
     def __init__(self):
         self.h = None
@@ -54,13 +65,37 @@ class Nvml:
         except OSError:
             pass
 
-    def used(self):
+    def procs_used(self):
+        """what the GPU's compute processes hold together (0 when none is
+        listed: the checks that use it demand more than 0), or None"""
         if self.h is None:
             return None
+        n = ctypes.c_uint(64)
+        procs = (Nvml.Proc * 64)()
+        try:
+            f = self.lib.nvmlDeviceGetComputeRunningProcesses_v3
+        except AttributeError:
+            return None
+        if f(self.h, ctypes.byref(n), procs) != 0:
+            return None
+        return sum(procs[i].usedGpuMemory for i in range(n.value)
+                   if procs[i].usedGpuMemory < (1 << 62))
+
+    def used(self):
+        u = self.procs_used()
+        if u is not None:
+            return u
+        return self.view()[2]
+
+    def view(self):
+        """(total, free, used) as nvmlDeviceGetMemoryInfo answers this
+        process (the allocation's view under the gate)"""
+        if self.h is None:
+            return (None, None, None)
         m = Nvml.Mem()
         if self.lib.nvmlDeviceGetMemoryInfo(self.h, ctypes.byref(m)) != 0:
-            return None
-        return m.used
+            return (None, None, None)
+        return (m.total, m.free, m.used)
 
     def free(self):
         if self.h is None:

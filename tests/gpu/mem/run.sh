@@ -1,9 +1,11 @@
 #!/bin/sh
 # tests/gpu/mem/run.sh — device memory limits through the launch gate on
-# a real GPU, one command (about 2 minutes; MEMGPU_BUDGET seconds at most,
-# default 225):
+# a real GPU, one command (about 3 minutes; MEMGPU_BUDGET seconds at most,
+# default 300):
 #   tests/gpu/mem/run.sh [--dry-run] [BIN_DIR [OUT_DIR]]
-# BIN_DIR holds gshared, gsharectl and libgshare-gate.so, and lib/ with
+# BIN_DIR holds gshared, gsharectl, libgshare-gate.so and
+# fake_libgshare.so (build/tests/gate: it makes a process look like a
+# level-2 job, one that links libgshare), and lib/ with
 # libraries the machine lacks (default: the build/ paths).  OUT_DIR
 # (default $OUT, else /tmp/memgpu-out) gets results.jsonl, summary.md
 # and gshared.log.  A private agent (gpus: auto) and, each under its own
@@ -12,10 +14,16 @@
 #     for a tensor over it and for one beside another, empty_cache and the
 #     allocator's own retry recovering, the memory the process really holds
 #     (NVML) within the limit + 1 GiB;
-#  2. the same with expandable_segments:True and backend:cudaMallocAsync;
-#  3. JAX with its default preallocation in a 30 % share, a jitted step;
+#  2. the same with expandable_segments:True and backend:cudaMallocAsync
+#     (whose pool keeps freed memory: the gate charges what pools hold);
+#  3. JAX with its default preallocation in a 30 % share, a jitted step
+#     whose loss per step must match (1e-3 relative) the same program run
+#     without the gate (both printed);
 #  4. two jobs at 30 % and 70 % filling their quotas at once through
-#     cuMemAlloc (never above, each reaching it; the agent's figures);
+#     cuMemAlloc (never above, each reaching it; the agent's figures;
+#     NVML's memory query, dlopen'ed, answering with the allocation's
+#     view), then a level-2 job (libgshare linked: launches its own) held
+#     to its limit all the same;
 #  5. cuMemAlloc/cuMemFree pairs (4 KiB..1 GiB, ctypes on libcuda.so.1:
 #     the driver entry points the gate hooks) and a warm PyTorch training
 #     step, plain and gated, twice each, alternating: ratios.
@@ -36,10 +44,11 @@ if [ -z "$BIN" ]; then
 	GSHARED=build/node-agent/gshared CTLB=build/node-agent/gsharectl
 	GATE=$PWD/build/runtime/gate/libgshare-gate.so
 	STANDIN=$PWD/build/tests/gate/standin
+	L2=$PWD/build/tests/gate/fake_libgshare.so
 else
 	BIN=$(cd "$BIN" && pwd) || exit 1
 	GSHARED=$BIN/gshared CTLB=$BIN/gsharectl GATE=$BIN/libgshare-gate.so
-	STANDIN=$BIN/standin
+	STANDIN=$BIN/standin L2=$BIN/fake_libgshare.so
 	[ -d "$BIN/lib" ] &&
 	    export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
@@ -57,7 +66,7 @@ PY=python3
 RES=$OUTD/results.jsonl
 rm -f "$RES" "$OUTD/summary.md"
 START=$(date +%s)
-BUDGET=${MEMGPU_BUDGET:-225}
+BUDGET=${MEMGPU_BUDGET:-300}
 TMP=$(mktemp -d /tmp/memgpu.XXXXXX) || exit 1
 SOCK=$TMP/gshared.sock
 APID="" JOBS="" fail=0
@@ -178,14 +187,22 @@ for conf in native expandable_segments:True backend:cudaMallocAsync; do
 done
 
 # ---- 3: JAX with default preallocation in a 30 % share -----------------
-if budget 40 jax; then
-	log "jax: default preallocation in a 30 % share"
+if budget 70 jax; then
+	log "jax: default preallocation in a 30 % share (plain run first)"
+	# the same program and seeds without the gate: its losses are what
+	# the gated run must reproduce (a NaN in both is the program's own)
+	timeout -k 5 "$(to 60)" env -u XLA_PYTHON_CLIENT_PREALLOCATE \
+	    -u XLA_PYTHON_CLIENT_MEM_FRACTION $PY "$here/jax_prealloc.py" \
+	    --plain --losses "$TMP/jax_plain.json" --tag jax-plain \
+	    --out "$RES" 2>"$OUTD/jax-plain.err"
+	ended jax-plain $? "$OUTD/jax-plain.err"
 	a=$(ctl create --shares 30)
 	L=$(fig mem_limit "$a")
 	echo "  limit $L"
 	gated "$a" timeout -k 5 "$(to 90)" env -u XLA_PYTHON_CLIENT_PREALLOCATE \
 	    -u XLA_PYTHON_CLIENT_MEM_FRACTION $PY "$here/jax_prealloc.py" \
-	    --limit "$L" --tag jax --out "$RES" 2>"$OUTD/jax.err"
+	    --limit "$L" --ref "$TMP/jax_plain.json" --tag jax --out "$RES" \
+	    2>"$OUTD/jax.err"
 	ended jax $? "$OUTD/jax.err"
 	grep -h gshare-gate "$OUTD/jax.err" | tail -2
 	[ $DRY = 1 ] || agent_peak jax "$a" "$L"
@@ -247,6 +264,31 @@ if budget 30 fill; then
 	ended fill70 $rb "$OUTD/fill70.err"
 	ctl close "$a" >/dev/null
 	ctl close "$b" >/dev/null
+fi
+
+# ---- 4b: a level-2 job keeps its memory limit ---------------------------
+if budget 25 level2; then
+	log "level2: libgshare linked (launches its own), memory still limited"
+	if [ -e "$L2" ]; then
+		a=$(ctl create --shares 20 --mem 4G)
+		L=$(fig mem_limit "$a")
+		sd=$TMP/sync2
+		mkdir -p "$sd" && touch "$sd/go" "$sd/release"
+		env GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" \
+		    LD_PRELOAD="$GATE $L2" GSHARE_GATE_DEBUG=1 \
+		    timeout -k 5 "$(to 60)" $PY "$here/drv.py" fill --limit "$L" \
+		    --sync "$sd" --tag level2 --out "$RES" 2>"$OUTD/level2.err"
+		ended level2 $? "$OUTD/level2.err"
+		if grep -q "libgshare is linked: launches are its own" \
+		    "$OUTD/level2.err"; then
+			chk "level2: seen as level 2 (launch gating off)" pass "the gate's message"
+		else
+			chk "level2: seen as level 2 (launch gating off)" fail "$(tail -c 300 "$OUTD/level2.err" | tr '\n' ' ')"
+		fi
+		ctl close "$a" >/dev/null
+	else
+		chk level2 fail "$L2 missing"
+	fi
 fi
 
 # ---- 5: benchmarks ------------------------------------------------------

@@ -147,8 +147,9 @@ if base is None:
               None if os.environ.get("MEMGPU_DRY") else False, "no NVML")
 else:
     res.check(T + "device memory held (NVML) within limit + 1 GiB",
-              peak_phys[0] <= L + GIB,
-              "peak %s (device used less %s before CUDA), limit %s" %
+              0 < peak_phys[0] <= L + GIB,
+              "peak %s (NVML's compute processes, less %s before CUDA; "
+              "0: the listing never showed this process), limit %s" %
               (gib(peak_phys[0]), gib(base), gib(L)))
 res.emit({"torch": a.tag, "conf": conf, "limit": L,
           "peak_phys": peak_phys[0],
