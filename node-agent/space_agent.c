@@ -13,11 +13,13 @@
  * class is UNKNOWN for now: no source of the counters of space.h
  * (sm_pct, mem_pct) is wired yet (docs/space.md, "Classification").
  *
- * Limits: the token scheduler still runs space allocations one at a
- * time; co-granting a group is not implemented, and a job that runs alone
- * on a partition would leave the other SMs idle, so partitions reach the
- * control pages only with `space_partitions: true` (for tests of the
- * resize path; docs/space.md, "State").
+ * Co-granting: every plan tells the GPU's token scheduler each space
+ * allocation's co-grant set (gs_sched_set_group: the planner's group + 1
+ * for clients of the GPU's MPS server, 0 — alone, like time mode — for
+ * the others), so the members of a group are granted together, each on
+ * its partition.  Partitions reach the control pages unless
+ * `space_partitions: false` (then every member runs on the whole GPU:
+ * MPS shares the SMs as the driver likes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,16 @@ static void write_page(struct gs_alloc *a, const struct gs_space_out *o)
 		write_one(a->att[k].page, o);
 }
 
+static struct gs_sched *sched_of(struct gs_space_agent *sa, int32_t gpu)
+{
+	uint32_t i;
+
+	for (i = 0; i < gs_agent_ngpus(sa->ag); i++)
+		if (gs_agent_gpu(sa->ag, i)->d.index == gpu)
+			return gs_agent_gpu(sa->ag, i)->sched;
+	return NULL;
+}
+
 /* Plan GPU index gpu again, without allocation `gone` (closing). */
 static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 {
@@ -130,6 +142,7 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
 	struct gs_space_in *in = NULL;
 	struct gs_space_out *out = NULL;
+	struct gs_sched *sched = sched_of(sa, gpu);
 	struct gs_space_params p;
 	struct gs_alloc *a;
 	uint32_t n = 0, i;
@@ -170,8 +183,12 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 				  out[i].sm_first, out[i].sm_count,
 				  out[i].why);
 		r->out = out[i];
-		/* until the scheduler grants a group's members together,
-		 * each runs alone: a partition would only idle SMs */
+		/* the scheduler grants a group's members together (a
+		 * just-created allocation enters the scheduler after this
+		 * plan: it gets its set at the next one, its attach) */
+		if (sched != NULL)
+			(void)gs_sched_set_group(sched, a->id, out[i].mps ?
+					(uint64_t)out[i].group + 1 : 0);
 		if (cfg->space_partitions)
 			write_page(a, &out[i]);
 	}

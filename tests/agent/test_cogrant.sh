@@ -1,0 +1,114 @@
+#!/bin/sh
+# Integration test of space mode's co-granting (docs/space.md): the token
+# scheduler grants the members of a co-run group together.  With the
+# simulated GPU and the stand-in MPS control daemon
+# (tests/agent/fake_mps_control.sh): two space jobs of one user whose
+# classes co-run, beside a time-mode job, are granted together (both
+# "running" in STATUS at once; their device time over the same window
+# adds up to more than the wall time) while each keeps its share of the
+# GPU's time (30 + 30 as a group, 40 alone); an idle member's SMs go to
+# the other (its control page rewritten within a few ms of the partner's
+# exit); two compute-heavy jobs (simulated profiles) take turns and say
+# so in STATUS, while a compute-heavy one and a memory-heavy one co-run.
+# Polls with deadlines; cleans up on any exit.
+set -u
+. "$(dirname "$0")/../lib/agent.sh"
+PROBE=$B/tests/agent/space_probe
+gs_agent_init gscogrant "$SIM" "$PROBE"
+chmod 755 "$dir"
+FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+cg_cleanup() {
+	for f in "$dir"/state/mps/*/*/log/pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	gs_agent_cleanup
+}
+trap cg_cleanup EXIT
+until5() {	# until CMD succeeds (5 s): until5 DESC CMD...
+	desc=$1; shift
+	t0=$(ms)
+	until "$@"; do
+		if [ $(( $(ms) - t0 )) -gt 5000 ]; then
+			bad "$desc: not after 5 s"
+			return 1
+		fi
+		sleep 0.02
+	done
+	ok "$desc ($(( $(ms) - t0 )) ms)"
+}
+field() {	# field ALLOC KEY: from status --json
+	$CTL -s "$sock" status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0][sys.argv[2]] if a else "none")' "$1" "$2"
+}
+both_running() {	# ALLOC ALLOC: both running in one STATUS
+	$CTL -s "$sock" status --json | $PY -c '
+import json, sys
+st = {a["id"]: a["state"] for a in json.load(sys.stdin)["allocations"]}
+sys.exit(not all(st.get(int(x)) == "running" for x in sys.argv[1:]))' "$@"
+}
+pct() { $PY -c 'import sys; print("%.1f" % (100 * float(sys.argv[1])))' "$1"; }
+within() {	# within GOT WANT TOL (percent points)
+	$PY -c 'import sys; g, w, t = map(float, sys.argv[1:]); sys.exit(abs(g - w) > t)' "$@"
+}
+
+gs_agent_conf <<CONF
+gpus: {simulated: 1}
+mps_control: $FAKE
+CONF
+gs_agent_start
+
+# 1. co-run beside a time-mode job: 30 + 30 together, 40 alone
+a=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+b=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+c=$($CTL -s "$sock" create --shares 40 --gpu 0 --uid 1000)
+at=$(( $($SIM --now) + 300000000 ))
+for x in a b c; do
+	eval id=\$$x
+	$SIM -s "$sock" -a "$id" -n "$x" --at "$at" -d 3 > "$dir/$x.out" 2>&1 &
+	jpids="$jpids $!"
+done
+until5 "$a and $b granted together (both running)" both_running "$a" "$b"
+gs_wait_jobs 30
+sa=$(gs_field "$dir/a.out" share)
+sb=$(gs_field "$dir/b.out" share)
+sc=$(gs_field "$dir/c.out" share)
+echo "     wall shares: a $(pct "$sa") %, b $(pct "$sb") %, c $(pct "$sc") %"
+within "$(pct "$sa")" 60 6 && within "$(pct "$sb")" 60 6 &&
+within "$(pct "$sc")" 40 6 &&
+	ok "group 30+30 holds 60 % of the time, both members all of it; time mode 40 %" ||
+	bad "shares a $sa b $sb c $sc (want 0.6 0.6 0.4)"
+$PY -c 'import sys; sys.exit(sum(map(float, sys.argv[1:])) < 1.3)' "$sa" "$sb" "$sc" &&
+	ok "grant intervals overlap (device time $(pct "$sa")+$(pct "$sb")+$(pct "$sc") % of the wall time)" ||
+	bad "no overlap: $sa + $sb + $sc"
+for x in $a $b $c; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 2. an idle member's SMs go to the other: its page is rewritten at once
+pa=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+qa=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+mkfifo "$dir/p-in" "$dir/q-in"
+$PROBE "$sock" "$pa" 30 stamp < "$dir/p-in" > "$dir/p.out" 2>&1 &
+jpids="$jpids $!"
+$PROBE "$sock" "$qa" 30 stamp < "$dir/q-in" > "$dir/q.out" 2>&1 &
+jpids="$jpids $!"
+exec 8> "$dir/p-in" 9> "$dir/q-in"
+# the probe's latest partition is $2
+seen() { grep "^part " "$dir/$1.out" | tail -n 1 | grep -q "^part [0-9]* $2 [0-9]*\$"; }
+until5 "$pa on SMs 0-47, $qa on 48-131 (30:50)" seen p "0 48"
+seen q "48 84" || bad "q: $(cat "$dir/q.out")"
+until5 "$pa and $qa hold the token together" both_running "$pa" "$qa"
+exec 8>&-
+until5 "$pa leaves: $qa gets SMs 0-131" seen q "0 132"
+t1=$(sed -n 's/^exit //p' "$dir/p.out")
+t2=$(sed -n 's/^part [0-9]* 0 132 //p' "$dir/q.out" | tail -n 1)
+lat=$(( (${t2:-0} - ${t1:-0}) / 1000 ))
+echo "     partner's exit -> partition rewritten: $lat us"
+[ -n "$t1" ] && [ -n "$t2" ] && [ "$lat" -ge 0 ] && [ "$lat" -lt 50000 ] &&
+	ok "the idle member's SMs reach the other's page in $lat us" ||
+	bad "rewrite latency $lat us"
+exec 9>&-
+gs_wait_jobs 10
+for x in $pa $qa; do $CTL -s "$sock" close "$x" >/dev/null; done
+exit $fail
