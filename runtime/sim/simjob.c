@@ -71,6 +71,8 @@ struct sim {
 	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
 	int report_zero;	/* lie: report 0 ns of GPU time */
 	uint64_t mem;		/* --mem-mib: device memory it reports */
+	uint32_t sm_pct;	/* --profile: SM activity it declares */
+	uint32_t mem_pct;	/* ... and DRAM activity (0 0: none) */
 	int json;
 	uint64_t ntasks;	/* --tasks: 0: block-tasks */
 	/* state */
@@ -123,6 +125,20 @@ static uint64_t
 tasks_for(const struct sim *m, uint64_t ns)
 {
 	return (ns + m->task_ns - 1) / m->task_ns;
+}
+
+/* The simulated device's activity counters for ns more of task time
+ * (--profile). */
+static void
+sim_activity(const struct sim *m, volatile struct gs_ctlpage *page,
+	     uint64_t ns)
+{
+	if (page == NULL || (m->sm_pct == 0 && m->mem_pct == 0))
+		return;
+	__atomic_add_fetch(&page->sim_sm_ns, ns * m->sm_pct / 100,
+			   __ATOMIC_RELEASE);
+	__atomic_add_fetch(&page->sim_mem_ns, ns * m->mem_pct / 100,
+			   __ATOMIC_RELEASE);
 }
 
 /* The simulated executor.  The device runs block-tasks back to back from
@@ -196,6 +212,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			break;
 		}
 		if (kn > k) {
+			sim_activity(m, page, (kn - k) * m->task_ns);
 			__atomic_add_fetch(&m->gpu_ns, (kn - k) * m->task_ns,
 					   __ATOMIC_RELAXED);
 			__atomic_add_fetch(&m->tasks, kn - k,
@@ -218,6 +235,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	/* count what the loop above has not counted yet */
 	kn = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED) - done_gpu;
 	if (k * m->task_ns > kn) {
+		sim_activity(m, page, k * m->task_ns - kn);
 		__atomic_add_fetch(&m->gpu_ns, k * m->task_ns - kn,
 				   __ATOMIC_RELAXED);
 		__atomic_add_fetch(&m->tasks, k - kn / m->task_ns,
@@ -555,6 +573,10 @@ usage(FILE *f)
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
 "      --mem-mib N       report holding N MiB of device memory\n"
+"      --profile P       declare what its kernels stress, as the\n"
+"                        simulated GPU's counters report it: compute\n"
+"                        (SM 95 %%, DRAM 15 %%), memory (60 %%, 85 %%) or\n"
+"                        light (15 %%, 10 %%)\n"
 "      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
 "                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
@@ -657,7 +679,7 @@ bad:
 }
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
-       OPT_ZERO, OPT_MEM, OPT_TASKS };
+       OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE };
 
 int
 main(int argc, char **argv)
@@ -681,6 +703,7 @@ main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "now", no_argument, NULL, OPT_NOW },
 		{ "tasks", required_argument, NULL, OPT_TASKS },
+		{ "profile", required_argument, NULL, OPT_PROFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -776,6 +799,24 @@ main(int argc, char **argv)
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)
 				return 2;
 			m.overrun_ns = v * NS_PER_MS;
+			break;
+		case OPT_PROFILE:
+			/* what a kernel of that kind achieves alone */
+			if (strcmp(optarg, "compute") == 0) {
+				m.sm_pct = 95;
+				m.mem_pct = 15;
+			} else if (strcmp(optarg, "memory") == 0) {
+				m.sm_pct = 60;
+				m.mem_pct = 85;
+			} else if (strcmp(optarg, "light") == 0) {
+				m.sm_pct = 15;
+				m.mem_pct = 10;
+			} else {
+				fprintf(stderr, "gshare-simjob: --profile: "
+					"compute, memory or light, not "
+					"'%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case OPT_TASKS:
 			if (parse_u64("--tasks", optarg, &m.ntasks) < 0)

@@ -111,4 +111,51 @@ echo "     partner's exit -> partition rewritten: $lat us"
 exec 9>&-
 gs_wait_jobs 10
 for x in $pa $qa; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 3. classes from the simulated GPU's counters (space_sample.c): each job
+# runs alone first and is classified; then two compute-heavy ones take
+# turns, a compute-heavy and a memory-heavy one co-run
+x=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+y=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+z=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+classed() { grep -q "space: allocation $1 is $2 " "$dir/log"; }
+for j in "$x compute compute-heavy" "$y compute compute-heavy" \
+	 "$z memory memory-heavy"; do
+	set -- $j
+	$SIM -s "$sock" -a "$1" -n "c$1" --profile "$2" -d 10 \
+		> "$dir/c$1.out" 2>&1 &
+	cpid=$!
+	jpids="$jpids $cpid"
+	until5 "$1 (--profile $2) alone: classified $3" classed "$1" "$3"
+	kill -TERM "$cpid"
+	gs_wait_jobs 10
+done
+says() { [ "$(field "$1" space)" = "$2" ]; }
+pair() {	# pair ID ID WHY: device-time shares over one 2 s window;
+		# STATUS gives the second WHY while both run
+	at=$(( $($SIM --now) + 200000000 ))
+	for i in "$1" "$2"; do
+		$SIM -s "$sock" -a "$i" -n "p$i" --at "$at" -d 2 \
+			> "$dir/p$i.out" 2>&1 &
+		jpids="$jpids $!"
+	done
+	until5 "STATUS of $2: $3" says "$2" "$3"
+	gs_wait_jobs 20
+	s1=$(gs_field "$dir/p$1.out" share)
+	s2=$(gs_field "$dir/p$2.out" share)
+}
+pair "$x" "$y" "takes turns with $x: compute-heavy + compute-heavy"
+echo "     compute-heavy pair: $(pct "$s1") % + $(pct "$s2") %"
+$PY -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a + b < 1.02 and abs(a - b) < 0.08))' "$s1" "$s2" &&
+	ok "$x and $y (compute-heavy) take turns: $(pct "$s1") + $(pct "$s2") % of the time" ||
+	bad "compute-heavy pair: $s1 + $s2 (want turns, 50/50)"
+pair "$x" "$z" "co-runs with $x: memory-heavy + compute-heavy"
+echo "     compute-heavy + memory-heavy: $(pct "$s1") % + $(pct "$s2") %"
+$PY -c 'import sys; sys.exit(sum(map(float, sys.argv[1:])) < 1.5)' "$s1" "$s2" &&
+	ok "$x and $z (compute-heavy + memory-heavy) co-run: $(pct "$s1") + $(pct "$s2") %" ||
+	bad "complementary pair: $s1 + $s2 (want co-run)"
+case $(field "$z" space) in
+"idle: its SMs go to the others") ok "STATUS after the run: $z idle";;
+*)	bad "space of $z: $(field "$z" space)";;
+esac
 exit $fail
