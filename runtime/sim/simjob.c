@@ -59,6 +59,7 @@
 #define TPOLL_NS 100000ull	/* --tasks: the host looks this often */
 #define TSMS 4u			/* --tasks: simulated SMs */
 #define TGROUPS 8u		/* --tasks: task i is in group i % 8 */
+#define SIM_SMS 132u		/* block-tasks: the simulated GPU's SMs */
 
 struct sim {
 	/* options */
@@ -127,13 +128,19 @@ tasks_for(const struct sim *m, uint64_t ns)
 	return (ns + m->task_ns - 1) / m->task_ns;
 }
 
-/* The simulated device's activity counters for ns more of task time
- * (--profile). */
+/* The simulated device's counters for ns more of task time run on
+ * `sms` of its SIM_SMS SMs: space mode's GPU time (task time x the
+ * partition's fraction, as libgshare counts it) and the activity
+ * counters of --profile. */
 static void
 sim_activity(const struct sim *m, volatile struct gs_ctlpage *page,
-	     uint64_t ns)
+	     uint64_t ns, uint32_t sms)
 {
-	if (page == NULL || (m->sm_pct == 0 && m->mem_pct == 0))
+	if (page == NULL)
+		return;
+	__atomic_add_fetch(&page->space_gpu_ns, ns * sms / SIM_SMS,
+			   __ATOMIC_RELEASE);
+	if (m->sm_pct == 0 && m->mem_pct == 0)
 		return;
 	__atomic_add_fetch(&page->sim_sm_ns, ns * m->sm_pct / 100,
 			   __ATOMIC_RELEASE);
@@ -156,9 +163,17 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	uint64_t t0 = mono_ns(), now, kmax = UINT64_MAX, k = 0, kn, ks;
 	uint64_t last_pub = t0, done_gpu;
 	uint32_t why = GS_REL_IDLE;	/* reason if kmax is reached */
+	uint32_t sms = SIM_SMS;	/* its partition, read at each launch */
 	int done_at_kmax = 1;
 
 	(void)err;
+	if (page != NULL &&
+	    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) != 0) {
+		uint32_t c = page->sm_count;
+
+		if (c != 0 && c < SIM_SMS)
+			sms = c;
+	}
 	if (m->mem != 0 && page != NULL) {
 		/* the memory it holds, as a runtime that counts its
 		 * allocations reports it: peak first (a page of a new
@@ -212,7 +227,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			break;
 		}
 		if (kn > k) {
-			sim_activity(m, page, (kn - k) * m->task_ns);
+			sim_activity(m, page, (kn - k) * m->task_ns, sms);
 			__atomic_add_fetch(&m->gpu_ns, (kn - k) * m->task_ns,
 					   __ATOMIC_RELAXED);
 			__atomic_add_fetch(&m->tasks, kn - k,
@@ -235,7 +250,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	/* count what the loop above has not counted yet */
 	kn = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED) - done_gpu;
 	if (k * m->task_ns > kn) {
-		sim_activity(m, page, k * m->task_ns - kn);
+		sim_activity(m, page, k * m->task_ns - kn, sms);
 		__atomic_add_fetch(&m->gpu_ns, k * m->task_ns - kn,
 				   __ATOMIC_RELAXED);
 		__atomic_add_fetch(&m->tasks, k - kn / m->task_ns,

@@ -14,7 +14,7 @@
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 PROBE=$B/tests/agent/space_probe
-gs_agent_init gscogrant "$SIM" "$PROBE"
+gs_agent_init gscogrant "$SIM" "$PROBE" "$B/node-agent/gsacct/gsacct"
 chmod 755 "$dir"
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
@@ -61,9 +61,9 @@ CONF
 gs_agent_start
 
 # 1. co-run beside a time-mode job: 30 + 30 together, 40 alone
-a=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
-b=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
-c=$($CTL -s "$sock" create --shares 40 --gpu 0 --uid 1000)
+a=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space --job 91)
+b=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space --job 92)
+c=$($CTL -s "$sock" create --shares 40 --gpu 0 --uid 1000 --job 93)
 at=$(( $($SIM --now) + 300000000 ))
 for x in a b c; do
 	eval id=\$$x
@@ -84,6 +84,21 @@ $PY -c 'import sys; sys.exit(sum(map(float, sys.argv[1:])) < 1.3)' "$sa" "$sb" "
 	ok "grant intervals overlap (device time $(pct "$sa")+$(pct "$sb")+$(pct "$sc") % of the wall time)" ||
 	bad "no overlap: $sa + $sb + $sc"
 for x in $a $b $c; do $CTL -s "$sock" close "$x" >/dev/null; done
+# accounting (docs/accounting.md): a space job's GPU time is its kernel
+# time x its partition's fraction (a: SMs 0-63, b: 64-131 of 132), a
+# time-mode job's its kernel time; gsacct reads what the agent stored
+GSACCT=$B/node-agent/gsacct/gsacct
+TZ=UTC "$GSACCT" --store "$dir/state/usage.db" -j 91,92,93 -P -n \
+	-o JobID,GPUSec > "$dir/acct.txt" 2>&1 || bad "gsacct: $(cat "$dir/acct.txt")"
+for j in "91 a 64" "92 b 68" "93 c 132"; do
+	set -- $j
+	got=$(sed -n "s/^$1|//p" "$dir/acct.txt")
+	own=$(gs_field "$dir/$2.out" gpu_s)
+	$PY -c 'import sys; g, o, s = map(float, sys.argv[1:4]); w = o * s / 132; print("     job %s: gsacct %.3f s, kernels %.3f s x %d/132 = %.3f s" % (sys.argv[4], g, o, s, w)); sys.exit(abs(g - w) > 0.02 * w + 0.005)' \
+		"${got:-0}" "$own" "$3" "$1" &&
+		ok "job $1: GPU time = kernel time x $3/132 SMs" ||
+		bad "job $1: gsacct '$got', kernels $own s, $3 SMs"
+done
 
 # 2. an idle member's SMs go to the other: its page is rewritten at once
 pa=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
