@@ -9,12 +9,15 @@
 # GPU's time (30 + 30 as a group, 40 alone); an idle member's SMs go to
 # the other (its control page rewritten within a few ms of the partner's
 # exit); two compute-heavy jobs (simulated profiles) take turns and say
-# so in STATUS, while a compute-heavy one and a memory-heavy one co-run.
+# so in STATUS, while a compute-heavy one and a memory-heavy one co-run;
+# gsacct bills the co-running jobs kernel time x partition; the NVML
+# source (stand-in libnvidia-ml.so.1) classifies a job that runs alone.
 # Polls with deadlines; cleans up on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 PROBE=$B/tests/agent/space_probe
-gs_agent_init gscogrant "$SIM" "$PROBE" "$B/node-agent/gsacct/gsacct"
+gs_agent_init gscogrant "$SIM" "$PROBE" "$B/node-agent/gsacct/gsacct" \
+	"$B/tests/agent/fakenvml/libnvidia-ml.so.1"
 chmod 755 "$dir"
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
@@ -173,4 +176,34 @@ case $(field "$z" space) in
 "idle: its SMs go to the others") ok "STATUS after the run: $z idle";;
 *)	bad "space of $z: $(field "$z" space)";;
 esac
+kill -TERM "$apid"; wait "$apid" 2>/dev/null; apid=""
+
+# 4. the NVML source (gpus: nvml, the stand-in libnvidia-ml.so.1 of
+# tests/agent/fake_nvml.c): a job alone on GPU 0, whose utilization NVML
+# gives as 70 % kernels and 80 % memory, is memory-heavy after 4 windows
+# of 1 s; GPU 1's utilization is never read for it
+gs_agent_conf <<CONF
+gpus: nvml
+mps_control: $FAKE
+CONF
+echo "0 util 70 80" > "$dir/nvml"
+echo "1 util 99 1" >> "$dir/nvml"
+gs_agent_start "" LD_LIBRARY_PATH=$B/tests/agent/fakenvml \
+	FAKE_NVML_STATE=$dir/nvml
+n=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+$SIM -s "$sock" -a "$n" -n nv -d 10 > "$dir/nv.out" 2>&1 &
+cpid=$!
+jpids="$jpids $cpid"
+t0=$(ms)
+until classed "$n" memory-heavy || [ $(( $(ms) - t0 )) -gt 8000 ]; do
+	sleep 0.1
+done
+classed "$n" memory-heavy &&
+	ok "NVML source: $n alone at 70 % / 80 % is memory-heavy ($(( $(ms) - t0 )) ms)" ||
+	bad "NVML source: $(grep "space: allocation" "$dir/log")"
+grep -q "space: allocation $n is memory-heavy (SM 70 %, memory 80 % over 4 samples alone)" "$dir/log" &&
+	ok "its samples are GPU 0's readings" ||
+	bad "samples: $(grep "space: allocation" "$dir/log")"
+kill -TERM "$cpid"
+gs_wait_jobs 10
 exit $fail
