@@ -1584,6 +1584,176 @@ test_group_suspend_trace(void **state)
 	gs_sched_free(s);
 }
 
+/* Random walk with co-grant sets that change under it: grants go only to
+ * waiters, several at once or beside holders only within one nonzero
+ * set; suspends and escalations only to holders; the holder count and
+ * gs_sched_holder agree with what the actions said; a set's members are
+ * suspended in the same step. */
+static void
+test_group_random(void **state)
+{
+	uint32_t pol;
+
+	(void)state;
+	for (pol = GS_POLICY_WFQ; pol <= GS_POLICY_DYNPRIO; pol++) {
+		struct gs_sched_params p;
+		struct gs_sched *s;
+		struct gs_sched_action a[8];
+		struct gs_sched_entry_info info;
+		uint64_t now = 1000, next, grp[12] = { 0 };
+		uint64_t susp_at[12] = { 0 }, cogrants = 0, joins = 0;
+		int present[12] = { 0 }, wants[12] = { 0 }, hold[12] = { 0 };
+		int revoked[12] = { 0 }, susp[12] = { 0 };
+		int op, na, i, k, nh, ng;
+
+		gs_sched_params_default(&p);
+		p.policy = pol;
+		p.grace_ns = 10 * MS;
+		s = gs_sched_new(&p);
+		assert_non_null(s);
+		for (op = 0; op < 100000; op++) {
+			uint64_t id = 1 + rnd(12);
+			int x = (int)id - 1;
+
+			now += rnd(2 * MS);
+			switch (rnd(9)) {
+			case 0:
+				if (gs_sched_add_shares(s, id,
+						(uint32_t)rnd(30),
+						1 + (uint32_t)rnd(9),
+						(uint32_t)rnd(3), now) == 0) {
+					present[x] = 1;
+					grp[x] = 0;
+				}
+				break;
+			case 1:
+				if (rnd(6) == 0 && present[x]) {
+					gs_sched_remove(s, id, now);
+					present[x] = wants[x] = hold[x] = 0;
+					revoked[x] = susp[x] = 0;
+				}
+				break;
+			case 2:
+			case 3:
+				if (present[x]) {
+					assert_int_equal(gs_sched_want(s, id,
+								       now), 0);
+					wants[x] = 1;
+				}
+				break;
+			case 4:
+			case 5:
+				if (revoked[x]) {
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						id, 5, idle, now), 0);
+					revoked[x] = 0;
+					if (idle)
+						wants[x] = 0;
+				} else if (hold[x]) {
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						id, rnd(3 * MS), idle, now), 0);
+					hold[x] = susp[x] = 0;
+					if (idle)
+						wants[x] = 0;
+				} else if (present[x]) {
+					assert_int_equal(gs_sched_release(s,
+						id, 1, 1, now), -1);
+				}
+				break;
+			case 6:
+			case 7:
+				if (present[x]) {
+					grp[x] = rnd(3);
+					assert_int_equal(gs_sched_set_group(s,
+						id, grp[x]), 0);
+				}
+				break;
+			default:
+				break;
+			}
+			for (nh = 0, i = 0; i < 12; i++)
+				nh += hold[i];
+			na = gs_sched_step(s, now, a, 8, &next);
+			assert_true(na >= 0 && na <= 8);
+			ng = 0;
+			for (i = 0; i < na; i++) {
+				k = (int)a[i].id - 1;
+				assert_true(k >= 0 && k < 12 && present[k]);
+				if (a[i].kind == GS_ACT_GRANT) {
+					int j, cur = 0, same = 0;
+
+					assert_true(wants[k] && !hold[k] &&
+						    !revoked[k]);
+					for (j = 0; j < 12; j++) {
+						cur += hold[j];
+						if (hold[j] && grp[j] == grp[k])
+							same = 1;
+					}
+					if (cur > 0) {
+						/* beside holders: one set */
+						assert_true(grp[k] != 0 &&
+							    same);
+						if (ng > 0)
+							cogrants++;
+						else
+							joins++;
+					}
+					hold[k] = 1;
+					ng++;
+				} else if (a[i].kind == GS_ACT_SUSPEND) {
+					assert_true(hold[k] && !susp[k]);
+					susp[k] = 1;
+					susp_at[k] = now;
+				} else {
+					assert_int_equal(a[i].kind,
+							 GS_ACT_ESCALATE);
+					assert_true(hold[k] && susp[k]);
+					assert_true(now - susp_at[k] >=
+						    p.grace_ns);
+					hold[k] = susp[k] = 0;
+					revoked[k] = 1;
+				}
+			}
+			/* a set suspends as one: after a whole step, a
+			 * holder told to suspend means all were */
+			if (na < 8) {
+				int any = 0, all = 1;
+
+				for (i = 0; i < 12; i++)
+					if (hold[i]) {
+						any |= susp[i];
+						all &= susp[i];
+					}
+				assert_true(!any || all);
+			}
+			for (nh = 0, i = 0; i < 12; i++)
+				nh += hold[i];
+			assert_int_equal(gs_sched_holders(s), (unsigned)nh);
+			if (nh > 0) {
+				k = (int)gs_sched_holder(s) - 1;
+				assert_true(k >= 0 && hold[k]);
+				assert_int_equal(gs_sched_info(s, k + 1,
+							       &info), 0);
+				assert_true(info.holding && info.part_ppm > 0);
+			} else {
+				assert_int_equal(gs_sched_holder(s), 0);
+			}
+			/* "again at once" only when the actions filled a */
+			assert_true(next > now || na == 8);
+		}
+		/* the walk reached co-grants and joins */
+		assert_true(cogrants > 100 && joins > 100);
+		print_message("  policy %u: %llu co-grants, %llu joins\n",
+			      pol, (unsigned long long)cogrants,
+			      (unsigned long long)joins);
+		gs_sched_free(s);
+	}
+}
+
 int
 main(void)
 {
@@ -1611,6 +1781,7 @@ main(void)
 		cmocka_unit_test(test_group_cogrant),
 		cmocka_unit_test(test_group_guarantee),
 		cmocka_unit_test(test_group_suspend_trace),
+		cmocka_unit_test(test_group_random),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
