@@ -273,7 +273,7 @@ struct gs_space_sample *gs_space_sample_new(struct gs_agent *ag,
 		struct gs_error nerr;
 
 		if (gs_gpu_util_open(d, nd, &ss->nv, &nerr) < 0) {
-			log_warnx("space mode's classes: no NVML "
+			log_info("space mode's classes: no NVML "
 				  "utilization (%s); space allocations stay "
 				  "unclassified", nerr.msg);
 			ss->nv = NULL;
