@@ -111,7 +111,12 @@ struct gs_ctlpage {
 	uint64_t mem_used;		/* device memory held now, bytes
 					 * (a gauge: up and down) */
 	uint64_t mem_peak;		/* the most held at once */
-	uint8_t _rsv2[16];
+	/* simulated GPU only (gshare-simjob --profile): the device's
+	 * activity counters, task time x the SM / DRAM activity the job
+	 * declares; the agent reads their sum over a GPU's pages as that
+	 * GPU's utilization (space mode's classes, space_sample.c) */
+	uint64_t sim_sm_ns;
+	uint64_t sim_mem_ns;
 
 	/* --- more control, agent writes --- */
 	uint64_t contend_seen_ns;	/* last time the agent saw another
@@ -133,5 +138,7 @@ _Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,
 	       "mem_used moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,
 	       "mem_peak moved");
+_Static_assert(offsetof(struct gs_ctlpage, sim_mem_ns) == 248,
+	       "sim_mem_ns moved");
 
 #endif /* GS_CTLPAGE_H */

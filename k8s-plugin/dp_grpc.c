@@ -454,8 +454,8 @@ struct alloc_out {
 	Gsk8s__ContainerAllocateResponse r;
 	Gsk8s__StringEntry env[GS_DP_ENV_MAX];
 	Gsk8s__StringEntry *envp[GS_DP_ENV_MAX];
-	Gsk8s__Mount mount;
-	Gsk8s__Mount *mountp;
+	Gsk8s__Mount mount[2];
+	Gsk8s__Mount *mountp[2];
 	struct gs_dp_container ct;
 };
 
@@ -473,13 +473,22 @@ alloc_out_fill(struct alloc_out *o)
 	}
 	o->r.n_envs = o->ct.nenv;
 	o->r.envs = o->envp;
-	gsk8s__mount__init(&o->mount);
-	o->mount.container_path = o->ct.mount_container;
-	o->mount.host_path = o->ct.mount_host;
-	o->mount.read_only = o->ct.mount_read_only;
-	o->mountp = &o->mount;
+	gsk8s__mount__init(&o->mount[0]);
+	o->mount[0].container_path = o->ct.mount_container;
+	o->mount[0].host_path = o->ct.mount_host;
+	o->mount[0].read_only = o->ct.mount_read_only;
+	o->mountp[0] = &o->mount[0];
 	o->r.n_mounts = 1;
-	o->r.mounts = &o->mountp;
+	if (o->ct.mps_mount[0] != '\0') {
+		/* space mode: the MPS pipe directory, read-write */
+		gsk8s__mount__init(&o->mount[1]);
+		o->mount[1].container_path = o->ct.mps_mount;
+		o->mount[1].host_path = o->ct.mps_mount;
+		o->mount[1].read_only = 0;
+		o->mountp[1] = &o->mount[1];
+		o->r.n_mounts = 2;
+	}
+	o->r.mounts = o->mountp;
 }
 
 static void

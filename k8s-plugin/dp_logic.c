@@ -542,3 +542,41 @@ gs_dp_container_preload(struct gs_dp_container *c, const char *file,
 		return gs_error_set(err, GS_EINVAL, "preload path too long");
 	return env_set(c, "LD_PRELOAD", path, err);
 }
+
+int
+gs_dp_container_mps(struct gs_dp_container *c, const char *pipe,
+		    uint32_t pct, struct gs_error *err)
+{
+	char num[16];
+	const char *p;
+	size_t l;
+
+	if (pipe == NULL || pipe[0] != '/' ||
+	    strlen(pipe) >= sizeof(c->mps_mount))
+		return gs_error_set(err, GS_EINVAL,
+		    "MPS pipe directory \"%s\": expected an absolute path",
+		    pipe ? pipe : "");
+	for (p = pipe; *p != '\0'; p += l) {
+		while (*p == '/')
+			p++;
+		l = strcspn(p, "/");
+		if ((l == 1 && p[0] == '.') ||
+		    (l == 2 && p[0] == '.' && p[1] == '.'))
+			return gs_error_set(err, GS_EINVAL, "MPS pipe "
+			    "directory \"%s\": \".\" or \"..\" in it", pipe);
+	}
+	if (pct > 100)
+		return gs_error_set(err, GS_EINVAL,
+		    "MPS thread percentage %u above 100", pct);
+	if (env_set(c, GS_ENV_MPS_PIPE, pipe, err) == -1)
+		return -1;
+	if (pct > 0) {
+		snprintf(num, sizeof(num), "%u", pct);
+		if (env_set(c, GS_ENV_MPS_PCT, num, err) == -1) {
+			c->nenv--;
+			return -1;
+		}
+	}
+	strcpy(c->mps_mount, pipe);
+	return 0;
+}

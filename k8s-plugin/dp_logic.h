@@ -88,9 +88,9 @@ int gs_dp_allocate_check(const struct gs_dp_gpu *gpus, size_t ngpus,
 			 struct gs_dp_group *groups, struct gs_error *err);
 
 /* What a container gets besides its devices. */
-#define GS_DP_ENV_MAX	6
+#define GS_DP_ENV_MAX	8
 struct gs_dp_env {
-	char key[32];
+	char key[40];
 	char value[GS_DP_PATH_MAX];
 };
 struct gs_dp_container {
@@ -99,6 +99,9 @@ struct gs_dp_container {
 	char mount_host[GS_DP_PATH_MAX];	/* agent socket directory */
 	char mount_container[GS_DP_PATH_MAX];
 	int mount_read_only;
+	/* space mode: the allocation's MPS pipe directory, mounted
+	 * read-write at the same path ("": none) */
+	char mps_mount[GS_DP_PATH_MAX];
 };
 
 /* Build the environment and mount: GSHARE_SOCKET (the agent socket as
@@ -119,5 +122,15 @@ int gs_dp_container_build(const char *agent_socket, const char *container_dir,
  * environment is full. */
 int gs_dp_container_preload(struct gs_dp_container *c, const char *file,
 			    struct gs_error *err);
+
+/* Space mode: the container is a client of the MPS server the agent
+ * runs for its allocation: CUDA_MPS_PIPE_DIRECTORY=pipe and, pct > 0,
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=pct (the static cap of jobs without
+ * libgshare), and a read-write mount of the pipe directory at the same
+ * path (clients connect to the server's sockets there).  pipe must be an
+ * absolute path without "." or ".." components; GS_EINVAL otherwise or
+ * when the environment is full. */
+int gs_dp_container_mps(struct gs_dp_container *c, const char *pipe,
+			uint32_t pct, struct gs_error *err);
 
 #endif /* GS_DP_LOGIC_H */

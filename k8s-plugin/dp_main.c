@@ -197,6 +197,17 @@ ours(const struct plugin *p, const struct gs_alloc_info *a)
 	    a->labels.job[0] == '\0';
 }
 
+/* Space mode: remember the allocation's MPS server (pipe directory,
+ * thread percentage) for the containers it is handed to. */
+static void
+mps_keep(struct gs_dp_alloc *sa, const struct gs_alloc_info *info)
+{
+	if (sa == NULL)
+		return;
+	snprintf(sa->mps_pipe, sizeof(sa->mps_pipe), "%s", info->mps_pipe);
+	sa->mps_pct = info->mps_pct;
+}
+
 /* Bring GPUs and tracked allocations in line with the agent's status. */
 static void
 agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
@@ -261,6 +272,7 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 			gs_dp_state_set_labels(gs_dp_state_find(&p->st, a->id),
 			    a->labels.ns, a->labels.pod, a->labels.container,
 			    0);
+		mps_keep(gs_dp_state_find(&p->st, a->id), a);
 		log_info("adopted allocation %llu (GPU %s, %u shares%s%s)",
 		    (unsigned long long)a->id, a->gpu_uuid, a->shares,
 		    a->labels.pod[0] ? ", pod " : "", a->labels.pod);
@@ -647,6 +659,7 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 		if (gs_dp_state_add(&p->st, info.id, gpu->uuid, rq.shares,
 		    gids, n, now, err) == -1)
 			goto out_undo;
+		mps_keep(gs_dp_state_find(&p->st, info.id), &info);
 		log_info("allocation %llu: %u shares of GPU %s",
 		    (unsigned long long)info.id, rq.shares, gpu->uuid);
 	}
@@ -658,6 +671,17 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	    preload_present(p, out->mount_host, p->cfg.preload) &&
 	    gs_dp_container_preload(out, p->cfg.preload, err) == -1)
 		goto out_undo;
+	/* space mode: a client of its allocation's MPS server (one GPU: a
+	 * process has one CUDA_MPS_PIPE_DIRECTORY) */
+	{
+		const struct gs_dp_alloc *sa = gs_dp_state_find(&p->st,
+								made[0]);
+
+		if (ng == 1 && sa != NULL && sa->mps_pipe[0] != '\0' &&
+		    gs_dp_container_mps(out, sa->mps_pipe, sa->mps_pct,
+		    err) == -1)
+			goto out_undo;
+	}
 	rv = 0;
 	goto out;
 

@@ -39,6 +39,10 @@ struct gs_dp_alloc {
 	uint64_t seen_ms;	/* created, adopted or last seen in a pod */
 	int handed;		/* made by Allocate here (not adopted) */
 	uint64_t handed_ms;	/* last handed to a container by Allocate */
+	/* space mode: the agent's MPS server for it ("": none), as its
+	 * CREATE reply or STATUS said */
+	char mps_pipe[GS_PATH_MAX];
+	uint32_t mps_pct;
 };
 
 struct gs_dp_state {

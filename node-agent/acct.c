@@ -58,6 +58,8 @@ struct ent {
 	/* what the agent proves was held (holds that ended), and what was
 	 * emitted, since open: emitted = max(reported, proven) */
 	uint64_t floor_gpu, floor_held;	/* gs_sched_charge of each hold */
+	uint32_t part_ppm;		/* space mode: SM fraction of the
+					 * current hold, 0: whole GPU */
 	uint64_t raw_gpu, raw_held;	/* reported (pages, extra, est) */
 	uint64_t out_gpu, out_held;	/* emitted */
 	uint64_t st_raw_gpu, st_raw_held, st_out_gpu, st_out_held;
@@ -487,6 +489,25 @@ page_gpu(const struct ent *e)
 	return v;
 }
 
+/* GPU time of a hold's ns on part_ppm of the SMs (0: all). */
+static uint64_t
+part_scaled(uint64_t ns, uint32_t part_ppm)
+{
+	if (part_ppm == 0 || part_ppm >= GS_ACCT_PART_ONE)
+		return ns;
+	return (uint64_t)((unsigned __int128)ns * part_ppm /
+			  GS_ACCT_PART_ONE);
+}
+
+void
+gs_acct_set_part(struct gs_acct *a, uint64_t id, uint32_t part_ppm)
+{
+	struct ent *e = find(a, id);
+
+	if (e != NULL)
+		e->part_ppm = part_ppm;
+}
+
 void
 gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono)
 {
@@ -525,8 +546,12 @@ gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
 	if (e->escalated)
 		charge_overrun(e, mono, reported_gpu_ns);
 	e->floor_held += sub0(mono, e->grant_mono);
-	e->floor_gpu += gs_acct_bill_gpu(sub0(mono, e->grant_mono),
-					 reported_gpu_ns);
+	/* space mode: the hold ran on part of the SMs (the report is
+	 * kernel time, unscaled) */
+	e->floor_gpu += part_scaled(gs_acct_bill_gpu(sub0(mono,
+							  e->grant_mono),
+						     reported_gpu_ns),
+				    e->part_ppm);
 	e->holding = 0;
 	e->escalated = 0;
 	e->prov_ns = 0;
@@ -808,7 +833,9 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 	 * after its RELEASE is not counted twice. */
 	{
 		uint64_t run = e->holding ? sub0(mono, e->grant_mono) : 0;
-		uint64_t fg = e->floor_gpu + gs_acct_bill_gpu(run, 0);
+		uint64_t fg = e->floor_gpu +
+			      part_scaled(gs_acct_bill_gpu(run, 0),
+					  e->part_ppm);
 		uint64_t fh = e->floor_held + run;
 
 		e->st_raw_gpu = e->raw_gpu + d.gpu_ns;

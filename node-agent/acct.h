@@ -132,6 +132,12 @@ int gs_acct_set_labels(struct gs_acct *a, uint64_t id,
 
 /* Token events from the scheduler path. */
 void gs_acct_hold(struct gs_acct *a, uint64_t id, uint64_t grant_mono);
+/* Space mode: the fraction of the GPU's SMs (x GS_ACCT_PART_ONE) the
+ * allocation's holds run on from now on (0 or GS_ACCT_PART_ONE: all);
+ * the floor of what a hold is billed (the held time, less the report
+ * slack) is scaled by it, as the job's space_gpu_ns is. */
+#define GS_ACCT_PART_ONE 1000000u
+void gs_acct_set_part(struct gs_acct *a, uint64_t id, uint32_t part_ppm);
 /* reported_gpu_ns: GPU time the RELEASE reported for this hold. */
 void gs_acct_unhold(struct gs_acct *a, uint64_t id, uint64_t mono,
 		    uint64_t reported_gpu_ns);

@@ -161,6 +161,32 @@ on_created(struct gs_accounting *ac, const struct gs_alloc *a)
 	s->labels = a->labels;
 }
 
+/* Space mode: the SM fraction a hold of a runs on, from the partition
+ * its pages carry (docs/accounting.md); 0 (all) elsewhere. */
+static uint32_t
+part_of(struct gs_accounting *ac, const struct gs_alloc *a)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(ac->ag);
+	unsigned k;
+
+	if (a->mode != GS_MODE_SPACE || cfg->sm_count == 0)
+		return 0;
+	for (k = 0; k < a->natt; k++) {
+		const struct gs_ctlpage *p = a->att[k].page;
+		uint32_t c;
+
+		if (p == NULL || a->att[k].conn == NULL ||
+		    __atomic_load_n(&p->part_gen, __ATOMIC_ACQUIRE) == 0)
+			continue;
+		c = __atomic_load_n(&p->sm_count, __ATOMIC_RELAXED);
+		if (c == 0 || c >= cfg->sm_count)
+			return 0;
+		return (uint32_t)((uint64_t)c * GS_ACCT_PART_ONE /
+				  cfg->sm_count);
+	}
+	return 0;
+}
+
 static void
 on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 {
@@ -189,6 +215,7 @@ on_state(struct gs_accounting *ac, const struct gs_alloc *a)
 				   a->priority);
 	}
 	if (a->granted && !s->granted) {
+		gs_acct_set_part(ac->acct, a->id, part_of(ac, a));
 		gs_acct_hold(ac->acct, a->id, a->grant_at);
 		s->gpu_at_grant = a->reported_gpu_ns;
 	} else if (!a->granted && s->granted) {

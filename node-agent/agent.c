@@ -968,10 +968,12 @@ static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
 		alloc_released(ag, g, a, now);
 	} else if (!a->granted && !any_att(a, 0) &&
 		   gs_sched_info(g->sched, a->id, &si) == 0 && si.active) {
-		/* waiting, never granted: re-enter inactive */
+		/* waiting, never granted: re-enter inactive (in its
+		 * co-grant set) */
 		gs_sched_remove(g->sched, a->id, now);
 		gs_sched_add_shares(g->sched, a->id, a->shares, a->weight,
 				    a->priority, now);
+		gs_sched_set_group(g->sched, a->id, si.group);
 	}
 	/* the driver gave back what the process held: keep the peak, zero
 	 * the gauge of its page for the next process to attach there */

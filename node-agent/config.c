@@ -84,9 +84,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			"SMs per GPU that space-mode partitions divide"),
 	GS_CFG_KEY_UINT("sm_granule", C, sm_granule, 1, 4096, "8",
 			"SMs per partition step (space mode)"),
-	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "false",
+	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "true",
 			"write planned SM partitions into control pages "
-			"(the scheduler does not co-grant groups yet)"),
+			"(false: co-granted members share all SMs)"),
 	GS_CFG_KEY_BOOL("unmanaged_hold", C, unmanaged_hold, "false",
 			"hold back (SIGSTOP/SIGCONT) GPU processes of an "
 			"allocation that bypass the gate while ahead"),

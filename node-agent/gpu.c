@@ -342,6 +342,10 @@ struct nvml_proc_info {		/* nvmlProcessInfo_t (v2 and v3 alike) */
 
 #define NVML_VALUE_NOT_AVAILABLE (~0ull)
 
+struct nvml_utilization {	/* nvmlUtilization_t */
+	unsigned int gpu, memory;
+};
+
 struct gs_gpu_util {
 	struct nvml_lib lib;
 	nvml_ret (*proc_util)(nvml_dev, struct nvml_proc_util *,
@@ -349,6 +353,8 @@ struct gs_gpu_util {
 	/* nvmlDeviceGetComputeRunningProcesses_v3, else _v2; NULL: none */
 	nvml_ret (*compute_procs)(nvml_dev, unsigned int *,
 				  struct nvml_proc_info *);
+	/* nvmlDeviceGetUtilizationRates; NULL: none */
+	nvml_ret (*dev_util)(nvml_dev, struct nvml_utilization *);
 	int32_t index[GS_MAX_GPUS];
 	nvml_dev dev[GS_MAX_GPUS];
 	uint32_t n;
@@ -378,6 +384,8 @@ int gs_gpu_util_open(const struct gs_gpu_desc *gpus, uint32_t n,
 	if (u->compute_procs == NULL)
 		*(void **)(&u->compute_procs) = dlsym(u->lib.h,
 			"nvmlDeviceGetComputeRunningProcesses_v2");
+	*(void **)(&u->dev_util) = dlsym(u->lib.h,
+			"nvmlDeviceGetUtilizationRates");
 	if (missing != NULL) {
 		gs_error_set(err, GS_EIO, "NVML: symbol %s missing", missing);
 		goto out_close;
@@ -442,6 +450,31 @@ int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		n++;
 	}
 	return (int)n;
+}
+
+int gs_gpu_dev_util(struct gs_gpu_util *u, int32_t index, uint32_t *gpu_pct,
+		    uint32_t *mem_pct, struct gs_error *err)
+{
+	struct nvml_utilization ut;
+	nvml_ret r;
+	uint32_t g;
+
+	for (g = 0; g < u->n; g++)
+		if (u->index[g] == index)
+			break;
+	if (g == u->n)
+		return gs_error_set(err, GS_ENOENT, "no GPU %d", index);
+	if (u->dev_util == NULL)
+		return gs_error_set(err, GS_EUNSUPP, "NVML has no "
+				    "nvmlDeviceGetUtilizationRates");
+	r = u->dev_util(u->dev[g], &ut);
+	if (r != NVML_SUCCESS)
+		return gs_error_set(err, GS_EIO,
+				    "nvmlDeviceGetUtilizationRates: %s",
+				    u->lib.error_string(r));
+	*gpu_pct = ut.gpu > 100 ? 100 : ut.gpu;
+	*mem_pct = ut.memory > 100 ? 100 : ut.memory;
+	return 0;
 }
 
 int gs_gpu_compute_procs(struct gs_gpu_util *u, int32_t index,

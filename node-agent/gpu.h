@@ -47,6 +47,13 @@ void gs_gpu_util_close(struct gs_gpu_util *u);
 int gs_gpu_proc_util(struct gs_gpu_util *u, int32_t index, uint64_t since_us,
 		     struct gs_gpu_proc_sample *out, unsigned max,
 		     struct gs_error *err);
+/* GPU `index`'s utilization over NVML's last sample period (1/6 s to
+ * 1 s by product; nvmlDeviceGetUtilizationRates): *gpu_pct, the percent
+ * of the period a kernel ran, *mem_pct, the percent device memory was
+ * read or written.  0, or -1 (GS_EUNSUPP when the driver lacks it).
+ * A quick query, but it may block inside the driver like the others. */
+int gs_gpu_dev_util(struct gs_gpu_util *u, int32_t index, uint32_t *gpu_pct,
+		    uint32_t *mem_pct, struct gs_error *err);
 /* A compute process NVML lists on a GPU, and its device memory. */
 struct gs_gpu_proc_mem {
 	uint32_t pid;

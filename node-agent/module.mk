@@ -11,6 +11,7 @@ AGENT_SRCS := node-agent/agent.c node-agent/alloc.c node-agent/config.c \
 	      node-agent/state.c node-agent/durable.c node-agent/memquota.c
 AGENT_SRCS += node-agent/connlimit.c
 AGENT_SRCS += node-agent/space.c node-agent/space_agent.c node-agent/mps.c
+AGENT_SRCS += node-agent/space_sample.c
 AGENT_OBJS := $(AGENT_SRCS:%.c=$(B)/%.o)
 AGENT_LDLIBS := $(GSCOMMON) $(GSCOMMON_LDLIBS) -ldl -lsqlite3 -lpthread
 

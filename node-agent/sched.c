@@ -33,6 +33,7 @@
 #define DEF_SHARES_TOTAL 100u
 #define EFF_ONE (1ull << 30)	/* effective weight of the whole GPU */
 #define OWED_CAP_MIN 50000000ull	/* 50 ms */
+#define PART_ONE 1000000u	/* part of the GPU: the whole (ppm) */
 
 struct ent {
 	uint64_t id;
@@ -53,7 +54,6 @@ struct ent {
 	uint64_t gpu_ns;	/* total charged GPU time */
 	uint64_t wait_since;	/* DYNPRIO aging origin */
 	uint64_t grant_at;
-	uint64_t slice_end;
 	uint64_t suspend_at;
 	uint64_t revoked_at;
 	uint64_t hold_until;	/* held_back: penalty end */
@@ -62,13 +62,16 @@ struct ent {
 	uint64_t charged_to;	/* holder: vtime covers the grant to here */
 	uint64_t idle_at;	/* can_return: time of the idle release */
 	uint64_t lag;		/* can_return: vtime below the others then */
+	uint64_t group;		/* co-grant set key, 0: alone (time mode) */
+	uint32_t part;		/* holder: its part of the GPU (ppm) */
 };
 
 struct gs_sched {
 	struct gs_sched_params p;
 	struct ent *e;
 	unsigned n, cap;
-	int hidx;		/* index of the holder, -1: token free */
+	unsigned nhold;		/* holders (one grant set), 0: token free */
+	uint64_t slice_end;	/* the grant set's slice end */
 	uint64_t floor[NCLASS];	/* per-class vtime floor, monotonic */
 	uint64_t last_now;	/* latest time any call was given */
 	uint64_t acc_at;	/* owed accrued up to here */
@@ -115,7 +118,6 @@ gs_sched_new(const struct gs_sched_params *p)
 		p = &def;
 	}
 	params_fix(&s->p, p);
-	s->hidx = -1;
 	return s;
 }
 
@@ -158,11 +160,11 @@ gs_sched_set_params(struct gs_sched *s, const struct gs_sched_params *p)
 	}
 	for (c = 0; c < NCLASS; c++)
 		s->floor[c] = m;
-	/* The holder's grant so far belongs to the old epoch too. */
-	if (s->hidx >= 0) {
-		struct ent *h = &s->e[s->hidx];
+	/* The holders' grant so far belongs to the old epoch too. */
+	for (i = 0; i < s->n; i++) {
+		struct ent *h = &s->e[i];
 
-		if (s->last_now > h->charged_to) {
+		if (h->holding && s->last_now > h->charged_to) {
 			h->skip_ns += s->last_now - h->charged_to;
 			h->charged_to = s->last_now;
 		}
@@ -217,6 +219,23 @@ charge_of(uint64_t ns, uint64_t eff)
 	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
+/* Virtual time of ns of wall time held with part (ppm) of the GPU. */
+static uint64_t
+charge_part(uint64_t ns, uint32_t part, uint64_t eff)
+{
+	unsigned __int128 v = (unsigned __int128)ns * part * EFF_ONE;
+
+	v /= (unsigned __int128)PART_ONE * (eff ? eff : 1);
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+/* ns of wall time held with part (ppm) of the GPU, as GPU time. */
+static uint64_t
+part_of(uint64_t ns, uint32_t part)
+{
+	return (uint64_t)((unsigned __int128)ns * part / PART_ONE);
+}
+
 /* Does e compete for the GPU now (wants it, token not revoked)? */
 static int
 competing(const struct ent *e)
@@ -250,22 +269,28 @@ eff_of(const struct gs_sched *s, uint32_t shares, uint32_t weight,
 	return v == 0 ? 1 : (uint64_t)v;
 }
 
-/* Recompute every effective weight after the competing set, a share or
- * a weight changed.  A non-competing entry gets the weight it would have
- * if it joined.  O(n). */
+/* Recompute every effective weight after the competing set, the
+ * holders, a share or a weight changed.  A non-competing entry gets the
+ * weight it would have if it joined.  Each holder's part of the GPU is
+ * its effective weight over the sum of the holders' (1 alone): a grant
+ * set runs at the sum of its members' weights, and every member's
+ * virtual time advances alike, wall time / that sum.  O(n). */
 static void
 reweigh(struct gs_sched *s, uint64_t now)
 {
-	uint64_t sum_sh = 0, sum_w = 0;
+	uint64_t sum_sh = 0, sum_w = 0, sum_hew = 0;
 	unsigned i;
 
-	/* The holder's time so far is charged at the weight it ran with
-	 * (and not again at its release). */
-	if (s->hidx >= 0 && now > s->e[s->hidx].charged_to) {
-		struct ent *h = &s->e[s->hidx];
-		uint64_t d = now - h->charged_to;
+	/* The holders' time so far is charged at the weight and part they
+	 * ran with (and not again at their release). */
+	for (i = 0; i < s->n; i++) {
+		struct ent *h = &s->e[i];
+		uint64_t d;
 
-		h->vtime = sat_add(h->vtime, charge_of(d, h->ew));
+		if (!h->holding || now <= h->charged_to)
+			continue;
+		d = now - h->charged_to;
+		h->vtime = sat_add(h->vtime, charge_part(d, h->part, h->ew));
 		h->skip_ns = sat_add(h->skip_ns, d);
 		h->charged_to = now;
 	}
@@ -283,6 +308,18 @@ reweigh(struct gs_sched *s, uint64_t now)
 		else
 			e->ew = eff_of(s, e->shares, e->weight,
 					sum_sh + e->shares, sum_w + e->weight);
+		if (e->holding)
+			sum_hew += e->ew;
+	}
+	for (i = 0; i < s->n; i++) {
+		struct ent *e = &s->e[i];
+
+		e->part = PART_ONE;
+		if (e->holding && s->nhold > 1 && sum_hew > 0)
+			e->part = (uint32_t)((unsigned __int128)e->ew *
+					     PART_ONE / sum_hew);
+		if (e->part == 0)
+			e->part = 1;
 	}
 }
 
@@ -295,9 +332,9 @@ owed_cap(const struct gs_sched *s)
 }
 
 /* The guarantee's bookkeeping: a competing entry (not serving a
- * hold-back) is owed shares/shares_total of the wall time; the holder
+ * hold-back) is owed shares/shares_total of the wall time; a holder
  * pays with the wall time it holds the token (what the agent observes,
- * not what it reports).  Kept in [0, owed_cap]: time received beyond the
+ * not what it reports) times its part of the GPU.  Kept in [0, owed_cap]: time received beyond the
  * guarantee is not owed back, and a guarantee missed long ago (the cap)
  * is not paid in one burst. */
 static void
@@ -325,8 +362,11 @@ accrue(struct gs_sched *s, uint64_t now)
 		gain = (uint64_t)((unsigned __int128)dt * sh /
 				  s->p.shares_total);
 		e->owed = sat_add(e->owed, gain);
-		if ((int)i == s->hidx)
-			e->owed = e->owed > dt ? e->owed - dt : 0;
+		if (e->holding) {
+			uint64_t paid = part_of(dt, e->part);
+
+			e->owed = e->owed > paid ? e->owed - paid : 0;
+		}
 		if (e->owed > cap)
 			e->owed = cap;
 	}
@@ -337,8 +377,8 @@ static uint64_t
 proj_vt(const struct ent *e, uint64_t now)
 {
 	if (e->holding && now > e->charged_to)
-		return sat_add(e->vtime, charge_of(now - e->charged_to,
-						   e->ew));
+		return sat_add(e->vtime, charge_part(now - e->charged_to,
+						     e->part, e->ew));
 	return e->vtime;
 }
 
@@ -503,14 +543,11 @@ gs_sched_remove(struct gs_sched *s, uint64_t id, uint64_t now)
 	if (e->active && !e->revoked && !class_has_other(s, e, (unsigned)i) &&
 	    e->vtime > s->floor[cls(s, e)])
 		s->floor[cls(s, e)] = e->vtime;
-	if (s->hidx == i)
-		s->hidx = -1;
+	if (e->holding)
+		s->nhold--;
 	s->n--;
-	if ((unsigned)i != s->n) {
+	if ((unsigned)i != s->n)
 		s->e[i] = s->e[s->n];
-		if (s->hidx == (int)s->n)
-			s->hidx = i;
-	}
 	reweigh(s, now);
 }
 
@@ -600,7 +637,7 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 	saw(s, now);
 	if (i < 0)
 		return -1;
-	if (s->hidx != i && !s->e[i].revoked)
+	if (!s->e[i].holding && !s->e[i].revoked)
 		return -1;	/* not holding the token */
 	accrue(s, now);
 	e = &s->e[i];
@@ -618,17 +655,21 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		e->hold_until = sat_add(now, over);
 		e->can_return = 0;
 		e->owed = 0;
-	} else if (s->hidx == i) {
+	} else {
 		uint64_t held = now > e->grant_at ? now - e->grant_at : 0;
 		uint64_t used = gs_sched_charge(held, gpu_ns);
 		uint64_t c = used > e->skip_ns ? used - e->skip_ns : 0;
 
-		e->vtime = sat_add(e->vtime, charge_of(c, e->ew));
+		/* co-granted: the rest at its part of the GPU (what its
+		 * partition gave it), the wall time before at the parts of
+		 * then (reweigh) */
+		e->vtime = sat_add(e->vtime, charge_part(c, e->part, e->ew));
 		e->skip_ns = 0;
-		e->gpu_ns = sat_add(e->gpu_ns, used);
+		e->gpu_ns = sat_add(e->gpu_ns, s->nhold > 1 ?
+					part_of(used, e->part) : used);
 		e->holding = 0;
 		e->suspending = 0;
-		s->hidx = -1;
+		s->nhold--;
 		if (idle) {
 			/* How far below the others it is: kept if it comes
 			 * back within the idle grace. */
@@ -639,8 +680,6 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 			e->lag = m != UINT64_MAX && m > e->vtime
 					 ? m - e->vtime : 0;
 		}
-	} else {
-		return -1;	/* not holding the token */
 	}
 	update_floors(s, now);
 	if (idle) {
@@ -677,18 +716,43 @@ protected_holder(const struct gs_sched *s, const struct ent *h)
 	return s->p.policy != GS_POLICY_WFQ && h->shares > 0 && h->owed > 0;
 }
 
-/* When a protected holder's owed runs out (it pays 1 - shares/total per
- * ns held); UINT64_MAX when it never does. */
+/* When a protected holder's owed runs out (it pays part - shares/total
+ * per ns held); UINT64_MAX when it never does. */
 static uint64_t
 protection_end(const struct gs_sched *s, const struct ent *h, uint64_t now)
 {
 	uint64_t tot = s->p.shares_total;
+	uint64_t sh = (uint64_t)(h->shares < tot ? h->shares : tot) *
+		      PART_ONE / tot;
 	unsigned __int128 t;
 
-	if (h->shares >= tot)
+	if (h->part <= sh)
 		return UINT64_MAX;
-	t = (unsigned __int128)h->owed * tot / (tot - h->shares) + 1;
+	t = (unsigned __int128)h->owed * PART_ONE / (h->part - sh) + 1;
 	return t > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)t;
+}
+
+/* A grant set is protected while any of its holders is; it is until the
+ * last one's protection ends. */
+static int
+protected_set(const struct gs_sched *s, uint64_t now, uint64_t *end)
+{
+	unsigned i;
+	int any = 0;
+
+	*end = 0;
+	for (i = 0; i < s->n; i++) {
+		const struct ent *h = &s->e[i];
+		uint64_t t;
+
+		if (!h->holding || !protected_holder(s, h))
+			continue;
+		any = 1;
+		t = protection_end(s, h, now);
+		if (t > *end)
+			*end = t;
+	}
+	return any;
 }
 
 /* Earliest time a competing waiter not yet due becomes due (priority
@@ -705,7 +769,7 @@ next_due(const struct gs_sched *s, uint64_t now)
 		const struct ent *e = &s->e[i];
 		unsigned __int128 d;
 
-		if ((int)i == s->hidx || !competing(e) || e->shares == 0 ||
+		if (e->holding || !competing(e) || e->shares == 0 ||
 		    due(s, e) || (e->held_back && now < e->hold_until))
 			continue;
 		d = (unsigned __int128)(s->p.slice_ns - e->owed) * tot /
@@ -743,7 +807,7 @@ in_penalty(const struct ent *e, uint64_t now)
 	return e->held_back && now < e->hold_until;
 }
 
-/* Best waiting entry (not the holder, not revoked).  Entries serving a
+/* Best waiting entry (not a holder, not revoked).  Entries serving a
  * hold-back are considered only when nobody else waits; *pen_end gets
  * the earliest end of a penalty that was skipped. */
 static int
@@ -755,7 +819,7 @@ pick(const struct gs_sched *s, uint64_t now, uint64_t *pen_end)
 	for (i = 0; i < s->n; i++) {
 		const struct ent *e = &s->e[i];
 
-		if (!e->active || e->revoked || (int)i == s->hidx)
+		if (!e->active || e->revoked || e->holding)
 			continue;
 		if (in_penalty(e, now)) {
 			if (e->hold_until < *pen_end)
@@ -815,78 +879,148 @@ end_penalties(struct gs_sched *s, uint64_t now)
 	}
 }
 
+/* The holder that speaks for the grant set (-1: token free): the best
+ * of them by the order of `better` (the member most behind). */
+static int
+lead(const struct gs_sched *s, uint64_t now)
+{
+	int best = -1;
+	unsigned i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->e[i].holding &&
+		    (best < 0 || better(s, &s->e[i], &s->e[best], now)))
+			best = (int)i;
+	return best;
+}
+
+/* May waiter e join (or be granted with) a grant set of key g? */
+static int
+joins(const struct ent *e, uint64_t g, uint64_t now)
+{
+	return g != 0 && e->group == g && e->active && !e->revoked &&
+	       !e->holding && !in_penalty(e, now);
+}
+
+static void
+grant_one(struct gs_sched *s, struct ent *h, uint64_t now)
+{
+	/* The priority it won with protects it from at-once preemption
+	 * for this grant (DYNPRIO: aged). */
+	h->eff = eff_prio(s, h, now);
+	h->holding = 1;
+	h->suspending = 0;
+	h->held_back = 0;
+	h->back = 0;
+	h->grant_at = now;
+	h->charged_to = now;
+	h->skip_ns = 0;
+	s->nhold++;
+}
+
 int
 gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	      int max, uint64_t *next_ns)
 {
-	uint64_t next = UINT64_MAX, pen_end = UINT64_MAX;
+	uint64_t next = UINT64_MAX, pen_end = UINT64_MAX, gkey = 0;
 	struct ent *h;
-	int na = 0, w;
+	unsigned i;
+	int na = 0, w, li, susp = 0, granted = 0;
 
 	saw(s, now);
 	accrue(s, now);
 	end_penalties(s, now);
 
-	/* 1. A suspending holder past its grace: charge, revoke, escalate. */
-	if (s->hidx >= 0 && s->e[s->hidx].suspending) {
-		h = &s->e[s->hidx];
+	/* 1. Suspending holders past their grace: charge, revoke, escalate.
+	 * A grant set suspends as one: a holder not yet told is told. */
+	for (i = 0; i < s->n; i++)
+		if (s->e[i].holding && s->e[i].suspending)
+			susp = 1;
+	for (i = 0; susp && i < s->n; i++) {
+		h = &s->e[i];
+		if (!h->holding)
+			continue;
+		if (!h->suspending) {
+			if (na >= max)
+				goto out_again;
+			h->suspending = 1;
+			h->suspend_at = now;
+			emit(acts, &na, GS_ACT_SUSPEND, h->id, 0);
+		}
 		if (now >= sat_add(h->suspend_at, s->p.grace_ns)) {
 			uint64_t held;
 
 			if (na >= max)
 				goto out_again;
 			held = now > h->grant_at ? now - h->grant_at : 0;
-			h->vtime = sat_add(h->vtime, charge_of(
+			h->vtime = sat_add(h->vtime, charge_part(
 				now > h->charged_to ? now - h->charged_to : 0,
-				h->ew));
-			h->gpu_ns = sat_add(h->gpu_ns, held);
+				h->part, h->ew));
+			h->gpu_ns = sat_add(h->gpu_ns, part_of(held, h->part));
 			h->holding = 0;
+			s->nhold--;
 			h->revoked = 1;
 			h->revoked_at = now;
 			h->owed = 0;
-			s->hidx = -1;
 			emit(acts, &na, GS_ACT_ESCALATE, h->id, 0);
 			update_floors(s, now);
 			reweigh(s, now);
 		} else {
-			next = sat_add(h->suspend_at, s->p.grace_ns);
-			goto out;
+			next = umin(next, sat_add(h->suspend_at,
+						  s->p.grace_ns));
 		}
 	}
+	if (s->nhold > 0 && susp)
+		goto out;
+	next = UINT64_MAX;
 
-	/* 2. Token free: grant the best waiter. */
-	if (s->hidx < 0) {
+	/* 2. Token free: grant the best waiter and the waiters of its
+	 * co-grant set; token held: waiters of the holders' set join them
+	 * for the rest of the slice. */
+	if (s->nhold == 0) {
 		w = pick(s, now, &pen_end);
 		if (w < 0)
 			goto out;
 		if (na >= max)
 			goto out_again;
 		h = &s->e[w];
-		/* The priority it won with protects it from at-once
-		 * preemption for this grant (DYNPRIO: aged). */
-		h->eff = eff_prio(s, h, now);
-		h->holding = 1;
-		h->suspending = 0;
-		h->held_back = 0;
-		h->back = 0;
-		h->grant_at = now;
-		h->charged_to = now;
-		h->skip_ns = 0;
-		h->slice_end = sat_add(now, s->p.slice_ns);
-		s->hidx = w;
+		grant_one(s, h, now);
+		granted = 1;
+		s->slice_end = sat_add(now, s->p.slice_ns);
 		emit(acts, &na, GS_ACT_GRANT, h->id, s->p.slice_ns);
 		pen_end = UINT64_MAX;
 	}
+	li = lead(s, now);
+	gkey = s->e[li].group;
+	for (i = 0; gkey != 0 && i < s->n; i++) {
+		h = &s->e[i];
+		if (!joins(h, gkey, now))
+			continue;
+		if (na >= max) {
+			reweigh(s, now);
+			goto out_again;
+		}
+		grant_one(s, h, now);
+		granted = 1;
+		emit(acts, &na, GS_ACT_GRANT, h->id,
+		     s->slice_end > now ? s->slice_end - now : 1);
+	}
+	/* the new holders' parts (and the old ones' time at their old
+	 * parts) */
+	if (granted)
+		reweigh(s, now);
 
-	/* 3. A running holder: preempt, suspend at slice end, or extend. */
-	h = &s->e[s->hidx];
+	/* 3. Running holders: preempt, suspend at slice end, or extend. */
+	li = lead(s, now);
+	h = &s->e[li];
 	w = pick(s, now, &pen_end);
 	next = pen_end;
 	if (w < 0)
 		goto out;	/* alone: keeps the GPU, no suspends */
 	{
 		struct ent *c = &s->e[w];
-		int preempt = 0, hprot = protected_holder(s, h);
+		uint64_t pend;
+		int preempt = 0, hprot = protected_set(s, now, &pend);
 
 		c->eff = eff_prio(s, c, now);
 		if (in_penalty(c, now)) {
@@ -901,14 +1035,14 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 		else if (due(s, c))
 			/* both behind: at slice end, or when the holder's
 			 * owed time runs out */
-			next = umin(next, protection_end(s, h, now));
+			next = umin(next, pend);
 		else if (hprot &&
 		    ((s->p.policy != GS_POLICY_WFQ && c->prio > h->eff) ||
 		     c->back))
 			/* a priority or a returner may not take time the
 			 * holder is guaranteed: look again when its owed
 			 * time runs out */
-			next = umin(next, protection_end(s, h, now));
+			next = umin(next, pend);
 		else if (s->p.policy != GS_POLICY_WFQ && c->prio > h->eff)
 			preempt = 1;
 		else if (c->back && c->eff == eff_prio(s, h, now) &&
@@ -916,7 +1050,7 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			/* Back from a short gap, owed the GPU: the holder
 			 * only filled the gap. */
 			preempt = 1;
-		if (!preempt && now >= h->slice_end) {
+		if (!preempt && now >= s->slice_end) {
 			uint32_t ec = c->eff, eh = eff_prio(s, h, now);
 
 			if (hprot && !due(s, c))
@@ -926,17 +1060,22 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 			else
 				preempt = c->vtime <= proj_vt(h, now);
 			if (!preempt)
-				h->slice_end = sat_add(now, s->p.slice_ns);
+				s->slice_end = sat_add(now, s->p.slice_ns);
 		}
 		if (preempt) {
-			if (na >= max)
-				goto out_again;
-			h->suspending = 1;
-			h->suspend_at = now;
-			emit(acts, &na, GS_ACT_SUSPEND, h->id, 0);
+			for (i = 0; i < s->n; i++) {
+				h = &s->e[i];
+				if (!h->holding || h->suspending)
+					continue;
+				if (na >= max)
+					goto out_again;
+				h->suspending = 1;
+				h->suspend_at = now;
+				emit(acts, &na, GS_ACT_SUSPEND, h->id, 0);
+			}
 			next = sat_add(now, s->p.grace_ns);
 		} else {
-			next = umin(next, h->slice_end);
+			next = umin(next, s->slice_end);
 			next = umin(next, next_due(s, now));
 		}
 	}
@@ -969,13 +1108,34 @@ gs_sched_info(const struct gs_sched *s, uint64_t id,
 	out->owed_ns = e->owed;
 	out->rate_ppm = (uint32_t)((unsigned __int128)e->ew * 1000000u /
 				   EFF_ONE);
+	out->group = e->group;
+	out->part_ppm = e->holding ? e->part : 0;
 	return 0;
 }
 
 uint64_t
 gs_sched_holder(const struct gs_sched *s)
 {
-	return s->hidx >= 0 ? s->e[s->hidx].id : 0;
+	int li = lead(s, s->last_now);
+
+	return li >= 0 ? s->e[li].id : 0;
+}
+
+unsigned
+gs_sched_holders(const struct gs_sched *s)
+{
+	return s->nhold;
+}
+
+int
+gs_sched_set_group(struct gs_sched *s, uint64_t id, uint64_t group)
+{
+	int i = find(s, id);
+
+	if (i < 0)
+		return -1;
+	s->e[i].group = group;
+	return 0;
 }
 
 unsigned

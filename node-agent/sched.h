@@ -96,6 +96,24 @@
  *    every entry's vtime is set to the largest one (and the holder's
  *    grant so far is not charged again), so vtimes built under the old
  *    policy's classes cause no burst under the new one.
+ *  - Co-grant sets (space mode, docs/space.md): entries given the same
+ *    nonzero key with gs_sched_set_group are one schedulable unit.  The
+ *    token goes to the best waiter as above; every other waiter of its
+ *    set (competing, not serving a hold-back) is granted at once with
+ *    it (one GRANT each, same slice end), and a member that starts
+ *    wanting while its set holds the token, not suspending, joins it
+ *    for the rest of the slice.  The set holds the token until its last
+ *    member releases; it is compared with waiters through its member
+ *    most behind (the order of `better`: the lead, gs_sched_holder),
+ *    suspended as one (a SUSPEND for every holder) and extended as one.
+ *    Each holder runs with part = its effective weight / the sum of the
+ *    holders' (1 alone) and is charged wall time x part / its effective
+ *    weight, so every holder's vtime advances by wall time / the set's
+ *    summed weight, and the set as a unit gets that sum of the GPU's
+ *    time: each member gets at least its guarantee (its weight's part of
+ *    the set's time), whatever the partition sizes.  Under the priority
+ *    policies a holder pays owed at wall time x part; the set is
+ *    protected while any holder is.  Time mode: sets of one.
  *  - Call gs_sched_step after every event and whenever *next_ns passes.
  *    All calls are O(n) in the number of entries and allocate nothing
  *    except gs_sched_new and gs_sched_add (array growth).
@@ -149,6 +167,8 @@ struct gs_sched_entry_info {
 	uint32_t eff_priority;
 	uint64_t owed_ns;	/* guaranteed time owed (priority policies) */
 	uint32_t rate_ppm;	/* effective weight: GPU fraction x 1e6 */
+	uint64_t group;		/* co-grant set key (0: alone) */
+	uint32_t part_ppm;	/* holding: its part of the GPU x 1e6 */
 };
 
 struct gs_sched;
@@ -208,9 +228,15 @@ gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,
 		  struct gs_sched_entry_info *out);
+/* Co-grant set of id (0: none, the default; space mode's planner group
+ * + 1, space_agent.c).  Takes effect at the next grant or join. */
+int gs_sched_set_group(struct gs_sched *s, uint64_t id, uint64_t group);
+
 /* Allocation holding the token (0: none; an escalated overrunner no
- * longer holds it). */
+ * longer holds it); of a grant set, the member most behind. */
 uint64_t gs_sched_holder(const struct gs_sched *s);
+/* Number of holders (co-granted members hold together). */
+unsigned gs_sched_holders(const struct gs_sched *s);
 /* Number of entries. */
 unsigned gs_sched_count(const struct gs_sched *s);
 

@@ -9,15 +9,19 @@
  * Inputs the planner gets here: shares, uid, busy (the allocation wants
  * the GPU: waiting, running, suspending or held back; one whose job never
  * attached counts as busy, since a job without libgshare says nothing),
- * the uid served by the GPU's MPS daemon (mps.c), and the class.  The
- * class is UNKNOWN for now: no source of the counters of space.h
- * (sm_pct, mem_pct) is wired yet (docs/space.md, "Classification").
+ * the uid served by the GPU's MPS daemon (mps.c), and the class, from
+ * the allocation's counters (space.h): the running mean of the samples
+ * space_sample.c attributes to it (the last GS_SPACE_MEAN_MAX weigh
+ * alike; UNKNOWN before GS_SPACE_MIN_SAMPLES).  A sample that changes
+ * the class plans the GPU again.
  *
- * Limits: the token scheduler still runs space allocations one at a
- * time; co-granting a group is not implemented, and a job that runs alone
- * on a partition would leave the other SMs idle, so partitions reach the
- * control pages only with `space_partitions: true` (for tests of the
- * resize path; docs/space.md, "State").
+ * Co-granting: every plan tells the GPU's token scheduler each space
+ * allocation's co-grant set (gs_sched_set_group: the planner's group + 1
+ * for clients of the GPU's MPS server, 0 — alone, like time mode — for
+ * the others), so the members of a group are granted together, each on
+ * its partition.  Partitions reach the control pages unless
+ * `space_partitions: false` (then every member runs on the whole GPU:
+ * MPS shares the SMs as the driver likes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +32,15 @@
 #include "mps.h"
 #include "space.h"
 #include "space_agent.h"
+#include "space_sample.h"
 
 #define MAXPLAN 256
+#define GS_SPACE_MEAN_MAX 16u	/* samples the running mean weighs */
 
 struct rec {
 	uint64_t id;
 	struct gs_space_out out;
+	struct gs_space_counters cnt;	/* classification inputs */
 };
 
 struct gs_space_agent {
@@ -41,6 +48,7 @@ struct gs_space_agent {
 	struct gs_mps *mps;
 	struct rec *recs;	/* decisions, any order */
 	uint32_t nrecs, cap;
+	struct gs_space_sample *smp;	/* the counters' source */
 	int busy;		/* re-entrancy guard (notify from plan) */
 };
 
@@ -123,6 +131,16 @@ static void write_page(struct gs_alloc *a, const struct gs_space_out *o)
 		write_one(a->att[k].page, o);
 }
 
+static struct gs_sched *sched_of(struct gs_space_agent *sa, int32_t gpu)
+{
+	uint32_t i;
+
+	for (i = 0; i < gs_agent_ngpus(sa->ag); i++)
+		if (gs_agent_gpu(sa->ag, i)->d.index == gpu)
+			return gs_agent_gpu(sa->ag, i)->sched;
+	return NULL;
+}
+
 /* Plan GPU index gpu again, without allocation `gone` (closing). */
 static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 {
@@ -130,6 +148,7 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
 	struct gs_space_in *in = NULL;
 	struct gs_space_out *out = NULL;
+	struct gs_sched *sched = sched_of(sa, gpu);
 	struct gs_space_params p;
 	struct gs_alloc *a;
 	uint32_t n = 0, i;
@@ -148,6 +167,9 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 		in[n].shares = a->shares ? a->shares : 1;
 		in[n].busy = (uint32_t)busy_of(a);
 		in[n].cls = GS_SC_UNKNOWN;
+		if (rec_find(sa, a->id) != NULL)
+			in[n].cls = gs_space_classify(
+				&rec_find(sa, a->id)->cnt);
 		n++;
 	}
 	if (n == 0)
@@ -170,8 +192,12 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 				  out[i].sm_first, out[i].sm_count,
 				  out[i].why);
 		r->out = out[i];
-		/* until the scheduler grants a group's members together,
-		 * each runs alone: a partition would only idle SMs */
+		/* the scheduler grants a group's members together (a
+		 * just-created allocation enters the scheduler after this
+		 * plan: it gets its set at the next one, its attach) */
+		if (sched != NULL)
+			(void)gs_sched_set_group(sched, a->id, out[i].mps ?
+					(uint64_t)out[i].group + 1 : 0);
 		if (cfg->space_partitions)
 			write_page(a, &out[i]);
 	}
@@ -184,6 +210,7 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 {
 	struct gs_space_agent *sa = ctx;
 
+	gs_space_sample_event(sa->smp, event, a);
 	if (sa->busy)
 		return;
 	if (event == GS_AEV_CLOSED) {
@@ -203,6 +230,38 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 	sa->busy = 0;
 }
 
+/* A sample of allocation id (space_sample.c): into its running mean;
+ * a new class plans its GPU again. */
+static void on_sample(void *ctx, uint64_t id, uint32_t sm_pct,
+		      uint32_t mem_pct)
+{
+	struct gs_space_agent *sa = ctx;
+	struct rec *r = rec_find(sa, id);
+	struct gs_space_counters *c;
+	struct gs_alloc *a;
+	uint32_t old, k;
+
+	a = gs_alloc_get(gs_agent_allocs(sa->ag), id);
+	if (r == NULL || a == NULL)
+		return;
+	c = &r->cnt;
+	old = gs_space_classify(c);
+	k = c->samples < GS_SPACE_MEAN_MAX ? c->samples : GS_SPACE_MEAN_MAX;
+	c->sm_pct = (c->sm_pct * k + sm_pct + k / 2) / (k + 1);
+	c->mem_pct = (c->mem_pct * k + mem_pct + k / 2) / (k + 1);
+	if (c->samples < UINT32_MAX)
+		c->samples++;
+	if (gs_space_classify(c) == old)
+		return;
+	log_info("space: allocation %llu is %s (SM %u %%, memory %u %% "
+		 "over %u samples alone)", (unsigned long long)id,
+		 gs_space_class_name(gs_space_classify(c)), c->sm_pct,
+		 c->mem_pct, c->samples);
+	sa->busy = 1;
+	plan_gpu(sa, a->gpu, 0);
+	sa->busy = 0;
+}
+
 struct gs_space_agent *gs_space_agent_new(struct gs_agent *ag,
 					  struct gs_mps *mps,
 					  struct gs_error *err)
@@ -217,7 +276,13 @@ struct gs_space_agent *gs_space_agent_new(struct gs_agent *ag,
 	}
 	sa->ag = ag;
 	sa->mps = mps;
+	sa->smp = gs_space_sample_new(ag, on_sample, sa, err);
+	if (sa->smp == NULL) {
+		free(sa);
+		return NULL;
+	}
 	if (gs_alloc_observe(t, observer, sa) < 0) {
+		gs_space_sample_free(sa->smp);
 		gs_error_set(err, GS_ENOMEM, "too many allocation observers");
 		free(sa);
 		return NULL;
@@ -232,6 +297,7 @@ void gs_space_agent_free(struct gs_space_agent *sa)
 	if (sa == NULL)
 		return;
 	gs_alloc_unobserve(gs_agent_allocs(sa->ag), observer, sa);
+	gs_space_sample_free(sa->smp);
 	free(sa->recs);
 	free(sa);
 }

@@ -59,6 +59,7 @@
 #define TPOLL_NS 100000ull	/* --tasks: the host looks this often */
 #define TSMS 4u			/* --tasks: simulated SMs */
 #define TGROUPS 8u		/* --tasks: task i is in group i % 8 */
+#define SIM_SMS 132u		/* block-tasks: the simulated GPU's SMs */
 
 struct sim {
 	/* options */
@@ -71,6 +72,8 @@ struct sim {
 	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
 	int report_zero;	/* lie: report 0 ns of GPU time */
 	uint64_t mem;		/* --mem-mib: device memory it reports */
+	uint32_t sm_pct;	/* --profile: SM activity it declares */
+	uint32_t mem_pct;	/* ... and DRAM activity (0 0: none) */
 	int json;
 	uint64_t ntasks;	/* --tasks: 0: block-tasks */
 	/* state */
@@ -125,6 +128,26 @@ tasks_for(const struct sim *m, uint64_t ns)
 	return (ns + m->task_ns - 1) / m->task_ns;
 }
 
+/* The simulated device's counters for ns more of task time run on
+ * `sms` of its SIM_SMS SMs: space mode's GPU time (task time x the
+ * partition's fraction, as libgshare counts it) and the activity
+ * counters of --profile. */
+static void
+sim_activity(const struct sim *m, volatile struct gs_ctlpage *page,
+	     uint64_t ns, uint32_t sms)
+{
+	if (page == NULL)
+		return;
+	__atomic_add_fetch(&page->space_gpu_ns, ns * sms / SIM_SMS,
+			   __ATOMIC_RELEASE);
+	if (m->sm_pct == 0 && m->mem_pct == 0)
+		return;
+	__atomic_add_fetch(&page->sim_sm_ns, ns * m->sm_pct / 100,
+			   __ATOMIC_RELEASE);
+	__atomic_add_fetch(&page->sim_mem_ns, ns * m->mem_pct / 100,
+			   __ATOMIC_RELEASE);
+}
+
 /* The simulated executor.  The device runs block-tasks back to back from
  * the grant (t0): task k ends at t0 + k * task_ns, whatever the host
  * does.  The device stops at the first boundary at or after the suspend
@@ -140,9 +163,17 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	uint64_t t0 = mono_ns(), now, kmax = UINT64_MAX, k = 0, kn, ks;
 	uint64_t last_pub = t0, done_gpu;
 	uint32_t why = GS_REL_IDLE;	/* reason if kmax is reached */
+	uint32_t sms = SIM_SMS;	/* its partition, read at each launch */
 	int done_at_kmax = 1;
 
 	(void)err;
+	if (page != NULL &&
+	    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) != 0) {
+		uint32_t c = page->sm_count;
+
+		if (c != 0 && c < SIM_SMS)
+			sms = c;
+	}
 	if (m->mem != 0 && page != NULL) {
 		/* the memory it holds, as a runtime that counts its
 		 * allocations reports it: peak first (a page of a new
@@ -196,6 +227,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			break;
 		}
 		if (kn > k) {
+			sim_activity(m, page, (kn - k) * m->task_ns, sms);
 			__atomic_add_fetch(&m->gpu_ns, (kn - k) * m->task_ns,
 					   __ATOMIC_RELAXED);
 			__atomic_add_fetch(&m->tasks, kn - k,
@@ -218,6 +250,7 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	/* count what the loop above has not counted yet */
 	kn = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED) - done_gpu;
 	if (k * m->task_ns > kn) {
+		sim_activity(m, page, k * m->task_ns - kn, sms);
 		__atomic_add_fetch(&m->gpu_ns, k * m->task_ns - kn,
 				   __ATOMIC_RELAXED);
 		__atomic_add_fetch(&m->tasks, k - kn / m->task_ns,
@@ -555,6 +588,10 @@ usage(FILE *f)
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
 "      --mem-mib N       report holding N MiB of device memory\n"
+"      --profile P       declare what its kernels stress, as the\n"
+"                        simulated GPU's counters report it: compute\n"
+"                        (SM 95 %%, DRAM 15 %%), memory (60 %%, 85 %%) or\n"
+"                        light (15 %%, 10 %%)\n"
 "      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
 "                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
@@ -657,7 +694,7 @@ bad:
 }
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
-       OPT_ZERO, OPT_MEM, OPT_TASKS };
+       OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE };
 
 int
 main(int argc, char **argv)
@@ -681,6 +718,7 @@ main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "now", no_argument, NULL, OPT_NOW },
 		{ "tasks", required_argument, NULL, OPT_TASKS },
+		{ "profile", required_argument, NULL, OPT_PROFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -776,6 +814,24 @@ main(int argc, char **argv)
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)
 				return 2;
 			m.overrun_ns = v * NS_PER_MS;
+			break;
+		case OPT_PROFILE:
+			/* what a kernel of that kind achieves alone */
+			if (strcmp(optarg, "compute") == 0) {
+				m.sm_pct = 95;
+				m.mem_pct = 15;
+			} else if (strcmp(optarg, "memory") == 0) {
+				m.sm_pct = 60;
+				m.mem_pct = 85;
+			} else if (strcmp(optarg, "light") == 0) {
+				m.sm_pct = 15;
+				m.mem_pct = 10;
+			} else {
+				fprintf(stderr, "gshare-simjob: --profile: "
+					"compute, memory or light, not "
+					"'%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case OPT_TASKS:
 			if (parse_u64("--tasks", optarg, &m.ntasks) < 0)

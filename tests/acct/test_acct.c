@@ -318,6 +318,49 @@ test_overrun(void **state)
 	gs_acct_free(a);
 }
 
+/* Space mode: a hold co-run on part of the SMs is billed its kernel time
+ * x that part (space_gpu_ns), and the floor of what the agent saw held
+ * is scaled alike — it used to bill the whole held time, undoing the
+ * scaling for every co-running job. */
+static void
+test_space_part(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_sample x;
+	struct gs_error err;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 3, 30);
+	m.mode = GS_MODE_SPACE;
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 3, &page, 0), 0);
+	/* 1 s held on 64 of 128 SMs, 1 s of kernels: 0.5 s */
+	gs_acct_set_part(a, 3, GS_ACCT_PART_ONE / 2);
+	gs_acct_hold(a, 3, 100);
+	page.gpu_ns = S;
+	page.space_gpu_ns = S / 2;
+	gs_acct_unhold(a, 3, S + 100, S);
+	x = tick(a, 2 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S / 2);
+	/* still holding for 1 s at a quarter, nothing reported yet: the
+	 * floor is 7/8 of a quarter second */
+	gs_acct_set_part(a, 3, GS_ACCT_PART_ONE / 4);
+	gs_acct_hold(a, 3, 2 * S);
+	x = tick(a, 3 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S / 4 - S / 32);
+	/* alone again (0: the whole GPU) */
+	gs_acct_unhold(a, 3, 3 * S, 0);
+	gs_acct_set_part(a, 3, 0);
+	gs_acct_hold(a, 3, 3 * S);
+	gs_acct_unhold(a, 3, 4 * S, 0);
+	x = tick(a, 4 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S - S / 8);
+	gs_acct_free(a);
+}
+
 /* Issue 14.3: a job that reports 0 ns (RELEASE and page) is billed the
  * time the agent saw it hold, less 1/8 at most; an honest job whose
  * page catches up after its RELEASE is not billed twice; held time is
@@ -626,6 +669,7 @@ main(void)
 		cmocka_unit_test(test_tick_usage),
 		cmocka_unit_test(test_overrun),
 		cmocka_unit_test(test_proven_hold),
+		cmocka_unit_test(test_space_part),
 		cmocka_unit_test(test_close),
 		cmocka_unit_test(test_estimate),
 		cmocka_unit_test(test_store_adopt),

@@ -15,7 +15,9 @@
  * as a compute process of GPU N (nvmlDeviceGetComputeRunningProcesses_v3,
  * holding 1 MiB) with SM utilization SM % (nvmlDeviceGetProcessUtilization:
  * one sample per call, stamped now); a line "N procmem PID BYTES" lists a
- * compute process on GPU N holding BYTES (no utilization sample).
+ * compute process on GPU N holding BYTES (no utilization sample).  A
+ * line "N util G M" makes nvmlDeviceGetUtilizationRates answer .gpu G,
+ * .memory M for GPU N (no line: 0 0).
  * Types follow the NVML API (int-sized return codes, opaque pointers,
  * nvmlEventData_t, nvmlMemory_t, nvmlProcessInfo_t,
  * nvmlProcessUtilizationSample_t).
@@ -282,6 +284,35 @@ int nvmlDeviceGetComputeRunningProcesses_v3(struct fake_dev *d,
 		out[k].used_mem = mem[k];
 	}
 	*n = cnt;
+	return 0;
+}
+
+struct fake_utilization {	/* nvmlUtilization_t */
+	unsigned int gpu, memory;
+};
+
+int nvmlDeviceGetUtilizationRates(struct fake_dev *d,
+				  struct fake_utilization *u);
+int nvmlDeviceGetUtilizationRates(struct fake_dev *d,
+				  struct fake_utilization *u)
+{
+	const char *path = getenv("FAKE_NVML_STATE");
+	char line[128];
+	unsigned g, m;
+	int gpu;
+	FILE *f;
+
+	u->gpu = 0;
+	u->memory = 0;
+	if (path == NULL || (f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "%d util %u %u", &gpu, &g, &m) == 3 &&
+		    gpu == d->index) {
+			u->gpu = g;
+			u->memory = m;
+		}
+	fclose(f);
 	return 0;
 }
 

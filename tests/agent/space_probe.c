@@ -3,11 +3,15 @@
  * an allocation, asks for the token (so that the planner counts it busy)
  * and prints the control page's partition every time part_gen changes,
  *   part GEN FIRST COUNT
- * for up to SECONDS (default 20) or until stdin closes.
- * Usage: space_probe SOCKET ALLOC [SECONDS]
+ * for up to SECONDS (default 20) or until stdin closes.  With `stamp`
+ * (test_cogrant.sh) it looks every 0.2 ms, adds the CLOCK_MONOTONIC ns
+ * of each change to its line and prints `exit NS` just before it closes
+ * its connection.
+ * Usage: space_probe SOCKET ALLOC [SECONDS [stamp]]
  */
 #include <inttypes.h>
 #include <poll.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -17,6 +21,14 @@
 #include "gs_client.h"
 #include "gs_ctlpage.h"
 
+static uint64_t mono(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
 	struct gs_client *c = NULL;
@@ -25,7 +37,7 @@ int main(int argc, char **argv)
 	uint64_t last = UINT64_MAX;
 	time_t end;
 	void *m;
-	int fd = -1;
+	int fd = -1, stamp = argc > 4 && strcmp(argv[4], "stamp") == 0;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: space_probe SOCKET ALLOC [SECONDS]\n");
@@ -51,10 +63,27 @@ int main(int argc, char **argv)
 		uint64_t g = __atomic_load_n(&p->part_gen, __ATOMIC_ACQUIRE);
 
 		if (g != last) {
-			printf("part %" PRIu64 " %u %u\n", g, p->sm_first,
-			       p->sm_count);
+			if (stamp)
+				printf("part %" PRIu64 " %u %u %" PRIu64 "\n",
+				       g, p->sm_first, p->sm_count, mono());
+			else
+				printf("part %" PRIu64 " %u %u\n", g,
+				       p->sm_first, p->sm_count);
 			fflush(stdout);
 			last = g;
+		}
+		if (stamp) {
+			struct timespec ts = { 0, 200000 };
+
+			if (poll(&in, 1, 0) > 0 &&
+			    (in.revents & (POLLIN | POLLHUP))) {
+				char b[64];
+
+				if (read(0, b, sizeof(b)) <= 0)
+					break;
+			}
+			nanosleep(&ts, NULL);
+			continue;
 		}
 		if (poll(&in, 1, 10) > 0 && (in.revents & (POLLIN | POLLHUP))) {
 			char b[64];
@@ -65,6 +94,10 @@ int main(int argc, char **argv)
 	}
 	munmap(m, GS_CTL_SIZE);
 	close(fd);
+	if (stamp) {
+		printf("exit %" PRIu64 "\n", mono());
+		fflush(stdout);
+	}
 	gs_client_free(c);
 	return 0;
 }

@@ -67,6 +67,7 @@ print([g for g in json.load(sys.stdin)["gpus"] if g["index"] == 0][0]["healthy"]
 gs_agent_conf <<CONF
 gpus: {simulated: 2}
 mps_control: $FAKE
+space_partitions: false
 CONF
 gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
 
@@ -229,12 +230,11 @@ until5 "agent exits" gone "$apid"
 wait "$apid" 2>/dev/null
 apid=""
 
-# space_partitions: the plan reaches the control page of a job and is
-# resized as allocations come and go
+# space_partitions (the default): the plan reaches the control page of a
+# job and is resized as allocations come and go
 gs_agent_conf <<CONF
 gpus: {simulated: 2}
 mps_control: $FAKE
-space_partitions: true
 CONF
 gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
 $CTL -s "$sock" close "$t" >/dev/null

@@ -298,9 +298,10 @@ run_pair() {	# method a b sa sb envA envB
 }
 ids=""
 : >"$O/pairs.txt"
-# the shipped default (space_partitions off) for the agent's pairs
+# the shipped default (space_partitions on: the scheduler grants a co-run
+# group's members together, each on its partition) for the agent's pairs
 agent_stop
-[ -n "$MPSCTL" ] && agent_up false || AGENT_PID=""
+[ -n "$MPSCTL" ] && agent_up || AGENT_PID=""
 have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1

@@ -332,6 +332,50 @@ test_container_build(void **state)
 	assert_int_equal(gs_dp_container_preload(&c, "..", &err), -1);
 }
 
+/* Space mode: the MPS server's pipe directory in the environment and
+ * mounted read-write; the thread cap when given; bad paths refused
+ * with nothing changed. */
+static void
+test_container_mps(void **state)
+{
+	struct gs_dp_container c;
+	struct gs_error err;
+	uint64_t ids[2] = { 17, 18 };
+	const char *uu[2] = { U1, U0 };
+	const char *pipe = "/var/lib/gshare/mps/0/1000/pipe";
+
+	(void)state;
+	assert_int_equal(gs_dp_container_build("/run/gshare/gshared.sock",
+	    NULL, ids, uu, 1, &c, &err), 0);
+	assert_string_equal(c.mps_mount, "");
+	assert_int_equal(gs_dp_container_mps(&c, "pipe", 30, &err), -1);
+	assert_int_equal(gs_dp_container_mps(&c, "/a/../etc", 30, &err), -1);
+	assert_int_equal(gs_dp_container_mps(&c, "/a/./b", 30, &err), -1);
+	assert_int_equal(gs_dp_container_mps(&c, "/a/..", 30, &err), -1);
+	assert_int_equal(gs_dp_container_mps(&c, pipe, 101, &err), -1);
+	assert_null(env_get(&c, "CUDA_MPS_PIPE_DIRECTORY"));
+	assert_string_equal(c.mps_mount, "");
+	assert_int_equal(gs_dp_container_mps(&c, pipe, 30, &err), 0);
+	assert_string_equal(env_get(&c, "CUDA_MPS_PIPE_DIRECTORY"), pipe);
+	assert_string_equal(env_get(&c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+			    "30");
+	assert_string_equal(c.mps_mount, pipe);
+	/* the socket directory's mount is unchanged */
+	assert_string_equal(c.mount_host, "/run/gshare");
+	assert_true(c.mount_read_only);
+	/* no cap: only the pipe; with the gate and two allocations the
+	 * environment still has room */
+	assert_int_equal(gs_dp_container_build("/tmp/x/a.sock", "/gshare/",
+	    ids, uu, 2, &c, &err), 0);
+	assert_int_equal(gs_dp_container_preload(&c, "libgshare-gate.so",
+	    &err), 0);
+	assert_int_equal(gs_dp_container_mps(&c, "/p..q/.x/pipe", 0, &err),
+			 0);
+	assert_string_equal(env_get(&c, "CUDA_MPS_PIPE_DIRECTORY"),
+			    "/p..q/.x/pipe");
+	assert_null(env_get(&c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+}
+
 static void
 test_state_reconcile(void **state)
 {
@@ -805,6 +849,7 @@ main(void)
 		cmocka_unit_test(test_preferred_spans_when_needed),
 		cmocka_unit_test(test_allocate_check),
 		cmocka_unit_test(test_container_build),
+		cmocka_unit_test(test_container_mps),
 		cmocka_unit_test(test_state_reconcile),
 		cmocka_unit_test(test_state_init_reuse),
 		cmocka_unit_test(test_state_adopt),

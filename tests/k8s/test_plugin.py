@@ -12,7 +12,9 @@ deleted pods are closed; health flips when the agent goes away and comes
 back, and a GPU's devices when the agent reports it unhealthy (a fault
 injected into a simulated GPU: pushed within a second, both ways);
 owner_uid=any lets a non-root process attach (gshare-simjob as nobody)
-while allocations of owner_uid 0 stay closed to it; kubelet restart re-registers within a second; plugin restart
+while allocations of owner_uid 0 stay closed to it; mode=space gives a
+container its allocation's MPS pipe directory (environment and a
+read-write mount; the agent runs tests/agent/fake_mps_control.sh); kubelet restart re-registers within a second; plugin restart
 rebuilds its state from the agent and PodResources; N Allocates (default
 1000) with flat RSS; clean SIGTERM.  --valgrind runs the plugin under
 valgrind for the whole run and fails on any definite leak or memory
@@ -46,6 +48,7 @@ GSHARED = os.path.join(B, "node-agent", "gshared")
 AGENTQ = os.path.join(B, "tests", "k8s", "dp_agentq")
 GSHARECTL = os.path.join(B, "node-agent", "gsharectl")
 SIMJOB = os.path.join(B, "runtime", "sim", "gshare-simjob")
+FAKE_MPS = os.path.join(TOP, "tests", "agent", "fake_mps_control.sh")
 GSACCT = os.path.join(B, "node-agent", "gsacct", "gsacct")
 NODE = "testnode"
 
@@ -90,7 +93,8 @@ class Env:
         self.cfg = os.path.join(self.tmp, "gshare.yaml")
         with open(self.cfg, "w") as f:
             f.write("socket: %s\nstate_dir: %s/state\ngpus:\n"
-                    "  simulated: 2\nlog: stderr\n" % (self.sock, self.tmp))
+                    "  simulated: 2\nlog: stderr\nmps_control: %s\n" %
+                    (self.sock, self.tmp, FAKE_MPS))
         self.agent = None
         self.plugin = None
         self.plugin_log = None
@@ -188,6 +192,15 @@ class Env:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        # MPS stand-ins outlive the agent while they serve allocations
+        mps = os.path.join(self.tmp, "state", "mps")
+        for root, _, files in os.walk(mps):
+            if "pid" in files and root.endswith("log"):
+                try:
+                    os.kill(int(open(os.path.join(root, "pid")).read()),
+                            signal.SIGKILL)
+                except (ValueError, OSError):
+                    pass
         try:
             self.kubelet.stop()
         except Exception:
@@ -678,6 +691,33 @@ def run(args):
                      "agent at .* is unavailable",
                      "Allocate after the agent went away between two polls")
         env.start_agent()
+
+        # Space mode: the container is a client of the MPS server the
+        # agent runs for its allocation's uid (docs/space.md).
+        rc, _ = env.stop_plugin()
+        n = len(k.registrations)
+        env.start_plugin(["mode=space", "owner_uid=1000"])
+        k.wait_for(lambda: len(k.registrations) > n, 10 * slow,
+                   "registration (mode=space)")
+        k.wait_for(lambda: k.health_counts() == (200, 0), 10 * slow,
+                   "200 healthy devices (mode=space)")
+        pm = k.admit("default", "pod-m", [("main", 10)])["main"]
+        mid = int(pm[1]["GSHARE_ALLOC"])
+        gpu = [g[0] for g in env.agentq()[0] if g[1] == gpu_of(pm[0])][0]
+        pipe = os.path.join(env.tmp, "state", "mps", str(gpu), "1000",
+                            "pipe")
+        check(pm[1].get("CUDA_MPS_PIPE_DIRECTORY") == pipe and
+              pm[1].get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == "10",
+              "mode=space: CUDA_MPS_PIPE_DIRECTORY=%s, "
+              "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=10" % pipe)
+        check((pipe, pipe, False) in pm[2] and
+              (env.run, env.run, True) in pm[2] and len(pm[2]) == 2,
+              "mode=space: the pipe directory is mounted read-write")
+        wait(lambda: os.path.exists(os.path.join(pipe, "control")),
+             5 * slow, "the MPS stand-in serves uid 1000 on GPU %d" % gpu)
+        k.delete("default", "pod-m")
+        wait(lambda: mid not in env.open_allocs(), 10 * slow,
+             "pod-m's space allocation closed")
 
         if args.bench:
             # Plugin side: request decoded to response built, agent round

@@ -41,6 +41,11 @@ struct sjob {
 	uint64_t grants, suspends, escalations;
 	uint64_t last_grant, max_gap;	/* longest wait between grants */
 	uint64_t want_since;
+	/* co-grant sets (space mode) */
+	uint64_t group;		/* 0: alone */
+	uint32_t shares;	/* partition size among co-holders */
+	uint64_t part_gpu;	/* held wall time x partition fraction */
+	uint64_t corun;		/* wall time held beside another holder */
 };
 
 struct sim {
@@ -211,6 +216,40 @@ sim_step(struct sim *m)
 	assert_true(m->next > m->now);
 }
 
+/* Time passes from m->now to t: co-holders split the GPU by shares, as
+ * the space planner splits SMs; the holders are one co-grant set. */
+static void
+advance(struct sim *m, uint64_t t)
+{
+	uint64_t dt = t > m->now ? t - m->now : 0, g = 0;
+	uint32_t sum = 0;
+	int i, nh = 0, set = 0;
+
+	for (i = 0; i < m->n; i++)
+		if (m->j[i].holding) {
+			sum += m->j[i].shares ? m->j[i].shares : 1;
+			nh++;
+			if (!set) {
+				g = m->j[i].group;
+				set = 1;
+			} else if (g != 0 && m->j[i].group != 0) {
+				/* only members of one set hold together (an
+				 * escalated overrunner runs on beside the
+				 * next holder: not a set) */
+				assert_true(m->j[i].group == g);
+			}
+		}
+	for (i = 0; i < m->n; i++) {
+		struct sjob *j = &m->j[i];
+
+		if (!j->holding)
+			continue;
+		j->part_gpu += dt * (j->shares ? j->shares : 1) / sum;
+		if (nh > 1)
+			j->corun += dt;
+	}
+}
+
 /* Process every event up to and including t, then stop at t. */
 static void
 sim_run(struct sim *m, uint64_t t)
@@ -227,8 +266,10 @@ sim_run(struct sim *m, uint64_t t)
 		}
 		if (ev > t)
 			break;
-		if (ev > m->now)
+		if (ev > m->now) {
+			advance(m, ev);
 			m->now = ev;
+		}
 		for (i = 0; i < m->n; i++) {
 			struct sjob *j = &m->j[i];
 
@@ -244,6 +285,7 @@ sim_run(struct sim *m, uint64_t t)
 		(void)did;
 		sim_step(m);
 	}
+	advance(m, t);
 	m->now = t;
 }
 
@@ -1288,6 +1330,430 @@ test_random_invariants(void **state)
 	}
 }
 
+/* A space job: shares (= weight, the agent's default), co-grant set. */
+static struct sjob *
+sim_add_grp(struct sim *m, uint32_t shares, uint32_t weight, uint64_t group)
+{
+	struct sjob *j = sim_add_sh(m, shares, weight, GS_PRIO_NORMAL_TEST);
+
+	j->shares = shares;
+	j->group = group;
+	assert_int_equal(gs_sched_set_group(m->s, j->id, group), 0);
+	return j;
+}
+
+/* Each job's wall time held and partition time over a window, percent. */
+static void
+sim_window2(struct sim *m, uint64_t dur, double *wall, double *part)
+{
+	uint64_t bw[MAXJ], bp[MAXJ];
+	int i;
+
+	for (i = 0; i < m->n; i++) {
+		bw[i] = used_at(m, &m->j[i]);
+		bp[i] = m->j[i].part_gpu;
+	}
+	sim_run(m, m->now + dur);
+	for (i = 0; i < m->n; i++) {
+		wall[i] = 100.0 * (double)(used_at(m, &m->j[i]) - bw[i]) /
+			  (double)dur;
+		part[i] = 100.0 * (double)(m->j[i].part_gpu - bp[i]) /
+			  (double)dur;
+	}
+}
+
+static void
+near(const char *what, double got, double want, double tol)
+{
+	print_message("  %s: %.2f%% (want %.2f%%)\n", what, got, want);
+	if (got < want - tol || got > want + tol)
+		fail_msg("%s: %.2f%%, want %.2f%% +- %.1f", what, got, want,
+			 tol);
+}
+
+/* A co-grant set is granted, run and charged as one unit at its summed
+ * weight; its members run side by side; an idle member leaves the set
+ * to the others; a member that starts wanting joins a running grant. */
+static void
+test_group_cogrant(void **state)
+{
+	struct gs_sched_entry_info ia, ib;
+	struct sim m;
+	struct sjob *a, *b, *c;
+	double wall[MAXJ], part[MAXJ];
+	uint64_t co;
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	a = sim_add_grp(&m, 30, 30, 1);
+	b = sim_add_grp(&m, 30, 30, 1);
+	c = sim_add_grp(&m, 40, 40, 0);	/* time mode */
+	start_all(&m);
+	/* the first step grants both members at once */
+	assert_int_equal(m.acts[GS_ACT_GRANT], 2);
+	assert_true(a->holding && b->holding && !c->holding);
+	assert_int_equal(gs_sched_holders(m.s), 2);
+	assert_int_equal(gs_sched_info(m.s, a->id, &ia), 0);
+	assert_int_equal(gs_sched_info(m.s, b->id, &ib), 0);
+	assert_int_equal(ia.group, 1);
+	assert_int_equal(ia.part_ppm, 500000);
+	assert_int_equal(ib.part_ppm, 500000);
+	sim_run(&m, m.now + 500 * MS);
+	co = a->corun;
+	sim_window2(&m, 2 * SEC, wall, part);
+	/* the set holds 30 + 30 of the GPU's time, both members all of
+	 * it, side by side; C its 40 */
+	near("A wall", wall[0], 60, 1.5);
+	near("B wall", wall[1], 60, 1.5);
+	near("C wall", wall[2], 40, 1.5);
+	near("A partition time", part[0], 30, 1.0);
+	near("B partition time", part[1], 30, 1.0);
+	assert_true(a->corun - co > 2 * SEC * 58 / 100);
+
+	/* B runs out of work: A alone in its set gets the whole GPU while
+	 * it holds, at weight 30 + 30 * 30/70 of 100 */
+	job_stop(&m, b);
+	sim_run(&m, m.now + 100 * MS);
+	sim_window2(&m, 2 * SEC, wall, part);
+	near("A alone wall", wall[0], 100.0 * (0.3 + 0.3 * 30 / 70), 1.5);
+	near("C wall", wall[2], 100.0 * (0.4 + 0.3 * 40 / 70), 1.5);
+	assert_true(wall[1] == 0);
+	while (!a->holding)
+		sim_run(&m, m.now + 100000);
+	assert_int_equal(gs_sched_info(m.s, a->id, &ia), 0);
+	assert_int_equal(ia.part_ppm, 1000000);
+
+	/* B wants again while A holds: it joins A's grant at once, for
+	 * what is left of the slice */
+	{
+		struct gs_sched_action act[4];
+		uint64_t next;
+		int na;
+
+		m.now += 1000;
+		b->present = 1;
+		job_want(&m, b);
+		na = gs_sched_step(m.s, m.now, act, 4, &next);
+		assert_int_equal(na, 1);
+		assert_int_equal(act[0].kind, GS_ACT_GRANT);
+		assert_int_equal(act[0].id, b->id);
+		assert_true(act[0].slice_ns > 0 && act[0].slice_ns < 4 * MS);
+		apply(&m, &act[0]);
+		m.next = next;
+		assert_int_equal(gs_sched_info(m.s, a->id, &ia), 0);
+		assert_int_equal(ia.part_ppm, 500000);
+	}
+	sim_run(&m, m.now + 100 * MS);
+	sim_window2(&m, 2 * SEC, wall, part);
+	near("A wall, B back", wall[0], 60, 1.5);
+	near("B wall, B back", wall[1], 60, 1.5);
+	near("C wall, B back", wall[2], 40, 1.5);
+	gs_sched_free(m.s);
+}
+
+/* Guarantees hold for every member whatever the partition sizes: here
+ * the effective weights (guarantee + weight's part of the free 40) are
+ * not proportional to the shares the partitions follow. */
+static void
+test_group_guarantee(void **state)
+{
+	struct sim m;
+	double wall[MAXJ], part[MAXJ];
+
+	(void)state;
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add_grp(&m, 30, 1, 1);
+	sim_add_grp(&m, 10, 1, 1);
+	sim_add_grp(&m, 20, 1, 0);
+	start_all(&m);
+	sim_run(&m, m.now + 500 * MS);
+	sim_window2(&m, 2 * SEC, wall, part);
+	/* ew: A .3 + .4/3, B .1 + .4/3, C .2 + .4/3: the set holds
+	 * .667 of the time, split 30:10 */
+	near("C wall", wall[2], 100.0 * (0.2 + 0.4 / 3), 1.5);
+	near("set wall", wall[0], 100.0 * (0.4 + 0.8 / 3), 1.5);
+	assert_true(part[0] >= 30 - 0.5);
+	assert_true(part[1] >= 10 - 0.5);
+	assert_true(part[2] >= 20 - 0.5);
+	gs_sched_free(m.s);
+
+	/* two sets (two compute-heavy jobs the planner keeps apart) and a
+	 * time-mode job: they take turns, each its weight */
+	sim_init(&m, GS_POLICY_WFQ);
+	sim_add_grp(&m, 20, 20, 1);
+	sim_add_grp(&m, 30, 30, 2);
+	sim_add_grp(&m, 50, 50, 0);
+	start_all(&m);
+	sim_run(&m, m.now + 500 * MS);
+	sim_window2(&m, 2 * SEC, wall, part);
+	near("set 1", wall[0], 20, 1.0);
+	near("set 2", wall[1], 30, 1.0);
+	near("time", wall[2], 50, 1.0);
+	assert_true(m.j[0].corun == 0 && m.j[1].corun == 0);
+	gs_sched_free(m.s);
+
+	/* priority policy: guarantees first for the members too */
+	sim_init(&m, GS_POLICY_PRIORITY);
+	sim_add_grp(&m, 30, 30, 1);
+	sim_add_grp(&m, 20, 20, 1);
+	m.j[0].prio = 0;
+	assert_int_equal(gs_sched_set_priority(m.s, m.j[0].id, 0), 0);
+	assert_int_equal(gs_sched_set_priority(m.s, m.j[1].id, 0), 0);
+	sim_add_grp(&m, 10, 10, 0);
+	assert_int_equal(gs_sched_set_priority(m.s, m.j[2].id, 2), 0);
+	start_all(&m);
+	sim_run(&m, m.now + 500 * MS);
+	sim_window2(&m, 2 * SEC, wall, part);
+	assert_true(part[0] >= 30 - 1.0);
+	assert_true(part[1] >= 20 - 1.0);
+	assert_true(part[2] >= 10 - 1.0);
+	print_message("  priority: set %.2f%%, high %.2f%%\n", wall[0],
+		      wall[2]);
+	gs_sched_free(m.s);
+}
+
+/* Trace: a set suspends as one; the token is free only when its last
+ * member released; a member ignoring the suspend is escalated alone. */
+static void
+test_group_suspend_trace(void **state)
+{
+	struct gs_sched_params p;
+	struct gs_sched *s;
+	struct gs_sched_action a[4];
+	uint64_t next, t = 1 * SEC;
+	int na;
+
+	(void)state;
+	gs_sched_params_default(&p);
+	p.grace_ns = 20 * MS;
+	s = gs_sched_new(&p);
+	assert_non_null(s);
+	assert_int_equal(gs_sched_add_shares(s, 1, 30, 30, 1, t), 0);
+	assert_int_equal(gs_sched_add_shares(s, 2, 30, 30, 1, t), 0);
+	assert_int_equal(gs_sched_add_shares(s, 3, 40, 40, 1, t), 0);
+	assert_int_equal(gs_sched_set_group(s, 1, 7), 0);
+	assert_int_equal(gs_sched_set_group(s, 2, 7), 0);
+	assert_int_equal(gs_sched_set_group(s, 9, 7), -1);
+	assert_int_equal(gs_sched_want(s, 1, t), 0);
+	assert_int_equal(gs_sched_want(s, 2, t), 0);
+	assert_int_equal(gs_sched_want(s, 3, t), 0);
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 2);
+	assert_true(a[0].kind == GS_ACT_GRANT && a[1].kind == GS_ACT_GRANT);
+	assert_true(a[0].id + a[1].id == 3);
+	assert_int_equal(a[0].slice_ns, 4 * MS);
+	assert_int_equal(a[1].slice_ns, 4 * MS);
+	assert_int_equal(next, t + 4 * MS);
+	/* max 1: one grant now, the other on the call asked for at once */
+	/* slice end, 3 waits: both suspended in one step */
+	t += 4 * MS;
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 2);
+	assert_true(a[0].kind == GS_ACT_SUSPEND &&
+		    a[1].kind == GS_ACT_SUSPEND);
+	/* 1 releases; 2 still holds: nothing granted */
+	t += 50000;
+	assert_int_equal(gs_sched_release(s, 1, 4 * MS, 0, t), 0);
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 0);
+	assert_int_equal(gs_sched_holder(s), 2);
+	assert_int_equal(next, t - 50000 + 20 * MS);
+	/* 2 ignores the suspend: escalated alone, then 3 runs */
+	t += 20 * MS;
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 2);
+	assert_int_equal(a[0].kind, GS_ACT_ESCALATE);
+	assert_int_equal(a[0].id, 2);
+	assert_int_equal(a[1].kind, GS_ACT_GRANT);
+	assert_int_equal(a[1].id, 3);
+	assert_int_equal(gs_sched_holders(s), 1);
+	/* a set granted with max 1: the rest on the next call, at once */
+	assert_int_equal(gs_sched_release(s, 3, 1 * MS, 1, t + MS), 0);
+	assert_int_equal(gs_sched_release(s, 2, 0, 1, t + MS), 0);
+	t += 200 * MS;
+	assert_int_equal(gs_sched_want(s, 2, t), 0);
+	assert_int_equal(gs_sched_info(s, 1, &(struct gs_sched_entry_info){0}),
+			 0);
+	na = gs_sched_step(s, t, a, 1, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(next, t);
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_GRANT);
+	assert_int_equal(gs_sched_holders(s), 2);
+	gs_sched_free(s);
+}
+
+/* Random walk with co-grant sets that change under it: grants go only to
+ * waiters, several at once or beside holders only within one nonzero
+ * set; suspends and escalations only to holders; the holder count and
+ * gs_sched_holder agree with what the actions said; a set's members are
+ * suspended in the same step. */
+static void
+test_group_random(void **state)
+{
+	uint32_t pol;
+
+	(void)state;
+	for (pol = GS_POLICY_WFQ; pol <= GS_POLICY_DYNPRIO; pol++) {
+		struct gs_sched_params p;
+		struct gs_sched *s;
+		struct gs_sched_action a[8];
+		struct gs_sched_entry_info info;
+		uint64_t now = 1000, next, grp[12] = { 0 };
+		uint64_t susp_at[12] = { 0 }, cogrants = 0, joins = 0;
+		int present[12] = { 0 }, wants[12] = { 0 }, hold[12] = { 0 };
+		int revoked[12] = { 0 }, susp[12] = { 0 };
+		int op, na, i, k, nh, ng;
+
+		gs_sched_params_default(&p);
+		p.policy = pol;
+		p.grace_ns = 10 * MS;
+		s = gs_sched_new(&p);
+		assert_non_null(s);
+		for (op = 0; op < 100000; op++) {
+			uint64_t id = 1 + rnd(12);
+			int x = (int)id - 1;
+
+			now += rnd(2 * MS);
+			switch (rnd(9)) {
+			case 0:
+				if (gs_sched_add_shares(s, id,
+						(uint32_t)rnd(30),
+						1 + (uint32_t)rnd(9),
+						(uint32_t)rnd(3), now) == 0) {
+					present[x] = 1;
+					grp[x] = 0;
+				}
+				break;
+			case 1:
+				if (rnd(6) == 0 && present[x]) {
+					gs_sched_remove(s, id, now);
+					present[x] = wants[x] = hold[x] = 0;
+					revoked[x] = susp[x] = 0;
+				}
+				break;
+			case 2:
+			case 3:
+				if (present[x]) {
+					assert_int_equal(gs_sched_want(s, id,
+								       now), 0);
+					wants[x] = 1;
+				}
+				break;
+			case 4:
+			case 5:
+				if (revoked[x]) {
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						id, 5, idle, now), 0);
+					revoked[x] = 0;
+					if (idle)
+						wants[x] = 0;
+				} else if (hold[x]) {
+					int idle = (int)rnd(2);
+
+					assert_int_equal(gs_sched_release(s,
+						id, rnd(3 * MS), idle, now), 0);
+					hold[x] = susp[x] = 0;
+					if (idle)
+						wants[x] = 0;
+				} else if (present[x]) {
+					assert_int_equal(gs_sched_release(s,
+						id, 1, 1, now), -1);
+				}
+				break;
+			case 6:
+			case 7:
+				if (present[x]) {
+					grp[x] = rnd(3);
+					assert_int_equal(gs_sched_set_group(s,
+						id, grp[x]), 0);
+				}
+				break;
+			default:
+				break;
+			}
+			for (nh = 0, i = 0; i < 12; i++)
+				nh += hold[i];
+			na = gs_sched_step(s, now, a, 8, &next);
+			assert_true(na >= 0 && na <= 8);
+			ng = 0;
+			for (i = 0; i < na; i++) {
+				k = (int)a[i].id - 1;
+				assert_true(k >= 0 && k < 12 && present[k]);
+				if (a[i].kind == GS_ACT_GRANT) {
+					int j, cur = 0, same = 0;
+
+					assert_true(wants[k] && !hold[k] &&
+						    !revoked[k]);
+					for (j = 0; j < 12; j++) {
+						cur += hold[j];
+						if (hold[j] && grp[j] == grp[k])
+							same = 1;
+					}
+					if (cur > 0) {
+						/* beside holders: one set */
+						assert_true(grp[k] != 0 &&
+							    same);
+						if (ng > 0)
+							cogrants++;
+						else
+							joins++;
+					}
+					hold[k] = 1;
+					ng++;
+				} else if (a[i].kind == GS_ACT_SUSPEND) {
+					assert_true(hold[k] && !susp[k]);
+					susp[k] = 1;
+					susp_at[k] = now;
+				} else {
+					assert_int_equal(a[i].kind,
+							 GS_ACT_ESCALATE);
+					assert_true(hold[k] && susp[k]);
+					assert_true(now - susp_at[k] >=
+						    p.grace_ns);
+					hold[k] = susp[k] = 0;
+					revoked[k] = 1;
+				}
+			}
+			/* a set suspends as one: after a whole step, a
+			 * holder told to suspend means all were */
+			if (na < 8) {
+				int any = 0, all = 1;
+
+				for (i = 0; i < 12; i++)
+					if (hold[i]) {
+						any |= susp[i];
+						all &= susp[i];
+					}
+				assert_true(!any || all);
+			}
+			for (nh = 0, i = 0; i < 12; i++)
+				nh += hold[i];
+			assert_int_equal(gs_sched_holders(s), (unsigned)nh);
+			if (nh > 0) {
+				k = (int)gs_sched_holder(s) - 1;
+				assert_true(k >= 0 && hold[k]);
+				assert_int_equal(gs_sched_info(s, k + 1,
+							       &info), 0);
+				assert_true(info.holding && info.part_ppm > 0);
+			} else {
+				assert_int_equal(gs_sched_holder(s), 0);
+			}
+			/* "again at once" only when the actions filled a */
+			assert_true(next > now || na == 8);
+		}
+		/* the walk reached co-grants and joins */
+		assert_true(cogrants > 100 && joins > 100);
+		print_message("  policy %u: %llu co-grants, %llu joins\n",
+			      pol, (unsigned long long)cogrants,
+			      (unsigned long long)joins);
+		gs_sched_free(s);
+	}
+}
+
 int
 main(void)
 {
@@ -1312,6 +1778,10 @@ main(void)
 		cmocka_unit_test(test_lying_report),
 		cmocka_unit_test(test_api_errors),
 		cmocka_unit_test(test_random_invariants),
+		cmocka_unit_test(test_group_cogrant),
+		cmocka_unit_test(test_group_guarantee),
+		cmocka_unit_test(test_group_suspend_trace),
+		cmocka_unit_test(test_group_random),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
