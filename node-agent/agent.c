@@ -1535,6 +1535,11 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  * goes on: schedulers, token grants, attach, PING and STATUS do not wait
  * for the disk, and a reply to a durable request may come after replies
  * to the same connection's later requests (clients match by seq).
+ * A CLOSE, once checked, first has accounting queue the allocation's usage
+ * so far (GS_AEV_CLOSING) and its table waits, at most USAGE_WAIT_NS, for
+ * that tick's commit: a crash between the table write and the final row
+ * then loses nothing the job had reported before it asked to close (the
+ * next start closes the row COMPLETED with what is committed).
  * A CLOSE's reply also waits, at most USAGE_WAIT_NS, for the commit of the
  * tick that carries the allocation's final usage row
  * (gs_agent_usage_queued/_committed); past that the reply goes out and
@@ -1558,6 +1563,7 @@ struct dop {
 	struct gs_alloc_req req;	/* CREATE: with its defaults */
 	uint64_t created;	/* CREATE: the creation time written */
 	struct gs_msg rep;	/* CLOSE: the reply, held for the usage */
+	int flushed;		/* CLOSE: checked, its usage so far queued */
 	uint64_t tick;		/* CLOSE: the usage tick waited for */
 	uint64_t deadline;	/* CLOSE: reply anyway then (monotonic) */
 };
@@ -1626,6 +1632,52 @@ fail:
 
 static void durable_done(void *arg, const struct gs_error *err);
 
+/* Test hook: with GSHARED_TEST_CRASH naming `point` in its environment the
+ * agent kills itself there (SIGKILL, as a crash would), so that the tests
+ * can stop it in a window that a random kill rarely hits.  Only whoever
+ * starts the agent sets its environment. */
+static void crash_point(const char *point)
+{
+	const char *v = getenv("GSHARED_TEST_CRASH");
+
+	if (v != NULL && strcmp(v, point) == 0)
+		raise(SIGKILL);
+}
+
+/* CLOSE op, just checked: accounting queues allocation a's usage so far;
+ * op->tick is the tick its table write waits for (0: none). */
+static void close_flush(struct gs_agent *ag, struct dop *op,
+			const struct gs_alloc *a)
+{
+	uint64_t mark = ag->usage_queued;
+
+	op->flushed = 1;
+	op->tick = 0;
+	gs_alloc_notify(ag->allocs, GS_AEV_CLOSING, a);
+	if (ag->usage_queued != mark &&
+	    ag->usage_committed < ag->usage_queued) {
+		op->tick = ag->usage_queued;
+		op->deadline = gs_now_ns() + USAGE_WAIT_NS;
+	}
+}
+
+/* Does CLOSE op still wait for its usage so far to be committed?  Past
+ * its deadline it goes on: the row stays queued in the store. */
+static int close_waits(struct gs_agent *ag, struct dop *op)
+{
+	if (op->tick == 0 || op->tick <= ag->usage_committed) {
+		op->tick = 0;
+		return 0;
+	}
+	if (gs_now_ns() < op->deadline)
+		return 1;
+	log_warnx("allocation %llu: closing; its usage so far is not on "
+		  "disk yet (the usage store is behind): kept in memory and "
+		  "retried", (unsigned long long)op->m.u.id);
+	op->tick = 0;
+	return 0;
+}
+
 /* Check the request at the head and hand its table to the writer: 0, or
  * -1 when it was refused (the error is queued). */
 static int durable_plan(struct gs_agent *ag, struct dop *op)
@@ -1664,13 +1716,22 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 		next_id++;
 		break;
 	case GS_MSG_ALLOC_CLOSE:
-		if (need_root(c, m) < 0 || need_alloc(c, m, m->u.id) == NULL)
-			return -1;
-		if (m->u.close.end_state >= GS_END_MAX) {
-			reply_err(c, m->seq, GS_EINVAL, "unknown end state %u",
-				  m->u.close.end_state);
-			return -1;
+		if (!op->flushed) {	/* not checked yet */
+			if (need_root(c, m) < 0 ||
+			    (a = need_alloc(c, m, m->u.id)) == NULL)
+				return -1;
+			if (m->u.close.end_state >= GS_END_MAX) {
+				reply_err(c, m->seq, GS_EINVAL,
+					  "unknown end state %u",
+					  m->u.close.end_state);
+				return -1;
+			}
+			close_flush(ag, op, a);
 		}
+		/* resumed by gs_agent_usage_committed or on_durable_tick */
+		if (close_waits(ag, op))
+			return 0;
+		crash_point("close-usage");
 		drop = m->u.id;
 		break;
 	case GS_MSG_ALLOC_LABEL:
@@ -1715,7 +1776,7 @@ static void durable_next(struct gs_agent *ag, struct gs_conn *from)
 	struct dop *op;
 
 	while ((op = ag->dq_head) != NULL && !gs_durable_busy(ag->dur)) {
-		if ((op->sync || op->c != &ag->sink) &&
+		if ((op->sync || op->flushed || op->c != &ag->sink) &&
 		    durable_plan(ag, op) == 0)
 			return;
 		ag->dq_head = op->next;
@@ -1827,6 +1888,7 @@ static void durable_done(void *arg, const struct gs_error *err)
 		create_apply(c, &op->m, &op->req, op->created);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		crash_point("close-table");
 		mark = ag->usage_queued;
 		close_apply(c, &op->m, &op->rep);
 		if (op->rep.type != GS_MSG_ALLOC_INFO)
@@ -1891,6 +1953,9 @@ void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick)
 		*pp = op->next;
 		usage_reply(ag, op);
 	}
+	/* a CLOSE whose table waits for its usage so far */
+	if (ag->dq_head != NULL && !gs_durable_busy(ag->dur))
+		durable_next(ag, NULL);
 }
 
 /* CLOSE replies whose usage row is late: answer, the row follows. */
@@ -1912,6 +1977,9 @@ static void on_durable_tick(struct gs_loop *l, uint64_t now, void *arg)
 			  "memory and retried", (unsigned long long)op->m.u.id);
 		usage_reply(ag, op);
 	}
+	/* a CLOSE whose table waited too long for its usage so far */
+	if (ag->dq_head != NULL && !gs_durable_busy(ag->dur))
+		durable_next(ag, NULL);
 }
 
 /* DRAIN and GPU_FAULT: root only, naming one of this node's GPUs (both

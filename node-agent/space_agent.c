@@ -184,7 +184,7 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 {
 	struct gs_space_agent *sa = ctx;
 
-	if (sa->busy)
+	if (sa->busy || event == GS_AEV_CLOSING)
 		return;
 	if (event == GS_AEV_CLOSED) {
 		if (a->mode != GS_MODE_SPACE)
