@@ -132,6 +132,7 @@ struct gs_agent {
 	struct dop *uwait;	/* CLOSEs waiting for their usage row */
 	uint64_t usage_queued;	/* tick carrying the last final row */
 	uint64_t usage_committed;	/* last tick the store committed */
+	int usage_stalled;	/* a close gave up waiting for a commit */
 	struct gs_conn sink;	/* replies for requesters that left */
 	char warning[GS_WARNING_MAX];	/* STATUS: gs_agent_set_warning */
 	/* gs_agent_close_totals: the usage row of the allocation closing */
@@ -1536,10 +1537,12 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  * for the disk, and a reply to a durable request may come after replies
  * to the same connection's later requests (clients match by seq).
  * A CLOSE, once checked, first has accounting queue the allocation's usage
- * so far (GS_AEV_CLOSING) and its table waits, at most USAGE_WAIT_NS, for
+ * so far (GS_AEV_CLOSING) and its table waits, at most FLUSH_WAIT_NS, for
  * that tick's commit: a crash between the table write and the final row
  * then loses nothing the job had reported before it asked to close (the
- * next start closes the row COMPLETED with what is committed).
+ * next start closes the row COMPLETED with what is committed).  Once such
+ * a wait ran out, closes do not wait until the store commits again (a
+ * full or frozen store delays one close, not each in turn).
  * A CLOSE's reply also waits, at most USAGE_WAIT_NS, for the commit of the
  * tick that carries the allocation's final usage row
  * (gs_agent_usage_queued/_committed); past that the reply goes out and
@@ -1553,6 +1556,7 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  */
 
 #define USAGE_WAIT_NS	(2000000000ull)
+#define FLUSH_WAIT_NS	(1000000000ull)
 #define DURABLE_TICK_NS	(100000000ull)
 
 struct dop {
@@ -1654,10 +1658,10 @@ static void close_flush(struct gs_agent *ag, struct dop *op,
 	op->flushed = 1;
 	op->tick = 0;
 	gs_alloc_notify(ag->allocs, GS_AEV_CLOSING, a);
-	if (ag->usage_queued != mark &&
+	if (ag->usage_queued != mark && !ag->usage_stalled &&
 	    ag->usage_committed < ag->usage_queued) {
 		op->tick = ag->usage_queued;
-		op->deadline = gs_now_ns() + USAGE_WAIT_NS;
+		op->deadline = gs_now_ns() + FLUSH_WAIT_NS;
 	}
 }
 
@@ -1675,6 +1679,7 @@ static int close_waits(struct gs_agent *ag, struct dop *op)
 		  "disk yet (the usage store is behind): kept in memory and "
 		  "retried", (unsigned long long)op->m.u.id);
 	op->tick = 0;
+	ag->usage_stalled = 1;
 	return 0;
 }
 
@@ -1945,6 +1950,7 @@ void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick)
 	if (tick <= ag->usage_committed)
 		return;
 	ag->usage_committed = tick;
+	ag->usage_stalled = 0;
 	while ((op = *pp) != NULL) {
 		if (op->tick > tick) {
 			pp = &op->next;
