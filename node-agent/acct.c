@@ -67,6 +67,8 @@ struct ent {
 	int closing, dirty;
 	int adopted;			/* row continued from a crash */
 	int base_pending;		/* baseline not settled yet */
+	int base_resumed;		/* baseline from the store; some
+					 * counter not yet past it */
 	/* staged by tick_one, applied by tick_commit */
 	int st_busy, st_sample;
 	uint64_t st_mem_used;
@@ -753,10 +755,46 @@ settle_base(struct ent *e, const struct gs_ctl_counters *cur)
 		e->base.suspensions = t->suspensions;
 		e->base.evict_ns_sum = t->evict_ns_sum;
 		e->base_pending = 0;
+		e->base_resumed = 1;
 	} else if (cur->gpu_ns | cur->held_ns | cur->block_tasks |
 		   cur->suspensions) {
 		e->base_pending = 0;
 	}
+}
+
+/* *base = cur, or old when cur is below it: 1 then */
+static int
+keep_base(uint64_t *base, uint64_t cur, uint64_t old)
+{
+	*base = cur < old ? old : cur;
+	return cur < old;
+}
+
+/*
+ * The baseline becomes the counters just read.  After a resumed settle a
+ * counter still below the store's total is one the job has not written
+ * yet (it sets `resumed` first, then its counters, one by one): that
+ * field keeps the store's total until the counter passes it, else the
+ * next read would charge the job's whole total a second time.
+ */
+static void
+advance_base(struct ent *e, const struct gs_ctl_counters *cur)
+{
+	struct gs_ctl_counters b = e->base;
+	int below = 0;
+
+	e->base = *cur;
+	if (!e->base_resumed)
+		return;
+	below |= keep_base(&e->base.gpu_ns, cur->gpu_ns, b.gpu_ns);
+	below |= keep_base(&e->base.held_ns, cur->held_ns, b.held_ns);
+	below |= keep_base(&e->base.block_tasks, cur->block_tasks,
+			   b.block_tasks);
+	below |= keep_base(&e->base.suspensions, cur->suspensions,
+			   b.suspensions);
+	below |= keep_base(&e->base.evict_ns_sum, cur->evict_ns_sum,
+			   b.evict_ns_sum);
+	e->base_resumed = below;
 }
 
 static int
@@ -784,7 +822,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 						 d.evict_ns_sum,
 						 cur.last_evict_ns);
 		}
-		e->base = cur;
+		advance_base(e, &cur);
 		usage_add(&e->pend, &d);
 		busy = cur.state == GS_CTL_WAITING ||
 			cur.state == GS_CTL_RUNNING;

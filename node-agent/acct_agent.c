@@ -264,6 +264,20 @@ on_closed(struct gs_accounting *ac, const struct gs_alloc *a)
 		gs_agent_close_totals(ac->ag, a->id, tot.gpu_ns, tot.held_ns);
 }
 
+/* A CLOSE is about to write the table without allocation a: its usage so
+ * far goes to the store first, and the table write waits for that commit
+ * (gs_agent_usage_queued), so that a crash before the final row is
+ * committed loses nothing already measured: the next start closes the row
+ * with what is committed (gs_store_finish_closed), and the job, whose
+ * allocation is gone, cannot report it again. */
+static void
+on_closing(struct gs_accounting *ac, const struct gs_alloc *a)
+{
+	on_state(ac, a);	/* pick up a last grant/release/escalation */
+	if (do_tick(ac, gs_now_ns()) == 0)
+		gs_agent_usage_queued(ac->ag, gs_acct_ticks(ac->acct));
+}
+
 static void
 observer(void *ctx, int event, const struct gs_alloc *a)
 {
@@ -273,6 +287,7 @@ observer(void *ctx, int event, const struct gs_alloc *a)
 	case GS_AEV_CREATED: on_created(ac, a); break;
 	case GS_AEV_STATE: on_state(ac, a); break;
 	case GS_AEV_CLOSED: on_closed(ac, a); break;
+	case GS_AEV_CLOSING: on_closing(ac, a); break;
 	}
 }
 

@@ -132,6 +132,7 @@ struct gs_agent {
 	struct dop *uwait;	/* CLOSEs waiting for their usage row */
 	uint64_t usage_queued;	/* tick carrying the last final row */
 	uint64_t usage_committed;	/* last tick the store committed */
+	int usage_stalled;	/* a close gave up waiting for a commit */
 	struct gs_conn sink;	/* replies for requesters that left */
 	char warning[GS_WARNING_MAX];	/* STATUS: gs_agent_set_warning */
 	/* gs_agent_close_totals: the usage row of the allocation closing */
@@ -1592,6 +1593,13 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  * goes on: schedulers, token grants, attach, PING and STATUS do not wait
  * for the disk, and a reply to a durable request may come after replies
  * to the same connection's later requests (clients match by seq).
+ * A CLOSE, once checked, first has accounting queue the allocation's usage
+ * so far (GS_AEV_CLOSING) and its table waits, at most FLUSH_WAIT_NS, for
+ * that tick's commit: a crash between the table write and the final row
+ * then loses nothing the job had reported before it asked to close (the
+ * next start closes the row COMPLETED with what is committed).  Once such
+ * a wait ran out, closes do not wait until the store commits again (a
+ * full or frozen store delays one close, not each in turn).
  * A CLOSE's reply also waits, at most USAGE_WAIT_NS, for the commit of the
  * tick that carries the allocation's final usage row
  * (gs_agent_usage_queued/_committed); past that the reply goes out and
@@ -1605,6 +1613,7 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
  */
 
 #define USAGE_WAIT_NS	(2000000000ull)
+#define FLUSH_WAIT_NS	(1000000000ull)
 #define DURABLE_TICK_NS	(100000000ull)
 
 struct dop {
@@ -1615,6 +1624,7 @@ struct dop {
 	struct gs_alloc_req req;	/* CREATE: with its defaults */
 	uint64_t created;	/* CREATE: the creation time written */
 	struct gs_msg rep;	/* CLOSE: the reply, held for the usage */
+	int flushed;		/* CLOSE: checked, its usage so far queued */
 	uint64_t tick;		/* CLOSE: the usage tick waited for */
 	uint64_t deadline;	/* CLOSE: reply anyway then (monotonic) */
 };
@@ -1683,6 +1693,53 @@ fail:
 
 static void durable_done(void *arg, const struct gs_error *err);
 
+/* Test hook: with GSHARED_TEST_CRASH naming `point` in its environment the
+ * agent kills itself there (SIGKILL, as a crash would), so that the tests
+ * can stop it in a window that a random kill rarely hits.  Only whoever
+ * starts the agent sets its environment. */
+static void crash_point(const char *point)
+{
+	const char *v = getenv("GSHARED_TEST_CRASH");
+
+	if (v != NULL && strcmp(v, point) == 0)
+		raise(SIGKILL);
+}
+
+/* CLOSE op, just checked: accounting queues allocation a's usage so far;
+ * op->tick is the tick its table write waits for (0: none). */
+static void close_flush(struct gs_agent *ag, struct dop *op,
+			const struct gs_alloc *a)
+{
+	uint64_t mark = ag->usage_queued;
+
+	op->flushed = 1;
+	op->tick = 0;
+	gs_alloc_notify(ag->allocs, GS_AEV_CLOSING, a);
+	if (ag->usage_queued != mark && !ag->usage_stalled &&
+	    ag->usage_committed < ag->usage_queued) {
+		op->tick = ag->usage_queued;
+		op->deadline = gs_now_ns() + FLUSH_WAIT_NS;
+	}
+}
+
+/* Does CLOSE op still wait for its usage so far to be committed?  Past
+ * its deadline it goes on: the row stays queued in the store. */
+static int close_waits(struct gs_agent *ag, struct dop *op)
+{
+	if (op->tick == 0 || op->tick <= ag->usage_committed) {
+		op->tick = 0;
+		return 0;
+	}
+	if (gs_now_ns() < op->deadline)
+		return 1;
+	log_warnx("allocation %llu: closing; its usage so far is not on "
+		  "disk yet (the usage store is behind): kept in memory and "
+		  "retried", (unsigned long long)op->m.u.id);
+	op->tick = 0;
+	ag->usage_stalled = 1;
+	return 0;
+}
+
 /* Check the request at the head and hand its table to the writer: 0, or
  * -1 when it was refused (the error is queued). */
 static int durable_plan(struct gs_agent *ag, struct dop *op)
@@ -1721,13 +1778,22 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 		next_id++;
 		break;
 	case GS_MSG_ALLOC_CLOSE:
-		if (need_root(c, m) < 0 || need_alloc(c, m, m->u.id) == NULL)
-			return -1;
-		if (m->u.close.end_state >= GS_END_MAX) {
-			reply_err(c, m->seq, GS_EINVAL, "unknown end state %u",
-				  m->u.close.end_state);
-			return -1;
+		if (!op->flushed) {	/* not checked yet */
+			if (need_root(c, m) < 0 ||
+			    (a = need_alloc(c, m, m->u.id)) == NULL)
+				return -1;
+			if (m->u.close.end_state >= GS_END_MAX) {
+				reply_err(c, m->seq, GS_EINVAL,
+					  "unknown end state %u",
+					  m->u.close.end_state);
+				return -1;
+			}
+			close_flush(ag, op, a);
 		}
+		/* resumed by gs_agent_usage_committed or on_durable_tick */
+		if (close_waits(ag, op))
+			return 0;
+		crash_point("close-usage");
 		drop = m->u.id;
 		break;
 	case GS_MSG_ALLOC_LABEL:
@@ -1772,7 +1838,7 @@ static void durable_next(struct gs_agent *ag, struct gs_conn *from)
 	struct dop *op;
 
 	while ((op = ag->dq_head) != NULL && !gs_durable_busy(ag->dur)) {
-		if ((op->sync || op->c != &ag->sink) &&
+		if ((op->sync || op->flushed || op->c != &ag->sink) &&
 		    durable_plan(ag, op) == 0)
 			return;
 		ag->dq_head = op->next;
@@ -1884,6 +1950,7 @@ static void durable_done(void *arg, const struct gs_error *err)
 		create_apply(c, &op->m, &op->req, op->created);
 		break;
 	case GS_MSG_ALLOC_CLOSE:
+		crash_point("close-table");
 		mark = ag->usage_queued;
 		close_apply(c, &op->m, &op->rep);
 		if (op->rep.type != GS_MSG_ALLOC_INFO)
@@ -1940,6 +2007,7 @@ void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick)
 	if (tick <= ag->usage_committed)
 		return;
 	ag->usage_committed = tick;
+	ag->usage_stalled = 0;
 	while ((op = *pp) != NULL) {
 		if (op->tick > tick) {
 			pp = &op->next;
@@ -1948,6 +2016,9 @@ void gs_agent_usage_committed(struct gs_agent *ag, uint64_t tick)
 		*pp = op->next;
 		usage_reply(ag, op);
 	}
+	/* a CLOSE whose table waits for its usage so far */
+	if (ag->dq_head != NULL && !gs_durable_busy(ag->dur))
+		durable_next(ag, NULL);
 }
 
 /* CLOSE replies whose usage row is late: answer, the row follows. */
@@ -1969,6 +2040,9 @@ static void on_durable_tick(struct gs_loop *l, uint64_t now, void *arg)
 			  "memory and retried", (unsigned long long)op->m.u.id);
 		usage_reply(ag, op);
 	}
+	/* a CLOSE whose table waited too long for its usage so far */
+	if (ag->dq_head != NULL && !gs_durable_busy(ag->dur))
+		durable_next(ag, NULL);
 }
 
 /* DRAIN and GPU_FAULT: root only, naming one of this node's GPUs (both

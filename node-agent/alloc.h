@@ -98,6 +98,10 @@ enum gs_alloc_event {
 	GS_AEV_CREATED = 1,
 	GS_AEV_STATE = 2,	/* state, attachment or weights changed */
 	GS_AEV_CLOSED = 3,	/* called before the record is freed */
+	/* a CLOSE was checked and its table is about to be written:
+	 * accounting queues the usage so far (the table write waits, a
+	 * short while, for its commit: see agent.c, durable requests) */
+	GS_AEV_CLOSING = 4,
 };
 
 typedef void (*gs_alloc_observer_fn)(void *ctx, int event,

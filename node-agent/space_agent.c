@@ -210,6 +210,8 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 {
 	struct gs_space_agent *sa = ctx;
 
+	if (event == GS_AEV_CLOSING)	/* accounting's; CLOSED follows */
+		return;
 	gs_space_sample_event(sa->smp, event, a);
 	if (sa->busy)
 		return;

@@ -58,6 +58,7 @@ $(B)/tests/acct/acct_job: $(B)/tests/acct/acct_job.o $(GSCOMMON)
 TEST_HELPERS += $(B)/tests/acct/acct_job
 INTEG_TESTS += tests/acct/integ_accuracy.sh
 INTEG_TESTS += tests/acct/integ_crash.sh tests/acct/integ_crash_asan.sh
+INTEG_TESTS += tests/acct/integ_close_crash.sh tests/acct/integ_close_crash_asan.sh
 INTEG_TESTS += tests/acct/integ_diskfault.sh tests/acct/integ_diskfault_asan.sh
 # mkfs.ext4 for the frozen (fsfreeze) loop-mounted file system
 DEB_PKGS += e2fsprogs

@@ -658,6 +658,68 @@ test_store_adopt(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A resumed page whose first counters come after a tick: the job sets
+ * `resumed` before any counter (the page contract), so a tick may see the
+ * flag with the counters still at zero.  The baseline must stay what the
+ * store holds until the counters show: the continued totals are charged
+ * once (before, that tick took the zeros as the baseline and the next
+ * charged the job's whole total again). */
+static void
+test_resumed_late_counters(void **state)
+{
+	char dir[] = "/tmp/gs-test-acct.XXXXXX", path[128], cmd[128];
+	static struct gs_ctlpage p1, p2;
+	struct gs_store *st;
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_batch *b;
+	struct gs_store_sample x;
+	struct gs_error err;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/usage.db", dir);
+	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
+	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	memset(&p1, 0, sizeof(p1));
+	meta(&m, 1, 30);
+	assert_int_equal(gs_acct_open(a, &m, 10, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 1, &p1, 0), 0);
+	p1.gpu_ns = 5 * S;
+	p1.held_ns = 5 * S;
+	p1.state = GS_CTL_RUNNING;
+	assert_int_equal(gs_acct_tick(a, S, 1000, &b, &err), 0);
+	assert_int_equal(gs_store_write(st, b, &err), 0);
+	gs_acct_free(a);
+	gs_store_close(st);
+
+	/* restart: the job re-attaches, continuing its counters */
+	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
+	assert_int_equal(gs_store_recover(st, 0, &err), 1);
+	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	meta(&m, 7, 30);
+	strcpy(m.labels.job, "1");
+	assert_int_equal(gs_acct_open(a, &m, 2000, 0, &err), 0);
+	memset(&p2, 0, sizeof(p2));
+	assert_int_equal(gs_acct_attach(a, 7, &p2, S), 0);
+	p2.resumed = 1;			/* flag first ... */
+	x = tick(a, 2 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 0);
+	p2.gpu_ns = 7 * S;		/* ... then the counters */
+	p2.held_ns = 7 * S;
+	p2.state = GS_CTL_RUNNING;
+	x = tick(a, 3 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 2 * S);	/* not 7 s */
+	assert_int_equal(x.d.held_ns, 2 * S);
+	p2.gpu_ns += S;
+	x = tick(a, 4 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, S);
+	gs_acct_free(a);
+	gs_store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int
 main(void)
 {
@@ -673,6 +735,7 @@ main(void)
 		cmocka_unit_test(test_close),
 		cmocka_unit_test(test_estimate),
 		cmocka_unit_test(test_store_adopt),
+		cmocka_unit_test(test_resumed_late_counters),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
