@@ -129,6 +129,10 @@ struct gs_kctx {
 					 * count; blocks on other SMs leave
 					 * at once.  0: the whole GPU (kernels
 					 * built before it see 0 as padding) */
+	unsigned int io_wait_us;	/* I/O kernels: a block with nothing
+					 * else to do waits this long on the
+					 * GPU for its small read (GLoop §4)
+					 * before it leaves parked; 0: never */
 };
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
@@ -472,6 +476,7 @@ struct gs__blk {
 	unsigned int gen;
 	int from_redo;
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
+	unsigned int io_small;		/* the read asked fits inline */
 	long long last_poll;
 	const unsigned int *flag;
 	struct gs__kstate *ks;
@@ -620,6 +625,7 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		    lb + 1u;
 		__threadfence_system();
 		gs__b.event |= GS__EV_PARK;
+		gs__b.io_small = len <= GS__INLINE;
 	}
 	__syncthreads();
 }
@@ -771,6 +777,41 @@ static __device__ __forceinline__ void gs__copy_in(unsigned int p)
 	}
 }
 
+/*
+ * Thread 0, after logical block lb asked for a read (GLoop §4: the device
+ * waits, the host fills the slot): when the block has nothing else to run
+ * (no task left in its batch, no fresh block, no redo entry), wait on the
+ * GPU until the host marks the slot done, the suspend flag rises or
+ * c.io_wait_us pass.  1: the read completed with its bytes in inline
+ * staging (or with no bytes), and the block runs the continuation at
+ * once; 0: the block goes on as parked (the host runs the continuation
+ * at a later launch).  A large read (DMA into device memory) is never
+ * taken here: its bytes may be stale in this SM's L1 until a relaunch.
+ */
+static __device__ int gs__io_wait(const struct gs_kctx &c, unsigned int lb,
+				  unsigned int cur, unsigned int end)
+{
+	volatile struct gs__kstate *vks = c.ks;
+	volatile struct gs__rpc *s = &c.rpc[lb];
+	unsigned long long t0, lim;
+
+	if (c.io_wait_us == 0 || c.io_stage == NULL || !gs__b.io_small ||
+	    cur + 1u != end || gs__b.pf != ~0u || vks->next < c.total)
+		return 0;
+	if (!gs__b.redo_done &&
+	    vks->redo_head - c.redo_begin < c.redo_end - c.redo_begin)
+		return 0;
+	lim = (unsigned long long)c.io_wait_us * 1000ull;
+	t0 = gs__gtimer();
+	for (;;) {
+		if (s->op == GS__RPC_DONE)
+			return s->staged || s->result <= 0;
+		if (__ldcv(c.flag) >= c.gen || gs__gtimer() - t0 > lim)
+			return 0;
+		__nanosleep(256);
+	}
+}
+
 /* The last block to leave (thread 0) reports to the host and resets the
  * state for the next launch of this kernel.  Every other block has left,
  * so nothing else touches the state. */
@@ -917,6 +958,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			 * both end in a barrier it took part in */
 			unsigned int ev = gs__b.event;
 
+			int here = 0;
+
 			if (ev == 0) {
 				done++;
 				if (c.runs != NULL)
@@ -925,13 +968,22 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 				if (ev & GS__EV_YIELD) {
 					gs__push_redo(c, cur, 1, 0, 1);
 					gs__b.yields++;
+				} else if (gs__io_wait(c, cur, cur, end)) {
+					/* the continuation, next, here */
+					gs__set_task(c, cur, 1, p ^ 1u);
+					here = 1;
 				} else {
 					gs__b.parked_n++;
 				}
 				gs__b.event = 0;
 			}
-			cur++;
-			stop = gs__next(c, &cur, &end, pre_t, p ^ 1u);
+			if (here) {
+				stop = 0;
+			} else {
+				cur++;
+				stop = gs__next(c, &cur, &end, pre_t,
+						p ^ 1u);
+			}
 		}
 		k++;
 	}
