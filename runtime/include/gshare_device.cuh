@@ -79,7 +79,13 @@ struct gs__status {
 	unsigned int parked;
 	unsigned int yields;
 	unsigned long long tmin, tmax, done;
-	unsigned long long _rsv[3];
+	/* written by the host before the launch, read by I/O kernels: a
+	 * block with nothing else to do waits this long on the GPU for its
+	 * small read (GLoop §4) before it leaves parked; 0: never.  (Here
+	 * and not in struct gs_kctx: a larger kernel parameter, like one
+	 * more field in gs__blk, costs every kernel registers.) */
+	unsigned long long io_wait_ns;
+	unsigned long long _rsv[2];
 };
 
 /* One RPC slot per logical block of an I/O kernel (host-mapped).  The
@@ -129,10 +135,6 @@ struct gs_kctx {
 					 * count; blocks on other SMs leave
 					 * at once.  0: the whole GPU (kernels
 					 * built before it see 0 as padding) */
-	unsigned int io_wait_us;	/* I/O kernels: a block with nothing
-					 * else to do waits this long on the
-					 * GPU for its small read (GLoop §4)
-					 * before it leaves parked; 0: never */
 };
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
@@ -476,7 +478,6 @@ struct gs__blk {
 	unsigned int gen;
 	int from_redo;
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
-	unsigned int io_small;		/* the read asked fits inline */
 	long long last_poll;
 	const unsigned int *flag;
 	struct gs__kstate *ks;
@@ -487,6 +488,7 @@ struct gs__blk {
 
 #define GS__EV_YIELD 1u
 #define GS__EV_PARK 2u
+#define GS__EV_SMALL 4u		/* with PARK: the read fits inline */
 
 /* Runtime state of the physical block (one per module). */
 static __shared__ __align__(16) struct gs__blk gs__b;
@@ -624,8 +626,8 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
 		    lb + 1u;
 		__threadfence_system();
-		gs__b.event |= GS__EV_PARK;
-		gs__b.io_small = len <= GS__INLINE;
+		gs__b.event |= GS__EV_PARK |
+			       (len <= GS__INLINE ? GS__EV_SMALL : 0u);
 	}
 	__syncthreads();
 }
@@ -782,26 +784,30 @@ static __device__ __forceinline__ void gs__copy_in(unsigned int p)
  * waits, the host fills the slot): when the block has nothing else to run
  * (no task left in its batch, no fresh block, no redo entry), wait on the
  * GPU until the host marks the slot done, the suspend flag rises or
- * c.io_wait_us pass.  1: the read completed with its bytes in inline
+ * c.st->io_wait_ns pass.  1: the read completed with its bytes in inline
  * staging (or with no bytes), and the block runs the continuation at
  * once; 0: the block goes on as parked (the host runs the continuation
  * at a later launch).  A large read (DMA into device memory) is never
  * taken here: its bytes may be stale in this SM's L1 until a relaunch.
  */
-static __device__ int gs__io_wait(const struct gs_kctx &c, unsigned int lb,
-				  unsigned int cur, unsigned int end)
+static __device__ int gs__io_wait(const struct gs_kctx &c, unsigned int ev,
+				  unsigned int lb, unsigned int cur,
+				  unsigned int end)
 {
 	volatile struct gs__kstate *vks = c.ks;
 	volatile struct gs__rpc *s = &c.rpc[lb];
 	unsigned long long t0, lim;
 
-	if (c.io_wait_us == 0 || c.io_stage == NULL || !gs__b.io_small ||
-	    cur + 1u != end || gs__b.pf != ~0u || vks->next < c.total)
+	if (!(ev & GS__EV_SMALL) || c.io_stage == NULL ||
+	    cur + 1u != end || (gs__b.pf != ~0u && gs__b.pf < c.total) ||
+	    vks->next < c.total)
 		return 0;
 	if (!gs__b.redo_done &&
 	    vks->redo_head - c.redo_begin < c.redo_end - c.redo_begin)
 		return 0;
-	lim = (unsigned long long)c.io_wait_us * 1000ull;
+	lim = ((volatile struct gs__status *)c.st)->io_wait_ns;
+	if (lim == 0)
+		return 0;
 	t0 = gs__gtimer();
 	for (;;) {
 		if (s->op == GS__RPC_DONE)
@@ -886,7 +892,7 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
  * task buffer, and __syncthreads_or both shares the decision and keeps
  * the next task's body (and its shared memory) away from the current one.
  */
-template <typename F>
+template <unsigned int KF, typename F>
 static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						F body)
 {
@@ -901,7 +907,9 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.parked_n = 0;
 		gs__b.pf = ~0u;
 		gs__b.pf_len = 0;
-		gs__b.bsz = c.batch;
+		/* I/O kernels: one logical block per claim, so that a
+		 * block waiting for a read (gs__io_wait) holds no others */
+		gs__b.bsz = (KF & GS_KF_IO) ? 1u : c.batch;
 		gs__b.redo_done = 0;
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;
@@ -968,7 +976,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 				if (ev & GS__EV_YIELD) {
 					gs__push_redo(c, cur, 1, 0, 1);
 					gs__b.yields++;
-				} else if (gs__io_wait(c, cur, cur, end)) {
+				} else if ((KF & GS_KF_IO) &&
+					   gs__io_wait(c, ev, cur, cur, end)) {
+					/* (compiled into I/O kernels only:
+					 * the others keep their registers) */
 					/* the continuation, next, here */
 					gs__set_task(c, cur, 1, p ^ 1u);
 					here = 1;
@@ -1011,7 +1022,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__loop(gs__c, [&] { name##__body(gs__a); });		\
+		gs__loop<(kflags)>(gs__c, [&] { name##__body(gs__a); });	\
 	}								\
 	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
 	{								\

@@ -353,7 +353,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.io_out = l->io_out;
 	c.pred_seq = pred != NULL ? pred->seq : 0;
 	c.sm_range = rt->sm_range;
-	c.io_wait_us = rt->cfg.io_wait_us;
+	rt->st[l->slot].io_wait_ns = (uint64_t)rt->cfg.io_wait_us * 1000u;
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
