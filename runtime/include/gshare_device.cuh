@@ -907,9 +907,11 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.parked_n = 0;
 		gs__b.pf = ~0u;
 		gs__b.pf_len = 0;
-		/* I/O kernels: one logical block per claim, so that a
-		 * block waiting for a read (gs__io_wait) holds no others */
-		gs__b.bsz = (KF & GS_KF_IO) ? 1u : c.batch;
+		/* I/O kernels that wait for reads on the GPU: one logical
+		 * block per claim, so that a waiting block holds no others */
+		gs__b.bsz = (KF & GS_KF_IO) &&
+			    ((volatile struct gs__status *)c.st)->io_wait_ns ?
+			    1u : c.batch;
 		gs__b.redo_done = 0;
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;

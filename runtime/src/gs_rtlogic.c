@@ -250,7 +250,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t io_wait = 500;
+	uint64_t io_wait = 0;
 	const char *s;
 
 	memset(c, 0, sizeof(*c));

@@ -102,7 +102,7 @@ struct gs__config {
 	 * granules at every forced-suspension round */
 	unsigned int part_first, part_count;
 	int part_random;
-	/* GSHARE_IO_WAIT_US (500): how long a block of an I/O kernel that
+	/* GSHARE_IO_WAIT_US (0): how long a block of an I/O kernel that
 	 * has nothing else to do waits on the GPU for its small read to
 	 * complete before it leaves as parked; 0: leave at once */
 	unsigned int io_wait_us;

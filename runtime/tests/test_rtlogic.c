@@ -153,10 +153,10 @@ test_config(void **state)
 
 	set_env(NULL, NULL, NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.io_wait_us, 500);
-	set_env("GSHARE_IO_WAIT_US", "0", NULL, NULL);
+	assert_int_equal(c.io_wait_us, 0);	/* off by default */
+	set_env("GSHARE_IO_WAIT_US", "500", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.io_wait_us, 0);
+	assert_int_equal(c.io_wait_us, 500);
 	set_env("GSHARE_IO_WAIT_US", "2000", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.io_wait_us, 2000);
