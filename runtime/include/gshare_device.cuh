@@ -798,7 +798,10 @@ static __device__ int gs__io_wait(const struct gs_kctx &c, unsigned int ev,
 	volatile struct gs__rpc *s = &c.rpc[lb];
 	unsigned long long t0, lim;
 
-	if (!(ev & GS__EV_SMALL) || c.io_stage == NULL ||
+	/* the host launches I/O kernels that wait with batch 1 (a
+	 * waiting block then holds no other block); any other batch says
+	 * waiting is off without a read of host memory */
+	if (c.batch != 1u || !(ev & GS__EV_SMALL) || c.io_stage == NULL ||
 	    cur + 1u != end || (gs__b.pf != ~0u && gs__b.pf < c.total) ||
 	    vks->next < c.total)
 		return 0;
@@ -907,11 +910,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.parked_n = 0;
 		gs__b.pf = ~0u;
 		gs__b.pf_len = 0;
-		/* I/O kernels that wait for reads on the GPU: one logical
-		 * block per claim, so that a waiting block holds no others */
-		gs__b.bsz = (KF & GS_KF_IO) &&
-			    ((volatile struct gs__status *)c.st)->io_wait_ns ?
-			    1u : c.batch;
+		gs__b.bsz = c.batch;
 		gs__b.redo_done = 0;
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;

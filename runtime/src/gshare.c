@@ -344,7 +344,9 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.redo_cap = l->redo_cap;
 	c.redo_begin = l->redo_head;
 	c.redo_end = l->redo_tail;
-	c.batch = l->batch;
+	/* I/O kernels that wait for reads on the GPU claim one block at a
+	 * time (and batch 1 tells their blocks that waiting is on) */
+	c.batch = l->rpc != NULL && rt->cfg.io_wait_us ? 1u : l->batch;
 	c.nphys = l->nphys;
 	c.gen = gen;
 	c.seq = ++rt->seq;
