@@ -79,13 +79,7 @@ struct gs__status {
 	unsigned int parked;
 	unsigned int yields;
 	unsigned long long tmin, tmax, done;
-	/* written by the host before the launch, read by I/O kernels: a
-	 * block with nothing else to do waits this long on the GPU for its
-	 * small read (GLoop §4) before it leaves parked; 0: never.  (Here
-	 * and not in struct gs_kctx: a larger kernel parameter, like one
-	 * more field in gs__blk, costs every kernel registers.) */
-	unsigned long long io_wait_ns;
-	unsigned long long _rsv[2];
+	unsigned long long _rsv[3];
 };
 
 /* One RPC slot per logical block of an I/O kernel (host-mapped).  The
@@ -488,7 +482,6 @@ struct gs__blk {
 
 #define GS__EV_YIELD 1u
 #define GS__EV_PARK 2u
-#define GS__EV_SMALL 4u		/* with PARK: the read fits inline */
 
 /* Runtime state of the physical block (one per module). */
 static __shared__ __align__(16) struct gs__blk gs__b;
@@ -626,8 +619,7 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
 		    lb + 1u;
 		__threadfence_system();
-		gs__b.event |= GS__EV_PARK |
-			       (len <= GS__INLINE ? GS__EV_SMALL : 0u);
+		gs__b.event |= GS__EV_PARK;
 	}
 	__syncthreads();
 }
@@ -779,48 +771,6 @@ static __device__ __forceinline__ void gs__copy_in(unsigned int p)
 	}
 }
 
-/*
- * Thread 0, after logical block lb asked for a read (GLoop §4: the device
- * waits, the host fills the slot): when the block has nothing else to run
- * (no task left in its batch, no fresh block, no redo entry), wait on the
- * GPU until the host marks the slot done, the suspend flag rises or
- * c.st->io_wait_ns pass.  1: the read completed with its bytes in inline
- * staging (or with no bytes), and the block runs the continuation at
- * once; 0: the block goes on as parked (the host runs the continuation
- * at a later launch).  A large read (DMA into device memory) is never
- * taken here: its bytes may be stale in this SM's L1 until a relaunch.
- */
-static __device__ int gs__io_wait(const struct gs_kctx &c, unsigned int ev,
-				  unsigned int lb, unsigned int cur,
-				  unsigned int end)
-{
-	volatile struct gs__kstate *vks = c.ks;
-	volatile struct gs__rpc *s = &c.rpc[lb];
-	unsigned long long t0, lim;
-
-	/* the host launches I/O kernels that wait with batch 1 (a
-	 * waiting block then holds no other block); any other batch says
-	 * waiting is off without a read of host memory */
-	if (c.batch != 1u || !(ev & GS__EV_SMALL) || c.io_stage == NULL ||
-	    cur + 1u != end || (gs__b.pf != ~0u && gs__b.pf < c.total) ||
-	    vks->next < c.total)
-		return 0;
-	if (!gs__b.redo_done &&
-	    vks->redo_head - c.redo_begin < c.redo_end - c.redo_begin)
-		return 0;
-	lim = ((volatile struct gs__status *)c.st)->io_wait_ns;
-	if (lim == 0)
-		return 0;
-	t0 = gs__gtimer();
-	for (;;) {
-		if (s->op == GS__RPC_DONE)
-			return s->staged || s->result <= 0;
-		if (__ldcv(c.flag) >= c.gen || gs__gtimer() - t0 > lim)
-			return 0;
-		__nanosleep(256);
-	}
-}
-
 /* The last block to leave (thread 0) reports to the host and resets the
  * state for the next launch of this kernel.  Every other block has left,
  * so nothing else touches the state. */
@@ -895,7 +845,7 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
  * task buffer, and __syncthreads_or both shares the decision and keeps
  * the next task's body (and its shared memory) away from the current one.
  */
-template <unsigned int KF, typename F>
+template <typename F>
 static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						F body)
 {
@@ -967,8 +917,6 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			 * both end in a barrier it took part in */
 			unsigned int ev = gs__b.event;
 
-			int here = 0;
-
 			if (ev == 0) {
 				done++;
 				if (c.runs != NULL)
@@ -977,25 +925,13 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 				if (ev & GS__EV_YIELD) {
 					gs__push_redo(c, cur, 1, 0, 1);
 					gs__b.yields++;
-				} else if ((KF & GS_KF_IO) &&
-					   gs__io_wait(c, ev, cur, cur, end)) {
-					/* (compiled into I/O kernels only:
-					 * the others keep their registers) */
-					/* the continuation, next, here */
-					gs__set_task(c, cur, 1, p ^ 1u);
-					here = 1;
 				} else {
 					gs__b.parked_n++;
 				}
 				gs__b.event = 0;
 			}
-			if (here) {
-				stop = 0;
-			} else {
-				cur++;
-				stop = gs__next(c, &cur, &end, pre_t,
-						p ^ 1u);
-			}
+			cur++;
+			stop = gs__next(c, &cur, &end, pre_t, p ^ 1u);
 		}
 		k++;
 	}
@@ -1023,7 +959,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__loop<(kflags)>(gs__c, [&] { name##__body(gs__a); });	\
+		gs__loop(gs__c, [&] { name##__body(gs__a); });		\
 	}								\
 	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
 	{								\

@@ -214,43 +214,11 @@ parse_partition(const char *s, struct gs__config *c)
 	return 0;
 }
 
-unsigned int
-gs__ready_push(unsigned int *ready, unsigned int *pos, unsigned int n,
-	       unsigned int lb)
-{
-	unsigned int i = pos[lb];
-
-	if (i < n && ready[i] == lb)
-		return n;	/* the older completion was taken */
-	ready[n] = lb;
-	pos[lb] = n;
-	return n + 1u;
-}
-
-unsigned int
-gs__ready_prune(unsigned int *ready, unsigned int *pos, unsigned int n,
-		int (*keep)(void *arg, unsigned int lb), void *arg)
-{
-	unsigned int i, j = 0;
-
-	for (i = 0; i < n; i++) {
-		unsigned int lb = ready[i];
-
-		if (!keep(arg, lb))
-			continue;
-		ready[j] = lb;
-		pos[lb] = j;
-		j++;
-	}
-	return j;
-}
-
 int
 gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t io_wait = 0;
 	const char *s;
 
 	memset(c, 0, sizeof(*c));
@@ -258,8 +226,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_WATCH_NS", 0, 100000, &watch, err) < 0 ||
 	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
-	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0 ||
-	    env_u64(get, "GSHARE_IO_WAIT_US", 0, 100000, &io_wait, err) < 0)
+	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
 	if (s != NULL && *s != '\0' &&
@@ -278,7 +245,6 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->check_once = (int)check;
 	c->spin_ns = spin * 1000u;
 	c->seed = seed;
-	c->io_wait_us = (unsigned int)io_wait;
 	return 0;
 }
 

@@ -73,21 +73,6 @@ struct gs__waitpol {
 uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
 		       int suspend_pending, uint64_t *cur);
 
-/* Completed reads of an I/O kernel waiting for its next launch (the ready
- * list, n entries, at most one per logical block; pos[lb] is lb's index
- * when it has one).  A block that waits on the GPU may take a completion
- * itself while the kernel runs and ask for its next read, which can
- * complete too: the newest completion of lb replaces its entry, so the
- * list never holds more than one entry per block.  Returns the new n. */
-unsigned int gs__ready_push(unsigned int *ready, unsigned int *pos,
-			    unsigned int n, unsigned int lb);
-/* After the kernel left: keep the entries keep(arg, lb) says are still
- * untaken (in order), fixing pos.  Returns the new n. */
-unsigned int gs__ready_prune(unsigned int *ready, unsigned int *pos,
-			     unsigned int n,
-			     int (*keep)(void *arg, unsigned int lb),
-			     void *arg);
-
 /* Runtime configuration from the environment. */
 struct gs__config {
 	unsigned int batch;		/* GSHARE_BATCH, 0: adaptive */
@@ -102,10 +87,6 @@ struct gs__config {
 	 * granules at every forced-suspension round */
 	unsigned int part_first, part_count;
 	int part_random;
-	/* GSHARE_IO_WAIT_US (0): how long a block of an I/O kernel that
-	 * has nothing else to do waits on the GPU for its small read to
-	 * complete before it leaves as parked; 0: leave at once */
-	unsigned int io_wait_us;
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

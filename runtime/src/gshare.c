@@ -75,7 +75,6 @@ struct gs__launch {
 	unsigned int *ring, *d_ring;
 	unsigned int ring_head;
 	unsigned int *ready, nready;
-	unsigned int *rpos;		/* lb's index in ready */
 	unsigned int io_out;
 };
 
@@ -256,7 +255,6 @@ launch_free(struct gs__launch *l)
 	if (l->istage != NULL)
 		cudaFreeHost(l->istage);
 	free(l->ready);
-	free(l->rpos);
 	free(l->args);
 	if (l->slot != UINT32_MAX) {
 		/* a kernel left unfinished (error, finalize) leaves its
@@ -344,9 +342,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.redo_cap = l->redo_cap;
 	c.redo_begin = l->redo_head;
 	c.redo_end = l->redo_tail;
-	/* I/O kernels that wait for reads on the GPU claim one block at a
-	 * time (and batch 1 tells their blocks that waiting is on) */
-	c.batch = l->rpc != NULL && rt->cfg.io_wait_us ? 1u : l->batch;
+	c.batch = l->batch;
 	c.nphys = l->nphys;
 	c.gen = gen;
 	c.seq = ++rt->seq;
@@ -355,7 +351,6 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.io_out = l->io_out;
 	c.pred_seq = pred != NULL ? pred->seq : 0;
 	c.sm_range = rt->sm_range;
-	rt->st[l->slot].io_wait_ns = (uint64_t)rt->cfg.io_wait_us * 1000u;
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
@@ -374,28 +369,9 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 static int
 push_ready(struct gs__launch *l, unsigned int lb)
 {
-	l->nready = gs__ready_push(l->ready, l->rpos, l->nready, lb);
+	l->ready[l->nready++] = lb;
 	l->io_out--;
 	return 0;
-}
-
-static int
-ready_untaken(void *arg, unsigned int lb)
-{
-	const struct gs__launch *l = arg;
-
-	return ((volatile struct gs__rpc *)l->rpc)[lb].op == GS__RPC_DONE;
-}
-
-/* After the kernel left: drop the completions its blocks took on the
- * GPU (GSHARE_IO_WAIT_US), which set the slot free or posted the next
- * read; what is still DONE runs at the next launch. */
-static void
-ready_prune(struct gs__launch *l)
-{
-	if (l->rpc != NULL && l->nready > 0)
-		l->nready = gs__ready_prune(l->ready, l->rpos, l->nready,
-					    ready_untaken, l);
 }
 
 static int
@@ -723,10 +699,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		if (all)
 			break;
 		iter++;
-		/* blocks may wait on the GPU for their reads
-		 * (GSHARE_IO_WAIT_US): serve pipes at every turn */
-		if (service_io((iter & 31u) == 0 ||
-			       (rt->npend > 0 && rt->cfg.io_wait_us)) < 0)
+		if (service_io((iter & 31u) == 0) < 0)
 			return -1;
 		now = now_ns();
 		if (deadline && now >= deadline && page->suspend == 0) {
@@ -759,8 +732,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		sl = gs__wait_step(&pol, now - t0, pending, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */
-		if (sl && rt->npend > 0 && rt->cfg.io_wait_us)
-			sl = 0;	/* blocks wait on the GPU for reads */
 		if (sl) {
 			struct timespec ts = { 0, (long)sl };
 			nanosleep(&ts, NULL);
@@ -844,7 +815,6 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		*tasks += st->done;
 		rt->stats.yields += st->yields;
 		l->launched = 0;
-		ready_prune(l);
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
 			if (rt->cfg.check_once && check_once(l) < 0)
@@ -1604,8 +1574,7 @@ setup_io(struct gs__launch *l)
 		return cufail(e, "cudaHostGetDevicePointer(ring)");
 	l->d_ring = d;
 	l->ready = malloc((size_t)l->total * sizeof(unsigned int));
-	l->rpos = malloc((size_t)l->total * sizeof(unsigned int));
-	if (l->ready == NULL || l->rpos == NULL)
+	if (l->ready == NULL)
 		return fail(GS_ENOMEM, "out of memory");
 	/* inline staging for small reads, when it stays small */
 	if ((size_t)l->total * GS__INLINE <= GS__ISTAGE_MAX) {

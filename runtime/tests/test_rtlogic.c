@@ -150,63 +150,6 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	set_env("GSHARE_WATCH_NS", "12abc", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-
-	set_env(NULL, NULL, NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.io_wait_us, 0);	/* off by default */
-	set_env("GSHARE_IO_WAIT_US", "500", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.io_wait_us, 500);
-	set_env("GSHARE_IO_WAIT_US", "2000", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.io_wait_us, 2000);
-	set_env("GSHARE_IO_WAIT_US", "100001", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_int_equal(err.code, GS_ECONFIG);
-	assert_non_null(strstr(err.msg, "GSHARE_IO_WAIT_US"));
-	set_env("GSHARE_IO_WAIT_US", "-5", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-}
-
-/* the ready list: one entry per block however often its reads complete
- * while the kernel runs; the prune keeps the untaken ones in order */
-static int
-keep_odd(void *arg, unsigned int lb)
-{
-	(void)arg;
-	return lb & 1u;
-}
-
-static void
-test_ready_list(void **state)
-{
-	unsigned int ready[8], pos[8], n = 0, i;
-
-	(void)state;
-	memset(pos, 0xff, sizeof(pos));
-	n = gs__ready_push(ready, pos, n, 3);
-	n = gs__ready_push(ready, pos, n, 5);
-	n = gs__ready_push(ready, pos, n, 3);	/* taken, completed again */
-	assert_int_equal(n, 2);
-	for (i = 0; i < 100; i++)		/* a worker's many requests */
-		n = gs__ready_push(ready, pos, n, i % 8);
-	assert_int_equal(n, 8);			/* never more than blocks */
-	for (i = 0; i < 8; i++)
-		assert_int_equal(pos[ready[i]], i);
-	n = gs__ready_prune(ready, pos, n, keep_odd, NULL);
-	assert_int_equal(n, 4);
-	assert_int_equal(ready[0], 3);		/* order kept */
-	assert_int_equal(ready[1], 5);
-	assert_int_equal(ready[2], 1);
-	assert_int_equal(ready[3], 7);
-	for (i = 0; i < n; i++)
-		assert_int_equal(pos[ready[i]], i);
-	/* a stale pos (pruned entry) does not alias a live one */
-	n = gs__ready_push(ready, pos, n, 0);
-	assert_int_equal(n, 5);
-	assert_int_equal(ready[4], 0);
-	n = gs__ready_push(ready, pos, n, 6);
-	assert_int_equal(n, 6);
 }
 
 /* gs_eviction_samples copies the most recent samples, not the oldest */
@@ -390,7 +333,6 @@ main(void)
 		cmocka_unit_test(test_span_union),
 		cmocka_unit_test(test_wait_policy),
 		cmocka_unit_test(test_config),
-		cmocka_unit_test(test_ready_list),
 		cmocka_unit_test(test_rand),
 		cmocka_unit_test(test_ring_recent),
 		cmocka_unit_test(test_queues),
