@@ -66,7 +66,7 @@ run() {	# name label env-assignment args...
 	fi
 }
 
-for t in vadd stencil sgemm reduce eater server tasks; do
+for t in vadd stencil sgemm reduce eater server tasks softmax hist; do
 	if [ ! -x "$EX/gs-$t" ]; then
 		echo "gpu: $EX/gs-$t missing (build with nvcc first)" >&2
 		exit 2
@@ -85,7 +85,7 @@ if [ -x "$B/runtime/tests/test_api" ]; then
 	fi
 fi
 
-for t in vadd stencil sgemm reduce eater server tasks; do
+for t in vadd stencil sgemm reduce eater server tasks softmax hist; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
@@ -209,6 +209,7 @@ if agent_start 1ms; then
 	attached agent vadd reduce
 	attached agent stencil server
 	attached agent tasks sgemm
+	attached agent softmax hist
 	restart
 	cp "$TMP/gshared.log" "$LOG/gshared.log"
 	agent_stop
