@@ -182,6 +182,15 @@ static void run_launches(const job &j, int mixed, int kind, unsigned int n,
 	CK(cudaDeviceSynchronize());
 }
 
+/* Poison the outputs and wait for it: cudaMemset only queues the work,
+ * and neither the tasks (the MasterKernel may already be on the GPU) nor
+ * the launches on the non-blocking streams would wait for it. */
+static void poison(const job &j, size_t bytes)
+{
+	CK(cudaMemset(j.out, 0xff, bytes));
+	CK(cudaStreamSynchronize(0));
+}
+
 static void workload(const char *name, int mixed, int kind, unsigned int n,
 		     int reps, struct gs_taskpool *pool, const job &j,
 		     cudaStream_t *st)
@@ -194,14 +203,14 @@ static void workload(const char *name, int mixed, int kind, unsigned int n,
 	for (int r = 0; r <= reps; r++) {	/* r = 0: warm-up */
 		double t0;
 
-		CK(cudaMemset(j.out, 0xff, bytes));
+		poison(j, bytes);
 		t0 = ex_now();
 		run_tasks(pool, j, mixed, kind, n);
 		if (r)
 			tt.push_back(ex_now() - t0);
 		CK(cudaMemcpy(ref.data(), j.out, bytes,
 			      cudaMemcpyDeviceToHost));
-		CK(cudaMemset(j.out, 0xff, bytes));
+		poison(j, bytes);
 		t0 = ex_now();
 		run_launches(j, mixed, kind, n, st, 32);
 		if (r)
@@ -209,7 +218,7 @@ static void workload(const char *name, int mixed, int kind, unsigned int n,
 		CK(cudaMemcpy(got.data(), j.out, bytes,
 			      cudaMemcpyDeviceToHost));
 		same &= memcmp(ref.data(), got.data(), bytes) == 0;
-		CK(cudaMemset(j.out, 0xff, bytes));
+		poison(j, bytes);
 		t0 = ex_now();
 		run_launches(j, mixed, kind, n, st, 1);
 		if (r)

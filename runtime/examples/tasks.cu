@@ -13,6 +13,14 @@
  *    thread of another warp wrote before the barrier).
  * Run standalone, under GSHARE_FORCE_SUSPEND_US or attached to an agent:
  * the "check" line counts the MasterKernel's suspensions.
+ *
+ * Tasks are not stream work: standalone, the MasterKernel of one round is
+ * still on the GPU when the next round spawns, and a task starts as soon
+ * as it is spawned.  The counters are therefore reset on a stream of
+ * their own and that stream is synchronized before the first spawn; a
+ * lag kernel queued ahead of the resets makes a missing synchronization
+ * fail every round (the resets would land on counters that tasks already
+ * bumped) instead of once in a while.
  */
 #include "ex_common.h"
 
@@ -24,6 +32,17 @@ struct tk_args {
 	unsigned int shwords;	/* shared memory, 32-bit words */
 	unsigned int spin_ns;
 };
+
+/* Occupies the reset stream for ns nanoseconds. */
+static __global__ void tk_lag(unsigned int ns)
+{
+	unsigned long long t0, t1;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+	} while (t1 - t0 < ns);
+}
 
 GS_TASK(tk_check, struct tk_args, a)
 {
@@ -67,16 +86,23 @@ int main(int argc, char **argv)
 	unsigned int *d_runs, *d_bad;
 	struct gs_taskpool *pool;
 	struct gs_taskpool_stats ps;
+	cudaStream_t rs;
 
 	GK(gs_init(0));
+	CK(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
 	GK(gs_taskpool_new(0, 0, &pool));
 	CK(cudaMalloc(&d_runs, N * 4));
 	CK(cudaMalloc(&d_bad, N * 4));
 	std::vector<unsigned int> runs(N), bad(N);
 	for (int r = 0; r < o.rounds; r++) {
 		uint64_t one = 0;
-		CK(cudaMemset(d_runs, 0, N * 4));
-		CK(cudaMemset(d_bad, 0, N * 4));
+		/* reset, and wait for it: cudaMemset only queues the reset,
+		 * and the tasks below may start at once */
+		tk_lag<<<1, 32, 0, rs>>>(300000u);
+		CK(cudaGetLastError());
+		CK(cudaMemsetAsync(d_runs, 0, N * 4, rs));
+		CK(cudaMemsetAsync(d_bad, 0, N * 4, rs));
+		CK(cudaStreamSynchronize(rs));
 		for (unsigned int i = 0; i < N; i++) {
 			uint64_t x = ex_rand(&seed);
 			tk_args a;
@@ -104,17 +130,20 @@ int main(int argc, char **argv)
 			      cudaMemcpyDeviceToHost));
 		CK(cudaMemcpy(bad.data(), d_bad, N * 4,
 			      cudaMemcpyDeviceToHost));
-		unsigned int nbad = 0, nruns = 0, first = ~0u;
+		unsigned int nbad = 0, nruns = 0, first = ~0u, n0 = 0;
 		for (unsigned int i = 0; i < N; i++) {
 			if (runs[i] != 1u && nruns++ == 0)
 				first = i;
+			if (runs[i] == 0u)
+				n0++;
 			if (bad[i] != 0u)
 				nbad++;
 		}
 		if (nruns) {
 			fprintf(stderr, "round %d: %u tasks did not run "
-				"exactly once (task %u ran %u times)\n", r,
-				nruns, first, runs[first]);
+				"exactly once (%u ran 0 times, %u more than "
+				"once; task %u ran %u times)\n", r, nruns, n0,
+				nruns - n0, first, runs[first]);
 			fails++;
 		}
 		if (nbad) {
@@ -141,6 +170,7 @@ int main(int argc, char **argv)
 	GK(gs_taskpool_free(pool));
 	CK(cudaFree(d_runs));
 	CK(cudaFree(d_bad));
+	CK(cudaStreamDestroy(rs));
 	GK(gs_finalize());
 	return fails ? 1 : 0;
 }

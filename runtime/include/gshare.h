@@ -173,7 +173,8 @@ int gs_taskpool_new(unsigned int capacity, size_t shmem_pool,
  * GS_TASK_MAX_THREADS) with `shmem` bytes of shared memory (<= the pool)
  * and args (args_size <= GS_TASK_ARGS, copied) in group (<
  * GS_TASK_GROUPS).  *id (may be NULL) names it for gs_task_wait.  Blocks
- * only while the table is full. */
+ * only while the table is full.  The task may start at once: it does not
+ * wait for work queued on CUDA streams (synchronize those first). */
 int gs_task_spawn(struct gs_taskpool *p, const struct gs_task *t,
 		  unsigned int threads, size_t shmem, const void *args,
 		  size_t args_size, unsigned int group, uint64_t *id);
