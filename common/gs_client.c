@@ -514,6 +514,23 @@ int gs_client_alloc_label(struct gs_client *c, uint64_t id,
 	return 0;
 }
 
+int gs_client_alloc_set_mem(struct gs_client *c, uint64_t id,
+			    uint64_t mem_limit, struct gs_alloc_info *out,
+			    struct gs_error *err)
+{
+	struct gs_msg req = { .type = GS_MSG_ALLOC_SET_MEM }, rep;
+
+	req.u.setmem.id = id;
+	req.u.setmem.mem_limit = mem_limit;
+	if (request(c, &req, &rep, err) < 0)
+		return -1;
+	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)
+		return -1;
+	if (out != NULL)
+		*out = rep.u.info;
+	return 0;
+}
+
 int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 		     struct gs_alloc_info *info, struct gs_error *err)
 {

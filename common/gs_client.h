@@ -59,6 +59,14 @@ int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 int gs_client_status(struct gs_client *c, struct gs_status **out,
 		     struct gs_error *err);
 
+/* Settle the device memory limit of an allocation no process is attached
+ * to anew (root only): mem_limit bytes, 0 the site's default for its
+ * shares; refused (GS_EBUSY) when it does not fit beside the others or
+ * while a process is attached.  *out (may be NULL): its ALLOC_INFO. */
+int gs_client_alloc_set_mem(struct gs_client *c, uint64_t id,
+			    uint64_t mem_limit, struct gs_alloc_info *out,
+			    struct gs_error *err);
+
 int gs_client_set_weight(struct gs_client *c, uint64_t id, uint32_t weight,
 			 struct gs_error *err);
 int gs_client_set_priority(struct gs_client *c, uint64_t id, uint32_t prio,

@@ -78,6 +78,7 @@ const char *gs_msg_type_name(uint32_t t)
 	case GS_MSG_ATTACH: return "ATTACH";
 	case GS_MSG_ATTACHED: return "ATTACHED";
 	case GS_MSG_ALLOC_LABEL: return "ALLOC_LABEL";
+	case GS_MSG_ALLOC_SET_MEM: return "ALLOC_SET_MEM";
 	case GS_MSG_TOKEN_WANT: return "TOKEN_WANT";
 	case GS_MSG_TOKEN_GRANT: return "TOKEN_GRANT";
 	case GS_MSG_TOKEN_RELEASE: return "TOKEN_RELEASE";
@@ -376,6 +377,10 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 	case GS_MSG_ALLOC_LABEL:
 		w64(w, m->u.label.id);
 		wlabels(w, &m->u.label.labels);
+		break;
+	case GS_MSG_ALLOC_SET_MEM:
+		w64(w, m->u.setmem.id);
+		w64(w, m->u.setmem.mem_limit);
 		break;
 	case GS_MSG_TOKEN_GRANT:
 		w64(w, m->u.grant.gen);
@@ -766,6 +771,10 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 	case GS_MSG_ALLOC_LABEL:
 		m->u.label.id = r64(&r);
 		rlabels(&r, &m->u.label.labels);
+		break;
+	case GS_MSG_ALLOC_SET_MEM:
+		m->u.setmem.id = r64(&r);
+		m->u.setmem.mem_limit = r64(&r);
 		break;
 	case GS_MSG_TOKEN_GRANT:
 		m->u.grant.gen = r64(&r);

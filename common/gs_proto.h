@@ -26,6 +26,10 @@
  *                                                    plugin learns a pod's
  *                                                    name only after its
  *                                                    allocation exists)
+ *   ALLOC_SET_MEM   R  {id, mem_limit}            → ALLOC_INFO (the memory
+ *                                                    limit settled anew;
+ *                                                    only while no process
+ *                                                    is attached)
  *   ATTACH          O  {id}                       → ATTACHED + fd (SCM_RIGHTS)
  *   TOKEN_WANT      O  {}  (attached conn only)   → no reply; GRANT event later
  *   TOKEN_RELEASE   O  gs_release                 → no reply
@@ -77,6 +81,7 @@ enum gs_msg_type {
 	GS_MSG_ATTACH = 13,
 	GS_MSG_ATTACHED = 14,
 	GS_MSG_ALLOC_LABEL = 15,
+	GS_MSG_ALLOC_SET_MEM = 16,	/* 1.4 */
 	GS_MSG_TOKEN_WANT = 20,
 	GS_MSG_TOKEN_GRANT = 21,
 	GS_MSG_TOKEN_RELEASE = 22,
@@ -259,6 +264,7 @@ void gs_status_free(struct gs_status *st);
  *   TOKEN_RELEASE         release
  *   STATUS_REPLY          status (arrays owned by the message)
  *   ALLOC_LABEL           label {id, labels}
+ *   ALLOC_SET_MEM         setmem {id, mem_limit}
  *   SET_WEIGHT, SET_PRIORITY  set {id, value}
  *   DRAIN, GPU_FAULT      drain {gpu, on}
  * Strings decode NUL-terminated into the fixed arrays; a wire string that
@@ -314,6 +320,10 @@ struct gs_msg {
 			uint64_t id;
 			uint32_t value;
 		} set;
+		struct {
+			uint64_t id;
+			uint64_t mem_limit;	/* bytes, 0: the default */
+		} setmem;
 		struct {
 			int32_t gpu;
 			uint32_t on;

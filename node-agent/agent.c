@@ -1292,6 +1292,40 @@ static void label_apply(struct gs_conn *c, const struct gs_msg *m)
 	conn_queue(c, &rep);
 }
 
+/* SET_MEM, once the table with the new asked limit is on disk: limit is
+ * what durable_plan settled (no durable request ran in between). */
+static void setmem_apply(struct gs_conn *c, const struct gs_msg *m,
+			 uint64_t limit)
+{
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	struct gs_msg rep;
+	char mb[32];
+
+	a = need_alloc(c, m, m->u.setmem.id);
+	if (a == NULL)
+		return;
+	g = gpu_of(c->ag, a);
+	if (g != NULL)
+		g->mem_limits = g->mem_limits - a->mem_limit + limit;
+	a->mem_limit = limit;
+	a->mem_req = m->u.setmem.mem_limit;
+	gs_alloc_notify(c->ag->allocs, GS_AEV_STATE, a);
+	log_info("allocation %llu: memory limit %s%s",
+		 (unsigned long long)a->id,
+		 limit ? gs_mem_str(limit, mb, sizeof(mb)) : "none",
+		 a->mem_req ? " (asked)" : "");
+	memset(&rep, 0, sizeof(rep));
+	rep.type = GS_MSG_ALLOC_INFO;
+	rep.seq = m->seq;
+	fill_info(c->ag, a, &rep.u.info);
+	conn_queue(c, &rep);
+}
+
+/* 1 while a SET_MEM of allocation id waits in the durable queue: an
+ * attach then would put the old limit in the job's page. */
+static int setmem_pending(struct gs_agent *ag, uint64_t id);
+
 static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_agent *ag = c->ag;
@@ -1315,6 +1349,12 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	    !(a->flags & GS_ALLOC_ANY_UID)) {
 		/* as if it did not exist, like STATUS: no owner leaks */
 		reply_err(c, m->seq, GS_ENOENT, "no allocation %llu",
+			  (unsigned long long)a->id);
+		return;
+	}
+	if (setmem_pending(ag, a->id)) {
+		reply_err(c, m->seq, GS_ESTATE, "allocation %llu: its memory "
+			  "limit is being changed; attach again",
 			  (unsigned long long)a->id);
 		return;
 	}
@@ -1581,8 +1621,8 @@ static void set_apply(struct gs_conn *c, const struct gs_msg *m)
 
 /* ---- durable requests ----
  *
- * CREATE, CLOSE, LABEL, SET_WEIGHT and SET_PRIORITY change the allocation
- * table, and what the agent answers must be what a restart finds.  Such a
+ * CREATE, CLOSE, LABEL, SET_MEM, SET_WEIGHT and SET_PRIORITY change the
+ * allocation table, and what the agent answers must be what a restart finds.  Such a
  * request is checked, then the table as it will be after it is handed to
  * the writer thread (durable.c); only once that table is on disk does the
  * change happen in memory and the reply go out.  A write that fails
@@ -1630,6 +1670,56 @@ struct dop {
 };
 
 static void durable_next(struct gs_agent *ag, struct gs_conn *from);
+
+static int setmem_pending(struct gs_agent *ag, uint64_t id)
+{
+	struct dop *op;
+
+	for (op = ag->dq_head; op != NULL; op = op->next)
+		if (!op->sync && op->m.type == GS_MSG_ALLOC_SET_MEM &&
+		    op->m.u.setmem.id == id)
+			return 1;
+	return 0;
+}
+
+/* SET_MEM: the allocation with no process attached and the limit that
+ * fits beside the others on its GPU (in *limit), or NULL when refused
+ * (the error is queued). */
+static struct gs_alloc *setmem_check(struct gs_conn *c, const struct gs_msg *m,
+				     uint64_t *limit)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a;
+	struct gs_gpu *g;
+	struct gs_error merr;
+
+	if (need_root(c, m) < 0 ||
+	    (a = need_alloc(c, m, m->u.setmem.id)) == NULL)
+		return NULL;
+	if (a->nattached > 0) {
+		reply_err(c, m->seq, GS_ESTATE, "allocation %llu has %u "
+			  "process(es) attached: its memory limit changes "
+			  "only while none is", (unsigned long long)a->id,
+			  a->nattached);
+		return NULL;
+	}
+	g = gpu_of(ag, a);
+	if (g == NULL) {
+		reply_err(c, m->seq, GS_ESTATE, "allocation %llu is on no GPU "
+			  "of this node", (unsigned long long)a->id);
+		return NULL;
+	}
+	/* settled as if it were created anew: the others' limits only */
+	if (gs_mem_settle(&ag->cfg, g->d.index, g->d.mem_total,
+			  g->mem_limits - a->mem_limit, g->nallocs - 1,
+			  a->shares, m->u.setmem.mem_limit, limit,
+			  &merr) < 0) {
+		reply_err(c, m->seq, merr.code, "allocation %llu: %s",
+			  (unsigned long long)a->id, merr.msg);
+		return NULL;
+	}
+	return a;
+}
 
 /* Write out what was queued for c outside its own event callback. */
 static void durable_flush(struct gs_agent *ag, struct gs_conn *c,
@@ -1804,6 +1894,14 @@ static int durable_plan(struct gs_agent *ag, struct dop *op)
 		sa.labels = m->u.label.labels;
 		put = &sa;
 		break;
+	case GS_MSG_ALLOC_SET_MEM:
+		a = setmem_check(c, m, &op->req.mem_limit);
+		if (a == NULL)
+			return -1;
+		state_entry(ag, a, &sa);
+		sa.mem_req = m->u.setmem.mem_limit;
+		put = &sa;
+		break;
 	default:	/* SET_WEIGHT, SET_PRIORITY */
 		a = set_check(c, m);
 		if (a == NULL)
@@ -1969,6 +2067,9 @@ static void durable_done(void *arg, const struct gs_error *err)
 	case GS_MSG_ALLOC_LABEL:
 		label_apply(c, &op->m);
 		break;
+	case GS_MSG_ALLOC_SET_MEM:
+		setmem_apply(c, &op->m, op->req.mem_limit);
+		break;
 	default:
 		set_apply(c, &op->m);
 		break;
@@ -2113,6 +2214,7 @@ static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 	case GS_MSG_ALLOC_CREATE:
 	case GS_MSG_ALLOC_CLOSE:
 	case GS_MSG_ALLOC_LABEL:
+	case GS_MSG_ALLOC_SET_MEM:
 	case GS_MSG_SET_WEIGHT:
 	case GS_MSG_SET_PRIORITY:
 		durable_request(c, m);

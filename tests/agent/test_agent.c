@@ -503,6 +503,64 @@ static void test_memory(struct gs_client *c)
 	gs_client_alloc_close(c, info.id, NULL, &err);
 }
 
+/* SET_MEM: an allocation's limit settled anew before any process
+ * attaches (the device plugin learns a container's gshare.io/gpu-mem
+ * after its shares' allocation exists). */
+static void test_set_mem(struct gs_client *c)
+{
+	struct gs_alloc_info a30, a50, x, info;
+	struct gs_gpu_info g;
+	struct gs_error err;
+	struct gs_client *job;
+	int fd = -1;
+
+	CHECK(create_mem(c, 30, 0, &a30, &err) == 0, "30 shares: %s",
+	      err.msg);
+	memset(&info, 0, sizeof(info));
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 10 * GIB, &info, &err) == 0 &&
+	      info.mem_limit == 10 * GIB, "10G: %s, limit %llu", err.msg,
+	      (unsigned long long)info.mem_limit);
+	CHECK(mem_status(c, a30.id, &x, &g) == 0 && x.mem_limit == 10 * GIB &&
+	      g.mem_limits == 10 * GIB, "status %llu, gpu limits %llu",
+	      (unsigned long long)x.mem_limit,
+	      (unsigned long long)g.mem_limits);
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 0, &info, &err) == 0 &&
+	      info.mem_limit == 23756 * MIB, "back to the default: %s, %llu",
+	      err.msg, (unsigned long long)info.mem_limit);
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 100 * GIB, NULL, &err) < 0 &&
+	      err.code == GS_EINVAL && strstr(err.msg, "100G") != NULL,
+	      "above the GPU: %s", err.msg);
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 1000, NULL, &err) < 0 &&
+	      err.code == GS_EINVAL, "under 1M: %s", err.msg);
+	CHECK(create_mem(c, 50, 50 * GIB, &a50, &err) == 0, "50G: %s",
+	      err.msg);
+	/* 79G - (50G + 512M) - 512M = 28G for it */
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 30 * GIB, NULL, &err) < 0 &&
+	      err.code == GS_EBUSY && strstr(err.msg, "30G") != NULL,
+	      "30G beside 50G: %s", err.msg);
+	CHECK(gs_client_alloc_set_mem(c, a30.id, 28 * GIB, &info, &err) == 0 &&
+	      info.mem_limit == 28 * GIB, "exactly what is left: %s",
+	      err.msg);
+	CHECK(mem_status(c, a30.id, &x, &g) == 0 && x.mem_limit == 28 * GIB &&
+	      g.mem_limits == 78 * GIB, "refusals changed nothing: %llu, "
+	      "gpu limits %llu", (unsigned long long)x.mem_limit,
+	      (unsigned long long)g.mem_limits);
+	CHECK(gs_client_alloc_set_mem(c, 987654, GIB, NULL, &err) < 0 &&
+	      err.code == GS_ENOENT, "no such allocation: %s", err.msg);
+	/* a job attached: its page has the limit already, so no change */
+	job = conn();
+	CHECK(gs_client_attach(job, a30.id, &fd, NULL, &err) == 0,
+	      "attach: %s", err.msg);
+	CHECK(gs_client_alloc_set_mem(c, a30.id, GIB, NULL, &err) < 0 &&
+	      err.code == GS_ESTATE && strstr(err.msg, "attached") != NULL,
+	      "while attached: %s", err.msg);
+	if (fd >= 0)
+		close(fd);
+	gs_client_free(job);
+	gs_client_alloc_close(c, a50.id, NULL, &err);
+	gs_client_alloc_close(c, a30.id, NULL, &err);
+}
+
 /* ---- permissions (child runs as nobody) ---- */
 
 static int run_as_nobody(void (*fn)(void *), void *arg)
@@ -553,6 +611,9 @@ static void nobody_checks(void *arg)
 	      "nobody drains: %s", err.msg);
 	CHECK(gs_client_alloc_close(c, ids->own_alloc, NULL, &err) < 0 &&
 	      err.code == GS_EPERM, "nobody closes: %s", err.msg);
+	CHECK(gs_client_alloc_set_mem(c, ids->own_alloc, 1ull << 30, NULL,
+				      &err) < 0 && err.code == GS_EPERM,
+	      "nobody sets its memory limit: %s", err.msg);
 	memset(&lab, 0, sizeof(lab));
 	CHECK(gs_client_alloc_label(c, ids->own_alloc, &lab, NULL, &err) < 0 &&
 	      err.code == GS_EPERM, "nobody labels: %s", err.msg);
@@ -1857,6 +1918,7 @@ int main(int argc, char *argv[])
 
 	test_admission(root);
 	test_memory(root);
+	test_set_mem(root);
 	test_label_log(root);
 	test_status_pages(root);
 	test_permissions(root);

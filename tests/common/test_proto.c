@@ -147,6 +147,10 @@ static int sample(uint16_t type, struct gs_msg *m)
 		m->u.label.id = 31;
 		fill_labels(&m->u.label.labels);
 		break;
+	case GS_MSG_ALLOC_SET_MEM:
+		m->u.setmem.id = 0xdeadbeefcafeull;
+		m->u.setmem.mem_limit = (10ull << 30) + 0x0102030405ull;
+		break;
 	case GS_MSG_TOKEN_GRANT:
 		m->seq = 0;
 		m->u.grant.gen = 99;
@@ -209,7 +213,7 @@ static const uint16_t all_types[] = {
 	GS_MSG_ERROR,	      GS_MSG_OK,	  GS_MSG_PING,
 	GS_MSG_ALLOC_CREATE,  GS_MSG_ALLOC_CLOSE, GS_MSG_ALLOC_INFO,
 	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_ALLOC_LABEL,
-	GS_MSG_TOKEN_WANT,
+	GS_MSG_ALLOC_SET_MEM, GS_MSG_TOKEN_WANT,
 	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS,
 	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
 	GS_MSG_DRAIN,	      GS_MSG_GPU_FAULT,
