@@ -125,6 +125,8 @@ struct gs_dp_grpc {
 	char resource[256];
 	char prefix[64];
 	unsigned tick_ms, call_timeout_ms, retry_ms;
+	int prestart_required, no_preferred;
+	uint64_t next_tick;
 	struct gs_dp_handlers h;
 
 	grpc_completion_queue *cq;
@@ -349,10 +351,10 @@ reply_error(struct scall *c, const struct gs_error *err)
 }
 
 static void
-fill_options(Gsk8s__DevicePluginOptions *o)
+fill_options(const struct gs_dp_grpc *g, Gsk8s__DevicePluginOptions *o)
 {
-	o->pre_start_required = 0;
-	o->get_preferred_allocation_available = 1;
+	o->pre_start_required = g->prestart_required ? 1 : 0;
+	o->get_preferred_allocation_available = g->no_preferred ? 0 : 1;
 }
 
 static void
@@ -360,16 +362,36 @@ do_options(struct scall *c)
 {
 	Gsk8s__DevicePluginOptions o = GSK8S__DEVICE_PLUGIN_OPTIONS__INIT;
 
-	fill_options(&o);
+	fill_options(c->g, &o);
 	reply(c, &o.base, GRPC_STATUS_OK, NULL);
 }
 
 static void
 do_prestart(struct scall *c)
 {
+	struct gs_dp_grpc *g = c->g;
 	Gsk8s__Empty e = GSK8S__EMPTY__INIT;
+	Gsk8s__PreStartContainerRequest *rq;
+	struct gs_error err;
 
-	reply(c, &e.base, GRPC_STATUS_OK, NULL);
+	if (g->h.prestart == NULL) {
+		reply(c, &e.base, GRPC_STATUS_OK, NULL);
+		return;
+	}
+	rq = (Gsk8s__PreStartContainerRequest *)unpack(
+	    &gsk8s__pre_start_container_request__descriptor, c->recv);
+	if (rq == NULL) {
+		gs_error_set(&err, GS_EINVAL, "PreStartContainer: cannot "
+		    "decode the request");
+		reply_error(c, &err);
+		return;
+	}
+	if (g->h.prestart(g->h.ctx, (const char *const *)rq->devices_ids,
+	    rq->n_devices_ids, &err) == -1)
+		reply_error(c, &err);
+	else
+		reply(c, &e.base, GRPC_STATUS_OK, NULL);
+	protobuf_c_message_free_unpacked(&rq->base, NULL);
 }
 
 static void
@@ -478,7 +500,8 @@ alloc_out_fill(struct alloc_out *o)
 	o->mount[0].host_path = o->ct.mount_host;
 	o->mount[0].read_only = o->ct.mount_read_only;
 	o->mountp[0] = &o->mount[0];
-	o->r.n_mounts = 1;
+	/* no mount: an answer that only sets variables (gpu-mem) */
+	o->r.n_mounts = o->ct.mount_host[0] != '\0' ? 1 : 0;
 	if (o->ct.mps_mount[0] != '\0') {
 		/* space mode: the MPS pipe directory, read-write */
 		gsk8s__mount__init(&o->mount[1]);
@@ -780,7 +803,7 @@ start_register(struct gs_dp_grpc *g)
 	Gsk8s__RegisterRequest rq = GSK8S__REGISTER_REQUEST__INIT;
 	Gsk8s__DevicePluginOptions o = GSK8S__DEVICE_PLUGIN_OPTIONS__INIT;
 
-	fill_options(&o);
+	fill_options(g, &o);
 	rq.version = (char *)GS_DP_API_VERSION;
 	rq.endpoint = g->endpoint;
 	rq.resource_name = g->resource;
@@ -890,6 +913,102 @@ out:
 	if (rs != NULL)
 		protobuf_c_message_free_unpacked(&rs->base, NULL);
 	ccall_free(cc);
+}
+
+int
+gs_dp_grpc_pods_now(struct gs_dp_grpc *g,
+		    void (*fn)(void *arg, const struct gs_dp_podctr *pcs,
+			       size_t n),
+		    void *arg, struct gs_error *err)
+{
+	Gsk8s__Empty e = GSK8S__EMPTY__INIT;
+	Gsk8s__ListPodResourcesResponse *rs = NULL;
+	struct gs_dp_podctr *pcs = NULL;
+	grpc_completion_queue *cq;
+	struct gs_dp_grpc tmp;
+	struct ccall *cc;
+	grpc_event ev;
+	size_t i, j, k, n = 0;
+	int rv = -1;
+
+	if (g->podres_socket[0] == '\0')
+		return gs_error_set(err, GS_EINVAL, "no PodResources socket "
+		    "configured");
+	/* its own queue: the call is waited for here, not in the loop */
+	cq = grpc_completion_queue_create_for_pluck(NULL);
+	tmp = (struct gs_dp_grpc){ .cq = cq,
+	    .call_timeout_ms = g->call_timeout_ms };
+	cc = ccall_start(&tmp, CC_PODLIST, g->podres_socket, M_PODLIST,
+	    &e.base);
+	if (cc == NULL) {
+		gs_error_set(err, GS_EIO, "cannot start a PodResources List "
+		    "call to %s", g->podres_socket);
+		goto out_cq;
+	}
+	ev = grpc_completion_queue_pluck(cq, &cc->t,
+	    deadline_in(g->call_timeout_ms + 1000), NULL);
+	if (ev.type != GRPC_OP_COMPLETE) {
+		grpc_call_cancel(cc->call, NULL);
+		grpc_completion_queue_pluck(cq, &cc->t,
+		    gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		gs_error_set(err, GS_ETIMEDOUT, "PodResources List at %s "
+		    "timed out", g->podres_socket);
+		goto out;
+	}
+	if (cc->status != GRPC_STATUS_OK) {
+		char *d = grpc_slice_to_c_string(cc->details);
+
+		gs_error_set(err, GS_EIO, "PodResources List at %s: status "
+		    "%d: %s", g->podres_socket, (int)cc->status, d);
+		gpr_free(d);
+		goto out;
+	}
+	rs = (Gsk8s__ListPodResourcesResponse *)unpack(
+	    &gsk8s__list_pod_resources_response__descriptor, cc->recv);
+	if (rs == NULL) {
+		gs_error_set(err, GS_EPROTO, "PodResources List: cannot "
+		    "decode the reply");
+		goto out;
+	}
+	for (i = 0; i < rs->n_pod_resources; i++)
+		for (j = 0; j < rs->pod_resources[i]->n_containers; j++)
+			n += rs->pod_resources[i]->containers[j]->n_devices;
+	pcs = calloc(n + 1, sizeof(*pcs));
+	if (pcs == NULL) {
+		gs_error_set(err, GS_ENOMEM, "out of memory");
+		goto out;
+	}
+	n = 0;
+	for (i = 0; i < rs->n_pod_resources; i++) {
+		Gsk8s__PodResources *p = rs->pod_resources[i];
+
+		for (j = 0; j < p->n_containers; j++) {
+			Gsk8s__ContainerResources *cr = p->containers[j];
+
+			for (k = 0; k < cr->n_devices; k++) {
+				Gsk8s__ContainerDevices *d = cr->devices[k];
+
+				pcs[n].ns = p->namespace_;
+				pcs[n].pod = p->name;
+				pcs[n].container = cr->name;
+				pcs[n].resource = d->resource_name;
+				pcs[n].ids = (const char *const *)d->device_ids;
+				pcs[n].nids = d->n_device_ids;
+				n++;
+			}
+		}
+	}
+	fn(arg, pcs, n);
+	rv = 0;
+out:
+	free(pcs);
+	if (rs != NULL)
+		protobuf_c_message_free_unpacked(&rs->base, NULL);
+	ccall_free(cc);
+out_cq:
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+	return rv;
 }
 
 /* ---- dispatch ---- */
@@ -1057,6 +1176,8 @@ gs_dp_grpc_new(const struct gs_dp_grpc_opts *o,
 	g->tick_ms = o->tick_ms ? o->tick_ms : 100;
 	g->call_timeout_ms = o->call_timeout_ms ? o->call_timeout_ms : 5000;
 	g->retry_ms = o->retry_ms ? o->retry_ms : 500;
+	g->prestart_required = o->prestart_required;
+	g->no_preferred = o->no_preferred;
 	g->h = *h;
 	g->t_shutdown = (struct tag){ TAG_SHUTDOWN, NULL };
 	g->dev_gen = 1;
@@ -1131,37 +1252,47 @@ gs_dp_grpc_set_devices(struct gs_dp_grpc *g, const struct gs_dp_device *d,
 }
 
 int
+gs_dp_grpc_step(struct gs_dp_grpc *g, unsigned wait_ms, struct gs_error *err)
+{
+	uint64_t now;
+	struct stat sb;
+
+	now = gs_dp_now_ms();
+	if (now >= g->next_tick) {
+		/* The kubelet deletes every socket in its directory
+		 * when it starts: serve anew and register again. */
+		if (g->server != NULL && !g->server_stopping &&
+		    lstat(g->sock_path, &sb) == -1 && errno == ENOENT) {
+			log_info("socket %s was removed (kubelet "
+			    "restart?): serving on a new socket and "
+			    "registering again", g->sock_path);
+			server_stop(g);
+		}
+		if (g->server == NULL && server_start(g, err) == -1)
+			return -1;
+		if (!g->registered && g->reg == NULL &&
+		    now >= g->next_reg_ms)
+			start_register(g);
+		if (g->h.tick != NULL)
+			g->h.tick(g->h.ctx, now);
+		g->next_tick = now + g->tick_ms;
+	}
+	feed_streams(g);
+	now = gs_dp_now_ms();
+	if (g->next_tick > now && g->next_tick - now < wait_ms)
+		wait_ms = (unsigned)(g->next_tick - now);
+	pump(g, wait_ms);
+	while (pump(g, 0))
+		;
+	return 0;
+}
+
+int
 gs_dp_grpc_run(struct gs_dp_grpc *g, volatile sig_atomic_t *stop,
 	       struct gs_error *err)
 {
-	uint64_t now, next_tick = 0;
-	struct stat sb;
-
-	while (!*stop) {
-		now = gs_dp_now_ms();
-		if (now >= next_tick) {
-			/* The kubelet deletes every socket in its directory
-			 * when it starts: serve anew and register again. */
-			if (g->server != NULL && !g->server_stopping &&
-			    lstat(g->sock_path, &sb) == -1 && errno == ENOENT) {
-				log_info("socket %s was removed (kubelet "
-				    "restart?): serving on a new socket and "
-				    "registering again", g->sock_path);
-				server_stop(g);
-			}
-			if (g->server == NULL && server_start(g, err) == -1)
-				return -1;
-			if (!g->registered && g->reg == NULL &&
-			    now >= g->next_reg_ms)
-				start_register(g);
-			g->h.tick(g->h.ctx, now);
-			next_tick = now + g->tick_ms;
-		}
-		feed_streams(g);
-		now = gs_dp_now_ms();
-		pump(g, next_tick > now ? (unsigned)(next_tick - now) : 0);
-		while (pump(g, 0))
-			;
-	}
+	while (!*stop)
+		if (gs_dp_grpc_step(g, g->tick_ms, err) == -1)
+			return -1;
 	return 0;
 }

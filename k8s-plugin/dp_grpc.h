@@ -33,6 +33,8 @@ struct gs_dp_grpc_opts {
 	unsigned tick_ms;		/* loop tick */
 	unsigned call_timeout_ms;	/* Register / List deadline */
 	unsigned retry_ms;		/* Register retry delay */
+	int prestart_required;		/* PreStartContainer wanted */
+	int no_preferred;		/* no GetPreferredAllocation */
 };
 
 /* What the plugin decides; each returns 0 or -1 with err filled (its
@@ -52,6 +54,9 @@ struct gs_dp_handlers {
 		     size_t n, uint64_t now_ms);
 	/* Registered with the kubelet (at start and after each restart). */
 	void (*registered)(void *ctx, const char *endpoint);
+	/* PreStartContainer (opts.prestart_required; NULL: accept). */
+	int (*prestart)(void *ctx, const char *const *ids, size_t nids,
+			struct gs_error *err);
 };
 
 struct gs_dp_grpc;
@@ -71,6 +76,19 @@ int gs_dp_grpc_set_devices(struct gs_dp_grpc *g,
 /* Start a PodResources List unless one is in flight; the result comes
  * to handlers.pods. */
 void gs_dp_grpc_list_pods(struct gs_dp_grpc *g);
+
+/* PodResources List now, waiting for it (at most the call timeout):
+ * every container's devices of every resource (podctr.resource set) go
+ * to fn, borrowed for the call.  0, or -1 with err. */
+int gs_dp_grpc_pods_now(struct gs_dp_grpc *g,
+			void (*fn)(void *arg, const struct gs_dp_podctr *pcs,
+				   size_t n),
+			void *arg, struct gs_error *err);
+
+/* One round of gs_dp_grpc_run: the tick when due, then events for at
+ * most wait_ms.  For a process that serves several resources. */
+int gs_dp_grpc_step(struct gs_dp_grpc *g, unsigned wait_ms,
+		    struct gs_error *err);
 
 /* Serve until *stop becomes non-zero; returns 0, or -1 when the server
  * cannot be (re)started. */

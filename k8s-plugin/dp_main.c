@@ -46,6 +46,7 @@ struct dp_cfg {
 	char kubelet_socket[GS_DP_PATH_MAX];
 	char podresources_socket[GS_DP_PATH_MAX];
 	char resource[128];
+	char memory_resource[128];
 	char container_socket_dir[GS_DP_PATH_MAX];
 	char preload[GS_DP_PATH_MAX];
 	char preload_source[GS_DP_PATH_MAX];
@@ -83,6 +84,10 @@ static const struct gs_cfg_key cfg_keys[] = {
 	    "kubelet PodResources socket (empty: no pod labels or cleanup)"),
 	GS_CFG_KEY_STRING("resource", struct dp_cfg, resource, 3,
 	    GS_DP_RESOURCE, "extended resource name advertised"),
+	GS_CFG_KEY_STRING("memory_resource", struct dp_cfg, memory_resource,
+	    0, "gshare.io/gpu-mem",
+	    "extended resource of a container's GPU memory limit, in GiB "
+	    "(empty: none)"),
 	GS_CFG_KEY_STRING("container_socket_dir", struct dp_cfg,
 	    container_socket_dir, 0, "",
 	    "where containers see the agent socket directory (empty: same)"),
@@ -125,6 +130,8 @@ static const struct gs_cfg_key cfg_keys[] = {
 struct plugin {
 	struct dp_cfg cfg;
 	struct gs_dp_grpc *grpc;
+	struct gs_dp_grpc *mgrpc;	/* memory_resource, NULL: none */
+	uint32_t *mem_gib;		/* per GPU: whole GiB, 0: unknown */
 	struct gs_client *agent;
 	int agent_up;
 	int agent_down_logged;
@@ -235,6 +242,10 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 	free(p->gpus);
 	p->gpus = gpus;
 	p->ngpus = st->ngpus;
+	free(p->mem_gib);
+	p->mem_gib = calloc(st->ngpus + 1, sizeof(*p->mem_gib));
+	for (i = 0; p->mem_gib != NULL && i < st->ngpus; i++)
+		p->mem_gib[i] = (uint32_t)(st->gpus[i].mem_total >> 30);
 
 	/* Allocations the agent no longer has.  A restarted agent restores
 	 * its table with the same ids and never reuses one; still, an id
@@ -279,6 +290,262 @@ agent_sync(struct plugin *p, const struct gs_status *st, uint64_t now)
 	}
 }
 
+/* ---- memory_resource (gshare.io/gpu-mem) ----
+ *
+ * One device per whole GiB of each GPU, "<GPU-UUID>::mem<n>", healthy
+ * as the GPU's shares are.  Allocate only counts them (GSHARE_MEM_GIB);
+ * PreStartContainer, once the kubelet has called Allocate for every
+ * resource of the container, finds the container's share allocation
+ * through PodResources and has the agent settle its limit
+ * (ALLOC_SET_MEM) before the container starts.  docs/kubernetes.md,
+ * "GPU memory", says why it cannot be done at Allocate. */
+
+#define MEM_SEP "::mem"
+
+static void
+publish_mem_devices(struct plugin *p)
+{
+	struct gs_dp_device *d = NULL;
+	struct gs_error err;
+	size_t i, n = 0, total = 0;
+	uint32_t k;
+
+	for (i = 0; i < p->ngpus && p->mem_gib != NULL; i++)
+		total += p->mem_gib[i];
+	if (total > 0 && (d = calloc(total, sizeof(*d))) == NULL) {
+		log_warnx("memory device list: out of memory");
+		return;
+	}
+	for (i = 0; i < p->ngpus && p->mem_gib != NULL; i++)
+		for (k = 0; k < p->mem_gib[i]; k++, n++) {
+			if (snprintf(d[n].id, sizeof(d[n].id), "%s" MEM_SEP
+			    "%u", p->gpus[i].uuid, k) >= (int)sizeof(d[n].id))
+				break;	/* no such UUIDs: IDs fit 63 */
+			d[n].healthy = p->agent_up && p->gpus[i].healthy;
+			d[n].gpu = i;
+		}
+	if (gs_dp_grpc_set_devices(p->mgrpc, d, n, &err) == -1)
+		log_warnx("memory device list: %s", err.msg);
+	free(d);
+}
+
+/* 1 when id is one of the memory devices advertised now. */
+static int
+mem_id_known(const struct plugin *p, const char *id)
+{
+	const char *sep = strstr(id, MEM_SEP);
+	char *end;
+	unsigned long k;
+	size_t i, ul;
+
+	if (sep == NULL || p->mem_gib == NULL)
+		return 0;
+	ul = (size_t)(sep - id);
+	if (sep[strlen(MEM_SEP)] < '0' || sep[strlen(MEM_SEP)] > '9')
+		return 0;
+	k = strtoul(sep + strlen(MEM_SEP), &end, 10);
+	if (*end != '\0')
+		return 0;
+	for (i = 0; i < p->ngpus; i++)
+		if (strlen(p->gpus[i].uuid) == ul &&
+		    strncmp(p->gpus[i].uuid, id, ul) == 0)
+			return k < p->mem_gib[i];
+	return 0;
+}
+
+static int
+h_mem_preferred(void *ctx, const char *const *avail, size_t navail,
+		const char *const *must, size_t nmust, size_t size,
+		const char **out, struct gs_error *err)
+{
+	size_t i;
+
+	(void)ctx;
+	(void)must;
+	(void)nmust;
+	if (size > navail)
+		return gs_error_set(err, GS_EINVAL, "%zu memory devices "
+		    "asked of %zu", size, navail);
+	for (i = 0; i < size; i++)
+		out[i] = avail[i];
+	return 0;
+}
+
+static int
+h_mem_allocate(void *ctx, const char *const *ids, size_t nids,
+	       struct gs_dp_container *out, struct gs_error *err)
+{
+	struct plugin *p = ctx;
+	size_t i, j;
+
+	if (nids == 0)
+		return gs_error_set(err, GS_EINVAL, "Allocate %s: no device "
+		    "IDs", p->cfg.memory_resource);
+	for (i = 0; i < nids; i++) {
+		if (!mem_id_known(p, ids[i]))
+			return gs_error_set(err, GS_EINVAL, "Allocate %s: "
+			    "unknown device ID \"%.80s\"",
+			    p->cfg.memory_resource, ids[i]);
+		for (j = 0; j < i; j++)
+			if (strcmp(ids[i], ids[j]) == 0)
+				return gs_error_set(err, GS_EINVAL,
+				    "Allocate %s: device ID \"%s\" twice",
+				    p->cfg.memory_resource, ids[i]);
+	}
+	memset(out, 0, sizeof(*out));
+	out->nenv = 1;
+	snprintf(out->env[0].key, sizeof(out->env[0].key), "GSHARE_MEM_GIB");
+	snprintf(out->env[0].value, sizeof(out->env[0].value), "%zu", nids);
+	return 0;
+}
+
+/* What PreStartContainer looks for in PodResources. */
+struct mem_match {
+	const struct plugin *p;
+	const char *const *ids;		/* the gpu-mem IDs */
+	size_t nids;
+	int found;			/* containers holding ids[0] */
+	size_t nheld;			/* of ids, held by that container */
+	char ns[GS_LABEL_MAX], pod[GS_LABEL_MAX * 2], ctr[GS_LABEL_MAX];
+	uint64_t alloc;			/* its share allocation, 0: none */
+	int nallocs;			/* share allocations it holds */
+	int shares_seen;		/* it has gpu-share devices */
+};
+
+static int
+ids_has(const char *const *ids, size_t n, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+mem_match_pods(void *arg, const struct gs_dp_podctr *pcs, size_t n)
+{
+	struct mem_match *m = arg;
+	const struct plugin *p = m->p;
+	size_t i, j, k;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(pcs[i].resource, p->cfg.memory_resource) != 0 ||
+		    !ids_has(pcs[i].ids, pcs[i].nids, m->ids[0]))
+			continue;
+		if (m->found++ > 0)
+			continue;
+		snprintf(m->ns, sizeof(m->ns), "%s", pcs[i].ns);
+		snprintf(m->pod, sizeof(m->pod), "%s", pcs[i].pod);
+		snprintf(m->ctr, sizeof(m->ctr), "%s", pcs[i].container);
+		for (j = 0; j < m->nids; j++)
+			m->nheld += ids_has(pcs[i].ids, pcs[i].nids,
+			    m->ids[j]);
+	}
+	if (m->found != 1)
+		return;
+	/* the same container's shares, and the allocations made of them */
+	for (i = 0; i < n; i++) {
+		const struct gs_dp_alloc *a;
+
+		if (strcmp(pcs[i].resource, p->cfg.resource) != 0 ||
+		    strcmp(pcs[i].ns, m->ns) != 0 ||
+		    strcmp(pcs[i].pod, m->pod) != 0 ||
+		    strcmp(pcs[i].container, m->ctr) != 0)
+			continue;
+		m->shares_seen = 1;
+		for (k = 0; k < p->st.n; k++) {
+			a = &p->st.a[k];
+			if (a->ids == NULL || a->nids == 0)
+				continue;
+			for (j = 0; j < a->nids; j++)
+				if (!ids_has(pcs[i].ids, pcs[i].nids,
+				    a->ids[j]))
+					break;
+			if (j < a->nids || a->id == m->alloc)
+				continue;
+			m->alloc = a->id;
+			m->nallocs++;
+		}
+	}
+}
+
+static int
+h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
+	       struct gs_error *err)
+{
+	struct plugin *p = ctx;
+	struct mem_match m;
+	struct gs_alloc_info info;
+	struct gs_status *st = NULL;
+	struct gs_error e2;
+	uint64_t want = (uint64_t)nids << 30;
+	size_t i;
+	int same = 0;
+
+	if (nids == 0)
+		return gs_error_set(err, GS_EINVAL, "PreStartContainer %s: "
+		    "no device IDs", p->cfg.memory_resource);
+	memset(&m, 0, sizeof(m));
+	m.p = p;
+	m.ids = ids;
+	m.nids = nids;
+	if (gs_dp_grpc_pods_now(p->grpc, mem_match_pods, &m, err) == -1)
+		return gs_error_set(err, GS_EIO, "PreStartContainer %s: "
+		    "cannot tell the container's allocation: %s",
+		    p->cfg.memory_resource, err->msg);
+	if (m.found != 1 || m.nheld != nids)
+		return gs_error_set(err, GS_EINVAL, "PreStartContainer %s: "
+		    "the kubelet's PodResources shows %s holding these %zu "
+		    "device IDs", p->cfg.memory_resource,
+		    m.found == 0 ? "no container" : "another set of",
+		    nids);
+	if (!m.shares_seen)
+		return gs_error_set(err, GS_EINVAL, "%s/%s container %s asks "
+		    "%zu GiB of %s without %s: a GPU memory limit needs GPU "
+		    "shares", m.ns, m.pod, m.ctr, nids,
+		    p->cfg.memory_resource, p->cfg.resource);
+	if (m.nallocs != 1)
+		return gs_error_set(err, GS_EINVAL, "%s/%s container %s: %s "
+		    "(%s is one limit for one allocation)", m.ns, m.pod,
+		    m.ctr, m.nallocs == 0 ? "no allocation of this plugin "
+		    "holds its shares" : "its shares are held by several "
+		    "allocations (several GPUs, or an init container's)",
+		    p->cfg.memory_resource);
+	if (!p->agent_up || agent_connect(p, err) == -1)
+		return gs_error_set(err, GS_ECONNREFUSED, "PreStartContainer "
+		    "%s: the gshare agent at %s is unavailable",
+		    p->cfg.memory_resource, p->cfg.agent_socket);
+	if (gs_client_alloc_set_mem(p->agent, m.alloc, want, &info,
+	    err) == 0) {
+		log_info("allocation %llu of %s/%s container %s: memory "
+		    "limit %zu GiB", (unsigned long long)m.alloc, m.ns, m.pod,
+		    m.ctr, nids);
+		return 0;
+	}
+	if (conn_error(err->code)) {
+		agent_lost(p, err);
+		return gs_error_set(err, GS_ECONNREFUSED, "PreStartContainer "
+		    "%s: the gshare agent at %s is unavailable",
+		    p->cfg.memory_resource, p->cfg.agent_socket);
+	}
+	/* a restarted container: the limit is set already */
+	if (err->code == GS_ESTATE &&
+	    gs_client_status(p->agent, &st, &e2) == 0) {
+		for (i = 0; i < st->nallocs; i++)
+			if (st->allocs[i].id == m.alloc &&
+			    st->allocs[i].mem_limit == want)
+				same = 1;
+		gs_status_free(st);
+		if (same)
+			return 0;
+	}
+	return gs_error_set(err, err->code == GS_EBUSY ? GS_EBUSY :
+	    GS_EINVAL, "%s/%s container %s: %zu GiB of GPU memory "
+	    "refused: %s", m.ns, m.pod, m.ctr, nids, err->msg);
+}
+
 static void
 publish_devices(struct plugin *p)
 {
@@ -294,6 +561,8 @@ publish_devices(struct plugin *p)
 	if (gs_dp_grpc_set_devices(p->grpc, d, n, &err) == -1)
 		log_warnx("device list: %s", err.msg);
 	free(d);
+	if (p->mgrpc != NULL)
+		publish_mem_devices(p);
 }
 
 static void
@@ -860,16 +1129,48 @@ main(int argc, char **argv)
 		log_warnx("%s", err.msg);
 		goto out;
 	}
-	log_info("resource %s, agent %s, node %s", p.cfg.resource,
+	if (p.cfg.memory_resource[0] != '\0') {
+		go.resource = p.cfg.memory_resource;
+		go.endpoint_prefix = "gshare-mem";
+		go.prestart_required = 1;
+		go.no_preferred = 1;
+		memset(&h, 0, sizeof(h));
+		h.ctx = &p;
+		h.preferred = h_mem_preferred;
+		h.allocate = h_mem_allocate;
+		h.prestart = h_mem_prestart;
+		if (gs_dp_grpc_new(&go, &h, &p.mgrpc, &err) == -1) {
+			log_warnx("%s", err.msg);
+			goto out;
+		}
+	}
+	log_info("resource %s%s%s, agent %s, node %s", p.cfg.resource,
+	    p.mgrpc != NULL ? " and " : "", p.cfg.memory_resource,
 	    p.cfg.agent_socket, p.cfg.node_name);
 	preload_install(&p);
-	if (gs_dp_grpc_run(p.grpc, &stop_flag, &err) == -1)
-		log_warnx("%s", err.msg);
-	else
-		rv = 0;
+	if (p.mgrpc == NULL) {
+		if (gs_dp_grpc_run(p.grpc, &stop_flag, &err) == -1)
+			log_warnx("%s", err.msg);
+		else
+			rv = 0;
+	} else {
+		/* both on this thread: the share side waits, the memory
+		 * side takes what is ready */
+		while (!stop_flag)
+			if (gs_dp_grpc_step(p.grpc, (unsigned)to_ms(
+			    p.cfg.tick) / 4 + 1, &err) == -1 ||
+			    gs_dp_grpc_step(p.mgrpc, 5, &err) == -1)
+				break;
+		if (stop_flag)
+			rv = 0;
+		else
+			log_warnx("%s", err.msg);
+	}
 	log_info("shutting down");
 out:
+	gs_dp_grpc_free(p.mgrpc);
 	gs_dp_grpc_free(p.grpc);
+	free(p.mem_gib);
 	gs_client_free(p.agent);
 	gs_dp_state_clear(&p.st);
 	freed_clear(&p);

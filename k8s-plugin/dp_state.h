@@ -53,6 +53,7 @@ struct gs_dp_state {
 /* One container of the PodResources list, with its IDs of our resource. */
 struct gs_dp_podctr {
 	const char *ns, *pod, *container;
+	const char *resource;	/* gs_dp_grpc_pods_now only */
 	const char *const *ids;
 	size_t nids;
 };
