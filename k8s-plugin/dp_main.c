@@ -479,7 +479,7 @@ h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
 	struct mem_match m;
 	struct gs_alloc_info info;
 	struct gs_status *st = NULL;
-	struct gs_error e2;
+	struct gs_error e1, e2;
 	uint64_t want = (uint64_t)nids << 30;
 	size_t i;
 	int same = 0;
@@ -491,10 +491,10 @@ h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
 	m.p = p;
 	m.ids = ids;
 	m.nids = nids;
-	if (gs_dp_grpc_pods_now(p->grpc, mem_match_pods, &m, err) == -1)
+	if (gs_dp_grpc_pods_now(p->grpc, mem_match_pods, &m, &e2) == -1)
 		return gs_error_set(err, GS_EIO, "PreStartContainer %s: "
 		    "cannot tell the container's allocation: %s",
-		    p->cfg.memory_resource, err->msg);
+		    p->cfg.memory_resource, e2.msg);
 	if (m.found != 1 || m.nheld != nids)
 		return gs_error_set(err, GS_EINVAL, "PreStartContainer %s: "
 		    "the kubelet's PodResources shows %s holding these %zu "
@@ -518,20 +518,20 @@ h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
 		    "%s: the gshare agent at %s is unavailable",
 		    p->cfg.memory_resource, p->cfg.agent_socket);
 	if (gs_client_alloc_set_mem(p->agent, m.alloc, want, &info,
-	    err) == 0) {
+	    &e1) == 0) {
 		log_info("allocation %llu of %s/%s container %s: memory "
 		    "limit %zu GiB", (unsigned long long)m.alloc, m.ns, m.pod,
 		    m.ctr, nids);
 		return 0;
 	}
-	if (conn_error(err->code)) {
-		agent_lost(p, err);
+	if (conn_error(e1.code)) {
+		agent_lost(p, &e1);
 		return gs_error_set(err, GS_ECONNREFUSED, "PreStartContainer "
 		    "%s: the gshare agent at %s is unavailable",
 		    p->cfg.memory_resource, p->cfg.agent_socket);
 	}
 	/* a restarted container: the limit is set already */
-	if (err->code == GS_ESTATE &&
+	if (e1.code == GS_ESTATE &&
 	    gs_client_status(p->agent, &st, &e2) == 0) {
 		for (i = 0; i < st->nallocs; i++)
 			if (st->allocs[i].id == m.alloc &&
@@ -541,9 +541,9 @@ h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
 		if (same)
 			return 0;
 	}
-	return gs_error_set(err, err->code == GS_EBUSY ? GS_EBUSY :
+	return gs_error_set(err, e1.code == GS_EBUSY ? GS_EBUSY :
 	    GS_EINVAL, "%s/%s container %s: %zu GiB of GPU memory "
-	    "refused: %s", m.ns, m.pod, m.ctr, nids, err->msg);
+	    "refused: %s", m.ns, m.pod, m.ctr, nids, e1.msg);
 }
 
 static void

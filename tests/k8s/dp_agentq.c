@@ -43,11 +43,12 @@ main(int argc, char **argv)
 	for (i = 0; i < st->nallocs; i++) {
 		const struct gs_alloc_info *a = &st->allocs[i];
 
-		printf("alloc %llu %d %s %u %s %s %s %s %s %s\n",
+		printf("alloc %llu %d %s %u %s %s %s %s %s %s %llu\n",
 		    (unsigned long long)a->id, a->gpu, a->gpu_uuid, a->shares,
 		    gs_alloc_state_name(a->state), lab(a->labels.cluster),
 		    lab(a->labels.node), lab(a->labels.ns), lab(a->labels.pod),
-		    lab(a->labels.container));
+		    lab(a->labels.container),
+		    (unsigned long long)a->mem_limit);
 	}
 	gs_status_free(st);
 	gs_client_free(c);

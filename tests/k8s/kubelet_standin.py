@@ -118,6 +118,13 @@ class Kubelet:
         self.pods = {}               # (ns, pod) -> {ctr: [ids]}
         self.init_pods = {}          # the same for init containers
         self.stream_thread = None
+        # the memory resource (gshare.io/gpu-mem), registered apart
+        self.mem_registrations = []
+        self.mem_channel = None
+        self.mem_options = None
+        self.mem_devices = {}
+        self.mem_allocated = {}
+        self.mem_pods = {}           # (ns, pod) -> {ctr: [ids]}
 
     # ---- serving ----
     def start(self):
@@ -194,6 +201,20 @@ class Kubelet:
             "/v1beta1.DevicePlugin/ListAndWatch", request_serializer=_ser,
             response_deserializer=M["ListAndWatchResponse"].FromString)(
                 M["Empty"]())
+        if req.resource_name == self.mem_resource:
+            with self.lock:
+                old = self.mem_channel
+                self.mem_channel = ch
+                self.mem_options = opts
+            if old is not None:
+                old.close()
+            threading.Thread(target=self._mem_watch, args=(stream, ch),
+                             daemon=True).start()
+            with self.lock:
+                self.mem_registrations.append(
+                    (time.monotonic(), req.endpoint, req.resource_name))
+                self.lock.notify_all()
+            return M["Empty"]()
         with self.lock:
             old = self.channel
             self.channel = ch
@@ -229,20 +250,40 @@ class Kubelet:
                 self.devices = {}
                 self.lock.notify_all()
 
+    def _mem_watch(self, stream, ch):
+        try:
+            for resp in stream:
+                with self.lock:
+                    if self.mem_channel is not ch:
+                        break
+                    self.mem_devices = {d.ID: d.health
+                                        for d in resp.devices}
+                    self.lock.notify_all()
+        except grpc.RpcError:
+            pass
+
     def _podres_list(self, req, ctx):
         out = M["ListPodResourcesResponse"]()
         with self.lock:
-            for (ns, pod), ctrs in sorted(self.pods.items()):
+            for (ns, pod) in sorted(set(self.pods) | set(self.mem_pods)):
+                ctrs = self.pods.get((ns, pod), {})
                 p = out.pod_resources.add(name=pod, namespace=ns)
-                for cname, ids in ctrs.items():
+                mem = self.mem_pods.get((ns, pod), {})
+                for cname in list(ctrs) + [c for c in mem
+                                           if c not in ctrs]:
+                    ids = ctrs.get(cname)
                     c = p.containers.add(name=cname)
                     if ids:
                         c.devices.add(resource_name=self.resource,
                                       device_ids=ids)
+                    if mem.get(cname):
+                        c.devices.add(resource_name=self.mem_resource,
+                                      device_ids=mem[cname])
                     # A CPU-only container shows up too, without devices.
         return out
 
     resource = "gshare.io/gpu-share"
+    mem_resource = "gshare.io/gpu-mem"
 
     # ---- waiting ----
     def wait_for(self, pred, timeout, what):
@@ -343,8 +384,81 @@ class Kubelet:
             out[cname] = (ids, envs, mounts)
         return out
 
+    def _mem_call(self, method, req, resp_cls, timeout=10):
+        with self.lock:
+            ch = self.mem_channel
+        if ch is None:
+            raise AssertionError("no memory plugin registered")
+        try:
+            return ch.unary_unary(
+                "/v1beta1.DevicePlugin/" + method, request_serializer=_ser,
+                response_deserializer=resp_cls.FromString)(
+                    req, timeout=timeout)
+        except grpc.RpcError as e:
+            raise PluginError(e.code(), e.details())
+
+    def mem_allocate_raw(self, ids):
+        req = M["AllocateRequest"]()
+        req.container_requests.add(devices_ids=ids)
+        return self._mem_call("Allocate", req, M["AllocateResponse"])
+
+    def admit_mem(self, ns, pod, cname, shares, gib, mem_first=False):
+        """Admit a one-container pod asking shares of gshare.io/gpu-share
+        (0: none) and gib of gshare.io/gpu-mem, as the kubelet does: one
+        Allocate per resource in the order given (the kubelet's is a map
+        walk), each resource's devices recorded for the container as its
+        Allocate returns, then PreStartContainer for the resources that
+        asked for it.  Returns the merged environment; raises
+        PluginError."""
+        envs = {}
+
+        def share():
+            ids = self._pick(shares, set())
+            e, _ = self.allocate(ids)
+            with self.lock:
+                for i in ids:
+                    self.allocated[i] = (ns, pod, cname)
+                self.pods.setdefault((ns, pod), {})[cname] = ids
+            for key, v in e.items():
+                envs.setdefault(key, v)
+
+        def mem():
+            with self.lock:
+                free = sorted(i for i, h in self.mem_devices.items()
+                              if h == "Healthy" and
+                              i not in self.mem_allocated)
+            if len(free) < gib:
+                raise AssertionError("only %d free memory devices" %
+                                     len(free))
+            ids = free[:gib]
+            resp = self.mem_allocate_raw(ids)
+            with self.lock:
+                for i in ids:
+                    self.mem_allocated[i] = (ns, pod, cname)
+                self.mem_pods.setdefault((ns, pod), {})[cname] = ids
+            for e in resp.container_responses[0].envs:
+                envs.setdefault(e.key, e.value)
+            return ids
+
+        mids = None
+        for step in ((mem, share) if mem_first else (share, mem)):
+            if (step is share and shares == 0) or (step is mem and
+                                                   gib == 0):
+                continue
+            r = step()
+            if step is mem:
+                mids = r
+        if mids and self.mem_options is not None and \
+                self.mem_options.pre_start_required:
+            req = M["PreStartContainerRequest"](devices_ids=mids)
+            self._mem_call("PreStartContainer", req, M["Empty"])
+        return envs
+
     def delete(self, ns, pod):
         with self.lock:
+            for ids in self.mem_pods.pop((ns, pod), {}).values():
+                for i in ids:
+                    self.mem_allocated.pop(i, None)
             ctrs = self.pods.pop((ns, pod), {})
             ctrs.update(self.init_pods.pop((ns, pod), {}))
             for ids in ctrs.values():

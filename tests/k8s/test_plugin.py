@@ -132,7 +132,7 @@ class Env:
                 allocs[int(f[1])] = dict(
                     gpu=int(f[2]), uuid=f[3], shares=int(f[4]),
                     state=f[5], cluster=f[6], node=f[7], ns=f[8],
-                    pod=f[9], container=f[10])
+                    pod=f[9], container=f[10], mem=int(f[11]))
         return gpus, allocs
 
     def ctl(self, *args):
@@ -718,6 +718,74 @@ def run(args):
         k.delete("default", "pod-m")
         wait(lambda: mid not in env.open_allocs(), 10 * slow,
              "pod-m's space allocation closed")
+
+        # gshare.io/gpu-mem: a second registration, one device per GiB;
+        # its PreStartContainer sets the limit of the container's share
+        # allocation, whichever resource the kubelet allocated first.
+        GIB = 1 << 30
+        log("free share devices:", len(k.free_ids()))
+        k.wait_for(lambda: k.mem_registrations and k.mem_options, 10 * slow,
+                   "gpu-mem registration")
+        k.wait_for(lambda: len(k.mem_devices) == 160, 5 * slow,
+                   "160 memory devices (2 simulated GPUs of 80 GiB)")
+        check(k.mem_registrations[0][2] == "gshare.io/gpu-mem" and
+              k.mem_options.pre_start_required and
+              not k.mem_options.get_preferred_allocation_available and
+              all(h == "Healthy" for h in k.mem_devices.values()),
+              "plugin registered gshare.io/gpu-mem (PreStartContainer "
+              "required), 80 healthy devices per GPU")
+        for order in (False, True):
+            pod = "pod-mem%d" % order
+            e = k.admit_mem("default", pod, "main", 30, 10, mem_first=order)
+            mid = int(e["GSHARE_ALLOC"])
+            check(e.get("GSHARE_MEM_GIB") == "10" and
+                  env.open_allocs()[mid]["mem"] == 10 * GIB,
+                  "30 shares + 10 GiB (%s first): allocation %d has a "
+                  "10 GiB limit" % ("gpu-mem" if order else "gpu-share",
+                                    mid))
+            k.delete("default", pod)
+            wait(lambda: mid not in env.open_allocs(), 10 * slow,
+                 "%s closed" % pod)
+        e = k.admit_mem("default", "pod-mem-def", "main", 30, 0)
+        mid = int(e["GSHARE_ALLOC"])
+        check("GSHARE_MEM_GIB" not in e and
+              env.open_allocs()[mid]["mem"] == 23756 * (1 << 20),
+              "30 shares without gpu-mem: the default limit (23756M)")
+        k.delete("default", "pod-mem-def")
+        expect_error(k, lambda: k.admit_mem("default", "pod-mem-big", "main",
+                                            30, 79),
+                     ks.grpc.StatusCode.INVALID_ARGUMENT,
+                     r"default/pod-mem-big container main: 79 GiB of GPU "
+                     r"memory refused: .*79G exceeds",
+                     "30 shares + 79 GiB (more than a GPU offers)")
+        big = [a for a in env.open_allocs().values()
+               if a["pod"] in ("-", "pod-mem-big") and a["shares"] == 30]
+        check(big and all(a["mem"] == 23756 * (1 << 20) for a in big),
+              "the refused limit changed nothing")
+        k.delete("default", "pod-mem-big")
+        expect_error(k, lambda: k.admit_mem("default", "pod-mem-only",
+                                            "main", 0, 4),
+                     ks.grpc.StatusCode.INVALID_ARGUMENT,
+                     "asks 4 GiB of gshare.io/gpu-mem without "
+                     "gshare.io/gpu-share",
+                     "gpu-mem without gpu-share")
+        k.delete("default", "pod-mem-only")
+        mdev = sorted(k.mem_devices)
+        expect_error(k, lambda: k.mem_allocate_raw([mdev[0], mdev[0]]),
+                     ks.grpc.StatusCode.INVALID_ARGUMENT, "twice",
+                     "gpu-mem Allocate with a device ID twice")
+        for bad in (uuids[0] + "::3", uuids[0] + "::mem80",
+                    uuids[0] + "::mem-1", "GPU-nope::mem1"):
+            expect_error(k, lambda: k.mem_allocate_raw([bad]),
+                         ks.grpc.StatusCode.INVALID_ARGUMENT,
+                         "unknown device ID",
+                         "gpu-mem Allocate of %r" % bad)
+        expect_error(k, lambda: k._mem_call(
+            "PreStartContainer", ks.M["PreStartContainerRequest"](
+                devices_ids=[mdev[5]]), ks.M["Empty"]),
+                     ks.grpc.StatusCode.INVALID_ARGUMENT,
+                     "PodResources shows no container",
+                     "PreStartContainer of IDs no container holds")
 
         if args.bench:
             # Plugin side: request decoded to response built, agent round
