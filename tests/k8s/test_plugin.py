@@ -16,7 +16,10 @@ while allocations of owner_uid 0 stay closed to it; mode=space gives a
 container its allocation's MPS pipe directory (environment and a
 read-write mount; the agent runs tests/agent/fake_mps_control.sh); kubelet restart re-registers within a second; plugin restart
 rebuilds its state from the agent and PodResources; N Allocates (default
-1000) with flat RSS; clean SIGTERM.  --valgrind runs the plugin under
+1000) with flat RSS; gshare.io/gpu-mem (a container's memory limit set at
+PreStartContainer whichever resource the kubelet allocated first, kept
+across an agent restart; the default without it; refusals); clean
+SIGTERM.  --valgrind runs the plugin under
 valgrind for the whole run and fails on any definite leak or memory
 error.  --bench measures Allocate latency (kubelet-side round trip, agent
 included) and writes the figures to FILE.
@@ -743,6 +746,17 @@ def run(args):
                   "30 shares + 10 GiB (%s first): allocation %d has a "
                   "10 GiB limit" % ("gpu-mem" if order else "gpu-share",
                                     mid))
+            if not order:
+                # the asked limit is in the agent's table: a restart
+                # settles the same one
+                env.stop_agent()
+                env.start_agent()
+                check(env.open_allocs()[mid]["mem"] == 10 * GIB,
+                      "allocation %d: 10 GiB after an agent restart" % mid)
+                k.wait_for(lambda: all(h == "Healthy" for h in
+                                       k.mem_devices.values()) and
+                           k.health_counts()[1] == 0, 10 * slow,
+                           "devices healthy after the agent restart")
             k.delete("default", pod)
             wait(lambda: mid not in env.open_allocs(), 10 * slow,
                  "%s closed" % pod)
