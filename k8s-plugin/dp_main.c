@@ -1154,12 +1154,14 @@ main(int argc, char **argv)
 		else
 			rv = 0;
 	} else {
-		/* both on this thread: the share side waits, the memory
-		 * side takes what is ready */
+		/* both on this thread: the loop waits on the shares'
+		 * queue (their Allocate is answered at once) and takes
+		 * what is ready on the memory side's between waits, at
+		 * most half a tick late (one gpu-mem call per container) */
 		while (!stop_flag)
 			if (gs_dp_grpc_step(p.grpc, (unsigned)to_ms(
-			    p.cfg.tick) / 4 + 1, &err) == -1 ||
-			    gs_dp_grpc_step(p.mgrpc, 5, &err) == -1)
+			    p.cfg.tick) / 2 + 1, &err) == -1 ||
+			    gs_dp_grpc_step(p.mgrpc, 0, &err) == -1)
 				break;
 		if (stop_flag)
 			rv = 0;
