@@ -406,6 +406,7 @@ struct mem_match {
 	size_t nids;
 	int found;			/* containers holding ids[0] */
 	size_t nheld;			/* of ids, held by that container */
+	size_t nctr;			/* memory IDs that container holds */
 	char ns[GS_LABEL_MAX], pod[GS_LABEL_MAX * 2], ctr[GS_LABEL_MAX];
 	uint64_t alloc;			/* its share allocation, 0: none */
 	int nallocs;			/* share allocations it holds */
@@ -439,6 +440,7 @@ mem_match_pods(void *arg, const struct gs_dp_podctr *pcs, size_t n)
 		snprintf(m->ns, sizeof(m->ns), "%s", pcs[i].ns);
 		snprintf(m->pod, sizeof(m->pod), "%s", pcs[i].pod);
 		snprintf(m->ctr, sizeof(m->ctr), "%s", pcs[i].container);
+		m->nctr = pcs[i].nids;
 		for (j = 0; j < m->nids; j++)
 			m->nheld += ids_has(pcs[i].ids, pcs[i].nids,
 			    m->ids[j]);
@@ -495,12 +497,20 @@ h_mem_prestart(void *ctx, const char *const *ids, size_t nids,
 		return gs_error_set(err, GS_EIO, "PreStartContainer %s: "
 		    "cannot tell the container's allocation: %s",
 		    p->cfg.memory_resource, e2.msg);
-	if (m.found != 1 || m.nheld != nids)
+	/* exactly its set: an init container's IDs handed on to an app
+	 * container (PodResources lists app containers only) are refused
+	 * rather than taken for the app container's */
+	if (m.found == 0)
 		return gs_error_set(err, GS_EINVAL, "PreStartContainer %s: "
-		    "the kubelet's PodResources shows %s holding these %zu "
-		    "device IDs", p->cfg.memory_resource,
-		    m.found == 0 ? "no container" : "another set of",
-		    nids);
+		    "the kubelet's PodResources shows no container holding "
+		    "these %zu device IDs", p->cfg.memory_resource, nids);
+	if (m.found != 1 || m.nheld != nids || m.nctr != nids)
+		return gs_error_set(err, GS_EINVAL, "PreStartContainer %s: "
+		    "the kubelet's PodResources shows no container holding "
+		    "exactly these %zu device IDs (%s/%s container %s holds "
+		    "%zu; init containers cannot ask for %s)",
+		    p->cfg.memory_resource, nids, m.ns, m.pod, m.ctr, m.nctr,
+		    p->cfg.memory_resource);
 	if (!m.shares_seen)
 		return gs_error_set(err, GS_EINVAL, "%s/%s container %s asks "
 		    "%zu GiB of %s without %s: a GPU memory limit needs GPU "

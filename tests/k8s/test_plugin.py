@@ -800,6 +800,17 @@ def run(args):
                      ks.grpc.StatusCode.INVALID_ARGUMENT,
                      "PodResources shows no container",
                      "PreStartContainer of IDs no container holds")
+        k.admit_mem("default", "pod-mem-sub", "main", 10, 4)
+        sub = k.mem_pods[("default", "pod-mem-sub")]["main"][:2]
+        expect_error(k, lambda: k._mem_call(
+            "PreStartContainer", ks.M["PreStartContainerRequest"](
+                devices_ids=sub), ks.M["Empty"]),
+                     ks.grpc.StatusCode.INVALID_ARGUMENT,
+                     "no container holding exactly these 2 device IDs "
+                     r"\(default/pod-mem-sub container main holds 4;",
+                     "PreStartContainer of part of a container's IDs (an "
+                     "init container's, handed on)")
+        k.delete("default", "pod-mem-sub")
 
         if args.bench:
             # Plugin side: request decoded to response built, agent round
