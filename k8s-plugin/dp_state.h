@@ -53,9 +53,10 @@ struct gs_dp_state {
 /* One container of the PodResources list, with its IDs of our resource. */
 struct gs_dp_podctr {
 	const char *ns, *pod, *container;
-	const char *resource;	/* gs_dp_grpc_pods_now only */
 	const char *const *ids;
 	size_t nids;
+	const char *resource;	/* gs_dp_grpc_pods_now only (last, so
+				 * positional initializers stay valid) */
 };
 
 enum gs_dp_act_kind { GS_DP_ACT_LABEL = 1, GS_DP_ACT_CLOSE = 2 };

@@ -386,7 +386,7 @@ test_state_reconcile(void **state)
 	const char *a2[1] = { U1 "::9" };
 	const char *c1[3] = { U0 "::0", U0 "::1", "other" };
 	struct gs_dp_podctr pc[1] = {
-		{ "default", "pod-a", "main", c1, 3 },
+		{ "default", "pod-a", "main", c1, 3, NULL },
 	};
 	uint64_t ov[4], same;
 	int n;
@@ -444,12 +444,12 @@ test_state_init_reuse(void **state)
 	const char *c2[2] = { U0 "::0", U0 "::1" };
 	const char *c3[2] = { U0 "::2", U0 "::3" };
 	struct gs_dp_podctr pc[2] = {
-		{ "default", "pod-i", "app1", c2, 2 },
-		{ "default", "pod-i", "app2", c3, 2 },
+		{ "default", "pod-i", "app1", c2, 2, NULL },
+		{ "default", "pod-i", "app2", c3, 2, NULL },
 	};
 	struct gs_dp_podctr other[2] = {
-		{ "default", "pod-k", "main", c2, 2 },
-		{ "default", "pod-i", "app2", c3, 2 },
+		{ "default", "pod-k", "main", c2, 2, NULL },
+		{ "default", "pod-i", "app2", c3, 2, NULL },
 	};
 	struct gs_dp_action acts[4];
 	uint64_t ov[4], same;
@@ -535,8 +535,8 @@ test_state_adopt(void **state)
 	const char *c1[2] = { U0 "::7", U0 "::8" };
 	const char *c2[3] = { U1 "::1", U1 "::2", U1 "::3" };
 	struct gs_dp_podctr pc[2] = {
-		{ "ns1", "p1", "c", c1, 2 },
-		{ "ns2", "p2", "c", c2, 3 },
+		{ "ns1", "p1", "c", c1, 2, NULL },
+		{ "ns2", "p2", "c", c2, 3, NULL },
 	};
 	struct gs_dp_alloc *a;
 	uint64_t ov[4], same;
@@ -580,7 +580,7 @@ test_state_long_labels(void **state)
 	struct gs_error err;
 	char pod[300];
 	const char *ids[1] = { U0 "::1" };
-	struct gs_dp_podctr pc[1] = { { "ns", pod, "c", ids, 1 } };
+	struct gs_dp_podctr pc[1] = { { "ns", pod, "c", ids, 1, NULL } };
 	int n;
 
 	(void)state;

@@ -108,7 +108,7 @@ test_state_oom(void **state)
 {
 	const char *ids[2] = { U0 "::1", U0 "::2" };
 	const char *c1[2] = { U1 "::5", U1 "::6" };
-	struct gs_dp_podctr pc[1] = { { "ns", "pod", "c", c1, 2 } };
+	struct gs_dp_podctr pc[1] = { { "ns", "pod", "c", c1, 2, NULL } };
 	struct gs_dp_action acts[4];
 	struct gs_dp_state st;
 	struct gs_error err;
