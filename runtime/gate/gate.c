@@ -1308,7 +1308,9 @@ static void mem_refused_free(struct gs_memq *q, CUdeviceptr d, uint64_t n)
 {
 	if (n == 0)
 		return;
-	(void)gs_memq_reserve(q, n);	/* it was held: it still is */
+	/* it was held: it still is, whatever another process of the
+	 * allocation took in the meantime */
+	gs_memq_force(q, n);
 	if (gs_memq_track(q, d, n) < 0)
 		gs_memq_unreserve(q, n);
 }
