@@ -474,7 +474,7 @@ int main(int argc, char *argv[])
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: mem_app limit|threads BYTES | hold "
-			"MIB SECS\n");
+			"MIB SECS | fill SECS [MIB]\n");
 		return 2;
 	}
 	load();
