@@ -40,6 +40,8 @@ struct gs_client {
 	uint8_t *rbuf;
 	size_t rlen;
 	int passed_fd;		/* fd received with SCM_RIGHTS, -1 none */
+	int passed_fd0;		/* the fd before it in the same message
+				 * (ATTACHED: the memory page), -1 none */
 	struct grant_ev grants[GRANTQ_MAX];
 	unsigned gq_head, gq_len;
 	int async_err;		/* an ERROR for WANT/RELEASE is pending */
@@ -119,6 +121,7 @@ int gs_client_connect(const char *path, int timeout_ms,
 		goto out_free;
 	}
 	c->passed_fd = -1;
+	c->passed_fd0 = -1;
 	c->timeout_ms = timeout_ms;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 
@@ -182,6 +185,8 @@ void gs_client_free(struct gs_client *c)
 		return;
 	if (c->passed_fd >= 0)
 		close(c->passed_fd);
+	if (c->passed_fd0 >= 0)
+		close(c->passed_fd0);
 	close(c->fd);
 	free(c->rbuf);
 	free(c);
@@ -336,9 +341,18 @@ static int fill(struct gs_client *c, int64_t deadline, struct gs_error *err)
 		fds = (int *)(void *)CMSG_DATA(ch);
 		nfd = (int)((ch->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 		for (i = 0; i < nfd; i++) {
-			if (c->passed_fd >= 0)
-				close(c->passed_fd);
-			c->passed_fd = fds[i];
+			/* the last fd of a message is the control page; the
+			 * one before it, if any, the memory page */
+			int *keep = i == nfd - 1 ? &c->passed_fd :
+				    i == nfd - 2 ? &c->passed_fd0 : NULL;
+
+			if (keep == NULL) {
+				close(fds[i]);
+				continue;
+			}
+			if (*keep >= 0)
+				close(*keep);
+			*keep = fds[i];
 		}
 	}
 	if (n == 0) {
@@ -541,6 +555,10 @@ int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 		close(c->passed_fd);
 		c->passed_fd = -1;
 	}
+	if (c->passed_fd0 >= 0) {
+		close(c->passed_fd0);
+		c->passed_fd0 = -1;
+	}
 	if (request(c, &req, &rep, err) < 0)
 		return -1;
 	if (expect(&rep, GS_MSG_ATTACHED, err) < 0)
@@ -554,6 +572,14 @@ int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 	if (info != NULL)
 		*info = rep.u.info;
 	return 0;
+}
+
+int gs_client_take_mem_fd(struct gs_client *c)
+{
+	int fd = c->passed_fd0;
+
+	c->passed_fd0 = -1;
+	return fd;
 }
 
 /* Append page's allocations to st (ids must keep ascending).  Returns

@@ -51,6 +51,9 @@ int gs_client_alloc_label(struct gs_client *c, uint64_t id,
  * page fd (caller closes it); info (may be NULL) the allocation. */
 int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,
 		     struct gs_alloc_info *info, struct gs_error *err);
+/* After gs_client_attach: the allocation's memory page fd (gs_mempage.h;
+ * the caller closes it), or -1 from an agent that sent none. */
+int gs_client_take_mem_fd(struct gs_client *c);
 
 /* Every allocation the caller may see, in ascending id order: asks page
  * after page when they do not fit one reply (agents since 1.2; an older

@@ -84,6 +84,8 @@ struct gs_session {
 	void *retired[RETIRED_MAX];	/* earlier pages, still mapped */
 	unsigned nretired;
 	char gpu_uuid[GS_UUID_MAX];	/* the allocation's GPU (ATTACHED) */
+	volatile struct gs_mempage *mem;	/* the allocation's memory
+						 * page, NULL: none sent */
 };
 
 static uint64_t
@@ -154,6 +156,46 @@ out_fd:
 	return -1;
 }
 
+/* Map and check the memory page fd of allocation alloc_id (the fd is
+ * closed in every case). */
+static int
+map_mem(int fd, uint64_t alloc_id, volatile struct gs_mempage **out,
+	struct gs_error *err)
+{
+	struct stat st;
+	void *map;
+	volatile struct gs_mempage *m;
+
+	if (fstat(fd, &st) < 0 || st.st_size != (off_t)GS_MEM_SIZE) {
+		gs_error_set(err, GS_EPROTO, "memory page of allocation %"
+			     PRIu64 " is not %u bytes", alloc_id,
+			     GS_MEM_SIZE);
+		goto out_fd;
+	}
+	map = mmap(NULL, GS_MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED) {
+		gs_error_errno(err, GS_EIO, "memory page mmap");
+		goto out_fd;
+	}
+	m = map;
+	if (__atomic_load_n(&m->magic, __ATOMIC_ACQUIRE) != GS_MEM_MAGIC ||
+	    m->version != GS_MEM_VERSION || m->alloc_id != alloc_id) {
+		gs_error_set(err, GS_EPROTO, "memory page: not allocation %"
+			     PRIu64 "'s (magic 0x%08x version %u)", alloc_id,
+			     m->magic, m->version);
+		munmap(map, GS_MEM_SIZE);
+		goto out_fd;
+	}
+	close(fd);
+	*out = m;
+	return 0;
+
+out_fd:
+	close(fd);
+	return -1;
+}
+
 /* Keep the GPU UUID of the ATTACHED reply (cut to its field, "" when
  * the agent sent none). */
 static void
@@ -187,6 +229,11 @@ gs_session_open(const char *sock, uint64_t alloc_id, int timeout_ms,
 		goto out;
 	if (map_page(fd, alloc_id, &pg, err) < 0)
 		goto out;
+	fd = gs_client_take_mem_fd(c);
+	if (fd >= 0 && map_mem(fd, alloc_id, &s->mem, err) < 0) {
+		munmap((void *)pg, GS_CTL_SIZE);
+		goto out;
+	}
 	session_set_gpu(s, &info);
 	s->c = c;
 	s->page = pg;
@@ -269,10 +316,18 @@ gs_session_close(struct gs_session *s)
 	}
 	for (unsigned i = 0; i < s->nretired; i++)
 		munmap(s->retired[i], GS_CTL_SIZE);
+	if (s->mem != NULL)
+		munmap((void *)s->mem, GS_MEM_SIZE);
 	/* Closing the connection gives back a token still held. */
 	gs_client_free(s->c);
 	free(s->sock);
 	free(s);
+}
+
+volatile struct gs_mempage *
+gs_session_mempage(struct gs_session *s)
+{
+	return s->mem;
 }
 
 int
@@ -381,6 +436,13 @@ gs_session_poll_link(struct gs_session *s)
 	}
 	if (map_page(fd, s->alloc_id, &np, &e) < 0)
 		goto retry;
+	/* the memory page of the first attach stays the one this process
+	 * counts in (a ledger keeps it); a restarted agent's is not used */
+	fd = gs_client_take_mem_fd(c);
+	if (fd >= 0 && s->mem == NULL)
+		(void)map_mem(fd, s->alloc_id, &s->mem, &e);
+	else if (fd >= 0)
+		close(fd);
 	gs_client_set_timeout(c, s->timeout_ms);
 	adopt_page(s, np);
 	s->c = c;

@@ -24,6 +24,7 @@
 
 #include "gs_ctlpage.h"
 #include "gs_error.h"
+#include "gs_mempage.h"
 
 struct gs_session;
 
@@ -68,6 +69,11 @@ void gs_session_close(struct gs_session *s);
  * registered it with the GPU) must fetch it again when
  * gs_session_page_epoch changes. */
 volatile struct gs_ctlpage *gs_session_page(struct gs_session *s);
+/* The allocation's memory page (gs_mempage.h), mapped until
+ * gs_session_close; NULL when the agent sent none (before protocol 1.9).
+ * It stays the first attach's across re-attaches: a ledger that
+ * reserves against it keeps counting there. */
+volatile struct gs_mempage *gs_session_mempage(struct gs_session *s);
 /* +1 every time the page changes (0 until the first re-attach). */
 uint64_t gs_session_page_epoch(const struct gs_session *s);
 uint64_t gs_session_alloc_id(const struct gs_session *s);

@@ -337,10 +337,12 @@ gs_accounting_set_unman(struct gs_accounting *ac, struct gs_unman *u)
 }
 
 /*
- * Each process of an allocation enforces the limit on its own (its
- * runtime's ledger sees only its own allocations), so several processes
- * together may hold more: logged once per episode, when the figures their
- * pages report add up beyond the limit.
+ * The processes of an allocation reserve against its one memory page
+ * (gs_mempage.h), but some may count on their own (a runtime before
+ * protocol 1.5; processes from before an agent restart, which keep the
+ * earlier agent's page) and a pool's growth may pass the limit for a
+ * while: logged once per episode, when the figures their pages report
+ * add up beyond the limit.
  */
 static void
 mem_sum_check(struct gs_accounting *ac)
@@ -367,8 +369,9 @@ mem_sum_check(struct gs_accounting *ac)
 		gs_cfg_format_size(a->mem_limit, b2, sizeof(b2));
 		log_warnx("allocation %" PRIu64 ": its %u attached process(es) "
 			  "report %s of device memory together, beyond its "
-			  "limit of %s (each process is held to the limit on "
-			  "its own)", a->id, a->nattached, b1, b2);
+			  "limit of %s (processes that do not share its "
+			  "memory page: an older runtime, or started before "
+			  "an agent restart)", a->id, a->nattached, b1, b2);
 	}
 }
 

@@ -96,6 +96,7 @@ struct gs_conn {
 	struct gs_wbuf out;	/* replies; out.data[out_off..len) unsent */
 	size_t out_off;
 	int pass_fd;		/* fd to send with the byte at pass_off */
+	int pass_mem;		/* sent before it, same message, -1: none */
 	size_t pass_off;	/* index into out.data */
 	int dropped;		/* over OUT_MAX: nothing more is queued */
 	int pollout;		/* EPOLLOUT registered */
@@ -535,6 +536,10 @@ static int conn_encode(struct gs_conn *c, const struct gs_msg *m,
 			close(c->pass_fd);
 			c->pass_fd = -1;
 		}
+		if (c->pass_mem >= 0) {
+			close(c->pass_mem);
+			c->pass_mem = -1;
+		}
 	}
 	return 0;
 }
@@ -619,13 +624,14 @@ static void out_compact(struct gs_conn *c)
 		c->pass_off -= k;
 }
 
-/* Write what we can; the fd for ATTACHED goes with its frame's first
- * byte.  Marks the connection closing on a write error. */
+/* Write what we can; the fds for ATTACHED go with its frame's first
+ * byte: the memory page's, then the control page's (a client before 1.5
+ * keeps the last one).  Marks the connection closing on a write error. */
 static void conn_flush(struct gs_conn *c)
 {
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
 	} cm;
 	struct msghdr mh;
 	struct iovec iov;
@@ -644,15 +650,19 @@ static void conn_flush(struct gs_conn *c)
 		mh.msg_iovlen = 1;
 		if (c->pass_fd >= 0 && c->pass_off == c->out_off) {
 			struct cmsghdr *ch;
+			int fds[2], nfd = 0;
 
+			if (c->pass_mem >= 0)
+				fds[nfd++] = c->pass_mem;
+			fds[nfd++] = c->pass_fd;
 			memset(&cm, 0, sizeof(cm));
 			mh.msg_control = cm.buf;
-			mh.msg_controllen = sizeof(cm.buf);
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfd);
 			ch = CMSG_FIRSTHDR(&mh);
 			ch->cmsg_level = SOL_SOCKET;
 			ch->cmsg_type = SCM_RIGHTS;
-			ch->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(ch), &c->pass_fd, sizeof(int));
+			ch->cmsg_len = CMSG_LEN(sizeof(int) * nfd);
+			memcpy(CMSG_DATA(ch), fds, sizeof(int) * nfd);
 		}
 		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
@@ -669,6 +679,9 @@ static void conn_flush(struct gs_conn *c)
 		if (c->pass_fd >= 0 && c->pass_off == c->out_off) {
 			close(c->pass_fd);
 			c->pass_fd = -1;
+			if (c->pass_mem >= 0)
+				close(c->pass_mem);
+			c->pass_mem = -1;
 		}
 		c->out_off += (size_t)n;
 		out_compact(c);
@@ -976,10 +989,11 @@ static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
 				    a->priority, now);
 		gs_sched_set_group(g->sched, a->id, si.group);
 	}
-	/* the driver gave back what the process held: keep the peak, zero
-	 * the gauge of its page for the next process to attach there */
+	/* the driver gave back what the process held: keep the peak, take
+	 * its figure out of the allocation's memory counter and zero the
+	 * gauge of its page for the next process to attach there */
 	gs_alloc_mem_peak(a);
-	__atomic_store_n(&t->page->mem_used, 0, __ATOMIC_RELEASE);
+	gs_alloc_mem_gone(a, k);
 	if (a->nattached == 0)
 		set_state(ag, a, GS_ASTATE_IDLE);
 	if (ag->stopping)
@@ -1334,7 +1348,7 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	struct gs_error err;
 	struct gs_msg rep;
 	struct gs_attach *t;
-	int fd, k;
+	int fd, mfd, k;
 
 	if (c->alloc != NULL) {
 		reply_err(c, m->seq, GS_ESTATE, "this connection is already "
@@ -1374,8 +1388,11 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	}
 	t = &a->att[k];
 	fd = fcntl(t->ctl_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0) {
+	mfd = fd < 0 ? -1 : fcntl(a->mem_fd, F_DUPFD_CLOEXEC, 0);
+	if (mfd < 0) {
 		reply_err(c, m->seq, GS_EIO, "dup: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	t->conn = c;
@@ -1406,11 +1423,16 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	fill_info(ag, a, &rep.u.info);
 	if (c->pass_fd >= 0)
 		close(c->pass_fd);
+	if (c->pass_mem >= 0)
+		close(c->pass_mem);
 	c->pass_fd = fd;
+	c->pass_mem = mfd;
 	c->pass_off = c->out.len;
 	if (conn_queue(c, &rep) < 0) {
 		close(c->pass_fd);
 		c->pass_fd = -1;
+		close(c->pass_mem);
+		c->pass_mem = -1;
 	}
 }
 
@@ -2267,6 +2289,8 @@ static void conn_close(struct gs_conn *c)
 	close(c->fd);
 	if (c->pass_fd >= 0)
 		close(c->pass_fd);
+	if (c->pass_mem >= 0)
+		close(c->pass_mem);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -2520,6 +2544,7 @@ static void on_listen(struct gs_loop *l, int fd, uint32_t events, void *arg)
 		c->pid = cr.pid;
 		c->rcap = RBUF_INIT;
 		c->pass_fd = -1;
+		c->pass_mem = -1;
 		gs_wbuf_init(&c->out);
 		if (gs_loop_add_fd(ag->loop, cfd, EPOLLIN | EPOLLRDHUP,
 				   on_conn, c, &err) < 0) {
@@ -2788,6 +2813,7 @@ struct gs_agent *gs_agent_new(const struct gs_agent_config *cfg,
 	ag->sink.ag = ag;
 	ag->sink.fd = -1;
 	ag->sink.pass_fd = -1;
+	ag->sink.pass_mem = -1;
 	ag->sink.closing = 1;
 	gs_wbuf_init(&ag->sink.out);
 	if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)

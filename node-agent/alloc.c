@@ -47,6 +47,10 @@ static void alloc_free(struct gs_alloc *a)
 			close(a->att[i].ctl_fd);
 	}
 	free(a->att);
+	if (a->mem != NULL)
+		munmap(a->mem, GS_MEM_SIZE);
+	if (a->mem_fd >= 0)
+		close(a->mem_fd);
 	free(a);
 }
 
@@ -128,6 +132,7 @@ static struct gs_alloc *alloc_put(struct gs_alloc_table *t, uint64_t id,
 	a->created_unix_ns = now_unix_ns;
 	a->state = GS_ASTATE_CREATED;
 	a->ctl_fd = -1;
+	a->mem_fd = -1;
 	t->v[t->n++] = a;
 	if (id >= t->next_id)
 		t->next_id = id + 1;
@@ -290,11 +295,74 @@ out_close:
 	return -1;
 }
 
+/* The allocation's memory page (gs_mempage.h): memfd, header written,
+ * sealed against resizing. */
+static int make_mem(struct gs_alloc *a, struct gs_error *err)
+{
+	struct gs_mempage *m;
+	int fd;
+
+	fd = memfd_create("gshare-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return gs_error_errno(err, GS_EIO, "memfd_create");
+	if (ftruncate(fd, GS_MEM_SIZE) < 0) {
+		gs_error_errno(err, GS_EIO, "ftruncate(memory page)");
+		goto out_close;
+	}
+	m = mmap(NULL, GS_MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 0);
+	if (m == MAP_FAILED) {
+		gs_error_errno(err, GS_EIO, "mmap(memory page)");
+		goto out_close;
+	}
+	memset(m, 0, GS_MEM_SIZE);
+	m->alloc_id = a->id;
+	m->limit = a->mem_limit;
+	m->version = GS_MEM_VERSION;
+	__atomic_store_n(&m->magic, GS_MEM_MAGIC, __ATOMIC_RELEASE);
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+		  F_SEAL_SEAL) < 0) {
+		gs_error_errno(err, GS_EIO, "F_ADD_SEALS(memory page)");
+		munmap(m, GS_MEM_SIZE);
+		goto out_close;
+	}
+	a->mem_fd = fd;
+	a->mem = m;
+	return 0;
+
+out_close:
+	close(fd);
+	return -1;
+}
+
+uint64_t gs_alloc_mem_gone(struct gs_alloc *a, unsigned k)
+{
+	uint64_t u, c, nc, taken;
+
+	if (k >= a->natt || a->att[k].page == NULL)
+		return 0;
+	u = __atomic_exchange_n(&a->att[k].page->mem_used, 0,
+				__ATOMIC_ACQ_REL);
+	if (a->mem == NULL || u == 0)
+		return 0;
+	c = __atomic_load_n(&a->mem->used, __ATOMIC_RELAXED);
+	do {
+		nc = u > c ? 0 : c - u;
+	} while (!__atomic_compare_exchange_n(&a->mem->used, &c, nc, 1,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	taken = c - nc;
+	return taken;
+}
+
 int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
 			 uint64_t now_ns, struct gs_error *err)
 {
 	struct gs_attach *v, *t;
 	unsigned i;
+
+	if (a->mem == NULL && make_mem(a, err) < 0)
+		return -1;
 
 	for (i = 0; i < a->natt; i++)
 		if (a->att[i].conn == NULL)

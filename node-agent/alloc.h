@@ -19,6 +19,7 @@
 
 #include "gs_ctlpage.h"
 #include "gs_error.h"
+#include "gs_mempage.h"
 #include "gs_proto.h"
 
 struct gs_conn;
@@ -64,6 +65,10 @@ struct gs_alloc {
 	pid_t pid;		/* its pid (SO_PEERCRED), 0: none */
 	int ctl_fd;		/* slot 0's page (att[0]), -1: none yet */
 	struct gs_ctlpage *page;	/* slot 0's page, NULL: none yet */
+	/* the memory page: the device memory all its processes hold
+	 * together (gs_mempage.h), made with the first slot */
+	int mem_fd;		/* -1: none yet */
+	struct gs_mempage *mem;	/* agent's own mapping, NULL: none yet */
 
 	/* token bookkeeping (the allocation holds the token; every
 	 * attachment that wants it runs under the same grant) */
@@ -160,6 +165,13 @@ int gs_alloc_make_page(struct gs_alloc *a, uint32_t gpu_index,
  * GS_EBUSY when GS_ALLOC_MAX_ATTACH are attached, GS_ENOMEM/GS_EIO. */
 int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
 			 uint64_t now_ns, struct gs_error *err);
+
+/* Slot k's process has gone (or detached): take its page's mem_used out
+ * of the memory page's counter (never below 0: a figure the process
+ * wrote larger than what it added, or an allocation in flight at a kill,
+ * takes no more than the counter holds) and zero the page's gauge for
+ * the next process there.  Returns the bytes taken out. */
+uint64_t gs_alloc_mem_gone(struct gs_alloc *a, unsigned k);
 
 /* Device memory the job reports holding now (the sum over its slots'
  * pages), and the most it held as far as the agent can tell (see

@@ -1011,8 +1011,12 @@ static struct gs_memq *memq_get(void)
 			session_open_locked();
 		if (g.enabled && g.sess != NULL) {
 			if (gs_memq_new(page()->mem_limit, page(), &q,
-					&err) == 0)
+					&err) == 0) {
+				/* all the allocation's processes together
+				 * (NULL from an agent that sends no page) */
+				gs_memq_share(q, gs_session_mempage(g.sess));
 				__atomic_store_n(&memq, q, __ATOMIC_RELEASE);
+			}
 			else
 				gate_warn("device memory not limited: %s",
 					  err.msg);
@@ -1210,8 +1214,7 @@ static CUresult mem_alloc_pooled(int h, CUdeviceptr *dp, size_t n,
 	if (tmp != 0)
 		gs_memq_unreserve(q, tmp);
 	pool_refresh_locked(q, (unsigned)i);
-	if (rc == CUDA_SUCCESS && gs_memq_limit(q) != 0 &&
-	    gs_memq_used(q) > gs_memq_limit(q)) {
+	if (rc == CUDA_SUCCESS && gs_memq_over(q)) {
 		/* the pool grew past the limit: undo, give it back */
 		int hf = h == H_cuMemAllocAsync_ptsz ||
 			 h == H_cuMemAllocFromPoolAsync_ptsz ?
@@ -1305,7 +1308,9 @@ static void mem_refused_free(struct gs_memq *q, CUdeviceptr d, uint64_t n)
 {
 	if (n == 0)
 		return;
-	(void)gs_memq_reserve(q, n);	/* it was held: it still is */
+	/* it was held: it still is, whatever another process of the
+	 * allocation took in the meantime */
+	gs_memq_force(q, n);
 	if (gs_memq_track(q, d, n) < 0)
 		gs_memq_unreserve(q, n);
 }

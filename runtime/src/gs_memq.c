@@ -32,6 +32,7 @@ struct gs_memq {
 	uint64_t used;		/* atomic */
 	uint64_t peak;		/* atomic */
 	volatile struct gs_ctlpage *page;
+	volatile struct gs_mempage *shared;	/* NULL: this process alone */
 	struct stripe st[GS_MEMQ_STRIPES];
 };
 
@@ -85,21 +86,54 @@ void gs_memq_free(struct gs_memq *q)
 	free(q);
 }
 
-/* Publish the figures to the page: peak first, so that a reader never
- * sees a use above the peak.  The counter is read again here rather than
- * passed in, so that of two threads publishing at once the later store
- * carries the later figure more often; the page is a report (the limit
- * is enforced on the counter), and the next change corrects it anyway. */
-static void publish(struct gs_memq *q)
+/* The page's mem_peak: the ledger's peak (a report; the next change
+ * corrects a store that lost a race). */
+static void publish_peak(struct gs_memq *q)
 {
 	if (q->page == NULL)
 		return;
 	__atomic_store_n(&q->page->mem_peak,
 			 __atomic_load_n(&q->peak, __ATOMIC_ACQUIRE),
 			 __ATOMIC_RELEASE);
-	__atomic_store_n(&q->page->mem_used,
-			 __atomic_load_n(&q->used, __ATOMIC_ACQUIRE),
-			 __ATOMIC_RELEASE);
+}
+
+/* *v += bytes, saturating. */
+static void add_sat(volatile uint64_t *v, uint64_t bytes)
+{
+	uint64_t u = __atomic_load_n(v, __ATOMIC_RELAXED), nu;
+
+	do {
+		nu = bytes > UINT64_MAX - u ? UINT64_MAX : u + bytes;
+	} while (!__atomic_compare_exchange_n(v, &u, nu, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+}
+
+/* *v -= bytes, never below zero (the agent may have zeroed or taken out
+ * the figure already). */
+static void sub_sat(volatile uint64_t *v, uint64_t bytes)
+{
+	uint64_t u = __atomic_load_n(v, __ATOMIC_RELAXED), nu;
+
+	do {
+		nu = bytes > u ? 0 : u - bytes;
+	} while (!__atomic_compare_exchange_n(v, &u, nu, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+}
+
+/* *v += bytes unless that passes limit (0: none): 0, or -1 (unchanged). */
+static int add_bounded(volatile uint64_t *v, uint64_t bytes, uint64_t limit)
+{
+	uint64_t u = __atomic_load_n(v, __ATOMIC_RELAXED), nu;
+
+	do {
+		if (bytes > UINT64_MAX - u)
+			return -1;
+		nu = u + bytes;
+		if (limit != 0 && nu > limit)
+			return -1;
+	} while (!__atomic_compare_exchange_n(v, &u, nu, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	return 0;
 }
 
 static void raise_peak(struct gs_memq *q, uint64_t used)
@@ -113,47 +147,57 @@ static void raise_peak(struct gs_memq *q, uint64_t used)
 		;
 }
 
+/*
+ * The order of the three counters is what makes a dead process's share
+ * recoverable (gs_mempage.h): the page's mem_used goes up before the
+ * shared counter and comes down after it, so the page never shows less
+ * than the process put in the shared counter.
+ */
 int gs_memq_reserve(struct gs_memq *q, uint64_t bytes)
 {
-	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED), nu;
+	uint64_t nu;
 
-	do {
-		if (bytes > UINT64_MAX - u)
-			return -1;
-		nu = u + bytes;
-		if (q->limit != 0 && nu > q->limit)
-			return -1;
-	} while (!__atomic_compare_exchange_n(&q->used, &u, nu, 1,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_RELAXED));
+	if (add_bounded(&q->used, bytes, q->limit) < 0)
+		return -1;
+	if (q->page != NULL)
+		add_sat(&q->page->mem_used, bytes);
+	if (q->shared != NULL &&
+	    add_bounded(&q->shared->used, bytes, q->limit) < 0) {
+		if (q->page != NULL)
+			sub_sat(&q->page->mem_used, bytes);
+		sub_sat(&q->used, bytes);
+		return -1;
+	}
+	nu = __atomic_load_n(&q->used, __ATOMIC_ACQUIRE);
 	raise_peak(q, nu);
-	publish(q);
+	publish_peak(q);
 	return 0;
 }
 
 void gs_memq_force(struct gs_memq *q, uint64_t bytes)
 {
-	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED), nu;
-
-	do {
-		nu = bytes > UINT64_MAX - u ? UINT64_MAX : u + bytes;
-	} while (!__atomic_compare_exchange_n(&q->used, &u, nu, 1,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_RELAXED));
-	raise_peak(q, nu);
-	publish(q);
+	add_sat(&q->used, bytes);
+	if (q->page != NULL)
+		add_sat(&q->page->mem_used, bytes);
+	if (q->shared != NULL)
+		add_sat(&q->shared->used, bytes);
+	raise_peak(q, __atomic_load_n(&q->used, __ATOMIC_ACQUIRE));
+	publish_peak(q);
 }
 
 void gs_memq_unreserve(struct gs_memq *q, uint64_t bytes)
 {
-	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED), nu;
+	uint64_t u = __atomic_load_n(&q->used, __ATOMIC_RELAXED);
 
-	do {
-		nu = bytes > u ? 0 : u - bytes;	/* never below zero */
-	} while (!__atomic_compare_exchange_n(&q->used, &u, nu, 1,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_RELAXED));
-	publish(q);
+	/* never more than this process holds, so that a give-back of what
+	 * it does not hold cannot take another process's share */
+	if (bytes > u)
+		bytes = u;
+	if (q->shared != NULL)
+		sub_sat(&q->shared->used, bytes);
+	if (q->page != NULL)
+		sub_sat(&q->page->mem_used, bytes);
+	sub_sat(&q->used, bytes);
 }
 
 static struct stripe *stripe_of(struct gs_memq *q, uint64_t h)
@@ -267,6 +311,23 @@ uint64_t gs_memq_limit(const struct gs_memq *q)
 	return q->limit;
 }
 
+void gs_memq_share(struct gs_memq *q, volatile struct gs_mempage *m)
+{
+	q->shared = m;
+}
+
+uint64_t gs_memq_alloc_used(const struct gs_memq *q)
+{
+	if (q->shared == NULL)
+		return gs_memq_used(q);
+	return __atomic_load_n(&q->shared->used, __ATOMIC_ACQUIRE);
+}
+
+int gs_memq_over(const struct gs_memq *q)
+{
+	return q->limit != 0 && gs_memq_alloc_used(q) > q->limit;
+}
+
 uint64_t gs_memq_count(struct gs_memq *q)
 {
 	uint64_t n = 0;
@@ -284,7 +345,7 @@ void gs_memq_view(const struct gs_memq *q, uint64_t dev_free,
 		  uint64_t dev_total, uint64_t *free_out,
 		  uint64_t *total_out)
 {
-	uint64_t used = gs_memq_used(q), left;
+	uint64_t used = gs_memq_alloc_used(q), left;
 
 	if (q->limit == 0 || q->limit >= dev_total) {
 		*free_out = dev_free;

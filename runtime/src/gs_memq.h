@@ -29,11 +29,14 @@
  * mutex (never held across a driver call, never taken in a signal
  * handler), so frees of different pointers rarely contend.
  *
- * Scope: one process, one control page.  Several processes of one
- * allocation each have their own page and ledger, each held to the limit
- * on its own; the agent adds their figures up, logs a sum beyond the
- * limit, and zeroes a page's mem_used when its process goes (which is
- * when the driver frees everything that process held).
+ * Scope: the allocation.  With the allocation's memory page
+ * (gs_mempage.h, gs_memq_share) every process's ledger also reserves
+ * against the one counter all its processes share, so that together
+ * they never hold more than the limit; the process's own counter and
+ * page figure go up before the shared counter and come down after it,
+ * so the agent can take a dead process's share out of the counter.
+ * Without it (an agent that sends no memory page) each process is held
+ * to the limit on its own.
  */
 #ifndef GS_MEMQ_H
 #define GS_MEMQ_H
@@ -42,6 +45,7 @@
 
 #include "gs_ctlpage.h"
 #include "gs_error.h"
+#include "gs_mempage.h"
 
 struct gs_memq;
 
@@ -50,6 +54,10 @@ struct gs_memq;
  * keeps it mapped while the ledger lives).  GS_ENOMEM. */
 int gs_memq_new(uint64_t limit, volatile struct gs_ctlpage *page,
 		struct gs_memq **out, struct gs_error *err);
+/* Reserve against the allocation's shared counter m too (mapped while
+ * the ledger lives), from now on: call it before the first reservation.
+ * The ledger's limit bounds the counter. */
+void gs_memq_share(struct gs_memq *q, volatile struct gs_mempage *m);
 /* Frees the table; the page is not touched.  NULL: no-op. */
 void gs_memq_free(struct gs_memq *q);
 
@@ -70,7 +78,13 @@ int gs_memq_track(struct gs_memq *q, uint64_t ptr, uint64_t bytes);
 /* Forget ptr and give its bytes back; returns them (0: not known). */
 uint64_t gs_memq_untrack(struct gs_memq *q, uint64_t ptr);
 
+/* What this process holds. */
 uint64_t gs_memq_used(const struct gs_memq *q);
+/* What the allocation holds: the shared counter, or gs_memq_used
+ * without one. */
+uint64_t gs_memq_alloc_used(const struct gs_memq *q);
+/* 1 when the allocation holds more than the limit (gs_memq_force). */
+int gs_memq_over(const struct gs_memq *q);
 uint64_t gs_memq_peak(const struct gs_memq *q);
 uint64_t gs_memq_limit(const struct gs_memq *q);
 /* Number of pointers tracked. */

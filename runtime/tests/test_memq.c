@@ -6,7 +6,11 @@
  * against a reference model through many inserts and
  * deletes, the cuMemGetInfo view, the figures published in the control
  * page, and 8 threads allocating and freeing at once without ever
- * passing the limit together.
+ * passing the limit together; the allocation's shared counter
+ * (gs_mempage.h): 4 ledgers (processes) of 2 threads each on one counter
+ * never holding more than the limit together, a full ledger refusing
+ * another's allocation, and a dead process's page figure taken out of
+ * the counter (as the agent does) giving its memory to the others.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -207,6 +211,8 @@ struct worker {
 	struct gs_memq *q;
 	unsigned id;
 	uint64_t refused, ok;
+	volatile struct gs_mempage *shared;	/* sampled, NULL: none */
+	uint64_t seen_max;	/* most the shared counter held */
 };
 
 static void *work(void *arg)
@@ -227,6 +233,13 @@ static void *work(void *arg)
 			if (gs_memq_reserve(w->q, sz) < 0) {
 				w->refused++;
 				continue;
+			}
+			if (w->shared != NULL) {
+				uint64_t u = __atomic_load_n(&w->shared->used,
+							     __ATOMIC_ACQUIRE);
+
+				if (u > w->seen_max)
+					w->seen_max = u;
 			}
 			if (gs_memq_track(w->q, p, sz) < 0)
 				abort();
@@ -264,6 +277,8 @@ static void test_threads(void **state)
 		w[i].q = q;
 		w[i].id = i + 1;
 		w[i].refused = w[i].ok = 0;
+		w[i].shared = NULL;
+		w[i].seen_max = 0;
 		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
 	}
 	for (i = 0; i < NT; i++) {
@@ -282,6 +297,120 @@ static void test_threads(void **state)
 	gs_memq_free(q);
 }
 
+/* Several processes of one allocation: each its own ledger and page,
+ * one shared counter. */
+static void test_shared(void **state)
+{
+	static struct gs_mempage mp;
+	static struct gs_ctlpage pg[2];
+	struct gs_memq *a, *b;
+	uint64_t f, t;
+
+	(void)state;
+	memset(&mp, 0, sizeof(mp));
+	memset(pg, 0, sizeof(pg));
+	a = mk(GIB, &pg[0]);
+	b = mk(GIB, &pg[1]);
+	gs_memq_share(a, &mp);
+	gs_memq_share(b, &mp);
+	assert_int_equal(gs_memq_reserve(a, 700 * MIB), 0);
+	assert_int_equal(gs_memq_track(a, 0xa000, 700 * MIB), 0);
+	/* b alone would fit 400 MiB; the allocation has 324 MiB left */
+	assert_int_equal(gs_memq_reserve(b, 400 * MIB), -1);
+	assert_int_equal(gs_memq_used(b), 0);
+	assert_int_equal(pg[1].mem_used, 0);	/* the refusal took nothing */
+	assert_int_equal(gs_memq_reserve(b, 324 * MIB), 0);
+	assert_int_equal(gs_memq_track(b, 0xb000, 324 * MIB), 0);
+	assert_int_equal(mp.used, GIB);
+	assert_int_equal(gs_memq_alloc_used(a), GIB);
+	assert_int_equal(gs_memq_used(a), 700 * MIB);
+	assert_int_equal(pg[0].mem_used, 700 * MIB);
+	assert_int_equal(pg[1].mem_used, 324 * MIB);
+	assert_int_equal(gs_memq_reserve(a, 1), -1);
+	assert_false(gs_memq_over(a));
+	/* the view is the allocation's */
+	gs_memq_view(b, 80 * GIB, 80 * GIB, &f, &t);
+	assert_int_equal(t, GIB);
+	assert_int_equal(f, 0);
+	/* a pool's growth passes the limit: over, for every process */
+	gs_memq_force(b, MIB);
+	assert_true(gs_memq_over(a));
+	gs_memq_unreserve(b, MIB);
+	assert_false(gs_memq_over(a));
+	/* a give-back of more than b holds takes nothing of a's share */
+	gs_memq_unreserve(b, 900 * MIB);
+	assert_int_equal(mp.used, 700 * MIB);
+	assert_int_equal(pg[1].mem_used, 0);
+	/* a dies: the agent takes its page figure out of the counter and
+	 * zeroes the page; b may now take the whole limit */
+	{
+		uint64_t u = __atomic_load_n(&pg[0].mem_used,
+					     __ATOMIC_ACQUIRE);
+
+		__atomic_fetch_sub(&mp.used, u, __ATOMIC_ACQ_REL);
+		pg[0].mem_used = 0;
+	}
+	assert_int_equal(mp.used, 0);
+	assert_int_equal(gs_memq_reserve(b, GIB), 0);
+	assert_int_equal(gs_memq_reserve(b, 1), -1);
+	gs_memq_unreserve(b, GIB);
+	assert_int_equal(mp.used, 0);
+	gs_memq_free(a);
+	gs_memq_free(b);
+}
+
+/* 4 processes x 2 threads on one counter: never above the limit
+ * together, though each alone could take all of it. */
+static void test_shared_threads(void **state)
+{
+	enum { NQ = 4 };
+	static struct gs_mempage mp;
+	static struct gs_ctlpage pg[NQ];
+	struct gs_memq *q[NQ];
+	struct worker w[NT];
+	pthread_t t[NT];
+	uint64_t refused = 0, ok = 0, seen = 0, peaks = 0;
+	unsigned i;
+
+	(void)state;
+	memset(&mp, 0, sizeof(mp));
+	memset(pg, 0, sizeof(pg));
+	for (i = 0; i < NQ; i++) {
+		q[i] = mk(GIB, &pg[i]);
+		gs_memq_share(q[i], &mp);
+	}
+	for (i = 0; i < NT; i++) {
+		w[i].q = q[i % NQ];
+		w[i].id = i + 1;
+		w[i].refused = w[i].ok = 0;
+		w[i].shared = &mp;
+		w[i].seen_max = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	for (i = 0; i < NT; i++) {
+		pthread_join(t[i], NULL);
+		refused += w[i].refused;
+		ok += w[i].ok;
+		if (w[i].seen_max > seen)
+			seen = w[i].seen_max;
+	}
+	assert_true(refused > 0);
+	assert_true(ok > 1000);
+	assert_true(seen <= GIB);
+	assert_true(seen > GIB / 2);
+	for (i = 0; i < NQ; i++) {
+		/* each process's own peak fits; together they were held to
+		 * the one limit, so their peaks stay below NQ x the limit */
+		assert_true(gs_memq_peak(q[i]) <= GIB);
+		peaks += gs_memq_peak(q[i]);
+		assert_int_equal(gs_memq_used(q[i]), 0);
+		assert_int_equal(pg[i].mem_used, 0);
+		gs_memq_free(q[i]);
+	}
+	assert_true(peaks > 0);
+	assert_int_equal(mp.used, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +420,8 @@ int main(void)
 		cmocka_unit_test(test_page),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_shared),
+		cmocka_unit_test(test_shared_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

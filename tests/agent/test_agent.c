@@ -38,6 +38,7 @@
 
 #include "gs_client.h"
 #include "gs_ctlpage.h"
+#include "gs_mempage.h"
 
 #define NOBODY 65534
 
@@ -595,7 +596,8 @@ static void nobody_checks(void *arg)
 	struct gs_labels lab;
 	struct gs_error err;
 	struct gs_ctlpage *page;
-	struct stat sb;
+	struct stat sb, msb;
+	int mfd;
 	int fd = -1;
 
 	CHECK(gs_client_ping(c, &err) == 0, "ping: %s", err.msg);
@@ -659,11 +661,46 @@ static void nobody_checks(void *arg)
 		}
 		close(fd);
 	}
+	/* the allocation's memory page came before it: sealed, its own */
+	mfd = gs_client_take_mem_fd(c);
+	CHECK(mfd >= 0, "no memory page with ATTACHED");
+	if (mfd >= 0) {
+		volatile struct gs_mempage *mp;
+
+		CHECK(fstat(mfd, &msb) == 0 && msb.st_size == GS_MEM_SIZE,
+		      "memory page size %lld", (long long)msb.st_size);
+		CHECK(ftruncate(mfd, 0) < 0 && errno == EPERM,
+		      "memory page can shrink");
+		mp = mmap(NULL, GS_MEM_SIZE, PROT_READ, MAP_SHARED, mfd, 0);
+		CHECK(mp != MAP_FAILED, "mmap memory page");
+		if (mp != MAP_FAILED) {
+			CHECK(mp->magic == GS_MEM_MAGIC &&
+			      mp->version == GS_MEM_VERSION &&
+			      mp->alloc_id == ids->own_alloc && mp->used == 0,
+			      "memory page header: magic %x alloc %llu",
+			      mp->magic, (unsigned long long)mp->alloc_id);
+			munmap((void *)mp, GS_MEM_SIZE);
+		}
+	}
+	CHECK(gs_client_take_mem_fd(c) == -1, "memory page fd taken twice");
 	/* a second process of the job attaches too, with its own page
-	 * (before issue 15.4: EBUSY "already attached by pid") */
+	 * (before issue 15.4: EBUSY "already attached by pid") and the
+	 * same memory page */
 	c2 = conn();
 	CHECK(gs_client_attach(c2, ids->own_alloc, &fd, NULL, &err) == 0,
 	      "second attach: %s", err.msg);
+	{
+		int m2 = gs_client_take_mem_fd(c2);
+		struct stat sb2;
+
+		CHECK(m2 >= 0 && mfd >= 0 && fstat(m2, &sb2) == 0 &&
+		      sb2.st_ino == msb.st_ino && sb2.st_dev == msb.st_dev,
+		      "second process: not the same memory page");
+		if (m2 >= 0)
+			close(m2);
+		if (mfd >= 0)
+			close(mfd);
+	}
 	if (fd >= 0) {
 		volatile struct gs_ctlpage *p2 = mmap(NULL, GS_CTL_SIZE,
 			PROT_READ, MAP_SHARED, fd, 0);

@@ -25,12 +25,20 @@
  *   mem_app arrays LIMIT   CUDA arrays (1D/2D, 3D, mipmapped) count at
  *                          their descriptor's size; destroying gives back
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
+ *   mem_app fill SECS [MIB]  allocate 1 MiB at a time until refused (or
+ *                          MIB MiB, the first time), print "filled BYTES
+ *                          rc RC" (all it holds, the last call's code),
+ *                          then hold it for SECS seconds,
+ *                          filling again at every SIGUSR1 (several
+ *                          processes of one allocation share its limit)
  *
  * Prints "ok ..." per check and "FAIL ..." on a failed one; exit 0 only
  * when every check passed.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,11 +427,54 @@ static void run_threads(uint64_t limit)
 	      "all given back: free %zu of %zu", f, tot);
 }
 
+static volatile sig_atomic_t refill;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	refill = 1;
+}
+
+/* Allocate 1 MiB blocks until refused (4096 at most); print what is
+ * held in all and the refusal's code. */
+static void fill_up(uint64_t *held, unsigned most)
+{
+	CUdeviceptr d;
+	CUresult rc = 0;
+	unsigned i;
+
+	for (i = 0; i < most; i++) {
+		rc = p_alloc(&d, MIB);
+		if (rc != 0)
+			break;
+		*held += MIB;
+	}
+	printf("filled %llu rc %d\n", (unsigned long long)*held, rc);
+	fflush(stdout);
+}
+
+static void run_fill(unsigned secs, unsigned first)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	uint64_t held = 0;
+	unsigned long n;
+
+	signal(SIGUSR1, on_usr1);
+	fill_up(&held, first);
+	for (n = 0; n < (unsigned long)secs * 100; n++) {
+		if (refill) {
+			refill = 0;
+			fill_up(&held, 4096);
+		}
+		nanosleep(&ts, NULL);
+	}
+}
+
 int main(int argc, char *argv[])
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: mem_app limit|threads BYTES | hold "
-			"MIB SECS\n");
+			"MIB SECS | fill SECS [MIB]\n");
 		return 2;
 	}
 	load();
@@ -438,6 +489,9 @@ int main(int argc, char *argv[])
 		run_pool(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "threads") == 0) {
 		run_threads(strtoull(argv[2], NULL, 10));
+	} else if (strcmp(argv[1], "fill") == 0) {
+		run_fill((unsigned)atoi(argv[2]),
+			 argc > 3 ? (unsigned)atoi(argv[3]) : 4096);
 	} else if (strcmp(argv[1], "hold") == 0 && argc == 4) {
 		CUdeviceptr a;
 		CUresult rc = p_alloc(&a, strtoull(argv[2], NULL, 10) * MIB);

@@ -9,7 +9,11 @@
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
 # once it is killed -9; a level-2 job (libgshare linked) is limited too; CUDA
 # arrays count at their descriptor's size; NVML's
-# memory queries answer with the allocation's view for its GPU only; not under an allocation, nothing is limited.
+# memory queries answer with the allocation's view for its GPU only;
+# two processes of one allocation hold no more than its limit together
+# (the later one refused with CUDA_ERROR_OUT_OF_MEMORY), and a kill -9 of
+# one gives its share to the other; not under an
+# allocation, nothing is limited.
 # Cleans up every process and file on any exit.
 set -u
 GS_LOG_TAIL=40
@@ -85,6 +89,59 @@ until [ "$(figs "$a" | cut -d' ' -f1)" = 0 ]; do
 	sleep 0.05
 done
 [ "$(figs "$a" | cut -d' ' -f1)" = 0 ] && ok "kill -9: nothing held any more"
+
+# two processes of one allocation (the memory page they share): A takes
+# 24 MiB, then B fills what it can, 1 MiB at a time: 40 MiB, then
+# CUDA_ERROR_OUT_OF_MEMORY (2), though alone it could hold 64; A asked to
+# fill again gets nothing more.  Then kill -9 of B: the agent takes its
+# share out of the shared counter and A, asked again, fills the limit.
+s=$($CTL create --shares 10 --mem 64M) || bad "create (shared)"
+# the last "filled BYTES rc RC" line of FILE: "BYTES RC", "" before one
+filled() { sed -n 's/^filled \([0-9]*\) rc \([0-9-]*\)$/\1 \2/p' "$1" | tail -1; }
+# wait (10 s at most) until FILE has more than N "filled" lines
+wait_filled() {
+	end=$(( $(date +%s) + 10 ))
+	until [ "$(grep -c '^filled' "$1")" -gt "$2" ]; do
+		[ "$(date +%s)" -lt $end ] || return 1
+		sleep 0.05
+	done
+}
+fa="$dir/fa.out" fb="$dir/fb.out"
+: > "$fa"; : > "$fb"
+GSHARE_ALLOC=$s LD_PRELOAD=$GATE "$APP" fill 30 24 > "$fa" 2>&1 &
+pa=$!
+jpids=$pa
+wait_filled "$fa" 0
+GSHARE_ALLOC=$s LD_PRELOAD=$GATE "$APP" fill 30 > "$fb" 2>&1 &
+pb=$!
+jpids="$pa $pb"
+wait_filled "$fb" 0
+kill -USR1 $pa
+wait_filled "$fa" 1
+ra=$(filled "$fa") rb=$(filled "$fb")
+[ "$ra" = "$((24 * MIB)) 2" ] && [ "$rb" = "$((40 * MIB)) 2" ] &&
+	ok "two processes: 24 + 40 MiB, the limit together; both refused (rc 2) beyond it" ||
+	bad "two processes: A holds/rc '$ra', B '$rb'; want 24 and 40 MiB, rc 2: $(cat "$fa" "$fb")"
+# the agent's view: the sum of the two pages
+end=$(( $(date +%s) + 10 ))
+until [ "$(figs "$s" | cut -d' ' -f1)" = $((64 * MIB)) ]; do
+	[ "$(date +%s)" -lt $end ] || { bad "agent: $(figs "$s"), want $((64 * MIB)) held"; break; }
+	sleep 0.05
+done
+kill -9 $pb; wait $pb 2>/dev/null; jpids=$pa
+end=$(( $(date +%s) + 10 ))
+until [ "$(figs "$s" | cut -d' ' -f1)" = $((24 * MIB)) ]; do
+	[ "$(date +%s)" -lt $end ] || { bad "agent after kill -9: $(figs "$s"), want $((24 * MIB)) held"; break; }
+	sleep 0.05
+done
+kill -USR1 $pa
+wait_filled "$fa" 2
+ra=$(filled "$fa")
+[ "$ra" = "$((64 * MIB)) 2" ] &&
+	ok "kill -9 of B: A now fills the whole limit (64 MiB)" ||
+	bad "after kill -9 of B, A holds/rc '$ra', want $((64 * MIB)) 2: $(cat "$fa")"
+kill -9 $pa; wait $pa 2>/dev/null; jpids=""
+$CTL close "$s" > /dev/null || bad "close (shared)"
 
 # not under an allocation: the driver's own figures, no limit
 out=$(LD_PRELOAD=$GATE "$APP" limit $((80 * 1024 * MIB)) 2>&1)
