@@ -107,6 +107,7 @@ G=$((SMS / 8))
 note "$SMS SMs, $G granules of 8"
 
 # --- 1. partitions resized under every example ---
+note "1. partitions under every example"
 for t in vadd stencil sgemm reduce eater server; do
 	for part in random 0:8; do
 		f=""; [ "$part" = random ] && f="GSHARE_FORCE_SUSPEND_US=100:1000"
@@ -124,38 +125,50 @@ for t in vadd stencil sgemm reduce eater server; do
 done
 
 # --- 2. partition rates: 30/70 of the SMs under one MPS daemon ---
+note "2. partition rates 30/70"
 if mps_up; then
 	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
 	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
 	solo=$(rate "$O/rate-solo.log")
-	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=0:$sa timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30.log" 2>&1 &
+	# raw: partitions as raw %smid ranges (before the rank table), for
+	# the A/B; reported, not checked
+	for map in raw rank; do
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
+	    GSHARE_PARTITION=0:$sa timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30-$map.log" 2>&1 &
 	p1=$!
-	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=$sa:$sb timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70.log" 2>&1 &
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
+	    GSHARE_PARTITION=$sa:$sb timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70-$map.log" 2>&1 &
 	p2=$!
 	pids="$p1 $p2"
 	wait "$p1"; wait "$p2"; pids=""
-	for x in "30:$sa:rate-30" "70:$sb:rate-70"; do
+	for x in "30:$sa:rate-30-$map" "70:$sb:rate-70-$map"; do
 		sh_=${x%%:*}; r=${x#*:}; n=${r%%:*}; f=${r#*:}
 		got=$(rate "$O/$f.log")
 		want=$(awk -v s="$solo" -v n="$n" -v t="$SMS" \
 		    'BEGIN { printf "%.2f", s * n / t }')
 		err=$(awk -v g="$got" -v w="$want" \
-		    'BEGIN { printf "%.1f", w > 0 ? (g / w - 1) * 100 : 999 }')
-		if awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
+		    'BEGIN { printf "%.1f", (w > 0 ? (g / w - 1) * 100 : 999) }')
+		if [ $map = raw ]; then
+			note "raw smid map: share $sh_: $n SMs, rate $got vs $want ($err %)"
+		elif awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
 			ok "share $sh_: $n SMs, rate $got vs solo $solo x $n/$SMS = $want ($err %)"
 		else
 			bad "rate-$sh_" "share $sh_: $n SMs, rate $got vs $want ($err %)"
 		fi
 	done
+	done
+	grep -h "^gshare:" "$O/rate-30-rank.log" "$O/rate-70-rank.log" |
+	    sed 's/^/    | /'
 	mps_down
 else
 	bad "mps" "no MPS control daemon (nvidia-cuda-mps-control): 2 and the MPS runs of 4 skipped"
 fi
 
 # --- 3. the agent's MPS supervision with the real daemon ---
+note "3. MPS supervision"
 agent_up() {	# SPACE_PARTITIONS; verbose for the planner's resize lines
 	cat >"$TMP/gshare.yaml" <<YAML
 socket: $SOCK
@@ -279,6 +292,7 @@ else
 fi
 
 # --- 4. benchmark pairs ---
+note "4. benchmark pairs"
 # pair A B: one method's run of both at once; prints "sum a b"
 solo_of() { eval echo "\${solo_$1:-0}"; }
 run_pair() {	# method a b sa sb envA envB
