@@ -11,7 +11,9 @@
  *       [FIRST, FIRST+COUNT) (the runtime's mapping today), rank = the
  *       rank of %smid among the present smids (from the probe above) in
  *       that range, none = no check.  GRID all = blocks per SM x every
- *       SM (the runtime today), part = blocks per SM x COUNT.  Blocks
+ *       SM (the runtime today), part = blocks per SM x COUNT, adapt =
+ *       part plus the blocks that left unused in the previous launch
+ *       (at most all SMs' worth).  Blocks
  *       outside the partition leave at once.  Prints its rate (tasks/s,
  *       first second left out), the launches, the distinct SMs where a
  *       block did work, and how many blocks left unused.
@@ -186,7 +188,8 @@ int main(int argc, char **argv)
 {
 	unsigned char rank[MAXSM], *drank;
 	unsigned int sms, present, map, first, count, total, nphys;
-	int bps = 0, grid_part;
+	int bps = 0, grid_part, grid_adapt;
+	unsigned int off_prev = 0, nmax, nsum = 0;
 	double secs, t0, t1 = 0, t;
 	unsigned long long tasks = 0, launches = 0;
 	struct ctr *c, *hc;
@@ -210,13 +213,15 @@ int main(int argc, char **argv)
 	first = (unsigned int)atoi(argv[3]);
 	count = (unsigned int)atoi(argv[4]);
 	secs = atof(argv[5]);
-	grid_part = strcmp(argv[6], "part") == 0;
+	grid_adapt = strcmp(argv[6], "adapt") == 0;
+	grid_part = grid_adapt || strcmp(argv[6], "part") == 0;
 	present = probe(rank, &sms, 0);
 	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, eat_k,
 							 THREADS, 0));
 	if (map == 0 && count == 0)
 		count = sms;
 	nphys = (unsigned int)bps * (grid_part ? count : sms);
+	nmax = (unsigned int)bps * sms;
 	total = (unsigned int)bps * sms * 8;	/* ~8 tasks per worker solo */
 	CK(cudaMalloc(&drank, MAXSM));
 	CK(cudaMemcpy(drank, rank, MAXSM, cudaMemcpyHostToDevice));
@@ -230,9 +235,19 @@ int main(int argc, char **argv)
 	t0 = now();
 	for (;;) {
 		CK(cudaMemsetAsync(c, 0, 2 * sizeof(unsigned int)));
-		eat_k<<<nphys, THREADS>>>(c, drank, map, first, count, total,
-					  out);
+		{
+			unsigned int g = nphys;
+			if (grid_adapt)
+				g = nphys + off_prev > nmax ? nmax :
+				    nphys + off_prev;
+			nsum += g;
+			eat_k<<<g, THREADS>>>(c, drank, map, first, count,
+					      total, out);
+		}
 		CK(cudaDeviceSynchronize());
+		if (grid_adapt)
+			CK(cudaMemcpy(&off_prev, &c->off, sizeof(off_prev),
+				      cudaMemcpyDeviceToHost));
 		t = now();
 		launches++;
 		if (t - t0 >= 1.0) {
@@ -242,6 +257,7 @@ int main(int argc, char **argv)
 					      sizeof(c->worked)));
 				tasks = 0;
 				launches = 0;
+				nsum = 0;
 				continue;
 			}
 			tasks += total;
@@ -260,10 +276,10 @@ int main(int argc, char **argv)
 			}
 		printf("result rate=%.1f launches=%llu ms_per_launch=%.3f "
 		       "working_sms=%u smid_lo=%u smid_hi=%u "
-		       "off_last_launch=%u\n",
+		       "off_last_launch=%u avg_grid=%.0f\n",
 		       tasks / (t - t1), launches,
 		       launches ? (t - t1) * 1e3 / launches : 0.0, w, lo, hi,
-		       hc->off);
+		       hc->off, launches ? (double)nsum / launches : 0.0);
 	}
 	return 0;
 }

@@ -9,7 +9,8 @@
 #     rank = rank among the present smids)
 #   - two eaters at once under one MPS daemon, 30/70 and 50/50, for each
 #     mapping (raw, rank) and grid size (all = blocks per SM x every SM,
-#     the runtime today; part = blocks per SM x the partition's SMs), and
+#     the runtime today; part = blocks per SM x the partition's SMs;
+#     adapt = part + the blocks that left unused last launch), and
 #     MPS active-thread percentages with no SM check: each one's rate over
 #     the solo rate, the fraction it should get, the SMs where it did work
 #     and its time per launch.
@@ -107,7 +108,7 @@ pair() {	# NAME MAP GRID FIRST_B ENV_A ENV_B
 	line "$1 b $4:$nb" "$O/$1-b.log" "$(frac "$nb")"
 }
 for map in raw rank; do
-	for grid in all part; do
+	for grid in all part adapt; do
 		pair "p30-$map-$grid" $map $grid $lo
 		pair "p50-$map-$grid" $map $grid $half
 	done
