@@ -49,18 +49,23 @@ LIBGSHARE1  := $(B)/runtime/libgshare.so.1
 RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks softmax hist
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
 RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
-		 $(B)/runtime/bench/gs-taskbench
+		 $(B)/runtime/bench/gs-taskbench $(B)/runtime/bench/gs-smprobe
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 
 # The agent session (gs_session.c, gs_client.c) comes from $(GSCOMMON).
 RT_LIB_OBJS := $(B)/runtime/src/gshare.o $(B)/runtime/src/gs_watch_cu.o \
+	       $(B)/runtime/src/gs_smmap_cu.o \
 	       $(RT_LOGIC_OBJ) $(B)/runtime/src/gs_task.o $(RT_TT_OBJ)
 
 $(B)/runtime/src/gshare.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 $(B)/runtime/src/gs_task.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 
 $(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(B)/runtime/src/gs_smmap_cu.o: runtime/src/gs_smmap.cu runtime/src/gs_smmap.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 

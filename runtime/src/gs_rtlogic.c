@@ -240,6 +240,16 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
 		    "or random", s);
+	/* raw until the rank table has run on a GPU (docs/space.md) */
+	c->sm_map_raw = 1;
+	s = get("GSHARE_SM_MAP");
+	if (s != NULL && *s != '\0') {
+		if (strcmp(s, "rank") == 0)
+			c->sm_map_raw = 0;
+		else if (strcmp(s, "raw") != 0)
+			return gs_error_set(err, GS_ECONFIG,
+			    "GSHARE_SM_MAP='%s': want rank or raw", s);
+	}
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
@@ -438,6 +448,22 @@ gs__partition(uint64_t part_gen, unsigned int first, unsigned int count,
 	if (first == 0 && count == sms)
 		return 0;
 	return first << 16 | count;
+}
+
+unsigned int
+gs__rank_range(unsigned int range, const uint16_t *smid, unsigned int n)
+{
+	unsigned int first = range >> 16, count = range & 0xffffu, lo, hi;
+
+	if (range == 0 || n == 0 || smid == NULL || first >= n)
+		return range;
+	if (count > n - first)
+		count = n - first;
+	lo = smid[first];
+	hi = smid[first + count - 1];
+	if (hi < lo)		/* the table is ascending; never */
+		return range;
+	return lo << 16 | (hi - lo + 1u);
 }
 
 uint64_t

@@ -33,6 +33,15 @@ unsigned int gs__nphys(unsigned int blocks_per_sm, unsigned int sms,
  * sms; 0 (the whole GPU) when unset, empty, out of range or whole. */
 unsigned int gs__partition(uint64_t part_gen, unsigned int first,
 			   unsigned int count, unsigned int sms);
+/* Space mode: a partition of SM *ranks* (first << 16 | count, as from
+ * gs__partition) as the %smid range the kernels test.  smid[r] is the
+ * r-th smallest %smid present on the GPU (n of them, from the runtime's
+ * probe kernel): %smid numbering may have gaps and run past the SM
+ * count, so a raw smid range [f, f+c) can hold fewer than c SMs; ranks
+ * [f, f+c) map to [smid[f], smid[f+c-1]] which holds exactly c present
+ * SMs.  n == 0 (no table, or GSHARE_SM_MAP=raw): the range unchanged. */
+unsigned int gs__rank_range(unsigned int range, const uint16_t *smid,
+			    unsigned int n);
 /* gpu_ns scaled by the range's share of sms (range 0: unscaled). */
 uint64_t gs__space_scaled(uint64_t gpu_ns, unsigned int range,
 			  unsigned int sms);
@@ -87,6 +96,9 @@ struct gs__config {
 	 * granules at every forced-suspension round */
 	unsigned int part_first, part_count;
 	int part_random;
+	int sm_map_raw;			/* GSHARE_SM_MAP=raw: partitions are
+					 * raw %smid ranges (A/B of the
+					 * rank table); default rank */
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

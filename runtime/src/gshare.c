@@ -37,6 +37,7 @@
 #include "gs_rtint.h"
 #include "gs_rtlogic.h"
 #include "gs_session.h"
+#include "gs_smmap.h"
 #include "gs_watch.h"
 #include "gshare.h"
 #include "gshare_device.cuh"
@@ -47,6 +48,7 @@
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
 #define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
+#define GS__SMIDS	1024u	/* rank table: smids kept at most */
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
 #define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
@@ -114,7 +116,10 @@ struct gs__rt {
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
 	unsigned int sm_range;		/* partition of this round (space
-					 * mode), first << 16 | count; 0: all */
+					 * mode), first << 16 | count of SM
+					 * ranks; 0: all */
+	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
+	unsigned int smid_n;		/* 0: no rank table (raw smids) */
 	uint64_t next_progress_ns;	/* next gs_session_progress */
 	struct gs__status *st, *d_st;
 	struct gs__kstate *d_ks;
@@ -350,7 +355,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		c.seq = ++rt->seq;
 	c.io_out = l->io_out;
 	c.pred_seq = pred != NULL ? pred->seq : 0;
-	c.sm_range = rt->sm_range;
+	c.sm_range = gs__rank_range(rt->sm_range, rt->smid, rt->smid_n);
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
@@ -852,6 +857,37 @@ page_partition(volatile struct gs_ctlpage *page)
 	    __atomic_load_n(&page->sm_first, __ATOMIC_RELAXED),
 	    __atomic_load_n(&page->sm_count, __ATOMIC_RELAXED),
 	    (unsigned int)rt->sms);
+}
+
+/*
+ * Space mode: the rank table (gs_smmap.h).  Partitions are ranges of SM
+ * ranks; the kernels test %smid, whose numbering may have gaps.  A probe
+ * that cannot see every SM (other processes' blocks hold some the whole
+ * time) leaves the table empty: raw smid ranges, said once on stderr
+ * when a partition is asked for by GSHARE_PARTITION.
+ */
+static int
+sm_table(void)
+{
+	unsigned int nsmid = 0, want = (unsigned int)rt->sms;
+	int tell = rt->cfg.part_count != 0 || rt->cfg.part_random;
+	int e;
+
+	e = gs__smid_probe(rt->iostream, want, 8, rt->smid, GS__SMIDS,
+			   &rt->smid_n, &nsmid);
+	if (e != 0)
+		return cufail((cudaError_t)e, "SM probe");
+	if (rt->smid_n != want) {
+		if (tell)
+			fprintf(stderr, "gshare: SM probe saw %u of %u SMs: "
+				"partitions are raw smid ranges\n",
+				rt->smid_n, want);
+		rt->smid_n = 0;
+	} else if (tell) {
+		fprintf(stderr, "gshare: %u SMs, smids %u..%u, nsmid %u\n",
+			want, rt->smid[0], rt->smid[want - 1], nsmid);
+	}
+	return 0;
 }
 
 /* Without an agent: GSHARE_PARTITION's range (tests and benchmarks);
@@ -1490,6 +1526,8 @@ gs_init(unsigned int flags)
 		rc = cufail(e, "cudaStreamCreate");
 		goto out_free;
 	}
+	if (!rt->cfg.sm_map_raw && (rc = sm_table()) < 0)
+		goto out_free;
 	/* 16 bytes: blocks fetch the flag with a 16-byte cp.async */
 	e = cudaMalloc(&d, 16);
 	if (CU_OK(e)) {

@@ -286,10 +286,59 @@ test_partition(void **state)
 }
 
 static const char *part_env;
+static const char *map_env;
 static const char *
 part_get(const char *name)
 {
-	return strcmp(name, "GSHARE_PARTITION") == 0 ? part_env : NULL;
+	return strcmp(name, "GSHARE_PARTITION") == 0 ? part_env :
+	       strcmp(name, "GSHARE_SM_MAP") == 0 ? map_env : NULL;
+}
+
+/* ranks to smids: a table with gaps (132 SMs among smids 0..143, one
+ * missing smid every 12) maps rank ranges to smid ranges that hold
+ * exactly the asked number of present SMs */
+static void
+test_rank_range(void **state)
+{
+	uint16_t smid[132], ident[132];
+	unsigned int i, r, n, s, k;
+
+	(void)state;
+	for (i = 0, s = 0; i < 132; s++)
+		if (s % 12 != 11)
+			smid[i++] = (uint16_t)s;
+	for (i = 0; i < 132; i++)
+		ident[i] = (uint16_t)i;
+	/* no table, raw map, or no partition: unchanged */
+	assert_int_equal(gs__rank_range(64u << 16 | 68u, NULL, 0),
+			 64u << 16 | 68u);
+	assert_int_equal(gs__rank_range(0, smid, 132), 0);
+	/* contiguous smids: identity */
+	assert_int_equal(gs__rank_range(40u << 16 | 92u, ident, 132),
+			 40u << 16 | 92u);
+	/* the upper half: ranks 64..131 are smids 69..142 (74 smids) */
+	r = gs__rank_range(64u << 16 | 68u, smid, 132);
+	assert_int_equal(r >> 16, 69);
+	assert_int_equal(r & 0xffffu, 74);
+	/* every granule range holds exactly its count of present SMs, and
+	 * neighbouring ranges do not overlap */
+	for (i = 0; i + 8 <= 132; i += 8) {
+		r = gs__rank_range(i << 16 | 8u, smid, 132);
+		for (k = 0, n = 0; k < 132; k++)
+			n += smid[k] - (r >> 16) < (r & 0xffffu);
+		assert_int_equal(n, 8);
+		if (i + 16 <= 132) {
+			unsigned int r2 = gs__rank_range((i + 8) << 16 | 8u,
+							 smid, 132);
+			assert_true((r >> 16) + (r & 0xffffu) <= r2 >> 16);
+		}
+	}
+	/* past the table: clamped to what is present */
+	r = gs__rank_range(128u << 16 | 40u, smid, 132);
+	assert_int_equal(r >> 16, smid[128]);
+	assert_int_equal((r >> 16) + (r & 0xffffu) - 1u, smid[131]);
+	assert_int_equal(gs__rank_range(140u << 16 | 8u, smid, 132),
+			 140u << 16 | 8u);
 }
 
 /* GSHARE_PARTITION: FIRST:COUNT or random; anything else refused */
@@ -314,6 +363,17 @@ test_partition_env(void **state)
 	part_env = NULL;
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
 	assert_int_equal(c.part_count, 0);
+	assert_int_equal(c.sm_map_raw, 1);	/* the default, for now */
+	map_env = "raw";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.sm_map_raw, 1);
+	map_env = "rank";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.sm_map_raw, 0);
+	map_env = "smid";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_SM_MAP"));
+	map_env = NULL;
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		part_env = bad[i];
 		assert_int_equal(gs__config_parse(&c, part_get, &err), -1);
@@ -328,6 +388,7 @@ main(void)
 		cmocka_unit_test(test_nphys),
 		cmocka_unit_test(test_partition),
 		cmocka_unit_test(test_partition_env),
+		cmocka_unit_test(test_rank_range),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_redo_cap),
 		cmocka_unit_test(test_span_union),

@@ -26,7 +26,8 @@
 set -u
 B=${1:-build}
 O=${2:-$B/space-gpu}
-RUN_S=${GS_SPACE_RUN_S:-6}
+RUN_S=${GS_SPACE_RUN_S:-4}
+T0=$(date +%s)
 EX=$B/runtime/examples
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
@@ -42,7 +43,7 @@ pass=0; fail=0; failed=""
 
 ok() { pass=$((pass + 1)); echo "space  PASS $*"; }
 bad() { fail=$((fail + 1)); failed="$failed [$1]"; echo "space  FAIL $*"; }
-note() { echo "space: $*"; }
+note() { echo "space: [$(( $(date +%s) - T0 ))s] $*"; }
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 mps_up() {	# a private MPS control daemon for the mechanism runs
@@ -83,10 +84,11 @@ rate() {
 	awk '/^window /{for (i = 1; i <= NF; i++) if ($i ~ /^rate=/) {
 		sub("rate=", "", $i); if (n++ > 0) print $i } }' "$1" |
 	    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0;
-		else if (NR % 2) print v[(NR + 1) / 2];
-		else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+		else if (NR % 2) printf "%.3f\n", v[(NR + 1) / 2];
+		else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }'; }
+# (parenthesized: a bare `>` after printf's arguments is a redirection)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
 
 for t in vadd stencil sgemm reduce eater server; do
 	[ -x "$EX/gs-$t" ] || { echo "space: $EX/gs-$t missing" >&2; exit 2; }
@@ -105,13 +107,14 @@ G=$((SMS / 8))
 note "$SMS SMs, $G granules of 8"
 
 # --- 1. partitions resized under every example ---
+note "1. partitions under every example"
 for t in vadd stencil sgemm reduce eater server; do
 	for part in random 0:8; do
 		f=""; [ "$part" = random ] && f="GSHARE_FORCE_SUSPEND_US=100:1000"
 		lf="$O/part-$t-${part%%:*}.log"
 		# shellcheck disable=SC2086
 		if env GSHARE_CHECK_ONCE=1 GSHARE_PARTITION=$part $f \
-		    timeout -k 5 240 "$EX/gs-$t" --check 2 >"$lf" 2>&1 &&
+		    timeout -k 5 90 "$EX/gs-$t" --check 2 >"$lf" 2>&1 &&
 		    grep -q "^check $t ok" "$lf"; then
 			ok "$t checks out, partition $part"
 		else
@@ -122,38 +125,50 @@ for t in vadd stencil sgemm reduce eater server; do
 done
 
 # --- 2. partition rates: 30/70 of the SMs under one MPS daemon ---
+note "2. partition rates 30/70"
 if mps_up; then
 	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
 	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
 	solo=$(rate "$O/rate-solo.log")
-	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=0:$sa timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30.log" 2>&1 &
+	# raw: partitions as raw %smid ranges (before the rank table), for
+	# the A/B; reported, not checked
+	for map in raw rank; do
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
+	    GSHARE_PARTITION=0:$sa timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30-$map.log" 2>&1 &
 	p1=$!
-	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=$sa:$sb timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70.log" 2>&1 &
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
+	    GSHARE_PARTITION=$sa:$sb timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70-$map.log" 2>&1 &
 	p2=$!
 	pids="$p1 $p2"
 	wait "$p1"; wait "$p2"; pids=""
-	for x in "30:$sa:rate-30" "70:$sb:rate-70"; do
+	for x in "30:$sa:rate-30-$map" "70:$sb:rate-70-$map"; do
 		sh_=${x%%:*}; r=${x#*:}; n=${r%%:*}; f=${r#*:}
 		got=$(rate "$O/$f.log")
 		want=$(awk -v s="$solo" -v n="$n" -v t="$SMS" \
 		    'BEGIN { printf "%.2f", s * n / t }')
 		err=$(awk -v g="$got" -v w="$want" \
-		    'BEGIN { printf "%.1f", w > 0 ? (g / w - 1) * 100 : 999 }')
-		if awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
+		    'BEGIN { printf "%.1f", (w > 0 ? (g / w - 1) * 100 : 999) }')
+		if [ $map = raw ]; then
+			note "raw smid map: share $sh_: $n SMs, rate $got vs $want ($err %)"
+		elif awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
 			ok "share $sh_: $n SMs, rate $got vs solo $solo x $n/$SMS = $want ($err %)"
 		else
 			bad "rate-$sh_" "share $sh_: $n SMs, rate $got vs $want ($err %)"
 		fi
 	done
+	done
+	grep -h "^gshare:" "$O/rate-30-rank.log" "$O/rate-70-rank.log" |
+	    sed 's/^/    | /'
 	mps_down
 else
 	bad "mps" "no MPS control daemon (nvidia-cuda-mps-control): 2 and the MPS runs of 4 skipped"
 fi
 
 # --- 3. the agent's MPS supervision with the real daemon ---
+note "3. MPS supervision"
 agent_up() {	# SPACE_PARTITIONS; verbose for the planner's resize lines
 	cat >"$TMP/gshare.yaml" <<YAML
 socket: $SOCK
@@ -195,7 +210,7 @@ if [ -n "$MPSCTL" ] && agent_up; then
 		bad "agent-mps" "no MPS daemon for $a: pipe '$pipe', $(tail -n 3 "$TMP/gshared.log")"
 	fi
 	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
-	    timeout -k 5 120 "$EX/gs-eater" --run 12 >"$O/agent-eater.log" 2>&1 &
+	    timeout -k 5 120 "$EX/gs-eater" --run 8 >"$O/agent-eater.log" 2>&1 &
 	pe=$!
 	pids="$pe"
 	t0=$(ms)
@@ -207,22 +222,31 @@ if [ -n "$MPSCTL" ] && agent_up; then
 	    timeout 10 "$MPSCTL" 2>/dev/null)
 	[ -n "$srv" ] && ok "the attached job is an MPS client (server $srv)" ||
 		bad "mps-client" "no MPS server behind the attached job"
-	b=$(ctl create --shares 70 --mode space --gpu 0)
+	# 30 + 60: the 10-share arrivals below must fit (with 30 + 70 every
+	# create failed, the loop never ran and the daemon was never killed)
+	b=$(ctl create --shares 60 --mode space --gpu 0)
 	GSHARE_CHECK_ONCE=1 GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$b \
 	    CUDA_MPS_PIPE_DIRECTORY=$pipe timeout -k 5 240 "$EX/gs-sgemm" \
 	    --check 4 >"$O/agent-sgemm.log" 2>&1 &
 	ps=$!
 	pids="$pe $ps"
 	r0=$(grep -c "space: gpu" "$TMP/gshared.log")
-	k=0
-	while kill -0 "$ps" 2>/dev/null && [ $k -lt 100 ]; do
-		c=$(ctl create --shares 10 --mode space --gpu 0) || break
-		sleep 0.1
-		ctl close "$c" >/dev/null
-		sleep 0.1
-		k=$((k + 1))
-		if [ $k = 3 ] && [ -n "$d1" ]; then
+	k=0; killed=0
+	# arrivals while the eater runs (sgemm may finish first); the
+	# daemon is killed after the third, or at once if arrivals fail
+	while kill -0 "$pe" 2>/dev/null && [ $k -lt 25 ]; do
+		if c=$(ctl create --shares 10 --mode space --gpu 0); then
+			sleep 0.1
+			ctl close "$c" >/dev/null
+			sleep 0.1
+			k=$((k + 1))
+		else
+			note "arrival $k refused"
+			k=25
+		fi
+		if [ $killed = 0 ] && [ $k -ge 3 ] && [ -n "$d1" ]; then
 			kill -9 "$d1" 2>/dev/null
+			killed=1
 			note "killed MPS daemon $d1"
 		fi
 	done
@@ -233,12 +257,19 @@ if [ -n "$MPSCTL" ] && agent_up; then
 	else
 		bad "agent-sgemm" "sgemm under resizes (rc $rs, log $O/agent-sgemm.log)"
 	fi
+	# the restart comes after a back-off: poll for it
+	t0=$(ms)
 	d2=$(dpid)
+	while [ "$d2" = "$d1" ] && [ $(( $(ms) - t0 )) -lt 15000 ]; do
+		sleep 0.2
+		d2=$(dpid)
+	done
 	if grep -q "control daemon died" "$TMP/gshared.log" &&
 	    [ -n "$d2" ] && [ "$d2" != "$d1" ] && kill -0 "$d2" 2>/dev/null; then
 		ok "killed daemon $d1 restarted as $d2"
 	else
-		bad "restart" "daemon not restarted ($d1 -> '$d2')"
+		bad "restart" "daemon not restarted ($d1 -> '$d2', killed=$killed)"
+		grep "mps:" "$TMP/gshared.log" | tail -n 8 | sed 's/^/    | /'
 	fi
 	wait "$pe"; re=$?
 	pids=""
@@ -261,6 +292,7 @@ else
 fi
 
 # --- 4. benchmark pairs ---
+note "4. benchmark pairs"
 # pair A B: one method's run of both at once; prints "sum a b"
 solo_of() { eval echo "\${solo_$1:-0}"; }
 run_pair() {	# method a b sa sb envA envB
