@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const uint16_t types[] = {
 		GS_MSG_ERROR, GS_MSG_ALLOC_CREATE, GS_MSG_ALLOC_INFO,
 		GS_MSG_ALLOC_LABEL, GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS_REPLY,
-		GS_MSG_DRAIN, GS_MSG_SET_WEIGHT,
+		GS_MSG_DRAIN, GS_MSG_SET_WEIGHT, GS_MSG_ALLOC_SET_MEM,
+		GS_MSG_ATTACH, GS_MSG_SET_PRIORITY, GS_MSG_GPU_FAULT,
 	};
 	struct gs_frame_hdr h;
 	struct gs_error err;
