@@ -5,6 +5,7 @@
  *   gsharectl -h|--help | -V|--version
  *   gsharectl set-weight ALLOC N
  *   gsharectl set-priority ALLOC N|low|normal|high
+ *   gsharectl set-mem ALLOC SIZE|default   (root; no process attached)
  *   gsharectl drain GPU | undrain GPU
  *   gsharectl gpu-fail GPU | gpu-ok GPU     (simulated GPUs only: tests)
  *   gsharectl create --shares N [--gpu G] [--weight W] [--priority P]
@@ -41,6 +42,9 @@ static void usage_to(FILE *f)
 		"  status [--json]            allocations per GPU\n"
 		"  set-weight ALLOC N         change an allocation's weight\n"
 		"  set-priority ALLOC P       0..31 or low|normal|high\n"
+		"  set-mem ALLOC SIZE         device memory limit (e.g. 20G;\n"
+		"                             default: the shares' part), root,\n"
+		"                             while no process is attached\n"
 		"  drain GPU | undrain GPU    stop / resume new allocations\n"
 		"  gpu-fail GPU | gpu-ok GPU  inject / clear a fault "
 		"(simulated GPUs only)\n"
@@ -429,6 +433,7 @@ static int known(const char *cmd, int argc)
 		{ "undrain", 2, 2 },	  { "close", 2, 2 },
 		{ "create", 1, 64 },	  { "ping", 1, 1 },
 		{ "gpu-fail", 2, 2 },	  { "gpu-ok", 2, 2 },
+		{ "set-mem", 3, 3 },
 	};
 	size_t i;
 
@@ -503,6 +508,22 @@ int main(int argc, char *argv[])
 					 (uint32_t)num("weight", argv[2],
 						       UINT32_MAX), &err) < 0)
 			rv = die(&err);
+	} else if (strcmp(cmd, "set-mem") == 0 && argc == 3) {
+		uint64_t lim = 0, id = num("allocation", argv[1], UINT64_MAX);
+
+		if (strcmp(argv[2], "default") != 0 &&
+		    (gs_cfg_parse_size(argv[2], &lim) < 0 || lim == 0)) {
+			fprintf(stderr, "%s: set-mem: '%s' is not a size "
+				"(e.g. 20G, 512M) or 'default'\n", prog,
+				argv[2]);
+			rv = 2;
+		} else if (gs_client_alloc_set_mem(c, id, lim, &info,
+						   &err) < 0) {
+			rv = die(&err);
+		} else {
+			printf("allocation %" PRIu64 ": memory limit %" PRIu64
+			       " MiB\n", info.id, info.mem_limit >> 20);
+		}
 	} else if (strcmp(cmd, "set-priority") == 0 && argc == 3) {
 		if (gs_client_set_priority(c, num("allocation", argv[1],
 						  UINT64_MAX),

@@ -76,6 +76,15 @@ print(a["mem_limit"], a["mem_used"], a["mem_peak"], d["gpus"][0]["mem_total"],
       d["gpus"][0]["mem_limits"])')
 [ "$m" = "24909971456 0 0 85899345920 24909971456" ] && ok "status --json memory" ||
 	bad "status --json memory: $m"
+expect 0 "set-mem" "allocation 1: memory limit 10240 MiB" $CTL set-mem 1 10G
+expect 0 "memory in the table after set-mem" " 10.0G  job 4242.0" $CTL status
+expect 0 "set-mem default" "allocation 1: memory limit 23756 MiB" \
+	$CTL set-mem 1 default
+expect 1 "set-mem above what the GPU offers" "exceeds the 80384M the GPU offers" $CTL set-mem 1 79G
+expect 2 "set-mem not a size" "set-mem: '10Q' is not a size" $CTL set-mem 1 10Q
+expect 1 "set-mem unknown" "no allocation 9" $CTL set-mem 9 1G
+expect 1 "set-mem by a user" "" nobody $CTL set-mem 1 1G
+expect 0 "limit unchanged by the refusals" " 23.2G  job 4242.0" $CTL status
 expect 0 "set-weight" "" $CTL set-weight 1 55
 expect 0 "set-priority" "" $CTL set-priority 1 high
 json=$($CTL status --json)
