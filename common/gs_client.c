@@ -473,19 +473,28 @@ int gs_client_ping(struct gs_client *c, struct gs_error *err)
 	return expect(&rep, GS_MSG_OK, err);
 }
 
-int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *r,
-			   struct gs_alloc_info *out, struct gs_error *err)
+/* A request the agent answers with ALLOC_INFO; *out (may be NULL). */
+static int info_request(struct gs_client *c, struct gs_msg *req,
+			struct gs_alloc_info *out, struct gs_error *err)
 {
-	struct gs_msg req = { .type = GS_MSG_ALLOC_CREATE }, rep;
+	struct gs_msg rep;
 
-	req.u.req = *r;
-	if (request(c, &req, &rep, err) < 0)
+	if (request(c, req, &rep, err) < 0)
 		return -1;
 	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)
 		return -1;
 	if (out != NULL)
 		*out = rep.u.info;
 	return 0;
+}
+
+int gs_client_alloc_create(struct gs_client *c, const struct gs_alloc_req *r,
+			   struct gs_alloc_info *out, struct gs_error *err)
+{
+	struct gs_msg req = { .type = GS_MSG_ALLOC_CREATE };
+
+	req.u.req = *r;
+	return info_request(c, &req, out, err);
 }
 
 int gs_client_alloc_close(struct gs_client *c, uint64_t id,
@@ -498,51 +507,33 @@ int gs_client_alloc_close_as(struct gs_client *c, uint64_t id,
 			     uint32_t end_state, struct gs_alloc_info *final,
 			     struct gs_error *err)
 {
-	struct gs_msg req = { .type = GS_MSG_ALLOC_CLOSE }, rep;
+	struct gs_msg req = { .type = GS_MSG_ALLOC_CLOSE };
 
 	req.u.close.id = id;
 	req.u.close.end_state = end_state;
-	if (request(c, &req, &rep, err) < 0)
-		return -1;
-	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)
-		return -1;
-	if (final != NULL)
-		*final = rep.u.info;
-	return 0;
+	return info_request(c, &req, final, err);
 }
 
 int gs_client_alloc_label(struct gs_client *c, uint64_t id,
 			  const struct gs_labels *labels,
 			  struct gs_alloc_info *out, struct gs_error *err)
 {
-	struct gs_msg req = { .type = GS_MSG_ALLOC_LABEL }, rep;
+	struct gs_msg req = { .type = GS_MSG_ALLOC_LABEL };
 
 	req.u.label.id = id;
 	req.u.label.labels = *labels;
-	if (request(c, &req, &rep, err) < 0)
-		return -1;
-	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = rep.u.info;
-	return 0;
+	return info_request(c, &req, out, err);
 }
 
 int gs_client_alloc_set_mem(struct gs_client *c, uint64_t id,
 			    uint64_t mem_limit, struct gs_alloc_info *out,
 			    struct gs_error *err)
 {
-	struct gs_msg req = { .type = GS_MSG_ALLOC_SET_MEM }, rep;
+	struct gs_msg req = { .type = GS_MSG_ALLOC_SET_MEM };
 
 	req.u.setmem.id = id;
 	req.u.setmem.mem_limit = mem_limit;
-	if (request(c, &req, &rep, err) < 0)
-		return -1;
-	if (expect(&rep, GS_MSG_ALLOC_INFO, err) < 0)
-		return -1;
-	if (out != NULL)
-		*out = rep.u.info;
-	return 0;
+	return info_request(c, &req, out, err);
 }
 
 int gs_client_attach(struct gs_client *c, uint64_t id, int *ctl_fd,

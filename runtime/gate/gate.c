@@ -1730,42 +1730,51 @@ static void nvml_view(struct gs_memq *q, unsigned long long *total,
 GATE_EXPORT int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m);
 GATE_EXPORT int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m);
 
-int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m)
+/* The real query, then the allocation's view over its answer (which:
+ * NV_MEM1 or NV_MEM2).  1 when the view was applied. */
+static int nvml_mem_query(int which, void *dev, void *m,
+			  unsigned long long *total, unsigned long long *free_b,
+			  unsigned long long *used, int *rc)
 {
 	nvml_mem_fn real;
 	struct gs_memq *q;
-	int rc;
 
 	if (!tls_initing)
 		gate_init_once();
-	real = (nvml_mem_fn)nvml_get(NV_MEM1);
-	if (real == NULL)
-		return NVML_ERROR_UNINITIALIZED;
-	rc = real(dev, m);
-	if (rc != 0 || m == NULL || tls_initing ||
+	real = (nvml_mem_fn)nvml_get(which);
+	if (real == NULL) {
+		*rc = NVML_ERROR_UNINITIALIZED;
+		return 0;
+	}
+	*rc = real(dev, m);
+	if (*rc != 0 || m == NULL || tls_initing ||
 	    (q = nvml_alloc_memq(dev)) == NULL)
-		return rc;
-	nvml_view(q, &m->total, &m->free, &m->used);
+		return 0;
+	nvml_view(q, total, free_b, used);
+	return 1;
+}
+
+int nvmlDeviceGetMemoryInfo(void *dev, struct nvml_mem1 *m)
+{
+	int rc;
+
+	if (m == NULL)		/* the driver's own answer to that */
+		(void)nvml_mem_query(NV_MEM1, dev, NULL, NULL, NULL, NULL, &rc);
+	else
+		(void)nvml_mem_query(NV_MEM1, dev, m, &m->total, &m->free,
+				     &m->used, &rc);
 	return rc;
 }
 
 int nvmlDeviceGetMemoryInfo_v2(void *dev, struct nvml_mem2 *m)
 {
-	nvml_mem_fn real;
-	struct gs_memq *q;
 	int rc;
 
-	if (!tls_initing)
-		gate_init_once();
-	real = (nvml_mem_fn)nvml_get(NV_MEM2);
-	if (real == NULL)
-		return NVML_ERROR_UNINITIALIZED;
-	rc = real(dev, m);
-	if (rc != 0 || m == NULL || tls_initing ||
-	    (q = nvml_alloc_memq(dev)) == NULL)
-		return rc;
-	nvml_view(q, &m->total, &m->free, &m->used);
-	if (m->reserved > m->used)	/* used includes reserved */
+	if (m == NULL)
+		(void)nvml_mem_query(NV_MEM2, dev, NULL, NULL, NULL, NULL, &rc);
+	else if (nvml_mem_query(NV_MEM2, dev, m, &m->total, &m->free,
+				&m->used, &rc) &&
+		 m->reserved > m->used)	/* used includes reserved */
 		m->reserved = m->used;
 	return rc;
 }

@@ -71,6 +71,12 @@ import json, sys
 d = json.load(sys.stdin)
 print(" ".join(str(a["weight"]) for a in d["allocations"] if a["id"] == int(sys.argv[1])))' "$1"
 }
+memlim() {	# memlim ID: the allocation's memory limit in MiB
+	ctl status --json | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(" ".join(str(a["mem_limit"] >> 20) for a in d["allocations"] if a["id"] == int(sys.argv[1])))' "$1"
+}
 ids() {
 	ctl status --json | /usr/bin/python3 -c '
 import json, sys
@@ -101,9 +107,12 @@ start_agent
 a=$(ctl create --shares 30 --job 901) || fail "create a"
 b=$(ctl create --shares 20 --job 902) || fail "create b"
 ctl set-weight "$a" 7 > /dev/null || fail "set-weight"
+ctl set-mem "$a" 10G > /dev/null || fail "set-mem"
 mount -o remount,ro "$T/state" || fail "remount ro"
 refused close close "$b"
 refused set-weight set-weight "$a" 9
+refused set-mem set-mem "$a" 12G
+[ "$(memlim "$a")" = 10240 ] || fail "limit after a refused set-mem: $(memlim "$a") MiB"
 refused create create --shares 10 --job 903
 [ "$(ids)" = "$a $b" ] || fail "in memory after refusals: $(ids)"
 [ "$(weight "$a")" = 7 ] || fail "weight after a refused set: $(weight "$a")"
@@ -115,6 +124,7 @@ mount -o remount,rw "$T/state" || fail "remount rw"
 start_agent
 [ "$(ids)" = "$a $b" ] || fail "after kill -9: $(ids), want '$a $b'"
 [ "$(weight "$a")" = 7 ] || fail "weight after kill -9: $(weight "$a")"
+[ "$(memlim "$a")" = 10240 ] || fail "limit after kill -9: $(memlim "$a") MiB"
 c=$(ctl create --shares 10 --job 904) || fail "create after restart"
 [ "$c" -gt "$b" ] || fail "id $c reused"
 for x in $a $b $c; do ctl close "$x" > /dev/null || fail "close $x"; done

@@ -703,18 +703,50 @@ static void nobody_checks(void *arg)
 	}
 	if (fd >= 0) {
 		volatile struct gs_ctlpage *p2 = mmap(NULL, GS_CTL_SIZE,
-			PROT_READ, MAP_SHARED, fd, 0);
+			PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 		CHECK(p2 != MAP_FAILED, "mmap second page");
 		if (p2 != MAP_FAILED) {
 			CHECK(p2->alloc_id == ids->own_alloc &&
 			      p2->suspend == GS_CTL_SUSPEND,
 			      "second page: its allocation, suspended");
+			/* a lying job scribbles what it shares: the agent's
+			 * fields and a huge memory figure, then leaves */
+			p2->mem_used = UINT64_MAX;
+			p2->contenders = 0xffffffffu;
+			p2->contend_flags = 0xffffffffu;
+			p2->contend_seen_ns = UINT64_MAX;
 			munmap((void *)p2, GS_CTL_SIZE);
 		}
 		close(fd);
 	}
 	gs_client_free(c2);
+	/* the agent took the liar's figure out of the shared counter
+	 * without wrapping, and still answers */
+	{
+		struct gs_alloc_info in;
+		int m3;
+
+		c2 = conn();
+		CHECK(gs_client_attach(c2, ids->own_alloc, &fd, &in, &err) ==
+			      0, "attach after the liar: %s", err.msg);
+		m3 = gs_client_take_mem_fd(c2);
+		if (m3 >= 0) {
+			volatile struct gs_mempage *mp = mmap(NULL,
+				GS_MEM_SIZE, PROT_READ, MAP_SHARED, m3, 0);
+
+			if (mp != MAP_FAILED) {
+				CHECK(mp->used == 0, "shared counter after "
+				      "the liar left: %llu",
+				      (unsigned long long)mp->used);
+				munmap((void *)mp, GS_MEM_SIZE);
+			}
+			close(m3);
+		}
+		if (fd >= 0)
+			close(fd);
+		gs_client_free(c2);
+	}
 	gs_client_free(c);
 }
 
