@@ -204,7 +204,7 @@ int main(int argc, char **argv)
 		probe(rank, &sms, 1);
 		return 0;
 	}
-	if (strcmp(argv[1], "run") != 0 || argc != 8) {
+	if (strcmp(argv[1], "run") != 0 || argc != 7) {
 		fprintf(stderr, "gs-smprobe: bad arguments\n");
 		return 2;
 	}

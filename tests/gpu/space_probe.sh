@@ -82,7 +82,7 @@ line() {	# CASE LOG WANT_FRACTION
 	    -v ws="$(val "$2" working_sms)" -v l="$(val "$2" ms_per_launch)" \
 	    'BEGIN { f = s > 0 ? r / s : 0;
 		printf "%-26s %6.3f %6.3f %6.1f%% %4s %8s\n", c, f, w,
-		    w > 0 ? (f / w - 1) * 100 : 0, ws, l }' | tee -a "$O/table.txt"
+		    (w > 0 ? (f / w - 1) * 100 : 0), ws, l }' | tee -a "$O/table.txt"
 }
 frac() { awk -v n="$1" -v t="$SMS" 'BEGIN { printf "%.4f", n / t }'; }
 : >"$O/table.txt"
