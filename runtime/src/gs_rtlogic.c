@@ -240,15 +240,16 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
 		    "or random", s);
-	/* raw until the rank table has run on a GPU (docs/space.md) */
-	c->sm_map_raw = 1;
+	c->sm_map = GS__MAP_BLOCKS;
 	s = get("GSHARE_SM_MAP");
 	if (s != NULL && *s != '\0') {
 		if (strcmp(s, "rank") == 0)
-			c->sm_map_raw = 0;
-		else if (strcmp(s, "raw") != 0)
+			c->sm_map = GS__MAP_RANK;
+		else if (strcmp(s, "raw") == 0)
+			c->sm_map = GS__MAP_RAW;
+		else if (strcmp(s, "blocks") != 0)
 			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_SM_MAP='%s': want rank or raw", s);
+			    "GSHARE_SM_MAP='%s': want blocks, raw or rank", s);
 	}
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
@@ -464,6 +465,19 @@ gs__rank_range(unsigned int range, const uint16_t *smid, unsigned int n)
 	if (hi < lo)		/* the table is ascending; never */
 		return range;
 	return lo << 16 | (hi - lo + 1u);
+}
+
+unsigned int
+gs__part_blocks(unsigned int nphys, unsigned int range, unsigned int sms)
+{
+	uint64_t n;
+
+	if (range == 0 || sms == 0 || nphys == 0)
+		return nphys;
+	n = ((uint64_t)nphys * (range & 0xffffu) + sms - 1u) / sms;
+	if (n == 0)
+		n = 1;
+	return n < nphys ? (unsigned int)n : nphys;
 }
 
 uint64_t

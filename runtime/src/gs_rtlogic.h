@@ -42,6 +42,11 @@ unsigned int gs__partition(uint64_t part_gen, unsigned int first,
  * SMs.  n == 0 (no table, or GSHARE_SM_MAP=raw): the range unchanged. */
 unsigned int gs__rank_range(unsigned int range, const uint16_t *smid,
 			    unsigned int n);
+/* GSHARE_SM_MAP=blocks: the physical blocks a launch of nphys gets on
+ * a partition (range as from gs__partition; 0: all of them): nphys x
+ * the range's share of sms, rounded up, at least 1. */
+unsigned int gs__part_blocks(unsigned int nphys, unsigned int range,
+			     unsigned int sms);
 /* gpu_ns scaled by the range's share of sms (range 0: unscaled). */
 uint64_t gs__space_scaled(uint64_t gpu_ns, unsigned int range,
 			  unsigned int sms);
@@ -96,9 +101,14 @@ struct gs__config {
 	 * granules at every forced-suspension round */
 	unsigned int part_first, part_count;
 	int part_random;
-	int sm_map_raw;			/* GSHARE_SM_MAP=raw: partitions are
-					 * raw %smid ranges (A/B of the
-					 * rank table); default rank */
+	int sm_map;			/* GSHARE_SM_MAP: GS__MAP_* */
+};
+/* How a space partition is kept (GSHARE_SM_MAP, docs/space.md). */
+enum {
+	GS__MAP_BLOCKS,	/* blocks: the grid scaled to the partition's share
+			 * of the SMs, no SM test (the default) */
+	GS__MAP_RAW,	/* raw: blocks off the %smid range leave */
+	GS__MAP_RANK,	/* rank: the same over the present smids' ranks */
 };
 /* getenv is passed in so that tests can feed their own. */
 int gs__config_parse(struct gs__config *c,

@@ -349,17 +349,26 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.redo_end = l->redo_tail;
 	c.batch = l->batch;
 	c.nphys = l->nphys;
+	if (rt->cfg.sm_map == GS__MAP_BLOCKS) {
+		/* the partition is a share of the block slots, wherever the
+		 * GPU puts them (docs/space.md) */
+		c.nphys = gs__part_blocks(l->nphys, rt->sm_range,
+					  (unsigned int)rt->sms);
+		c.sm_range = 0;
+	} else {
+		c.sm_range = gs__rank_range(rt->sm_range, rt->smid,
+					    rt->smid_n);
+	}
 	c.gen = gen;
 	c.seq = ++rt->seq;
 	if (c.seq == 0)
 		c.seq = ++rt->seq;
 	c.io_out = l->io_out;
 	c.pred_seq = pred != NULL ? pred->seq : 0;
-	c.sm_range = gs__rank_range(rt->sm_range, rt->smid, rt->smid_n);
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
-	rc = l->k->launch(l->nphys, l->block, l->shmem, l->stream, &c,
+	rc = l->k->launch(c.nphys, l->block, l->shmem, l->stream, &c,
 			  l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
@@ -1526,7 +1535,7 @@ gs_init(unsigned int flags)
 		rc = cufail(e, "cudaStreamCreate");
 		goto out_free;
 	}
-	if (!rt->cfg.sm_map_raw && (rc = sm_table()) < 0)
+	if (rt->cfg.sm_map == GS__MAP_RANK && (rc = sm_table()) < 0)
 		goto out_free;
 	/* 16 bytes: blocks fetch the flag with a 16-byte cp.async */
 	e = cudaMalloc(&d, 16);

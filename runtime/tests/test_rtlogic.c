@@ -297,6 +297,24 @@ part_get(const char *name)
 /* ranks to smids: a table with gaps (132 SMs among smids 0..143, one
  * missing smid every 12) maps rank ranges to smid ranges that hold
  * exactly the asked number of present SMs */
+/* GSHARE_SM_MAP=blocks: a partition's share of the physical blocks */
+static void
+test_part_blocks(void **state)
+{
+	(void)state;
+	assert_int_equal(gs__part_blocks(264, 0, 132), 264);	/* whole */
+	assert_int_equal(gs__part_blocks(264, 0u << 16 | 40u, 132), 80);
+	assert_int_equal(gs__part_blocks(264, 40u << 16 | 92u, 132), 184);
+	/* the two halves of a split cover the grid, never more */
+	assert_int_equal(gs__part_blocks(264, 0u << 16 | 64u, 132) +
+			 gs__part_blocks(264, 64u << 16 | 68u, 132), 264);
+	assert_int_equal(gs__part_blocks(1000, 0u << 16 | 1u, 132), 8);
+	assert_int_equal(gs__part_blocks(3, 0u << 16 | 8u, 132), 1);
+	assert_int_equal(gs__part_blocks(0, 0u << 16 | 8u, 132), 0);
+	assert_int_equal(gs__part_blocks(264, 0u << 16 | 200u, 132), 264);
+	assert_int_equal(gs__part_blocks(264, 0u << 16 | 8u, 0), 264);
+}
+
 static void
 test_rank_range(void **state)
 {
@@ -363,13 +381,16 @@ test_partition_env(void **state)
 	part_env = NULL;
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
 	assert_int_equal(c.part_count, 0);
-	assert_int_equal(c.sm_map_raw, 1);	/* the default, for now */
+	assert_int_equal(c.sm_map, GS__MAP_BLOCKS);	/* the default */
 	map_env = "raw";
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
-	assert_int_equal(c.sm_map_raw, 1);
+	assert_int_equal(c.sm_map, GS__MAP_RAW);
 	map_env = "rank";
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
-	assert_int_equal(c.sm_map_raw, 0);
+	assert_int_equal(c.sm_map, GS__MAP_RANK);
+	map_env = "blocks";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.sm_map, GS__MAP_BLOCKS);
 	map_env = "smid";
 	assert_int_equal(gs__config_parse(&c, part_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_SM_MAP"));
@@ -389,6 +410,7 @@ main(void)
 		cmocka_unit_test(test_partition),
 		cmocka_unit_test(test_partition_env),
 		cmocka_unit_test(test_rank_range),
+		cmocka_unit_test(test_part_blocks),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_redo_cap),
 		cmocka_unit_test(test_span_union),

@@ -29,6 +29,7 @@ O=${2:-$B/space-gpu}
 RUN_S=${GS_SPACE_RUN_S:-4}
 T0=$(date +%s)
 EX=$B/runtime/examples
+GATE=$(cd "$B/runtime/gate" 2>/dev/null && pwd)/libgshare-gate.so
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 TMP=$(mktemp -d /tmp/gs-space.XXXXXX)
@@ -131,9 +132,11 @@ if mps_up; then
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
 	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
 	solo=$(rate "$O/rate-solo.log")
-	# raw: partitions as raw %smid ranges (before the rank table), for
-	# the A/B; reported, not checked
-	for map in raw rank; do
+	# blocks (the default): the grid scaled to the partition's share of
+	# the SMs; raw: blocks off the %smid range leave (reported, not
+	# checked: the hardware's block dispatch, not the range, decides
+	# what each gets; docs/space.md)
+	for map in blocks raw; do
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
 	    GSHARE_PARTITION=0:$sa timeout 60 \
 	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30-$map.log" 2>&1 &
@@ -160,7 +163,7 @@ if mps_up; then
 		fi
 	done
 	done
-	grep -h "^gshare:" "$O/rate-30-rank.log" "$O/rate-70-rank.log" |
+	grep -h "^gshare:" "$O/rate-30-blocks.log" "$O/rate-70-blocks.log" |
 	    sed 's/^/    | /'
 	mps_down
 else
@@ -306,12 +309,20 @@ run_pair() {	# method a b sa sb envA envB
 		esac
 		pre=""
 		case $m in
-		time|space-agent)
-			mode=time; [ $m = space-agent ] && mode=space
+		time|space-agent|space-raw)
+			mode=time; [ $m != time ] && mode=space
 			id=$(ctl create --shares "$sh_" --mode $mode --gpu 0) || return 1
 			ids="$ids $id"
 			pre="GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$id"
-			[ $m = space-agent ] && pre="$pre CUDA_MPS_PIPE_DIRECTORY=$(field "$id" mps_pipe)"
+			[ $mode = space ] && pre="$pre CUDA_MPS_PIPE_DIRECTORY=$(field "$id" mps_pipe)"
+			# unmodified programs: the launch gate, and in space
+			# mode the share as MPS's static cap (what the plugins
+			# give them)
+			case $j in train|infer)
+				pre="$pre LD_PRELOAD=$GATE"
+				[ $mode = space ] &&
+				    pre="$pre CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$sh_";;
+			esac
 			;;
 		esac
 		# shellcheck disable=SC2086
@@ -368,9 +379,12 @@ for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
 		fi
 		mps_down
 	fi
-	if [ "$1" != train ] && [ -n "$AGENT_PID" ]; then
+	if [ -n "$AGENT_PID" ]; then
 		run_pair time "$1" "$2" 50 50 "" ""
 		run_pair space-agent "$1" "$2" 50 50 "" ""
+		[ "$1" != train ] &&
+		    run_pair space-raw "$1" "$2" 50 50 GSHARE_SM_MAP=raw \
+			GSHARE_SM_MAP=raw
 	fi
 done
 note "pairs: $O/pairs.txt (sum of rate/solo; 1.0 = one job's worth)"

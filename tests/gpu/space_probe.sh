@@ -107,7 +107,7 @@ pair() {	# NAME MAP GRID FIRST_B ENV_A ENV_B
 	line "$1 a 0:$4" "$O/$1-a.log" "$(frac "$4")"
 	line "$1 b $4:$nb" "$O/$1-b.log" "$(frac "$nb")"
 }
-for map in raw rank; do
+for map in ${GS_PROBE_MAPS:-raw rank}; do
 	for grid in all part adapt; do
 		pair "p30-$map-$grid" $map $grid $lo
 		pair "p50-$map-$grid" $map $grid $half
@@ -121,4 +121,7 @@ pair "p50-mpspct" none part $half \
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" \
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"
 pair "p50-none" none all $half
+# no SM test, grids sized to the partition (the runtime's GSHARE_SM_MAP=blocks)
+pair "p30-none-part" none part $lo
+pair "p50-none-part" none part $half
 echo "space_probe: table $O/table.txt (got = rate/solo, want = SM fraction)"
