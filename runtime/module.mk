@@ -93,6 +93,12 @@ $(B)/runtime/bench/gs-%: runtime/bench/%.cu $(RT_EX_DEPS)
 	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
 	    -Xlinker -rpath,$(CUDA_LIB)
 
+# the placement probe also calls the driver's green-context API
+$(B)/runtime/bench/gs-smprobe: runtime/bench/smprobe.cu $(RT_EX_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -cudart shared -o $@ $< \
+	    -L$(CUDA_LIB)/stubs -lcuda -Xlinker -rpath,$(CUDA_LIB)
+
 # diagnostic twin: the suspend flag re-read at every block-task boundary
 $(B)/runtime/bench/gs-mech-nogate: runtime/bench/mech.cu $(RT_EX_DEPS)
 	@mkdir -p $(@D)

@@ -14,7 +14,10 @@
  *       SM (the runtime today), part = blocks per SM x COUNT, adapt =
  *       part plus the blocks that left unused in the previous launch
  *       (at most all SMs' worth).  Blocks
- *       outside the partition leave at once.  Prints its rate (tasks/s,
+ *       outside the partition leave at once.  MAP green = no check: the
+ *       launches go to a stream of a green context made of the 8-SM
+ *       groups that cover [FIRST, FIRST+COUNT) (cuDevSmResourceSplit-
+ *       ByCount; FIRST and COUNT multiples of 8).  Prints its rate (tasks/s,
  *       first second left out), the launches, the distinct SMs where a
  *       block did work, and how many blocks left unused.
  *
@@ -22,6 +25,7 @@
  * runtime (suspension, redo rings).  tests/gpu/space_probe.sh runs the
  * A/B under one MPS daemon.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +121,54 @@ eat_k(struct ctr *c, const unsigned char *rank, unsigned int map,
 		out[threadIdx.x] = a;
 }
 
+#define CKD(x)								\
+	do {								\
+		CUresult r_ = (x);					\
+		if (r_ != CUDA_SUCCESS) {				\
+			const char *m_ = "?";				\
+			cuGetErrorString(r_, &m_);			\
+			fprintf(stderr, "smprobe: %s: %s\n", #x, m_);	\
+			exit(1);					\
+		}							\
+	} while (0)
+
+/* a stream of a green context on the 8-SM groups [first/8, (first+count)/8) */
+static cudaStream_t green_stream(unsigned int first, unsigned int count)
+{
+	CUdevice d;
+	CUdevResource all, grp[65], rem;
+	CUdevResourceDesc desc;
+	CUgreenCtx gc;
+	CUstream st;
+	unsigned int n = 64, g0 = first / 8, ng = count / 8, nr;
+	int dev;
+
+	CK(cudaGetDevice(&dev));
+	CK(cudaFree(0));
+	CKD(cuDeviceGet(&d, dev));
+	CKD(cuDeviceGetDevResource(d, &all, CU_DEV_RESOURCE_TYPE_SM));
+	CKD(cuDevSmResourceSplitByCount(grp, &n, &all, &rem, 0, 8));
+	printf("green: %u SMs, min partition %u, alignment %u; %u groups of "
+	       "%u, %u left; using groups %u..%u\n", all.sm.smCount,
+	       all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment, n,
+	       n ? grp[0].sm.smCount : 0, rem.sm.smCount, g0, g0 + ng - 1);
+	if (ng == 0 || g0 + ng > n) {
+		fprintf(stderr, "smprobe: green partition out of range\n");
+		exit(2);
+	}
+	nr = ng;
+	/* the last partition also takes the SMs left over by the split */
+	if (first + count >= all.sm.smCount && rem.sm.smCount > 0) {
+		memmove(&grp[g0 + 1], &grp[g0], ng * sizeof(grp[0]));
+		grp[g0] = rem;
+		nr++;
+	}
+	CKD(cuDevResourceGenerateDesc(&desc, &grp[g0], nr));
+	CKD(cuGreenCtxCreate(&gc, desc, d, CU_GREEN_CTX_DEFAULT_STREAM));
+	CKD(cuGreenCtxStreamCreate(&st, gc, CU_STREAM_NON_BLOCKING, 0));
+	return (cudaStream_t)st;
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -194,6 +246,7 @@ int main(int argc, char **argv)
 	unsigned long long tasks = 0, launches = 0;
 	struct ctr *c, *hc;
 	float *out;
+	cudaStream_t gstream;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: gs-smprobe smids | run MAP FIRST "
@@ -210,6 +263,9 @@ int main(int argc, char **argv)
 	}
 	map = strcmp(argv[2], "raw") == 0 ? 1 : strcmp(argv[2], "rank") == 0 ?
 	      2 : 0;
+	gstream = strcmp(argv[2], "green") == 0 ?
+		  green_stream((unsigned int)atoi(argv[3]),
+			       (unsigned int)atoi(argv[4])) : 0;
 	first = (unsigned int)atoi(argv[3]);
 	count = (unsigned int)atoi(argv[4]);
 	secs = atof(argv[5]);
@@ -234,17 +290,18 @@ int main(int argc, char **argv)
 	       present, sms);
 	t0 = now();
 	for (;;) {
-		CK(cudaMemsetAsync(c, 0, 2 * sizeof(unsigned int)));
+		CK(cudaMemsetAsync(c, 0, 2 * sizeof(unsigned int), gstream));
 		{
 			unsigned int g = nphys;
 			if (grid_adapt)
 				g = nphys + off_prev > nmax ? nmax :
 				    nphys + off_prev;
 			nsum += g;
-			eat_k<<<g, THREADS>>>(c, drank, map, first, count,
-					      total, out);
+			eat_k<<<g, THREADS, 0, gstream>>>(c, drank, map,
+					first, count, total, out);
+			CK(cudaGetLastError());
 		}
-		CK(cudaDeviceSynchronize());
+		CK(cudaStreamSynchronize(gstream));
 		if (grid_adapt)
 			CK(cudaMemcpy(&off_prev, &c->off, sizeof(off_prev),
 				      cudaMemcpyDeviceToHost));

@@ -88,7 +88,10 @@ frac() { awk -v n="$1" -v t="$SMS" 'BEGIN { printf "%.4f", n / t }'; }
 : >"$O/table.txt"
 echo "case                       got    want   err   SMs  ms/launch" |
     tee -a "$O/table.txt"
-for map in raw rank; do
+# GS_PROBE_MAPS: the SM-test mappings to A/B (default "raw rank"; "" for
+# none); GS_PROBE_MPS=0 leaves out the MPS percentage and unchecked pairs
+MAPS=${GS_PROBE_MAPS-raw rank}
+for map in $MAPS; do
 	run1 "alone-$map-lo" $map 0 $lo all
 	line "alone $map 0:$lo" "$O/alone-$map-lo.log" "$(frac $lo)"
 	run1 "alone-$map-hi" $map $lo $hi all
@@ -107,13 +110,14 @@ pair() {	# NAME MAP GRID FIRST_B ENV_A ENV_B
 	line "$1 a 0:$4" "$O/$1-a.log" "$(frac "$4")"
 	line "$1 b $4:$nb" "$O/$1-b.log" "$(frac "$nb")"
 }
-for map in ${GS_PROBE_MAPS:-raw rank}; do
+for map in $MAPS; do
 	for grid in all part adapt; do
 		pair "p30-$map-$grid" $map $grid $lo
 		pair "p50-$map-$grid" $map $grid $half
 	done
 done
 pct() { awk -v n="$1" -v t="$SMS" 'BEGIN { printf "%d", n * 100 / t + 0.5 }'; }
+if [ "${GS_PROBE_MPS:-1}" = 1 ]; then
 pair "p30-mpspct" none part $lo \
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(pct $lo)" \
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$(pct $hi)"
@@ -124,4 +128,15 @@ pair "p50-none" none all $half
 # no SM test, grids sized to the partition (the runtime's GSHARE_SM_MAP=blocks)
 pair "p30-none-part" none part $lo
 pair "p50-none-part" none part $half
+fi
+# green contexts: each client's launches go to a green context of its
+# 8-SM groups (no SM test; grid = its SMs' worth of blocks)
+if [ "${GS_PROBE_GREEN:-1}" = 1 ]; then
+	run1 "alone-green-lo" green 0 $lo part
+	line "alone green 0:$lo" "$O/alone-green-lo.log" "$(frac $lo)"
+	run1 "alone-green-hi" green $lo $hi part
+	line "alone green $lo:$hi" "$O/alone-green-hi.log" "$(frac $hi)"
+	pair "p30-green" green part $lo
+	pair "p50-green" green part $half
+fi
 echo "space_probe: table $O/table.txt (got = rate/solo, want = SM fraction)"
