@@ -152,6 +152,10 @@ static cudaStream_t green_stream(unsigned int first, unsigned int count)
 	       "%u, %u left; using groups %u..%u\n", all.sm.smCount,
 	       all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment, n,
 	       n ? grp[0].sm.smCount : 0, rem.sm.smCount, g0, g0 + ng - 1);
+	/* the last partition: every group from g0 on, and the SMs the split
+	 * left over */
+	if (first + count >= all.sm.smCount && g0 < n)
+		ng = n - g0;
 	if (ng == 0 || g0 + ng > n) {
 		fprintf(stderr, "smprobe: green partition out of range\n");
 		exit(2);
@@ -278,7 +282,7 @@ int main(int argc, char **argv)
 		count = sms;
 	nphys = (unsigned int)bps * (grid_part ? count : sms);
 	nmax = (unsigned int)bps * sms;
-	total = (unsigned int)bps * sms * 8;	/* ~8 tasks per worker solo */
+	total = (unsigned int)bps * sms * 64;	/* ~64 tasks per worker solo: launches long beside their gaps */
 	CK(cudaMalloc(&drank, MAXSM));
 	CK(cudaMemcpy(drank, rank, MAXSM, cudaMemcpyHostToDevice));
 	CK(cudaMalloc(&c, sizeof(*c)));
