@@ -55,11 +55,12 @@ BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 
 # The agent session (gs_session.c, gs_client.c) comes from $(GSCOMMON).
 RT_LIB_OBJS := $(B)/runtime/src/gshare.o $(B)/runtime/src/gs_watch_cu.o \
-	       $(B)/runtime/src/gs_smmap_cu.o \
+	       $(B)/runtime/src/gs_smmap_cu.o $(B)/runtime/src/gs_green.o \
 	       $(RT_LOGIC_OBJ) $(B)/runtime/src/gs_task.o $(RT_TT_OBJ)
 
 $(B)/runtime/src/gshare.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 $(B)/runtime/src/gs_task.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
+$(B)/runtime/src/gs_green.o: CFLAGS += -I$(CUDA_INC) -fvisibility=hidden
 
 $(B)/runtime/src/gs_watch_cu.o: runtime/src/gs_watch.cu runtime/src/gs_watch.h
 	@mkdir -p $(@D)

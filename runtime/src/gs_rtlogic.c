@@ -240,16 +240,19 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
 		    "or random", s);
-	c->sm_map = GS__MAP_BLOCKS;
+	c->sm_map = GS__MAP_GREEN;
 	s = get("GSHARE_SM_MAP");
 	if (s != NULL && *s != '\0') {
-		if (strcmp(s, "rank") == 0)
+		if (strcmp(s, "blocks") == 0)
+			c->sm_map = GS__MAP_BLOCKS;
+		else if (strcmp(s, "rank") == 0)
 			c->sm_map = GS__MAP_RANK;
 		else if (strcmp(s, "raw") == 0)
 			c->sm_map = GS__MAP_RAW;
-		else if (strcmp(s, "blocks") != 0)
+		else if (strcmp(s, "green") != 0)
 			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_SM_MAP='%s': want blocks, raw or rank", s);
+			    "GSHARE_SM_MAP='%s': want green, blocks, raw or "
+			    "rank", s);
 	}
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
@@ -478,6 +481,38 @@ gs__part_blocks(unsigned int nphys, unsigned int range, unsigned int sms)
 	if (n == 0)
 		n = 1;
 	return n < nphys ? (unsigned int)n : nphys;
+}
+
+int
+gs__green_groups(unsigned int first, unsigned int count, unsigned int sms,
+		 unsigned int ngroups, unsigned int gsize, unsigned int left,
+		 unsigned int *g0, unsigned int *ng, int *with_left)
+{
+	uint64_t lo = first, hi = (uint64_t)first + count, mid;
+	unsigned int i, a = 0, n = 0;
+
+	for (i = 0; i < ngroups; i++) {
+		mid = (uint64_t)i * gsize + gsize / 2u;
+		if (mid >= lo && mid < hi) {
+			if (n == 0)
+				a = i;
+			n++;
+		}
+	}
+	/* the leftover SMs: with the range that holds their middle or
+	 * their start, or reaches the GPU's end (the agent's last 8-SM
+	 * granule may be shorter) */
+	{
+		uint64_t l0 = (uint64_t)ngroups * gsize, l1 = l0 + left;
+
+		mid = l0 + left / 2u;
+		*with_left = left > 0 && lo < l1 && hi > l0 &&
+			     ((mid >= lo && mid < hi) || lo <= l0 ||
+			      hi >= sms);
+	}
+	*g0 = n > 0 ? a : ngroups;
+	*ng = n;
+	return n > 0 || *with_left ? 0 : -1;
 }
 
 uint64_t

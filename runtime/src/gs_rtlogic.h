@@ -47,6 +47,16 @@ unsigned int gs__rank_range(unsigned int range, const uint16_t *smid,
  * the range's share of sms, rounded up, at least 1. */
 unsigned int gs__part_blocks(unsigned int nphys, unsigned int range,
 			     unsigned int sms);
+/* GSHARE_SM_MAP=green (gs_green.h): the groups [*g0, *g0 + *ng) of
+ * `ngroups` groups of `gsize` SMs (SMs i*gsize.., in the driver's split
+ * order), followed by `left` SMs the split could not group, that make
+ * the SM range first..first+count of sms: a group is in when its middle
+ * SM is, and so are the leftover SMs (*with_left).  0, or -1 when the
+ * range holds none of them. */
+int gs__green_groups(unsigned int first, unsigned int count,
+		     unsigned int sms, unsigned int ngroups,
+		     unsigned int gsize, unsigned int left, unsigned int *g0,
+		     unsigned int *ng, int *with_left);
 /* gpu_ns scaled by the range's share of sms (range 0: unscaled). */
 uint64_t gs__space_scaled(uint64_t gpu_ns, unsigned int range,
 			  unsigned int sms);
@@ -105,8 +115,10 @@ struct gs__config {
 };
 /* How a space partition is kept (GSHARE_SM_MAP, docs/space.md). */
 enum {
+	GS__MAP_GREEN,	/* green: launches on a green context of the
+			 * partition's SMs (the default; gs_green.h) */
 	GS__MAP_BLOCKS,	/* blocks: the grid scaled to the partition's share
-			 * of the SMs, no SM test (the default) */
+			 * of the SMs, no SM test */
 	GS__MAP_RAW,	/* raw: blocks off the %smid range leave */
 	GS__MAP_RANK,	/* rank: the same over the present smids' ranks */
 };

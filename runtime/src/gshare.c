@@ -38,6 +38,7 @@
 #include "gs_rtlogic.h"
 #include "gs_session.h"
 #include "gs_smmap.h"
+#include "gs_green.h"
 #include "gs_watch.h"
 #include "gshare.h"
 #include "gshare_device.cuh"
@@ -60,6 +61,10 @@ struct gs__launch {
 	size_t shmem;
 	void *args;
 	cudaStream_t stream;
+	cudaStream_t run_stream;	/* where its kernel runs now: stream,
+					 * or a green stream (space mode) */
+	cudaEvent_t ev;			/* orders a green stream after
+					 * stream; lazily */
 	unsigned int total, nphys, batch, redo_cap;
 	unsigned int redo_head, redo_tail;	/* ring, as last reported */
 	unsigned int slot, seq, gen;
@@ -118,6 +123,10 @@ struct gs__rt {
 	unsigned int sm_range;		/* partition of this round (space
 					 * mode), first << 16 | count of SM
 					 * ranks; 0: all */
+	unsigned int acct_range;	/* sm_range as run: what the round's
+					 * GPU time is scaled by */
+	struct gs__green *green;	/* GSHARE_SM_MAP=green, lazily */
+	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
 	uint64_t next_progress_ns;	/* next gs_session_progress */
@@ -261,6 +270,8 @@ launch_free(struct gs__launch *l)
 		cudaFreeHost(l->istage);
 	free(l->ready);
 	free(l->args);
+	if (l->ev != NULL)
+		cudaEventDestroy(l->ev);
 	if (l->slot != UINT32_MAX) {
 		/* a kernel left unfinished (error, finalize) leaves its
 		 * device state dirty; a finished one reset it itself */
@@ -299,6 +310,53 @@ occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	rt->occ[i].shmem = shmem;
 	rt->occ[i].bps = *bps;
 	return 0;
+}
+
+/*
+ * GSHARE_SM_MAP=green: l's kernel runs this round on a stream of the
+ * green context of rt->sm_range (l->run_stream), after what the
+ * application put on l->stream before it.  A driver without green
+ * contexts, or a partition they cannot make, leaves l->run_stream at
+ * l->stream (the caller keeps the partition as a share of the blocks),
+ * said once.  Returns a CUDA error only for a failed ordering.
+ */
+static cudaError_t
+green_stream(struct gs__launch *l)
+{
+	char why[160];
+	unsigned int nsm = 0;
+	cudaStream_t gs;
+	cudaError_t e;
+
+	if (rt->green_off)
+		return cudaSuccess;
+	if (rt->green == NULL &&
+	    (rt->green = gs__green_init(rt->device, why, sizeof(why))) ==
+	    NULL) {
+		fprintf(stderr, "gshare: space partitions as green contexts: "
+			"%s; as a share of the blocks instead\n", why);
+		rt->green_off = 1;
+		return cudaSuccess;
+	}
+	gs = gs__green_stream(rt->green, rt->sm_range, (unsigned int)rt->sms,
+			      l->stream, rt->gen, &nsm, why, sizeof(why));
+	if (gs == NULL) {
+		fprintf(stderr, "gshare: space partition %u:%u: %s; as a share "
+			"of the blocks instead\n", rt->sm_range >> 16,
+			rt->sm_range & 0xffffu, why);
+		rt->green_off = 1;
+		return cudaSuccess;
+	}
+	if (l->ev == NULL &&
+	    (e = cudaEventCreateWithFlags(&l->ev, cudaEventDisableTiming)) !=
+	    cudaSuccess)
+		return e;
+	if ((e = cudaEventRecord(l->ev, l->stream)) != cudaSuccess ||
+	    (e = cudaStreamWaitEvent(gs, l->ev, 0)) != cudaSuccess)
+		return e;
+	l->run_stream = gs;
+	rt->acct_range = (rt->sm_range & 0xffff0000u) | (nsm & 0xffffu);
+	return cudaSuccess;
 }
 
 /* Put one record on the GPU for generation gen. */
@@ -349,15 +407,21 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.redo_end = l->redo_tail;
 	c.batch = l->batch;
 	c.nphys = l->nphys;
-	if (rt->cfg.sm_map == GS__MAP_BLOCKS) {
-		/* the partition is a share of the block slots, wherever the
-		 * GPU puts them (docs/space.md) */
-		c.nphys = gs__part_blocks(l->nphys, rt->sm_range,
-					  (unsigned int)rt->sms);
-		c.sm_range = 0;
-	} else {
-		c.sm_range = gs__rank_range(rt->sm_range, rt->smid,
-					    rt->smid_n);
+	c.sm_range = 0;
+	l->run_stream = l->stream;
+	rt->acct_range = rt->sm_range;
+	if (rt->sm_range != 0 && rt->cfg.sm_map == GS__MAP_GREEN &&
+	    (e = green_stream(l)) != cudaSuccess)
+		return cufail(e, "space partition (green stream)");
+	if (rt->sm_range != 0 && l->run_stream == l->stream) {
+		if (rt->cfg.sm_map == GS__MAP_RAW ||
+		    rt->cfg.sm_map == GS__MAP_RANK)
+			c.sm_range = gs__rank_range(rt->sm_range, rt->smid,
+						    rt->smid_n);
+		else	/* blocks, or green unavailable: a share of the
+			 * block slots (docs/space.md) */
+			c.nphys = gs__part_blocks(l->nphys, rt->sm_range,
+						  (unsigned int)rt->sms);
 	}
 	c.gen = gen;
 	c.seq = ++rt->seq;
@@ -368,7 +432,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	l->seq = c.seq;
 	l->gen = gen;
 	l->pred = pred;
-	rc = l->k->launch(c.nphys, l->block, l->shmem, l->stream, &c,
+	rc = l->k->launch(c.nphys, l->block, l->shmem, l->run_stream, &c,
 			  l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
@@ -735,7 +799,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		}
 		if ((iter & 255u) == 0) {
 			for (i = 0; i < rt->ntmp; i++) {
-				e = cudaStreamQuery(rt->tmp[i]->stream);
+				e = cudaStreamQuery(rt->tmp[i]->run_stream);
 				if (e != cudaSuccess && e != cudaErrorNotReady)
 					return cufail(e, "kernel failed");
 			}
@@ -755,7 +819,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	/* the last blocks are leaving: spin until the streams say so
 	 * (a blocking synchronize would add a wake-up) */
 	for (i = 0; i < rt->ntmp; i++) {
-		while ((e = cudaStreamQuery(rt->tmp[i]->stream)) ==
+		while ((e = cudaStreamQuery(rt->tmp[i]->run_stream)) ==
 		       cudaErrorNotReady)
 			;
 		if (!CU_OK(e))
@@ -1021,7 +1085,7 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		res->block_tasks += tasks;
 		if (page != NULL && page != rt->fake)
 			__atomic_fetch_add(&page->space_gpu_ns,
-					   gs__space_scaled(gpu, rt->sm_range,
+					   gs__space_scaled(gpu, rt->acct_range,
 						(unsigned int)rt->sms),
 					   __ATOMIC_RELEASE);
 		rt->hold_gpu_ns = res->gpu_ns;
@@ -1411,6 +1475,7 @@ rt_free(struct gs__rt *r)
 		cudaStreamDestroy(r->wstream);
 	if (r->iostream != NULL)
 		cudaStreamDestroy(r->iostream);
+	gs__green_free(r->green);
 	free(r->free_slots);
 	free(r->pend);
 	free(r->tmp);
@@ -1712,6 +1777,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 	l->block = block;
 	l->shmem = shmem;
 	l->stream = (cudaStream_t)stream;
+	l->run_stream = l->stream;
 	l->total = (unsigned int)total;
 	l->nphys = gs__nphys((unsigned int)bps, (unsigned int)rt->sms, total);
 	l->batch = gs__batch(total, l->nphys, rt->cfg.batch);
@@ -1825,7 +1891,7 @@ gs_finalize(void)
 			/* after a failure a kernel may still be running:
 			 * its buffers go only once its stream is idle */
 			if (l->launched)
-				(void)cudaStreamSynchronize(l->stream);
+				(void)cudaStreamSynchronize(l->run_stream);
 			gs__queues_remove(&rt->q, l->stream, &l->node);
 			launch_free(l);
 		}

@@ -315,6 +315,70 @@ test_part_blocks(void **state)
 	assert_int_equal(gs__part_blocks(264, 0u << 16 | 8u, 0), 264);
 }
 
+/* GSHARE_SM_MAP=green: the H100's split, 15 groups of 8 and 12 left */
+static void
+test_green_groups(void **state)
+{
+	unsigned int g0, ng;
+	int left;
+
+	(void)state;
+	assert_int_equal(gs__green_groups(0, 40, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(g0, 0);
+	assert_int_equal(ng, 5);
+	assert_int_equal(left, 0);
+	/* the rest of a 30/70 split: groups 5..14 and the leftover 12 */
+	assert_int_equal(gs__green_groups(40, 92, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(g0, 5);
+	assert_int_equal(ng, 10);
+	assert_int_equal(left, 1);
+	assert_int_equal(gs__green_groups(64, 68, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(g0, 8);
+	assert_int_equal(ng, 7);
+	assert_int_equal(left, 1);
+	/* a granule in the middle of the GPU */
+	assert_int_equal(gs__green_groups(48, 8, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(g0, 6);
+	assert_int_equal(ng, 1);
+	assert_int_equal(left, 0);
+	/* the last granule of the agent's 8-SM grid (128..131) falls in
+	 * the leftover SMs */
+	assert_int_equal(gs__green_groups(128, 4, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(ng, 0);
+	assert_int_equal(left, 1);
+	/* whole GPU */
+	assert_int_equal(gs__green_groups(0, 132, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(ng, 15);
+	assert_int_equal(left, 1);
+	/* too narrow to hold a group's middle */
+	assert_int_equal(gs__green_groups(0, 3, 132, 15, 8, 12, &g0, &ng,
+					  &left), -1);
+	/* no leftover */
+	assert_int_equal(gs__green_groups(120, 8, 128, 16, 8, 0, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(g0, 15);
+	assert_int_equal(ng, 1);
+	assert_int_equal(left, 0);
+	/* the granule 120..127 holds the leftover's middle */
+	assert_int_equal(gs__green_groups(120, 8, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(ng, 0);
+	assert_int_equal(left, 1);
+	/* a range past the groups that neither holds the leftover's middle
+	 * nor reaches the end */
+	assert_int_equal(gs__green_groups(120, 4, 132, 15, 8, 12, &g0, &ng,
+					  &left), 0);
+	assert_int_equal(left, 1);	/* overlaps and holds its start */
+	assert_int_equal(gs__green_groups(0, 3, 132, 15, 8, 0, &g0, &ng,
+					  &left), -1);
+}
+
 static void
 test_rank_range(void **state)
 {
@@ -381,7 +445,10 @@ test_partition_env(void **state)
 	part_env = NULL;
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
 	assert_int_equal(c.part_count, 0);
-	assert_int_equal(c.sm_map, GS__MAP_BLOCKS);	/* the default */
+	assert_int_equal(c.sm_map, GS__MAP_GREEN);	/* the default */
+	map_env = "green";
+	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
+	assert_int_equal(c.sm_map, GS__MAP_GREEN);
 	map_env = "raw";
 	assert_int_equal(gs__config_parse(&c, part_get, &err), 0);
 	assert_int_equal(c.sm_map, GS__MAP_RAW);
@@ -411,6 +478,7 @@ main(void)
 		cmocka_unit_test(test_partition_env),
 		cmocka_unit_test(test_rank_range),
 		cmocka_unit_test(test_part_blocks),
+		cmocka_unit_test(test_green_groups),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_redo_cap),
 		cmocka_unit_test(test_span_union),
