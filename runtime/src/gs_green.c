@@ -91,12 +91,15 @@ entry(const char *name, void **fn, char *err, size_t n)
 	cudaError_t e;
 
 	*fn = NULL;
-	e = cudaGetDriverEntryPointByVersion(name, fn, 12040, cudaEnableDefault,
-					     &q);
+	/* the version this was built against: the green stream call came
+	 * after the first green-context ones */
+	e = cudaGetDriverEntryPointByVersion(name, fn, CUDA_VERSION,
+					     cudaEnableDefault, &q);
 	if (e != cudaSuccess || q != cudaDriverEntryPointSuccess ||
 	    *fn == NULL) {
-		snprintf(err, n, "the driver has no %s (green contexts need "
-			 "CUDA 12.4 or newer)", name);
+		snprintf(err, n, "the driver has no %s at CUDA %d.%d (green "
+			 "contexts need 12.5 or newer)", name,
+			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
 		return -1;
 	}
 	return 0;

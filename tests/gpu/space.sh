@@ -43,6 +43,8 @@ mps_on=0
 pids=""
 pass=0; fail=0; failed=""
 
+# GS_SPACE_PARTS: which of 1-4 to run (default all)
+want() { case " ${GS_SPACE_PARTS:-1 2 3 4} " in *" $1 "*) return 0;; esac; return 1; }
 ok() { pass=$((pass + 1)); echo "space  PASS $*"; }
 bad() { fail=$((fail + 1)); failed="$failed [$1]"; echo "space  FAIL $*"; }
 note() { echo "space: [$(( $(date +%s) - T0 ))s] $*"; }
@@ -110,7 +112,7 @@ note "$SMS SMs, $G granules of 8"
 
 # --- 1. partitions resized under every example ---
 note "1. partitions under every example"
-for t in vadd stencil sgemm reduce eater server; do
+want 1 && for t in vadd stencil sgemm reduce eater server; do
 	for part in random 0:8; do
 		f=""; [ "$part" = random ] && f="GSHARE_FORCE_SUSPEND_US=100:1000"
 		lf="$O/part-$t-${part%%:*}.log"
@@ -128,7 +130,9 @@ done
 
 # --- 2. partition rates: 30/70 of the SMs under one MPS daemon ---
 note "2. partition rates 30/70"
-if mps_up; then
+if ! want 2; then
+	:
+elif mps_up; then
 	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
 	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
@@ -204,7 +208,9 @@ dpid() {
 	sed -n 's/.*mps: gpu 0: control daemon \([0-9]*\) for uid.*/\1/p' \
 	    "$TMP/gshared.log" | tail -n 1
 }
-if [ -n "$MPSCTL" ] && agent_up; then
+if ! want 3; then
+	:
+elif [ -n "$MPSCTL" ] && agent_up; then
 	a=$(ctl create --shares 30 --mode space --gpu 0)
 	pipe=$(field "$a" mps_pipe)
 	d1=$(dpid)
@@ -376,7 +382,7 @@ if [ $have_torch = 1 ]; then
 fi
 echo "pair           method          sum  a/solo b/solo" | tee -a "$O/pairs.txt"
 half=$(( (G / 2) * 8 ))
-for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
+want 4 && for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
 	set -- $pr
 	case $1 in train) [ $have_torch = 1 ] || continue;; esac
 	run_pair ts "$1" "$2" 50 50 "" ""
@@ -397,7 +403,7 @@ for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
 	if [ -n "$AGENT_PID" ]; then
 		run_pair time "$1" "$2" 50 50 "" ""
 		run_pair space-agent "$1" "$2" 50 50 "" ""
-		[ "$1" != train ] &&
+		[ "$1" != train ] && [ "${GS_SPACE_BLOCKS:-1}" = 1 ] &&
 		    run_pair space-blocks "$1" "$2" 50 50 GSHARE_SM_MAP=blocks \
 			GSHARE_SM_MAP=blocks
 	fi
