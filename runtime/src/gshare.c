@@ -359,6 +359,30 @@ green_stream(struct gs__launch *l)
 	return cudaSuccess;
 }
 
+/* Make the green streams of this round's partition for every queue
+ * (a failure is left for green_stream to say). */
+static void
+green_prepare(void)
+{
+	char why[160];
+	unsigned int nsm;
+	size_t i;
+
+	if (rt->sm_range == 0 || rt->cfg.sm_map != GS__MAP_GREEN ||
+	    rt->green_off)
+		return;
+	if (rt->green == NULL &&
+	    (rt->green = gs__green_init(rt->device, why, sizeof(why))) ==
+	    NULL)
+		return;	/* green_stream tries again and says why */
+	for (i = 0; i < rt->q.n; i++)
+		if (rt->q.q[i].head != NULL)
+			(void)gs__green_stream(rt->green, rt->sm_range,
+					       (unsigned int)rt->sms,
+					       rt->q.q[i].stream, rt->gen,
+					       &nsm, why, sizeof(why));
+}
+
 /* Put one record on the GPU for generation gen. */
 static int
 launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
@@ -1057,6 +1081,11 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 
 		if (gen == GS__IMM_GEN)
 			gen = rt->gen = 1;
+		rt->sm_range = page != NULL && page != rt->fake ?
+			       page_partition(page) : own_partition();
+		/* green contexts are made while nothing of ours runs:
+		 * their creation waits for the watcher otherwise */
+		green_prepare();
 		if (page != NULL) {
 			/* quit only grows: an older watcher still leaving
 			 * must keep seeing quit >= its gen */
@@ -1070,8 +1099,6 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 					      "watcher launch");
 		}
 		rt->cur_gen = gen;
-		rt->sm_range = page != NULL && page != rt->fake ?
-			       page_partition(page) : own_partition();
 		if (launch_queued(gen, 1) < 0)
 			return -1;
 		rc = wait_launched(page, &exit_ns, &susp);

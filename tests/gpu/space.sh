@@ -118,7 +118,7 @@ want 1 && for t in vadd stencil sgemm reduce eater server; do
 		lf="$O/part-$t-${part%%:*}.log"
 		# shellcheck disable=SC2086
 		if env GSHARE_CHECK_ONCE=1 GSHARE_PARTITION=$part $f \
-		    timeout -k 5 90 "$EX/gs-$t" --check 2 >"$lf" 2>&1 &&
+		    timeout -k 5 "${GS_SPACE_T1:-90}" "$EX/gs-$t" --check 2 >"$lf" 2>&1 &&
 		    grep -q "^check $t ok" "$lf"; then
 			ok "$t checks out, partition $part"
 		else
