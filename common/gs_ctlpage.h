@@ -122,7 +122,10 @@ struct gs_ctlpage {
 	uint64_t contend_seen_ns;	/* last time the agent saw another
 					 * allocation on this GPU hold or
 					 * want the token (0: never) */
-	uint8_t _rsv3[GS_CTL_SIZE - 264];
+	uint64_t part_set_ns;		/* when sm_* last changed (written
+					 * before part_gen; 0: never): the
+					 * runtime's resize latency */
+	uint8_t _rsv3[GS_CTL_SIZE - 272];
 };
 
 _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
@@ -132,6 +135,8 @@ _Static_assert(offsetof(struct gs_ctlpage, mem_limit) == 112,
 	       "mem_limit moved");
 _Static_assert(offsetof(struct gs_ctlpage, contenders) == 120,
 	       "contenders moved");
+_Static_assert(offsetof(struct gs_ctlpage, part_set_ns) == 264,
+	       "control page layout changed");
 _Static_assert(offsetof(struct gs_ctlpage, contend_seen_ns) == 256,
 	       "contend_seen_ns moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,

@@ -29,6 +29,7 @@
 
 #include "agent.h"
 #include "gs_log.h"
+#include "loop.h"
 #include "mps.h"
 #include "space.h"
 #include "space_agent.h"
@@ -117,6 +118,7 @@ static void write_one(struct gs_ctlpage *p, const struct gs_space_out *o)
 		return;
 	__atomic_store_n(&p->sm_first, o->sm_first, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->sm_count, o->sm_count, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->part_set_ns, gs_now_ns(), __ATOMIC_RELAXED);
 	gen = __atomic_load_n(&p->part_gen, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->part_gen, gen + 1, __ATOMIC_RELEASE);
 }

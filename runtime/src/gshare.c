@@ -126,6 +126,12 @@ struct gs__rt {
 	unsigned int acct_range;	/* sm_range as run: what the round's
 					 * GPU time is scaled by */
 	struct gs__green *green;	/* GSHARE_SM_MAP=green, lazily */
+	uint64_t round_part_gen;	/* the page's part_gen this round */
+	int resize_sent;		/* this round stopped for a resize */
+	uint64_t resize_set_ns;		/* the agent wrote that partition */
+	uint64_t nrz, rz_sum, rz_max;	/* resize latencies: agent's write
+					 * -> relaunch on the new partition */
+	uint64_t rz[64];		/* the last ones, for the median */
 	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
@@ -765,6 +771,31 @@ tmp_add(struct gs__launch *l)
  * (forced mode) writing the suspend as an agent would.  *exit_ns: when
  * the last one was seen gone; *susp: a suspend was pending at exit.
  */
+static unsigned int page_partition(volatile struct gs_ctlpage *page);
+
+/*
+ * Space mode: the agent changed this job's partition.  The round's
+ * kernels leave as on a suspension (the generation written into the
+ * device flag that the watcher raises), and run_hold relaunches them at
+ * once on the new partition: a resize costs one eviction, not a wait for
+ * the next suspension.
+ */
+static int
+resize_stop(void)
+{
+	unsigned int g = rt->cur_gen;
+	cudaError_t e;
+
+	rt->resize_sent = 1;
+	rt->resize_set_ns = __atomic_load_n(&rt->page->part_set_ns,
+					    __ATOMIC_RELAXED);
+	e = cudaMemcpyAsync(rt->d_flag, &g, sizeof(g),
+			    cudaMemcpyHostToDevice, rt->iostream);
+	if (!CU_OK(e))
+		return cufail(e, "cudaMemcpyAsync(resize flag)");
+	return 0;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -804,6 +835,12 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		if (service_io((iter & 31u) == 0) < 0)
 			return -1;
 		now = now_ns();
+		if (!rt->resize_sent && rt->cur_gen != 0 && page != NULL &&
+		    page != rt->fake &&
+		    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) !=
+		    rt->round_part_gen && page_partition(page) !=
+		    rt->sm_range && resize_stop() < 0)
+			return -1;
 		if (deadline && now >= deadline && page->suspend == 0) {
 			page->suspend_set_ns = now;
 			__atomic_store_n(&page->suspend, GS_CTL_SUSPEND,
@@ -1076,11 +1113,15 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 	rt->hold_gpu_ns = 0;
 	rt->hold_tasks = 0;
 	rt->next_progress_ns = 0;
+	rt->resize_sent = 0;
 	for (;;) {
 		unsigned int gen = ++rt->gen;
 
 		if (gen == GS__IMM_GEN)
 			gen = rt->gen = 1;
+		if (page != NULL && page != rt->fake)
+			rt->round_part_gen = __atomic_load_n(&page->part_gen,
+							     __ATOMIC_ACQUIRE);
 		rt->sm_range = page != NULL && page != rt->fake ?
 			       page_partition(page) : own_partition();
 		/* green contexts are made while nothing of ours runs:
@@ -1101,6 +1142,19 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		rt->cur_gen = gen;
 		if (launch_queued(gen, 1) < 0)
 			return -1;
+		if (rt->resize_sent) {
+			/* the new partition is in effect */
+			uint64_t d = now_ns() - rt->resize_set_ns;
+
+			rt->resize_sent = 0;
+			if (rt->resize_set_ns != 0 &&
+			    d < 60ull * 1000000000ull) {
+				rt->rz[rt->nrz++ % 64u] = d;
+				rt->rz_sum += d;
+				if (d > rt->rz_max)
+					rt->rz_max = d;
+			}
+		}
 		rc = wait_launched(page, &exit_ns, &susp);
 		if (page != NULL)
 			*rt->quit = gen;
@@ -1901,6 +1955,14 @@ gs_eviction_samples(uint64_t *out, size_t max)
 	return n;
 }
 
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 GS_API int
 gs_finalize(void)
 {
@@ -1911,6 +1973,20 @@ gs_finalize(void)
 		return fail(GS_ESTATE, "gs_finalize before gs_init");
 	if (gs__queues_total(&rt->q) > 0)
 		rc = gs_synchronize();
+	if (rt->nrz > 0) {
+		/* space mode: how fast the agent's partition changes took */
+		uint64_t v[64];
+		unsigned int n = rt->nrz < 64 ? (unsigned int)rt->nrz : 64u;
+
+		memcpy(v, rt->rz, n * sizeof(v[0]));
+		qsort(v, n, sizeof(v[0]), cmp_u64);
+		fprintf(stderr, "gshare: %llu partition changes, agent's write "
+			"-> relaunch on it: mean %.1f us, median of the last "
+			"%u %.1f us, max %.1f us\n",
+			(unsigned long long)rt->nrz,
+			(double)rt->rz_sum / 1e3 / (double)rt->nrz, n,
+			(double)v[n / 2] / 1e3, (double)rt->rz_max / 1e3);
+	}
 	for (i = 0; i < rt->q.n; i++) {
 		while (rt->q.q[i].head != NULL) {
 			struct gs__launch *l =

@@ -263,6 +263,15 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	else
 		bad "agent-sgemm" "sgemm under $((r1 - r0)) resizes (rc $rs, log $O/agent-sgemm.log)"
 	fi
+	# resize latency: the agent's write of a new partition -> the job's
+	# relaunch on it (libgshare prints it at exit); target 2 ms
+	rzl=$(grep -h "partition changes, agent's write" "$O/agent-sgemm.log" | tail -n 1)
+	rzm=$(echo "$rzl" | sed -n 's/.*median of the last [0-9]* \([0-9.]*\) us.*/\1/p')
+	if [ -n "$rzm" ] && awk -v m="$rzm" 'BEGIN { exit !(m <= 2000) }'; then
+		ok "resize latency: ${rzl#gshare: }"
+	else
+		bad "resize" "resize latency: '${rzl:-no line}' (target median <= 2000 us)"
+	fi
 	# the control daemon killed while the eater runs: its MPS server
 	# goes with it, and so do the CUDA contexts of its clients (the
 	# driver's behaviour, docs/space.md); the agent restarts the
