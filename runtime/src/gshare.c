@@ -127,8 +127,8 @@ struct gs__rt {
 					 * GPU time is scaled by */
 	struct gs__green *green;	/* GSHARE_SM_MAP=green, lazily */
 	uint64_t round_part_gen;	/* the page's part_gen this round */
+	uint64_t applied_part_gen;	/* ... the last round launched */
 	int resize_sent;		/* this round stopped for a resize */
-	uint64_t resize_set_ns;		/* the agent wrote that partition */
 	uint64_t nrz, rz_sum, rz_max;	/* resize latencies: agent's write
 					 * -> relaunch on the new partition */
 	uint64_t rz[64];		/* the last ones, for the median */
@@ -787,8 +787,6 @@ resize_stop(void)
 	cudaError_t e;
 
 	rt->resize_sent = 1;
-	rt->resize_set_ns = __atomic_load_n(&rt->page->part_set_ns,
-					    __ATOMIC_RELAXED);
 	e = cudaMemcpyAsync(rt->d_flag, &g, sizeof(g),
 			    cudaMemcpyHostToDevice, rt->iostream);
 	if (!CU_OK(e))
@@ -1106,7 +1104,7 @@ enum { RUN_DONE, RUN_SUSPENDED, RUN_IOWAIT };
 static int
 run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 {
-	uint64_t gpu, tasks, exit_ns = 0;
+	uint64_t gpu, tasks, exit_ns = 0, hold_t0;
 	int susp = 0, runnable, rc;
 
 	memset(res, 0, sizeof(*res));
@@ -1114,6 +1112,7 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 	rt->hold_tasks = 0;
 	rt->next_progress_ns = 0;
 	rt->resize_sent = 0;
+	hold_t0 = now_ns();
 	for (;;) {
 		unsigned int gen = ++rt->gen;
 
@@ -1142,19 +1141,23 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		rt->cur_gen = gen;
 		if (launch_queued(gen, 1) < 0)
 			return -1;
-		if (rt->resize_sent) {
-			/* the new partition is in effect */
-			uint64_t d = now_ns() - rt->resize_set_ns;
+		if (page != NULL && page != rt->fake &&
+		    rt->round_part_gen != rt->applied_part_gen) {
+			/* a new partition in effect: changed during this
+			 * hold (a resize, not a grant), its latency */
+			uint64_t set = __atomic_load_n(&page->part_set_ns,
+						       __ATOMIC_RELAXED);
+			uint64_t t = now_ns(), d = t - set;
 
-			rt->resize_sent = 0;
-			if (rt->resize_set_ns != 0 &&
-			    d < 60ull * 1000000000ull) {
+			if (set != 0 && set >= hold_t0 && set <= t) {
 				rt->rz[rt->nrz++ % 64u] = d;
 				rt->rz_sum += d;
 				if (d > rt->rz_max)
 					rt->rz_max = d;
 			}
+			rt->applied_part_gen = rt->round_part_gen;
 		}
+		rt->resize_sent = 0;
 		rc = wait_launched(page, &exit_ns, &susp);
 		if (page != NULL)
 			*rt->quit = gen;

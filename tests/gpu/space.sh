@@ -220,7 +220,7 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 		bad "agent-mps" "no MPS daemon for $a: pipe '$pipe', $(tail -n 3 "$TMP/gshared.log")"
 	fi
 	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
-	    timeout -k 5 120 "$EX/gs-eater" --run 8 >"$O/agent-eater.log" 2>&1 &
+	    timeout -k 5 120 "$EX/gs-eater" --run 5 >"$O/agent-eater.log" 2>&1 &
 	pe=$!
 	pids="$pe"
 	t0=$(ms)
@@ -242,9 +242,9 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	pids="$pe $ps"
 	r0=$(grep -c "space: gpu" "$TMP/gshared.log")
 	k=0
-	# arrivals and departures of a third space job while sgemm runs:
-	# each one resizes the others' partitions
-	while kill -0 "$ps" 2>/dev/null && [ $k -lt 25 ]; do
+	# arrivals and departures of a third space job while the eater
+	# runs: each one resizes the others' partitions
+	while kill -0 "$pe" 2>/dev/null && [ $k -lt 25 ]; do
 		if c=$(ctl create --shares 10 --mode space --gpu 0); then
 			sleep 0.1
 			ctl close "$c" >/dev/null
@@ -265,7 +265,9 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	fi
 	# resize latency: the agent's write of a new partition -> the job's
 	# relaunch on it (libgshare prints it at exit); target 2 ms
-	rzl=$(grep -h "partition changes, agent's write" "$O/agent-sgemm.log" | tail -n 1)
+	wait "$pe"; re=$?
+	[ $re = 0 ] || bad "agent-eater1" "eater under resizes: rc $re (log $O/agent-eater.log)"
+	rzl=$(grep -h "partition changes, agent's write" "$O/agent-eater.log" | tail -n 1)
 	rzm=$(echo "$rzl" | sed -n 's/.*median of the last [0-9]* \([0-9.]*\) us.*/\1/p')
 	if [ -n "$rzm" ] && awk -v m="$rzm" 'BEGIN { exit !(m <= 2000) }'; then
 		ok "resize latency: ${rzl#gshare: }"
@@ -276,6 +278,15 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	# goes with it, and so do the CUDA contexts of its clients (the
 	# driver's behaviour, docs/space.md); the agent restarts the
 	# daemon, the allocation and its usage stay, a new job runs
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
+	    timeout -k 5 120 "$EX/gs-eater" --run 8 >"$O/agent-eater1.log" 2>&1 &
+	pe=$!
+	pids="$pe"
+	t0=$(ms)
+	until grep -q "^window eater 0" "$O/agent-eater1.log" 2>/dev/null; do
+		[ $(( $(ms) - t0 )) -gt 30000 ] && break
+		sleep 0.1
+	done
 	g0=$(field "$a" gpu_ns)
 	kill -9 "$d1" 2>/dev/null
 	note "killed MPS daemon $d1 (allocation $a had ${g0:-?} ns)"
@@ -298,7 +309,7 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	if [ $re = 0 ]; then
 		note "the running eater went through the daemon's death"
 	else
-		note "the running eater ended (rc $re): $(grep -o 'cudaError[A-Za-z]*' "$O/agent-eater.log" | head -n 1)"
+		note "the running eater ended (rc $re): $(grep -o 'cudaError[A-Za-z]*' "$O/agent-eater1.log" | head -n 1)"
 	fi
 	g1=$(field "$a" gpu_ns)
 	[ "${g1:-0}" -ge "${g0:-1}" ] 2>/dev/null && [ "${g1:-0}" -gt 0 ] &&
