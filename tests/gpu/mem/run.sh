@@ -160,6 +160,8 @@ until ctl ping >/dev/null 2>&1; do
 done
 ctl status | head -3
 
+# MEMGPU_ONLY=bench: only the benchmarks (5)
+if [ "${MEMGPU_ONLY:-}" != bench ]; then
 # ---- 1, 2: PyTorch under 10 GiB, three allocator configurations -------
 for conf in native expandable_segments:True backend:cudaMallocAsync; do
 	case $conf in
@@ -291,22 +293,37 @@ if budget 25 level2; then
 	fi
 fi
 
+fi	# MEMGPU_ONLY
+
 # ---- 5: benchmarks ------------------------------------------------------
 a=$(ctl create --shares 100 --mem 4G)
 L=$(fig mem_limit "$a")
 if budget 25 "bench pairs"; then
-	log "cuMemAlloc/cuMemFree pairs: plain, gated, plain, gated"
-	for r in 1 2; do
-		timeout -k 5 "$(to 30)" $PY "$here/drv.py" bench --label plain \
-		    --tag "bench-plain$r" --out "$RES" 2>"$OUTD/bench-plain$r.err"
+	# preload: the gate loaded but the process attached to no
+	# allocation (its hooks pass through): what interposition costs
+	# apart from the quota's bookkeeping
+	log "cuMemAlloc/cuMemFree pairs: plain, gated, preload, x${MEMGPU_BENCH_REPS:-2}"
+	BS=${MEMGPU_BENCH_S:-0.4}
+	r=0
+	while [ $r -lt "${MEMGPU_BENCH_REPS:-2}" ]; do
+		r=$((r + 1))
+		timeout -k 5 "$(to 60)" $PY "$here/drv.py" bench --label plain \
+		    --seconds "$BS" --tag "bench-plain$r" --out "$RES" \
+		    2>"$OUTD/bench-plain$r.err"
 		ended "bench-plain$r" $? "$OUTD/bench-plain$r.err"
-		gated "$a" timeout -k 5 "$(to 30)" $PY "$here/drv.py" bench \
-		    --label gated --limit "$L" --tag "bench-gated$r" --out "$RES" \
+		gated "$a" timeout -k 5 "$(to 60)" $PY "$here/drv.py" bench \
+		    --label gated --limit "$L" --seconds "$BS" \
+		    --tag "bench-gated$r" --out "$RES" \
 		    2>"$OUTD/bench-gated$r.err"
 		ended "bench-gated$r" $? "$OUTD/bench-gated$r.err"
+		env LD_PRELOAD="$GATE" timeout -k 5 "$(to 60)" $PY \
+		    "$here/drv.py" bench --label preload --seconds "$BS" \
+		    --tag "bench-preload$r" --out "$RES" \
+		    2>"$OUTD/bench-preload$r.err"
+		ended "bench-preload$r" $? "$OUTD/bench-preload$r.err"
 	done
 fi
-if budget 40 "training step"; then
+if [ "${MEMGPU_STEP:-1}" = 1 ] && budget 40 "training step"; then
 	log "PyTorch training step, warm allocator: plain, gated, plain, gated"
 	for r in 1 2; do
 		timeout -k 5 "$(to 60)" $PY "$here/torch_step.py" --label plain \
