@@ -64,8 +64,11 @@ int main(int argc, char **argv)
 
 		if (g != last) {
 			if (stamp)
-				printf("part %" PRIu64 " %u %u %" PRIu64 "\n",
-				       g, p->sm_first, p->sm_count, mono());
+				printf("part %" PRIu64 " %u %u %" PRIu64
+				       " %" PRIu64 "\n", g, p->sm_first,
+				       p->sm_count, mono(),
+				       __atomic_load_n(&p->part_set_ns,
+						       __ATOMIC_RELAXED));
 			else
 				printf("part %" PRIu64 " %u %u\n", g,
 				       p->sm_first, p->sm_count);

@@ -113,19 +113,27 @@ $PROBE "$sock" "$qa" 30 stamp < "$dir/q-in" > "$dir/q.out" 2>&1 &
 jpids="$jpids $!"
 exec 8> "$dir/p-in" 9> "$dir/q-in"
 # the probe's latest partition is $2
-seen() { grep "^part " "$dir/$1.out" | tail -n 1 | grep -q "^part [0-9]* $2 [0-9]*\$"; }
+seen() { grep "^part " "$dir/$1.out" | tail -n 1 | grep -q "^part [0-9]* $2 [0-9]* [0-9]*\$"; }
 until5 "$pa on SMs 0-47, $qa on 48-131 (30:50)" seen p "0 48"
 seen q "48 84" || bad "q: $(cat "$dir/q.out")"
 until5 "$pa and $qa hold the token together" both_running "$pa" "$qa"
 exec 8>&-
 until5 "$pa leaves: $qa gets SMs 0-131" seen q "0 132"
 t1=$(sed -n 's/^exit //p' "$dir/p.out")
-t2=$(sed -n 's/^part [0-9]* 0 132 //p' "$dir/q.out" | tail -n 1)
+t2=$(sed -n 's/^part [0-9]* 0 132 \([0-9]*\) .*/\1/p' "$dir/q.out" | tail -n 1)
 lat=$(( (${t2:-0} - ${t1:-0}) / 1000 ))
 echo "     partner's exit -> partition rewritten: $lat us"
 [ -n "$t1" ] && [ -n "$t2" ] && [ "$lat" -ge 0 ] && [ "$lat" -lt 50000 ] &&
 	ok "the idle member's SMs reach the other's page in $lat us" ||
 	bad "rewrite latency $lat us"
+# every partition the agent wrote carries when it wrote it (part_set_ns,
+# the runtime's resize latency): set, and not after the probe saw it
+badset=$(awk '$1 == "part" && $2 > 0 && ($6 == 0 || $6 > $5) { print }' \
+	"$dir/p.out" "$dir/q.out")
+nset=$(awk '$1 == "part" && $2 > 0' "$dir/p.out" "$dir/q.out" | wc -l)
+[ "$nset" -gt 0 ] && [ -z "$badset" ] &&
+	ok "each of $nset partition changes carries the agent's write time" ||
+	bad "part_set_ns: $nset changes, wrong: $badset"
 exec 9>&-
 gs_wait_jobs 10
 for x in $pa $qa; do $CTL -s "$sock" close "$x" >/dev/null; done

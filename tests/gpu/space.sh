@@ -389,11 +389,11 @@ agent_stop
 have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1
-for j in sgemm stencil eater; do
+want 4 && for j in sgemm stencil eater; do
 	timeout 60 "$EX/gs-$j" --run "$RUN_S" >"$O/solo-$j.log" 2>&1
 	eval "solo_$j=$(rate "$O/solo-$j.log")"
 done
-if [ $have_torch = 1 ]; then
+if want 4 && [ $have_torch = 1 ]; then
 	for j in train infer; do
 		timeout 120 python3 "$HERE/space_torch.py" $j --seconds "$RUN_S" \
 		    >"$O/solo-$j.log" 2>&1
