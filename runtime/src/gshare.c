@@ -128,6 +128,7 @@ struct gs__rt {
 	struct gs__green *green;	/* GSHARE_SM_MAP=green, lazily */
 	uint64_t round_part_gen;	/* the page's part_gen this round */
 	uint64_t applied_part_gen;	/* ... the last round launched */
+	unsigned int applied_range;	/* ... and its partition */
 	int resize_sent;		/* this round stopped for a resize */
 	uint64_t nrz, rz_sum, rz_max;	/* resize latencies: agent's write
 					 * -> relaunch on the new partition */
@@ -821,8 +822,10 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		pending = page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND;
-		/* top the streams up while no suspend is pending */
-		if (rt->cur_gen != 0 && !pending && unlaunched()) {
+		/* top the streams up while no suspend (or resize) is
+		 * pending */
+		if (rt->cur_gen != 0 && !pending && !rt->resize_sent &&
+		    unlaunched()) {
 			if (launch_queued(rt->cur_gen, 0) < 0)
 				return -1;
 			all = 0;
@@ -1144,18 +1147,22 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		if (page != NULL && page != rt->fake &&
 		    rt->round_part_gen != rt->applied_part_gen) {
 			/* a new partition in effect: changed during this
-			 * hold (a resize, not a grant), its latency */
+			 * hold (a resize, not a grant), its latency (once:
+			 * the range may have been read newer than its
+			 * generation) */
 			uint64_t set = __atomic_load_n(&page->part_set_ns,
 						       __ATOMIC_RELAXED);
 			uint64_t t = now_ns(), d = t - set;
 
-			if (set != 0 && set >= hold_t0 && set <= t) {
+			if (set != 0 && set >= hold_t0 && set <= t &&
+			    rt->sm_range != rt->applied_range) {
 				rt->rz[rt->nrz++ % 64u] = d;
 				rt->rz_sum += d;
 				if (d > rt->rz_max)
 					rt->rz_max = d;
 			}
 			rt->applied_part_gen = rt->round_part_gen;
+			rt->applied_range = rt->sm_range;
 		}
 		rt->resize_sent = 0;
 		rc = wait_launched(page, &exit_ns, &susp);

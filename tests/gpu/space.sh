@@ -168,6 +168,17 @@ elif mps_up; then
 		fi
 	done
 	done
+	# isolation: each partition alone (no partner) against its rate
+	# beside the other; reported (the 5 % check above is the issue's
+	# metric, which also counts how the kernel scales with SMs)
+	for x in "30:0:$sa" "70:$sa:$sb"; do
+		sh_=${x%%:*}; r=${x#*:}
+		CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=$r timeout 60 \
+		    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-$sh_-alone.log" 2>&1
+		al=$(rate "$O/rate-$sh_-alone.log")
+		pr=$(rate "$O/rate-$sh_-green.log")
+		note "share $sh_ (SMs $r): alone on its partition $al, beside the other $pr: $(ratio "$pr" "$al") of alone; alone $(ratio "$al" "$solo") of the whole-GPU solo rate"
+	done
 	grep -h "^gshare:" "$O/rate-30-green.log" "$O/rate-70-green.log" |
 	    sed 's/^/    | /'
 	mps_down
