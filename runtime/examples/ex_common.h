@@ -167,6 +167,30 @@ template <typename F> static inline double ex_time(cudaStream_t s, F fn)
 	return ms;
 }
 
+/* Space mode: the partition changes that reached this job while it held
+ * the GPU, and how long each took (gs_resize_samples). */
+static inline void ex_print_resizes(const char *name)
+{
+	uint64_t v[64];
+	size_t n = gs_resize_samples(v, 64);
+	double sum = 0, max = 0;
+
+	if (n == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		sum += (double)v[i];
+		max = (double)v[i] > max ? (double)v[i] : max;
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	}
+	printf("resizes %s n=%zu median_us=%.1f mean_us=%.1f max_us=%.1f\n",
+	       name, n, (double)v[n / 2] / 1e3, sum / 1e3 / (double)n,
+	       max / 1e3);
+}
+
 static inline void ex_print_stats(const char *name, int fails)
 {
 	struct gs_stats st;
@@ -184,6 +208,7 @@ static inline void ex_print_stats(const char *name, int fails)
 	       (unsigned long long)st.once_checked,
 	       st.suspensions ? st.evict_ns_sum / 1e3 / st.suspensions : 0.0,
 	       st.evict_ns_max / 1e3);
+	ex_print_resizes(name);
 }
 
 /* Interleaved medians of the plain and gshare versions. */
@@ -248,6 +273,7 @@ static inline void ex_run(const char *name, double secs, double units,
 			ws = now;
 		}
 	}
+	ex_print_resizes(name);
 }
 
 /* Blocks per SM of the plain kernel and of the gshare kernel. */

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define GSHARE_VERSION_MAJOR 1
-#define GSHARE_VERSION_MINOR 1
+#define GSHARE_VERSION_MINOR 2
 /* Layout version of the kernel descriptor and the per-launch context that
  * gshare_device.cuh compiles into the job; gs_launch refuses others. */
 #define GSHARE_KABI 1
@@ -124,6 +124,11 @@ int gs_stats(struct gs_stats *out);
  * written -> kernels exited, oldest first; the last 16384 are kept).
  * Returns how many were copied. */
 size_t gs_eviction_samples(uint64_t *out, size_t max);
+/* Space mode (since 1.2): copy up to max of the most recent partition
+ * changes' latencies (ns, the agent's write -> the first relaunch on the
+ * new partition; only changes that reached the job while it held the
+ * GPU; the last 64 are kept, oldest first).  Returns how many. */
+size_t gs_resize_samples(uint64_t *out, size_t max);
 
 /*
  * Narrow tasks (since 1.1; docs/runtime.md "Narrow tasks").  A task is a

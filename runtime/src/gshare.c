@@ -130,9 +130,10 @@ struct gs__rt {
 	uint64_t applied_part_gen;	/* ... the last round launched */
 	unsigned int applied_range;	/* ... and its partition */
 	int resize_sent;		/* this round stopped for a resize */
-	uint64_t nrz, rz_sum, rz_max;	/* resize latencies: agent's write
-					 * -> relaunch on the new partition */
-	uint64_t rz[64];		/* the last ones, for the median */
+	uint64_t nrz;			/* resize latencies: agent's write
+					 * -> relaunch on the new partition
+					 * (gs_resize_samples) */
+	uint64_t rz[64];		/* the last ones (ring) */
 	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
@@ -327,6 +328,21 @@ occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
  * l->stream (the caller keeps the partition as a share of the blocks),
  * said once.  Returns a CUDA error only for a failed ordering.
  */
+/*
+ * Green contexts unavailable: partitions are kept as a share of the
+ * blocks from now on (gs_stats cannot say it without an ABI change; the
+ * reason goes to stderr only when partitions were asked for by
+ * GSHARE_PARTITION, as the runtime's other notes do).
+ */
+static void
+green_fallback(const char *why)
+{
+	rt->green_off = 1;
+	if (rt->cfg.part_count != 0 || rt->cfg.part_random)
+		fprintf(stderr, "gshare: space partitions as green contexts: "
+			"%s; as a share of the blocks instead\n", why);
+}
+
 static cudaError_t
 green_stream(struct gs__launch *l)
 {
@@ -340,18 +356,13 @@ green_stream(struct gs__launch *l)
 	if (rt->green == NULL &&
 	    (rt->green = gs__green_init(rt->device, why, sizeof(why))) ==
 	    NULL) {
-		fprintf(stderr, "gshare: space partitions as green contexts: "
-			"%s; as a share of the blocks instead\n", why);
-		rt->green_off = 1;
+		green_fallback(why);
 		return cudaSuccess;
 	}
 	gs = gs__green_stream(rt->green, rt->sm_range, (unsigned int)rt->sms,
 			      l->stream, rt->gen, &nsm, why, sizeof(why));
 	if (gs == NULL) {
-		fprintf(stderr, "gshare: space partition %u:%u: %s; as a share "
-			"of the blocks instead\n", rt->sm_range >> 16,
-			rt->sm_range & 0xffffu, why);
-		rt->green_off = 1;
+		green_fallback(why);
 		return cudaSuccess;
 	}
 	if (l->ev == NULL &&
@@ -1155,12 +1166,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			uint64_t t = now_ns(), d = t - set;
 
 			if (set != 0 && set >= hold_t0 && set <= t &&
-			    rt->sm_range != rt->applied_range) {
+			    rt->sm_range != rt->applied_range)
 				rt->rz[rt->nrz++ % 64u] = d;
-				rt->rz_sum += d;
-				if (d > rt->rz_max)
-					rt->rz_max = d;
-			}
 			rt->applied_part_gen = rt->round_part_gen;
 			rt->applied_range = rt->sm_range;
 		}
@@ -1499,7 +1506,7 @@ drive_attached(void)
 GS_API const char *
 gs_version(void)
 {
-	return "1.1";
+	return "1.2";
 }
 
 GS_API const char *
@@ -1965,12 +1972,18 @@ gs_eviction_samples(uint64_t *out, size_t max)
 	return n;
 }
 
-static int
-cmp_u64(const void *a, const void *b)
+GS_API size_t
+gs_resize_samples(uint64_t *out, size_t max)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t first, i;
+	size_t n = 0;
 
-	return x < y ? -1 : x > y;
+	if (rt == NULL || out == NULL)
+		return 0;
+	first = gs__ring_recent(rt->nrz, 64u, max);
+	for (i = first; i < rt->nrz && n < max; i++)
+		out[n++] = rt->rz[i % 64u];
+	return n;
 }
 
 GS_API int
@@ -1983,20 +1996,6 @@ gs_finalize(void)
 		return fail(GS_ESTATE, "gs_finalize before gs_init");
 	if (gs__queues_total(&rt->q) > 0)
 		rc = gs_synchronize();
-	if (rt->nrz > 0) {
-		/* space mode: how fast the agent's partition changes took */
-		uint64_t v[64];
-		unsigned int n = rt->nrz < 64 ? (unsigned int)rt->nrz : 64u;
-
-		memcpy(v, rt->rz, n * sizeof(v[0]));
-		qsort(v, n, sizeof(v[0]), cmp_u64);
-		fprintf(stderr, "gshare: %llu partition changes, agent's write "
-			"-> relaunch on it: mean %.1f us, median of the last "
-			"%u %.1f us, max %.1f us\n",
-			(unsigned long long)rt->nrz,
-			(double)rt->rz_sum / 1e3 / (double)rt->nrz, n,
-			(double)v[n / 2] / 1e3, (double)rt->rz_max / 1e3);
-	}
 	for (i = 0; i < rt->q.n; i++) {
 		while (rt->q.q[i].head != NULL) {
 			struct gs__launch *l =

@@ -33,6 +33,7 @@ test_before_init(void **state)
 	assert_int_equal(gs_stats(&st), GSHARE_ESTATE);
 	assert_int_equal(gs_finalize(), GSHARE_ESTATE);
 	assert_int_equal(gs_eviction_samples(NULL, 0), 0);
+	assert_int_equal(gs_resize_samples(NULL, 0), 0);
 	{
 		struct gs_taskpool *p = NULL;
 		struct gs_taskpool_stats ps;
@@ -51,7 +52,7 @@ test_strings(void **state)
 	int rc;
 
 	(void)state;
-	assert_string_equal(gs_version(), "1.1");
+	assert_string_equal(gs_version(), "1.2");
 	for (rc = 0; rc >= -20; rc--)
 		assert_non_null(gs_strerror(rc));
 	assert_string_equal(gs_strerror(GSHARE_ECONFIG),

@@ -278,10 +278,10 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	# relaunch on it (libgshare prints it at exit); target 2 ms
 	wait "$pe"; re=$?
 	[ $re = 0 ] || bad "agent-eater1" "eater under resizes: rc $re (log $O/agent-eater.log)"
-	rzl=$(grep -h "partition changes, agent's write" "$O/agent-eater.log" | tail -n 1)
-	rzm=$(echo "$rzl" | sed -n 's/.*median of the last [0-9]* \([0-9.]*\) us.*/\1/p')
+	rzl=$(grep -h "^resizes eater " "$O/agent-eater.log" | tail -n 1)
+	rzm=$(echo "$rzl" | sed -n 's/.* median_us=\([0-9.]*\) .*/\1/p')
 	if [ -n "$rzm" ] && awk -v m="$rzm" 'BEGIN { exit !(m <= 2000) }'; then
-		ok "resize latency: ${rzl#gshare: }"
+		ok "resize latency (agent's write -> relaunch on it): ${rzl#resizes eater }"
 	else
 		bad "resize" "resize latency: '${rzl:-no line}' (target median <= 2000 us)"
 	fi
