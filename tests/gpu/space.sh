@@ -275,7 +275,8 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 		bad "agent-sgemm" "sgemm under $((r1 - r0)) resizes (rc $rs, log $O/agent-sgemm.log)"
 	fi
 	# resize latency: the agent's write of a new partition -> the job's
-	# relaunch on it (libgshare prints it at exit); target 2 ms
+	# relaunch on it (gs_resize_samples, printed by the example at its
+	# end); target 2 ms
 	wait "$pe"; re=$?
 	[ $re = 0 ] || bad "agent-eater1" "eater under resizes: rc $re (log $O/agent-eater.log)"
 	rzl=$(grep -h "^resizes eater " "$O/agent-eater.log" | tail -n 1)
