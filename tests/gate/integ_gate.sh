@@ -206,5 +206,33 @@ ctl ping >/dev/null && [ "$(field "$dir/k3.out" launches)" -gt 0 ] &&
     bad "second process: $(cat "$dir/k3b.out")"
 ctl close "$a" >/dev/null && ctl close "$b" >/dev/null || bad "close"
 
+# --- accounting: the agent's GPU time against the driver's --------------
+# a gated job alone on a fresh allocation: the GPU time the agent shows
+# (the gate's event spans while it held the token) against the kernel
+# time the stand-in ran, within 1 %: GPU-bound, and busy 40 ms of every
+# 140 (its idle spells are not billed).  (Host gaps under 100 us between
+# a job's kernels count as its own, by design: docs/runtime.md.)
+for x in "bound:--sync-every 0" "duty:--busy-ms 40 --idle-ms 100"; do
+	n=${x%%:*}
+	e=$(ctl create --shares 50)
+	# shellcheck disable=SC2086
+	GSHARE_SOCKET=$sock GSHARE_ALLOC=$e LD_PRELOAD=$GATE $APP \
+	    --seconds 1.5 --kernel-us 1000 ${x#*:} >"$dir/acct_$n.out" 2>&1
+	ks=$(field "$dir/acct_$n.out" kernel_s)
+	gn=$(ctl status --json | /usr/bin/python3 -c '
+import json, sys
+for a in json.load(sys.stdin)["allocations"]:
+    if a["id"] == int(sys.argv[1]):
+        print(a["gpu_ns"])' "$e")
+	if [ -n "$ks" ] && [ -n "$gn" ] && awk -v g="$gn" -v k="$ks" \
+	    'BEGIN { r = g / 1e9 / k; exit !(k > 0.3 && r > 0.99 && r < 1.01) }'
+	then
+		ok "accounting, $n: agent $(awk -v g="$gn" 'BEGIN { printf "%.4f", g / 1e9 }') s vs the driver's $ks s"
+	else
+		bad "accounting, $n: agent gpu_ns '$gn' vs the driver's kernel_s '$ks'"
+	fi
+	ctl close "$e" >/dev/null
+done
+
 [ $fail = 0 ] && echo "integ_gate: all passed"
 exit $fail
