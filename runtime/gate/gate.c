@@ -162,6 +162,14 @@ static struct {
 	uint64_t charged[GATE_MAX_POOLS];
 	unsigned n;
 } pools = { .mu = PTHREAD_MUTEX_INITIALIZER };
+/* what the graphs' allocator (graph memory nodes) holds on this process's
+ * device, as charged to the ledger (see "device memory") */
+static struct {
+	pthread_mutex_t mu;
+	uint64_t charged;
+	CUdevice dev;
+	int have_dev;
+} graphmem = { .mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int tls_in_gate;
 /* this thread runs gate_init: libcuda's constructors (run by its dlopen)
@@ -345,6 +353,9 @@ static void gate_atfork_child(void)
 	memq_tried = 0;
 	pthread_mutex_init(&pools.mu, NULL);
 	pools.n = 0;
+	pthread_mutex_init(&graphmem.mu, NULL);
+	graphmem.charged = 0;
+	graphmem.have_dev = 0;
 	g.state = GT_NOTHELD;
 	for (unsigned i = 0; i < g.nstreams; i++)
 		gl_stream_init(&g.streams[i]->w);
@@ -879,8 +890,9 @@ static void *monitor_main(void *arg)
 
 /* ---- the submission path ---------------------------------------------- */
 
-enum { GK_SUBMIT, GK_CAPBEGIN, GK_CAPEND };
+enum { GK_SUBMIT, GK_GRAPH, GK_CAPBEGIN, GK_CAPEND };
 #define GATE_K_SUBMIT GK_SUBMIT
+#define GATE_K_GRAPH GK_GRAPH
 #define GATE_K_CAPBEGIN GK_CAPBEGIN
 #define GATE_K_CAPEND GK_CAPEND
 
@@ -898,7 +910,8 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	if (tls_initing)
 		return;
 	gate_init_once();
-	if (kind != GK_SUBMIT || !g.enabled || tls_in_gate ||
+	if ((kind != GK_SUBMIT && kind != GK_GRAPH) || !g.enabled ||
+	    tls_in_gate ||
 	    __atomic_load_n(&g.launch_off, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&capture_count, __ATOMIC_ACQUIRE) > 0)
 		return;
@@ -956,6 +969,8 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	pthread_mutex_unlock(&g.mu);
 }
 
+static void graph_launched(void);
+
 #define GATE_WRAP(kind, sym, ptsz, P, A, S)				\
 	CUresult sym P							\
 	{								\
@@ -970,12 +985,15 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 		}							\
 		rc_ = ((CUresult (*) P)hook_real[H_##sym]) A;		\
 		gate_post(GATE_K_##kind, &t_, rc_);			\
+		if (GATE_K_##kind == GK_GRAPH && rc_ == CUDA_SUCCESS)	\
+			graph_launched();				\
 		return rc_;						\
 	}
 #define GATE_WRAP_SUBMIT(sym, ptsz, P, A, S) GATE_WRAP(SUBMIT, sym, ptsz, P, A, S)
 #define GATE_WRAP_CAPBEGIN(sym, ptsz, P, A, S) \
 	GATE_WRAP(CAPBEGIN, sym, ptsz, P, A, S)
 #define GATE_WRAP_CAPEND(sym, ptsz, P, A, S) GATE_WRAP(CAPEND, sym, ptsz, P, A, S)
+#define GATE_WRAP_GRAPH(sym, ptsz, P, A, S) GATE_WRAP(GRAPH, sym, ptsz, P, A, S)
 #define GATE_WRAP_MEM(sym, ptsz, P, A, S)	/* below, by hand */
 #define X(kind, sym, ptsz, P, A, S) GATE_WRAP_##kind(sym, ptsz, P, A, S)
 GATE_HOOKS(X)
@@ -1124,6 +1142,79 @@ static void pools_refresh(struct gs_memq *q)
 	pthread_mutex_unlock(&pools.mu);
 }
 
+/*
+ * Graph memory nodes (cuGraphAddMemAllocNode, a captured cudaMallocAsync):
+ * the driver reserves their memory from a per-device allocator of its own
+ * when a graph is launched and keeps it for the next launches.  The
+ * ledger charges what that allocator holds
+ * (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT of the current context's
+ * device), read again after every graph launch and before every
+ * cuMemGetInfo/NVML answer.  A launch has already happened when its
+ * memory shows: one that leaves the ledger over the limit makes the
+ * driver trim what no graph uses (cuDeviceGraphMemTrim), and whatever is
+ * left over the limit refuses the process's next allocations until it
+ * is given back.
+ */
+static void graphmem_refresh_locked(struct gs_memq *q)
+{
+	cuuint64_t r = 0;
+	CUdevice d;
+
+	if (d_cuDeviceGetGraphMemAttribute == NULL)
+		return;
+	if (!graphmem.have_dev) {
+		if (d_cuCtxGetDevice == NULL ||
+		    d_cuCtxGetDevice(&d) != CUDA_SUCCESS)
+			return;
+		graphmem.dev = d;
+		graphmem.have_dev = 1;
+	}
+	if (d_cuDeviceGetGraphMemAttribute(graphmem.dev,
+					   CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+					   &r) != CUDA_SUCCESS)
+		return;
+	if (r > graphmem.charged)
+		gs_memq_force(q, r - graphmem.charged);
+	else if (r < graphmem.charged)
+		gs_memq_unreserve(q, graphmem.charged - r);
+	graphmem.charged = r;
+}
+
+static void graphmem_refresh(struct gs_memq *q)
+{
+	pthread_mutex_lock(&graphmem.mu);
+	graphmem_refresh_locked(q);
+	pthread_mutex_unlock(&graphmem.mu);
+}
+
+/* Trim the graphs' allocator and charge what it still holds; 1 when it
+ * held anything before. */
+static int graphmem_trim(struct gs_memq *q)
+{
+	int had;
+
+	pthread_mutex_lock(&graphmem.mu);
+	graphmem_refresh_locked(q);
+	had = graphmem.charged > 0;
+	if (had && graphmem.have_dev && d_cuDeviceGraphMemTrim != NULL) {
+		(void)d_cuDeviceGraphMemTrim(graphmem.dev);
+		graphmem_refresh_locked(q);
+	}
+	pthread_mutex_unlock(&graphmem.mu);
+	return had;
+}
+
+static void graph_launched(void)
+{
+	struct gs_memq *q = memq_get();
+
+	if (q == NULL)
+		return;
+	graphmem_refresh(q);
+	if (gs_memq_over(q))
+		(void)graphmem_trim(q);
+}
+
 /* Make the pools give back what they hold beyond what is in use, before
  * refusing an allocation (pools.mu held).  No synchronize while a stream
  * capture runs: it would invalidate the capture. */
@@ -1145,14 +1236,19 @@ static void pools_reclaim_locked(struct gs_memq *q)
  * the way.  0, or -1: refused. */
 static int mem_reserve(struct gs_memq *q, uint64_t n)
 {
+	int again = 0;
+
 	if (gs_memq_reserve(q, n) == 0)
 		return 0;
-	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) == 0)
-		return -1;
-	pthread_mutex_lock(&pools.mu);
-	pools_reclaim_locked(q);
-	pthread_mutex_unlock(&pools.mu);
-	return gs_memq_reserve(q, n);
+	if (__atomic_load_n(&pools.n, __ATOMIC_ACQUIRE) != 0) {
+		pthread_mutex_lock(&pools.mu);
+		pools_reclaim_locked(q);
+		pthread_mutex_unlock(&pools.mu);
+		again = 1;
+	}
+	if (graphmem_trim(q))
+		again = 1;
+	return again ? gs_memq_reserve(q, n) : -1;
 }
 
 typedef CUresult (*pool_alloc_fn)(CUdeviceptr *, size_t, CUmemoryPool,
@@ -1644,6 +1740,7 @@ CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	    total_b == NULL)
 		return rc;
 	pools_refresh(q);
+	graphmem_refresh(q);
 	gs_memq_view(q, *free_b, *total_b, &f, &t);
 	*free_b = (size_t)f;
 	*total_b = (size_t)t;
@@ -1721,6 +1818,7 @@ static void nvml_view(struct gs_memq *q, unsigned long long *total,
 	uint64_t f, t;
 
 	pools_refresh(q);
+	graphmem_refresh(q);
 	gs_memq_view(q, *free_b, *total, &f, &t);
 	*total = t;
 	*free_b = f;

@@ -51,6 +51,8 @@ typedef struct CUuuid_st {
 
 /* CUmemPool_attribute values (cuuint64_t) */
 #define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT	5
+/* CUgraphMem_attribute: memory the graphs' allocator holds (cuuint64_t) */
+#define CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT	2
 #define CU_MEMPOOL_ATTR_USED_MEM_CURRENT	7
 
 #define CU_STREAM_LEGACY		((CUstream)0x1)

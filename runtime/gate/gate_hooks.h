@@ -4,7 +4,9 @@
  *
  *   X(kind, symbol, ptsz, params, args, stream)
  *
- *   kind    SUBMIT (puts work on a stream: gated), CAPBEGIN / CAPEND
+ *   kind    SUBMIT (puts work on a stream: gated), GRAPH (a graph
+ *           launch: gated as SUBMIT, then the graphs' memory is charged
+ *           to the allocation's limit), CAPBEGIN / CAPEND
  *           (stream capture starts / ends: counted, never gated), MEM
  *           (device memory: held to the allocation's limit; these
  *           wrappers are written by hand in gate.c, not generated)
@@ -102,8 +104,8 @@
 	X(SUBMIT, cuLaunchKernelEx_ptsz, 1, GATE_P_EX, GATE_A_EX, GATE_S_EX) \
 	X(SUBMIT, cuLaunchCooperativeKernel, 0, GATE_P_COOP, GATE_A_COOP, s) \
 	X(SUBMIT, cuLaunchCooperativeKernel_ptsz, 1, GATE_P_COOP, GATE_A_COOP, s) \
-	X(SUBMIT, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s) \
-	X(SUBMIT, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(GRAPH, cuGraphLaunch, 0, GATE_P_GRAPH, GATE_A_GRAPH, s) \
+	X(GRAPH, cuGraphLaunch_ptsz, 1, GATE_P_GRAPH, GATE_A_GRAPH, s) \
 	X(SUBMIT, cuMemcpyAsync, 0, GATE_P_CPY, GATE_A_CPY, s) \
 	X(SUBMIT, cuMemcpyAsync_ptsz, 1, GATE_P_CPY, GATE_A_CPY, s) \
 	X(SUBMIT, cuMemcpyDtoDAsync_v2, 0, GATE_P_CPY, GATE_A_CPY, s) \
@@ -163,6 +165,8 @@
 	X(cuCtxSynchronize, (void)) \
 	X(cuDeviceGetMemPool, (CUmemoryPool *p, CUdevice d)) \
 	X(cuMemPoolGetAttribute, (CUmemoryPool p, int attr, void *v)) \
-	X(cuMemPoolTrimTo, (CUmemoryPool p, size_t keep))
+	X(cuMemPoolTrimTo, (CUmemoryPool p, size_t keep)) \
+	X(cuDeviceGetGraphMemAttribute, (CUdevice d, int attr, void *v)) \
+	X(cuDeviceGraphMemTrim, (CUdevice d))
 
 #endif /* GATE_HOOKS_H */

@@ -24,6 +24,10 @@
  *                          is left of it (v1 and v2); GPU-fake-1 its own
  *   mem_app arrays LIMIT   CUDA arrays (1D/2D, 3D, mipmapped) count at
  *                          their descriptor's size; destroying gives back
+ *   mem_app graphs LIMIT   graph memory nodes (the stand-in's model):
+ *                          what the graphs' allocator holds counts, is
+ *                          trimmed for an allocation that needs it and
+ *                          after a launch that leaves the ledger over
  *   mem_app hold MIB SECS  hold MIB MiB for SECS seconds, print "held"
  *   mem_app fill SECS [MIB]  allocate 1 MiB at a time until refused (or
  *                          MIB MiB, the first time), print "filled BYTES
@@ -365,6 +369,49 @@ static void run_arrays(uint64_t limit, void *h)
 	      "all back: free %zu", f);
 }
 
+/* Graph memory nodes (the stand-in's model: GATE_STANDIN_GRAPH_MEM bytes
+ * reserved by the graphs' allocator at a launch, kept until trimmed):
+ * charged to the limit, shown in the cuMemGetInfo view, trimmed when an
+ * allocation needs the room or a launch leaves the ledger over. */
+static void run_graphs(uint64_t limit, void *h)
+{
+	CUresult (*launch)(void *, CUstream);
+	CUresult (*gattr)(int, int, void *);
+	uint64_t res = 0;
+	CUdeviceptr a = 0;
+	size_t f = 0, t = 0;
+	CUresult rc;
+
+	*(void **)&launch = dlsym(h, "cuGraphLaunch");
+	*(void **)&gattr = dlsym(h, "cuDeviceGetGraphMemAttribute");
+	if (!launch || !gattr) {
+		CHECK(0, "graph entry points");
+		return;
+	}
+	setenv("GATE_STANDIN_GRAPH_MEM", "16777216", 1);	/* 16 MiB */
+	rc = launch((void *)1, NULL);
+	CHECK(rc == 0 && p_sync() == 0 && p_info(&f, &t) == 0 &&
+	      f == limit - 16 * MIB,
+	      "a graph holding 16 MiB: rc %d, free %zu of %zu", rc, f, t);
+	rc = p_alloc(&a, limit - 16 * MIB);
+	CHECK(rc == 0, "the rest of the limit beside it: rc %d", rc);
+	CHECK(p_free(a) == 0, "freed");
+	/* an allocation that needs the graphs' memory: it is trimmed */
+	rc = p_alloc(&a, limit - 8 * MIB);
+	CHECK(rc == 0 && gattr(0, 2, &res) == 0 && res == 0,
+	      "limit - 8 MiB: the graphs' memory trimmed for it: rc %d, "
+	      "graphs hold %llu", rc, (unsigned long long)res);
+	/* a launch that leaves the ledger over: trimmed again after it */
+	rc = launch((void *)1, NULL);
+	CHECK(rc == 0 && gattr(0, 2, &res) == 0 && res == 0 &&
+	      p_info(&f, &t) == 0 && f == 8 * MIB,
+	      "a launch past the limit: trimmed after it: rc %d, graphs "
+	      "hold %llu, free %zu", rc, (unsigned long long)res, f);
+	CHECK(p_free(a) == 0 && p_info(&f, &t) == 0 && f == limit,
+	      "all back: free %zu", f);
+	unsetenv("GATE_STANDIN_GRAPH_MEM");
+}
+
 static uint64_t g_limit, g_held, g_refused, g_over;
 
 static void *worker(void *arg)
@@ -482,6 +529,9 @@ int main(int argc, char *argv[])
 		run_limit(strtoull(argv[2], NULL, 10));
 	} else if (strcmp(argv[1], "arrays") == 0) {
 		run_arrays(strtoull(argv[2], NULL, 10),
+			   dlopen("libcuda.so.1", RTLD_NOW));
+	} else if (strcmp(argv[1], "graphs") == 0) {
+		run_graphs(strtoull(argv[2], NULL, 10),
 			   dlopen("libcuda.so.1", RTLD_NOW));
 	} else if (strcmp(argv[1], "nvml") == 0) {
 		run_nvml(strtoull(argv[2], NULL, 10));

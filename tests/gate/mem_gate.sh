@@ -8,7 +8,8 @@
 # they keep, and trimmed before an allocation is refused; 8 threads never pass it together; the
 # agent sees what the job holds (status mem_used / mem_peak) and nothing
 # once it is killed -9; a level-2 job (libgshare linked) is limited too; CUDA
-# arrays count at their descriptor's size; NVML's
+# arrays count at their descriptor's size; graph memory nodes count
+# (trimmed when an allocation needs the room); NVML's
 # memory queries answer with the allocation's view for its GPU only;
 # two processes of one allocation hold no more than its limit together
 # (the later one refused with CUDA_ERROR_OUT_OF_MEMORY), and a kill -9 of
@@ -90,6 +91,21 @@ until [ "$(figs "$a" | cut -d' ' -f1)" = 0 ]; do
 done
 [ "$(figs "$a" | cut -d' ' -f1)" = 0 ] && ok "kill -9: nothing held any more"
 
+# graph memory, on an allocation of its own: as a level-2 job, whose
+# launches are its own (the listed GPU's UUID is the stand-in NVML's,
+# which the stand-in driver's device does not have: a gated launch would
+# be refused as on another GPU).  A launch that passes the limit has
+# happened when its memory shows: the agent's peak says so
+ga=$($CTL create --shares 10 --mem 64M) || bad "create (graphs)"
+GSHARE_ALLOC=$ga LD_PRELOAD="$GATE $L2" "$APP" graphs $((64 * MIB)) > "$dir/graphs.out" 2>&1; echo "rc=$?" >> "$dir/graphs.out"; grep -q "^rc=0$" "$dir/graphs.out" &&
+	ok "graph memory: $(grep -c '^ok' "$dir/graphs.out") checks" ||
+	bad "graph memory: $(grep FAIL "$dir/graphs.out"; tail -3 "$dir/graphs.out")"
+f=$(figs "$ga")
+set -- $f
+[ "$1" = 0 ] && [ "$2" = $((72 * MIB)) ] &&
+	ok "graph memory: the agent saw the launch past the limit (peak $2), nothing held after" ||
+	bad "graph memory: agent figures $f"
+$CTL close "$ga" >/dev/null || bad "close (graphs)"
 # two processes of one allocation (the memory page they share): A takes
 # 24 MiB, then B fills what it can, 1 MiB at a time: 40 MiB, then
 # CUDA_ERROR_OUT_OF_MEMORY (2), though alone it could hold 64; A asked to

@@ -410,14 +410,24 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f,
 	return submit(c->hStream, 1, (uint64_t)(uintptr_t)f * 1000, 1);
 }
 
+static CUresult sgraph_launch(void);
+
 EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
+	CUresult rc = sgraph_launch();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	stats.graphs++;
 	return submit(s, 0, (uint64_t)(uintptr_t)g * 1000, 1);
 }
 
 EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
+	CUresult rc = sgraph_launch();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	stats.graphs++;
 	return submit(s, 1, (uint64_t)(uintptr_t)g * 1000, 1);
 }
@@ -1073,6 +1083,57 @@ EXPORT CUresult cuMipmappedArrayDestroy(void *m)
 }
 
 /* What the simulated device really holds (pools' reserves included). */
+/* ---- graph memory nodes: a graph launched while GATE_STANDIN_GRAPH_MEM
+ * is set needs that many bytes from the graphs' allocator, which
+ * reserves them from the device and keeps them for later launches until
+ * cuDeviceGraphMemTrim (the model: no graph is running then) ---- */
+
+static uint64_t sgraph_reserved;
+
+static CUresult sgraph_launch(void)
+{
+	const char *e = getenv("GATE_STANDIN_GRAPH_MEM");
+	uint64_t need = e != NULL ? strtoull(e, NULL, 10) : 0;
+	CUresult rc = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&mu);
+	if (need > sgraph_reserved) {
+		if (need - sgraph_reserved > SMEM_TOTAL - smem_used) {
+			rc = 2;		/* CUDA_ERROR_OUT_OF_MEMORY */
+		} else {
+			smem_used += need - sgraph_reserved;
+			sgraph_reserved = need;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/* attributes 0 USED_MEM_CURRENT, 2 RESERVED_MEM_CURRENT (cuuint64_t) */
+EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice d, int attr, void *v)
+{
+	uint64_t x;
+
+	if (d != 0 || v == NULL || (attr != 0 && attr != 2))
+		return 1;
+	pthread_mutex_lock(&mu);
+	x = sgraph_reserved;
+	pthread_mutex_unlock(&mu);
+	memcpy(v, &x, sizeof(x));
+	return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice d)
+{
+	if (d != 0)
+		return 1;
+	pthread_mutex_lock(&mu);
+	smem_used -= sgraph_reserved;
+	sgraph_reserved = 0;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
 EXPORT uint64_t gs_standin_mem_used(void)
 {
 	uint64_t u;
