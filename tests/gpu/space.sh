@@ -12,9 +12,10 @@
 #   3. the agent's MPS supervision with the real daemon: a space
 #      allocation starts it, an attached job is an MPS client, a checked
 #      sgemm keeps checking out while allocations come and go around it
-#      (resizes, counted from the agent's debug log), the daemon killed
-#      mid-run is restarted, the allocation keeps its usage and a new job
-#      on it runs through the new daemon;
+#      (resizes, counted from the agent's debug log), an eater's resize
+#      latency (median within 2 ms), the daemon killed under a running
+#      job is restarted, the allocation keeps its usage and a new job on
+#      it runs through the new daemon;
 #   4. benchmark pairs (sgemm+stencil, eater+stencil, eater+sgemm, and a
 #      PyTorch train+infer pair when torch is there): pair throughput
 #      (sum of rate/solo) under default time-slicing, plain MPS, MPS with
@@ -23,6 +24,9 @@
 #      complementary pairs, never below time mode otherwise, no job below
 #      its share of its solo rate.
 # Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
+# Environment: GS_SPACE_PARTS (which of 1-4, default all), GS_SPACE_RUN_S
+# (seconds per measured run, 4), GS_SPACE_T1 (timeout of each run of 1,
+# 90 s), GS_SPACE_BLOCKS=0 (leave out the GSHARE_SM_MAP=blocks pairs).
 # Exit status 0 only if every check of 1-3 passed; 4 only reports.
 set -u
 B=${1:-build}
