@@ -856,12 +856,57 @@ gs_dp_grpc_list_pods(struct gs_dp_grpc *g)
 		g->h.pods(g->h.ctx, 0, NULL, 0, gs_dp_now_ms());
 }
 
+/*
+ * A List reply flattened to one entry per (container, device resource),
+ * only `resource`'s when it is not NULL; the strings are the reply's.
+ * *n: how many.  NULL: out of memory.
+ */
+static struct gs_dp_podctr *
+podctrs(const Gsk8s__ListPodResourcesResponse *rs, const char *resource,
+	size_t *n)
+{
+	struct gs_dp_podctr *pcs;
+	size_t i, j, k, m = 0;
+
+	for (i = 0; i < rs->n_pod_resources; i++)
+		for (j = 0; j < rs->pod_resources[i]->n_containers; j++)
+			m += rs->pod_resources[i]->containers[j]->n_devices;
+	pcs = calloc(m + 1, sizeof(*pcs));
+	if (pcs == NULL)
+		return NULL;
+	m = 0;
+	for (i = 0; i < rs->n_pod_resources; i++) {
+		Gsk8s__PodResources *p = rs->pod_resources[i];
+
+		for (j = 0; j < p->n_containers; j++) {
+			Gsk8s__ContainerResources *cr = p->containers[j];
+
+			for (k = 0; k < cr->n_devices; k++) {
+				Gsk8s__ContainerDevices *d = cr->devices[k];
+
+				if (resource != NULL &&
+				    strcmp(d->resource_name, resource) != 0)
+					continue;
+				pcs[m].ns = p->namespace_;
+				pcs[m].pod = p->name;
+				pcs[m].container = cr->name;
+				pcs[m].resource = d->resource_name;
+				pcs[m].ids = (const char *const *)d->device_ids;
+				pcs[m].nids = d->n_device_ids;
+				m++;
+			}
+		}
+	}
+	*n = m;
+	return pcs;
+}
+
 static void
 on_podlist_done(struct gs_dp_grpc *g, struct ccall *cc)
 {
 	Gsk8s__ListPodResourcesResponse *rs = NULL;
 	struct gs_dp_podctr *pcs = NULL;
-	size_t i, j, k, n = 0;
+	size_t n = 0;
 	int ok = 0;
 
 	g->podl = NULL;
@@ -879,33 +924,8 @@ on_podlist_done(struct gs_dp_grpc *g, struct ccall *cc)
 		log_warnx("PodResources List: cannot decode the reply");
 		goto out;
 	}
-	for (i = 0; i < rs->n_pod_resources; i++)
-		for (j = 0; j < rs->pod_resources[i]->n_containers; j++)
-			n += rs->pod_resources[i]->containers[j]->n_devices;
-	pcs = calloc(n + 1, sizeof(*pcs));
-	if (pcs == NULL)
+	if ((pcs = podctrs(rs, g->resource, &n)) == NULL)
 		goto out;
-	n = 0;
-	for (i = 0; i < rs->n_pod_resources; i++) {
-		Gsk8s__PodResources *p = rs->pod_resources[i];
-
-		for (j = 0; j < p->n_containers; j++) {
-			Gsk8s__ContainerResources *cr = p->containers[j];
-
-			for (k = 0; k < cr->n_devices; k++) {
-				Gsk8s__ContainerDevices *d = cr->devices[k];
-
-				if (strcmp(d->resource_name, g->resource) != 0)
-					continue;
-				pcs[n].ns = p->namespace_;
-				pcs[n].pod = p->name;
-				pcs[n].container = cr->name;
-				pcs[n].ids = (const char *const *)d->device_ids;
-				pcs[n].nids = d->n_device_ids;
-				n++;
-			}
-		}
-	}
 	ok = 1;
 out:
 	g->h.pods(g->h.ctx, ok, pcs, n, gs_dp_now_ms());
@@ -928,7 +948,7 @@ gs_dp_grpc_pods_now(struct gs_dp_grpc *g,
 	struct gs_dp_grpc tmp;
 	struct ccall *cc;
 	grpc_event ev;
-	size_t i, j, k, n = 0;
+	size_t n = 0;
 	int rv = -1;
 
 	if (g->podres_socket[0] == '\0')
@@ -970,33 +990,9 @@ gs_dp_grpc_pods_now(struct gs_dp_grpc *g,
 		    "decode the reply");
 		goto out;
 	}
-	for (i = 0; i < rs->n_pod_resources; i++)
-		for (j = 0; j < rs->pod_resources[i]->n_containers; j++)
-			n += rs->pod_resources[i]->containers[j]->n_devices;
-	pcs = calloc(n + 1, sizeof(*pcs));
-	if (pcs == NULL) {
+	if ((pcs = podctrs(rs, NULL, &n)) == NULL) {
 		gs_error_set(err, GS_ENOMEM, "out of memory");
 		goto out;
-	}
-	n = 0;
-	for (i = 0; i < rs->n_pod_resources; i++) {
-		Gsk8s__PodResources *p = rs->pod_resources[i];
-
-		for (j = 0; j < p->n_containers; j++) {
-			Gsk8s__ContainerResources *cr = p->containers[j];
-
-			for (k = 0; k < cr->n_devices; k++) {
-				Gsk8s__ContainerDevices *d = cr->devices[k];
-
-				pcs[n].ns = p->namespace_;
-				pcs[n].pod = p->name;
-				pcs[n].container = cr->name;
-				pcs[n].resource = d->resource_name;
-				pcs[n].ids = (const char *const *)d->device_ids;
-				pcs[n].nids = d->n_device_ids;
-				n++;
-			}
-		}
 	}
 	fn(arg, pcs, n);
 	rv = 0;

@@ -48,6 +48,7 @@
 #define GS__SLOTS	4096u
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
+#define GS__RZS		64u	/* resize latencies kept */
 #define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
 #define GS__SMIDS	1024u	/* rank table: smids kept at most */
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
@@ -133,7 +134,7 @@ struct gs__rt {
 	uint64_t nrz;			/* resize latencies: agent's write
 					 * -> relaunch on the new partition
 					 * (gs_resize_samples) */
-	uint64_t rz[64];		/* the last ones (ring) */
+	uint64_t rz[GS__RZS];		/* the last ones (ring) */
 	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
@@ -1167,7 +1168,7 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 
 			if (set != 0 && set >= hold_t0 && set <= t &&
 			    rt->sm_range != rt->applied_range)
-				rt->rz[rt->nrz++ % 64u] = d;
+				rt->rz[rt->nrz++ % GS__RZS] = d;
 			rt->applied_part_gen = rt->round_part_gen;
 			rt->applied_range = rt->sm_range;
 		}
@@ -1958,32 +1959,34 @@ gs_stats(struct gs_stats *out)
 	return GSHARE_OK;
 }
 
+/* Copy up to max of the newest of count samples kept in ring[cap],
+ * oldest first. */
+static size_t
+ring_copy(const uint64_t *ring, uint64_t cap, uint64_t count, uint64_t *out,
+	  size_t max)
+{
+	uint64_t i = gs__ring_recent(count, cap, max);
+	size_t n = 0;
+
+	for (; i < count && n < max; i++)
+		out[n++] = ring[i % cap];
+	return n;
+}
+
 GS_API size_t
 gs_eviction_samples(uint64_t *out, size_t max)
 {
-	uint64_t first, i;
-	size_t n = 0;
-
 	if (rt == NULL || out == NULL)
 		return 0;
-	first = gs__ring_recent(rt->nevs, GS__EVS, max);
-	for (i = first; i < rt->nevs && n < max; i++)
-		out[n++] = rt->evs[i % GS__EVS];
-	return n;
+	return ring_copy(rt->evs, GS__EVS, rt->nevs, out, max);
 }
 
 GS_API size_t
 gs_resize_samples(uint64_t *out, size_t max)
 {
-	uint64_t first, i;
-	size_t n = 0;
-
 	if (rt == NULL || out == NULL)
 		return 0;
-	first = gs__ring_recent(rt->nrz, 64u, max);
-	for (i = first; i < rt->nrz && n < max; i++)
-		out[n++] = rt->rz[i % 64u];
-	return n;
+	return ring_copy(rt->rz, GS__RZS, rt->nrz, out, max);
 }
 
 GS_API int

@@ -567,6 +567,41 @@ test_estimate(void **state)
 
 /* ---- with a store: keys continue, re-adoption after a crash ---- */
 
+/*
+ * The first life of a job (agent id 1, 30 shares) that ran 5 s of GPU
+ * (held_ns as given) before the agent went down, in a fresh store under
+ * dir; then the restart: the store reopened and recovered (the open row
+ * closed as NODE_FAIL) and a new accounting over it in *st, *a.
+ */
+static void
+first_life(char *dir, char *path, size_t pathlen, struct gs_ctlpage *pg,
+	   uint64_t held_ns, struct gs_store **st, struct gs_acct **a)
+{
+	struct gs_acct_meta m;
+	struct gs_store_batch *b;
+	struct gs_error err;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, pathlen, "%s/usage.db", dir);
+	assert_int_equal(gs_store_open(path, 0, st, &err), 0);
+	assert_int_equal(gs_acct_new(*st, a, &err), 0);
+	memset(pg, 0, sizeof(*pg));
+	meta(&m, 1, 30);
+	assert_int_equal(gs_acct_open(*a, &m, 10, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(*a, 1, pg, 0), 0);
+	pg->gpu_ns = 5 * S;
+	pg->held_ns = held_ns;
+	pg->state = GS_CTL_RUNNING;
+	assert_int_equal(gs_acct_tick(*a, S, 1000, &b, &err), 0);
+	assert_int_equal(gs_store_write(*st, b, &err), 0);
+	gs_acct_free(*a);
+	gs_store_close(*st);
+
+	assert_int_equal(gs_store_open(path, 0, st, &err), 0);
+	assert_int_equal(gs_store_recover(*st, 0, &err), 1);
+	assert_int_equal(gs_acct_new(*st, a, &err), 0);
+}
+
 static void
 test_store_adopt(void **state)
 {
@@ -579,25 +614,8 @@ test_store_adopt(void **state)
 	const struct gs_acct_view *v;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/usage.db", dir);
-	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
-	assert_int_equal(gs_acct_new(st, &a, &err), 0);
-	memset(&page, 0, sizeof(page));
-	meta(&m, 1, 30);
-	assert_int_equal(gs_acct_open(a, &m, 10, 0, &err), 0);
-	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
-	page.gpu_ns = 5 * S;
-	page.state = GS_CTL_RUNNING;
-	assert_int_equal(gs_acct_tick(a, S, 1000, &b, &err), 0);
-	assert_int_equal(gs_store_write(st, b, &err), 0);
-	gs_acct_free(a);
-	gs_store_close(st);
-
 	/* restart: the open row is closed as NODE_FAIL, then adopted */
-	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
-	assert_int_equal(gs_store_recover(st, 0, &err), 1);
-	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	first_life(dir, path, sizeof(path), &page, 0, &st, &a);
 	assert_int_equal(gs_acct_ticks(a), 1);
 	meta(&m, 7, 30);			/* new agent id, same job */
 	strcpy(m.labels.job, "1");
@@ -672,31 +690,12 @@ test_resumed_late_counters(void **state)
 	struct gs_store *st;
 	struct gs_acct *a;
 	struct gs_acct_meta m;
-	struct gs_store_batch *b;
 	struct gs_store_sample x;
 	struct gs_error err;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/usage.db", dir);
-	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
-	assert_int_equal(gs_acct_new(st, &a, &err), 0);
-	memset(&p1, 0, sizeof(p1));
-	meta(&m, 1, 30);
-	assert_int_equal(gs_acct_open(a, &m, 10, 0, &err), 0);
-	assert_int_equal(gs_acct_attach(a, 1, &p1, 0), 0);
-	p1.gpu_ns = 5 * S;
-	p1.held_ns = 5 * S;
-	p1.state = GS_CTL_RUNNING;
-	assert_int_equal(gs_acct_tick(a, S, 1000, &b, &err), 0);
-	assert_int_equal(gs_store_write(st, b, &err), 0);
-	gs_acct_free(a);
-	gs_store_close(st);
-
 	/* restart: the job re-attaches, continuing its counters */
-	assert_int_equal(gs_store_open(path, 0, &st, &err), 0);
-	assert_int_equal(gs_store_recover(st, 0, &err), 1);
-	assert_int_equal(gs_acct_new(st, &a, &err), 0);
+	first_life(dir, path, sizeof(path), &p1, 5 * S, &st, &a);
 	meta(&m, 7, 30);
 	strcpy(m.labels.job, "1");
 	assert_int_equal(gs_acct_open(a, &m, 2000, 0, &err), 0);

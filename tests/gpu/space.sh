@@ -234,15 +234,21 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	else
 		bad "agent-mps" "no MPS daemon for $a: pipe '$pipe', $(tail -n 3 "$TMP/gshared.log")"
 	fi
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
-	    timeout -k 5 120 "$EX/gs-eater" --run 5 >"$O/agent-eater.log" 2>&1 &
-	pe=$!
-	pids="$pe"
-	t0=$(ms)
-	until grep -q "^window eater 0" "$O/agent-eater.log" 2>/dev/null; do
-		[ $(( $(ms) - t0 )) -gt 30000 ] && break
-		sleep 0.1
-	done
+	# eater_on ALLOC SECONDS LOG: an attached eater in the background
+	# (pe), once its first window is out (30 s at most)
+	eater_on() {
+		GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$1 \
+		    CUDA_MPS_PIPE_DIRECTORY=$(field "$1" mps_pipe) \
+		    timeout -k 5 120 "$EX/gs-eater" --run "$2" >"$3" 2>&1 &
+		pe=$!
+		pids="$pe"
+		t0=$(ms)
+		until grep -q "^window eater 0" "$3" 2>/dev/null; do
+			[ $(( $(ms) - t0 )) -gt 30000 ] && break
+			sleep 0.1
+		done
+	}
+	eater_on "$a" 5 "$O/agent-eater.log"
 	srv=$(echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$pipe \
 	    timeout 10 "$MPSCTL" 2>/dev/null)
 	[ -n "$srv" ] && ok "the attached job is an MPS client (server $srv)" ||
@@ -294,15 +300,7 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	# goes with it, and so do the CUDA contexts of its clients (the
 	# driver's behaviour, docs/space.md); the agent restarts the
 	# daemon, the allocation and its usage stay, a new job runs
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$a CUDA_MPS_PIPE_DIRECTORY=$pipe \
-	    timeout -k 5 120 "$EX/gs-eater" --run 8 >"$O/agent-eater1.log" 2>&1 &
-	pe=$!
-	pids="$pe"
-	t0=$(ms)
-	until grep -q "^window eater 0" "$O/agent-eater1.log" 2>/dev/null; do
-		[ $(( $(ms) - t0 )) -gt 30000 ] && break
-		sleep 0.1
-	done
+	eater_on "$a" 8 "$O/agent-eater1.log"
 	g0=$(field "$a" gpu_ns)
 	kill -9 "$d1" 2>/dev/null
 	note "killed MPS daemon $d1 (allocation $a had ${g0:-?} ns)"
