@@ -261,6 +261,17 @@ static void *work(void *arg)
 	return NULL;
 }
 
+static void start_worker(pthread_t *t, struct worker *w, unsigned id,
+			 struct gs_memq *q, volatile struct gs_mempage *shared)
+{
+	w->q = q;
+	w->id = id;
+	w->refused = w->ok = 0;
+	w->shared = shared;
+	w->seen_max = 0;
+	assert_int_equal(pthread_create(t, NULL, work, w), 0);
+}
+
 static void test_threads(void **state)
 {
 	static struct gs_ctlpage page;
@@ -273,14 +284,8 @@ static void test_threads(void **state)
 	(void)state;
 	memset(&page, 0, sizeof(page));
 	q = mk(GIB, &page);
-	for (i = 0; i < NT; i++) {
-		w[i].q = q;
-		w[i].id = i + 1;
-		w[i].refused = w[i].ok = 0;
-		w[i].shared = NULL;
-		w[i].seen_max = 0;
-		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
-	}
+	for (i = 0; i < NT; i++)
+		start_worker(&t[i], &w[i], i + 1, q, NULL);
 	for (i = 0; i < NT; i++) {
 		pthread_join(t[i], NULL);
 		refused += w[i].refused;
@@ -379,14 +384,8 @@ static void test_shared_threads(void **state)
 		q[i] = mk(GIB, &pg[i]);
 		gs_memq_share(q[i], &mp);
 	}
-	for (i = 0; i < NT; i++) {
-		w[i].q = q[i % NQ];
-		w[i].id = i + 1;
-		w[i].refused = w[i].ok = 0;
-		w[i].shared = &mp;
-		w[i].seen_max = 0;
-		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
-	}
+	for (i = 0; i < NT; i++)
+		start_worker(&t[i], &w[i], i + 1, q[i % NQ], &mp);
 	for (i = 0; i < NT; i++) {
 		pthread_join(t[i], NULL);
 		refused += w[i].refused;

@@ -315,68 +315,51 @@ test_part_blocks(void **state)
 	assert_int_equal(gs__part_blocks(264, 0u << 16 | 8u, 0), 264);
 }
 
-/* GSHARE_SM_MAP=green: the H100's split, 15 groups of 8 and 12 left */
+/* GSHARE_SM_MAP=green, mostly on the H100's split (15 groups of 8 and
+ * 12 left over); -1 in an expected field: not checked */
 static void
 test_green_groups(void **state)
 {
-	unsigned int g0, ng;
+	static const struct {
+		unsigned int first, count, sms, ngroups, gsize, left;
+		int rc, g0, ng, wl;
+	} c[] = {
+		{ 0, 40, 132, 15, 8, 12, 0, 0, 5, 0 },
+		/* the rest of a 30/70 split: groups 5..14 and the leftover */
+		{ 40, 92, 132, 15, 8, 12, 0, 5, 10, 1 },
+		{ 64, 68, 132, 15, 8, 12, 0, 8, 7, 1 },
+		/* a granule in the middle of the GPU */
+		{ 48, 8, 132, 15, 8, 12, 0, 6, 1, 0 },
+		/* the agent's last 8-SM granule (128..131): the leftover */
+		{ 128, 4, 132, 15, 8, 12, 0, -1, 0, 1 },
+		/* the whole GPU */
+		{ 0, 132, 132, 15, 8, 12, 0, -1, 15, 1 },
+		/* too narrow to hold a group's middle */
+		{ 0, 3, 132, 15, 8, 12, -1, -1, -1, -1 },
+		/* no leftover */
+		{ 120, 8, 128, 16, 8, 0, 0, 15, 1, 0 },
+		/* the granule 120..127 holds the leftover's middle */
+		{ 120, 8, 132, 15, 8, 12, 0, -1, 0, 1 },
+		/* neither the leftover's middle nor the end: its start */
+		{ 120, 4, 132, 15, 8, 12, 0, -1, -1, 1 },
+		{ 0, 3, 132, 15, 8, 0, -1, -1, -1, -1 },
+	};
+	unsigned int g0, ng, i;
 	int left;
 
 	(void)state;
-	assert_int_equal(gs__green_groups(0, 40, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(g0, 0);
-	assert_int_equal(ng, 5);
-	assert_int_equal(left, 0);
-	/* the rest of a 30/70 split: groups 5..14 and the leftover 12 */
-	assert_int_equal(gs__green_groups(40, 92, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(g0, 5);
-	assert_int_equal(ng, 10);
-	assert_int_equal(left, 1);
-	assert_int_equal(gs__green_groups(64, 68, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(g0, 8);
-	assert_int_equal(ng, 7);
-	assert_int_equal(left, 1);
-	/* a granule in the middle of the GPU */
-	assert_int_equal(gs__green_groups(48, 8, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(g0, 6);
-	assert_int_equal(ng, 1);
-	assert_int_equal(left, 0);
-	/* the last granule of the agent's 8-SM grid (128..131) falls in
-	 * the leftover SMs */
-	assert_int_equal(gs__green_groups(128, 4, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(ng, 0);
-	assert_int_equal(left, 1);
-	/* whole GPU */
-	assert_int_equal(gs__green_groups(0, 132, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(ng, 15);
-	assert_int_equal(left, 1);
-	/* too narrow to hold a group's middle */
-	assert_int_equal(gs__green_groups(0, 3, 132, 15, 8, 12, &g0, &ng,
-					  &left), -1);
-	/* no leftover */
-	assert_int_equal(gs__green_groups(120, 8, 128, 16, 8, 0, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(g0, 15);
-	assert_int_equal(ng, 1);
-	assert_int_equal(left, 0);
-	/* the granule 120..127 holds the leftover's middle */
-	assert_int_equal(gs__green_groups(120, 8, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(ng, 0);
-	assert_int_equal(left, 1);
-	/* a range past the groups that neither holds the leftover's middle
-	 * nor reaches the end */
-	assert_int_equal(gs__green_groups(120, 4, 132, 15, 8, 12, &g0, &ng,
-					  &left), 0);
-	assert_int_equal(left, 1);	/* overlaps and holds its start */
-	assert_int_equal(gs__green_groups(0, 3, 132, 15, 8, 0, &g0, &ng,
-					  &left), -1);
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		assert_int_equal(gs__green_groups(c[i].first, c[i].count,
+						  c[i].sms, c[i].ngroups,
+						  c[i].gsize, c[i].left, &g0,
+						  &ng, &left), c[i].rc);
+		if (c[i].g0 >= 0)
+			assert_int_equal(g0, c[i].g0);
+		if (c[i].ng >= 0)
+			assert_int_equal(ng, c[i].ng);
+		if (c[i].wl >= 0)
+			assert_int_equal(left, c[i].wl);
+	}
 }
 
 static void

@@ -50,6 +50,13 @@ gated() {	# ALLOC OUT ARGS...: gate_app under the gate, in the background
 	    $APP "$@" >"$dir/$g_out.out" 2>&1 &
 	jpids="$jpids $!"
 }
+# until some allocation's job holds the GPU (5 s at most)
+wait_running() {
+	i=0
+	until ctl status --json 2>/dev/null | grep -q '"state": *"running"'; do
+		i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
+	done
+}
 field() {	# FILE KEY
 	sed -n 's/.*event=done.* '"$2"'=\([^ ]*\).*/\1/p' "$1"
 }
@@ -98,10 +105,7 @@ q=$(field "$dir/alone.out" max_queued_us)
 c=$(ctl create --shares 50)
 gated "$c" cont_c --seconds 1.5
 cpid=$!
-i=0
-until ctl status --json 2>/dev/null | grep -q '"state": *"running"'; do
-	i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
-done
+wait_running
 gated "$a" cont_a --seconds 0.8 --max-queue-us 2500 --expect-gated
 gs_wait_jobs 30
 [ $fail = 0 ] && ok "contended: tight window, $(field "$dir/cont_a.out" \
@@ -112,10 +116,7 @@ gs_wait_jobs 30
 # without contention (GSHARE_GATE_ALONE_AFTER_US), so the busy job never
 # queues more than the tight window
 gated "$c" duty_c --seconds 1.5 --busy-ms 40 --idle-ms 100
-i=0
-until ctl status --json 2>/dev/null | grep -q '"state": *"running"'; do
-	i=$((i + 1)); [ $i -lt 100 ] || break; sleep 0.05
-done
+wait_running
 gated "$a" duty_a --seconds 1.0 --max-queue-us 2500 --expect-gated
 gs_wait_jobs 30
 [ $fail = 0 ] && ok "contender with pauses: still tight, $(field \

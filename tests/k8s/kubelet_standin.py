@@ -302,11 +302,12 @@ class Kubelet:
             return h, len(self.devices) - h
 
     # ---- calls to the plugin ----
-    def _call(self, method, req, resp_cls, timeout=10):
+    def _call(self, method, req, resp_cls, timeout=10, mem=False):
         with self.lock:
-            ch = self.channel
+            ch = self.mem_channel if mem else self.channel
         if ch is None:
-            raise AssertionError("no plugin registered")
+            raise AssertionError("no %splugin registered" %
+                                 ("memory " if mem else ""))
         try:
             return ch.unary_unary(
                 "/v1beta1.DevicePlugin/" + method, request_serializer=_ser,
@@ -385,17 +386,7 @@ class Kubelet:
         return out
 
     def _mem_call(self, method, req, resp_cls, timeout=10):
-        with self.lock:
-            ch = self.mem_channel
-        if ch is None:
-            raise AssertionError("no memory plugin registered")
-        try:
-            return ch.unary_unary(
-                "/v1beta1.DevicePlugin/" + method, request_serializer=_ser,
-                response_deserializer=resp_cls.FromString)(
-                    req, timeout=timeout)
-        except grpc.RpcError as e:
-            raise PluginError(e.code(), e.details())
+        return self._call(method, req, resp_cls, timeout, mem=True)
 
     def mem_allocate_raw(self, ids):
         req = M["AllocateRequest"]()

@@ -68,18 +68,18 @@ def split(s, weights):
 split("mm_ts", [1, 1, 1])
 split("mm_gate", [1, 2, 5])
 split("mm_gate13", [1, 3])
-split("mm_gate_sh", [20, 30, 50])
-if solo["matmul"] and jobs("mm_gate_sh"):
-    got = [rate("mm_gate_sh", n) / solo["matmul"] for n in jobs("mm_gate_sh")]
-    print("  guarantee (rate / solo rate vs share): " +
-          ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
-                    zip(got, (20, 30, 50))))
-split("s8_gate_sh", [20, 30, 50])
-if solo["matmul"] and jobs("s8_gate_sh"):
-    got = [rate("s8_gate_sh", n) / solo["matmul"] for n in jobs("s8_gate_sh")]
-    print("  guarantee at 8 ms slices (rate / solo rate vs share): " +
-          ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
-                    zip(got, (20, 30, 50))))
+def guarantee(label, what):
+    """Each matmul job's rate over the solo rate against its share."""
+    split(label, [20, 30, 50])
+    if solo["matmul"] and jobs(label):
+        got = [rate(label, n) / solo["matmul"] for n in jobs(label)]
+        print(f"  {what} (rate / solo rate vs share): " +
+              ", ".join(f"{100 * g:.1f} % vs {s} %" for g, s in
+                        zip(got, (20, 30, 50))))
+
+
+guarantee("mm_gate_sh", "guarantee")
+guarantee("s8_gate_sh", "guarantee at 8 ms slices")
 for k in ("cnn", "transformer"):
     p = rate(f"kn_plain_{k}")
     for v in ("poll1000", "win3000"):
