@@ -1117,19 +1117,26 @@ static int pool_slot_locked(CUmemoryPool p)
 	return (int)pools.n - 1;
 }
 
+/* A driver-side reserve (a pool, the graphs' allocator) holds `now`
+ * bytes: bring what the ledger charges it, *charged, to that. */
+static void charge_reserve(struct gs_memq *q, uint64_t *charged,
+			   uint64_t now)
+{
+	if (now > *charged)
+		gs_memq_force(q, now - *charged);
+	else if (now < *charged)
+		gs_memq_unreserve(q, *charged - now);
+	*charged = now;
+}
+
 /* Charge slot i what its pool holds now (pools.mu held). */
 static void pool_refresh_locked(struct gs_memq *q, unsigned i)
 {
 	uint64_t r;
 
 	if (pool_attr(pools.pool[i], CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-		      &r) < 0)
-		return;
-	if (r > pools.charged[i])
-		gs_memq_force(q, r - pools.charged[i]);
-	else if (r < pools.charged[i])
-		gs_memq_unreserve(q, pools.charged[i] - r);
-	pools.charged[i] = r;
+		      &r) == 0)
+		charge_reserve(q, &pools.charged[i], r);
 }
 
 static void pools_refresh(struct gs_memq *q)
@@ -1171,13 +1178,8 @@ static void graphmem_refresh_locked(struct gs_memq *q)
 	}
 	if (d_cuDeviceGetGraphMemAttribute(graphmem.dev,
 					   CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
-					   &r) != CUDA_SUCCESS)
-		return;
-	if (r > graphmem.charged)
-		gs_memq_force(q, r - graphmem.charged);
-	else if (r < graphmem.charged)
-		gs_memq_unreserve(q, graphmem.charged - r);
-	graphmem.charged = r;
+					   &r) == CUDA_SUCCESS)
+		charge_reserve(q, &graphmem.charged, r);
 }
 
 static void graphmem_refresh(struct gs_memq *q)
