@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,19 @@ static void *cuda_base;			/* load address of libcuda */
 
 /* ---- state ---------------------------------------------------------- */
 
+/* One hold, for GSHARE_GATE_TRACE (CLOCK_MONOTONIC ns, 0: did not happen) */
+struct hold_rec {
+	uint64_t grant;		/* the grant arrived */
+	uint64_t first;		/* first submission of the hold */
+	uint64_t susp_set;	/* the agent wrote the suspend */
+	uint64_t susp_seen;	/* the monitor saw it */
+	uint64_t release;	/* the release went to the agent */
+	uint64_t gpu;		/* GPU time accounted in the hold */
+	uint64_t subs;		/* submissions in the hold */
+	int idle;		/* released as idle */
+};
+#define GATE_TRACE_MAX 65536
+
 enum gate_state {
 	GT_NOTHELD = 0,		/* no token; the next submission asks */
 	GT_ACQUIRING = 1,	/* a thread waits in gs_session_acquire */
@@ -144,6 +158,11 @@ static struct {
 	/* statistics (GSHARE_GATE_DEBUG) */
 	uint64_t n_submit, n_events, n_grants, n_suspend, n_idle, n_waits;
 	uint64_t gpu_total_ns;
+	/* GSHARE_GATE_TRACE: one record per hold, written at exit */
+	const char *trace_path;
+	struct hold_rec *trace;
+	unsigned trace_n;
+	int hold_submitted;		/* a submission went in this hold */
 } g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
@@ -285,6 +304,12 @@ static void gate_init(void)
 	g.alone_after_ns = env_u64("GSHARE_GATE_ALONE_AFTER_US", 200000, 0,
 				   60000000) * 1000;
 	g.idle_ns = env_u64("GSHARE_GATE_IDLE_US", 2000, 0, 10000000) * 1000;
+	/* a pause the job holds the token through is the job's */
+	g.par.gap_solo_ns = g.par_alone.gap_solo_ns =
+		g.idle_ns > g.par.gap_ns ? g.idle_ns : g.par.gap_ns;
+	g.trace_path = getenv("GSHARE_GATE_TRACE");
+	if (g.trace_path != NULL && g.trace_path[0] == '\0')
+		g.trace_path = NULL;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
 	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
@@ -455,6 +480,40 @@ static void monitor_start_locked(void)
 		g.enabled = 0;
 }
 
+/* GSHARE_GATE_TRACE: the hold now open, NULL when not tracing or full */
+static struct hold_rec *trace_cur_locked(void)
+{
+	if (g.trace == NULL || g.trace_n == 0)
+		return NULL;
+	return &g.trace[g.trace_n - 1];
+}
+
+static void trace_grant_locked(uint64_t t)
+{
+	if (g.trace_path == NULL)
+		return;
+	if (g.trace == NULL &&
+	    (g.trace = calloc(GATE_TRACE_MAX, sizeof(*g.trace))) == NULL) {
+		g.trace_path = NULL;
+		return;
+	}
+	if (g.trace_n < GATE_TRACE_MAX)
+		g.trace[g.trace_n++].grant = t;
+}
+
+/* Stamp now into the field at off of the open hold, once. */
+static void trace_mark_locked(size_t off)
+{
+	struct hold_rec *h = trace_cur_locked();
+	uint64_t *f;
+
+	if (h == NULL || h->release != 0)
+		return;
+	f = (uint64_t *)((char *)h + off);
+	if (*f == 0)
+		*f = now_ns();
+}
+
 /* Ask for the token and wait for it (g.mu dropped while waiting). */
 static int acquire_locked(void)
 {
@@ -475,6 +534,8 @@ static int acquire_locked(void)
 	}
 	g.state = GT_HELD;
 	g.grant_ns = now_ns();
+	g.hold_submitted = 0;
+	trace_grant_locked(g.grant_ns);
 	g.last_submit_ns = g.grant_ns;
 	g.hold_gpu_ns = 0;
 	g.next_progress_ns = g.grant_ns + 10000000;
@@ -813,6 +874,17 @@ static void release_locked(int idle, uint64_t exit_ns)
 			lat_ns[lat_n++] = exit_ns - set;
 	}
 
+	{
+		struct hold_rec *h = trace_cur_locked();
+
+		if (h != NULL && h->release == 0) {
+			h->release = exit_ns != 0 ? exit_ns : now_ns();
+			h->gpu = g.hold_gpu_ns;
+			h->idle = idle;
+			h->susp_set = idle ? 0 : set;
+			h->subs = g.n_submit;	/* running count: differences */
+		}
+	}
 	r.done = idle;
 	r.reason = idle ? GS_REL_IDLE : GS_REL_SUSPENDED;
 	r.gpu_ns = g.hold_gpu_ns;
@@ -849,6 +921,8 @@ static void *monitor_main(void *arg)
 		if (suspend_pending()) {
 			/* stop submissions, let the window drain, release */
 			g.state = GT_DRAINING;
+			trace_mark_locked(offsetof(struct hold_rec,
+						   susp_seen));
 			cover_all_locked(&cur);
 			while (!poll_all_locked()) {
 				pthread_mutex_unlock(&g.mu);
@@ -889,6 +963,19 @@ static void *monitor_main(void *arg)
 }
 
 /* ---- the submission path ---------------------------------------------- */
+
+/* Another gated stream of the process has work in flight (as far as the
+ * gate knows). */
+static int others_busy_locked(const struct gstream *st)
+{
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		const struct gstream *o = g.streams[i];
+
+		if (o != st && o->gated && !gl_drained(&o->w))
+			return 1;
+	}
+	return 0;
+}
 
 enum { GK_SUBMIT, GK_GRAPH, GK_CAPBEGIN, GK_CAPEND };
 #define GATE_K_SUBMIT GK_SUBMIT
@@ -933,8 +1020,12 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
 	}
-	if (gl_need_start(&st->w, &g.par, now_ns()))
+	if (gl_need_start(&st->w, &g.par, others_busy_locked(st), now_ns()))
 		(void)record_locked(st, 1);
+	if (!g.hold_submitted) {
+		g.hold_submitted = 1;
+		trace_mark_locked(offsetof(struct hold_rec, first));
+	}
 	t->st = st;
 	return;
 pass:
@@ -2040,8 +2131,60 @@ void *gate_dlsym_225(void *h, const char *name)
 
 /* ---- statistics ------------------------------------------------------- */
 
+/* GSHARE_GATE_TRACE=PREFIX: PREFIX.PID, one line per hold (ns,
+ * CLOCK_MONOTONIC): grant first susp_set susp_seen release gpu subs idle */
+static void trace_write(void)
+{
+	char path[4096];
+	FILE *f;
+
+	if (g.trace == NULL || g.trace_path == NULL ||
+	    snprintf(path, sizeof(path), "%s.%d", g.trace_path,
+		     (int)getpid()) >= (int)sizeof(path))
+		return;
+	if ((f = fopen(path, "we")) == NULL) {
+		gate_warn("cannot write the trace %s: %s", path,
+			  strerror(errno));
+		return;
+	}
+	fprintf(f, "# grant first susp_set susp_seen release gpu subs idle\n");
+	for (unsigned i = 0; i < g.trace_n; i++) {
+		struct hold_rec *h = &g.trace[i];
+
+		if (h->release == 0) {
+			/* the hold open at exit: what it accounted so far */
+			h->gpu = g.hold_gpu_ns;
+			h->subs = g.n_submit;
+		}
+
+		fprintf(f, "%llu %llu %llu %llu %llu %llu %llu %d\n",
+			(unsigned long long)h->grant,
+			(unsigned long long)h->first,
+			(unsigned long long)h->susp_set,
+			(unsigned long long)h->susp_seen,
+			(unsigned long long)h->release,
+			(unsigned long long)h->gpu,
+			(unsigned long long)h->subs, h->idle);
+	}
+	fclose(f);
+}
+
 __attribute__((destructor)) static void gate_fini(void)
 {
+	if (g.trace != NULL) {
+		/* another thread may be inside the gate at exit: wait a
+		 * little for it, then write what is there */
+		int locked = 0;
+
+		for (int i = 0; i < 1000 && !locked; i++) {
+			locked = pthread_mutex_trylock(&g.mu) == 0;
+			if (!locked)
+				sleep_ns(100000);
+		}
+		trace_write();
+		if (locked)
+			pthread_mutex_unlock(&g.mu);
+	}
 	if (!g.debug || !g.sess_tried)
 		return;
 	if (lat_n > 0) {

@@ -12,6 +12,7 @@ void gl_params_default(struct gl_params *p)
 	p->max_inflight = 256;
 	p->max_batch = 32;
 	p->gap_ns = 100000;		/* 100 us */
+	p->gap_solo_ns = 2000000;	/* the token's idle grace, 2 ms */
 }
 
 void gl_stream_init(struct gl_stream *st)
@@ -35,15 +36,17 @@ uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p)
 }
 
 int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
-		  uint64_t now_ns)
+		  int others_busy, uint64_t now_ns)
 {
+	uint64_t gap = others_busy ? p->gap_ns : p->gap_solo_ns;
+
 	/* drained, nothing recorded since, and idle long enough (or never
 	 * measured): the next span needs a start */
 	if (st->n != 0 || st->launched != st->done ||
 	    st->evented != st->launched)
 		return 0;
 	return st->prev_slot < 0 || now_ns < st->drained_ns ||
-	       now_ns - st->drained_ns >= p->gap_ns;
+	       now_ns - st->drained_ns >= gap;
 }
 
 int gl_launched(struct gl_stream *st, const struct gl_params *p)

@@ -19,10 +19,12 @@
  * Accounting.  GPU time is the sum of event-to-event spans: the span
  * from the stream's previous completed event (or a start marker the gate
  * records before the first launch on a stream it has known drained for
- * at least `gap_ns`) to the next event.  So idle gaps shorter than about
- * gap_ns (a launch-bound job's host time between kernels) count as the
- * job's, longer ones do not.  Spans of different streams add up
- * (overlap counts twice).
+ * long enough) to the next event.  Long enough is `gap_solo_ns` (the
+ * token's idle grace) when no other stream of the process has work in
+ * flight: the job held the GPU through that pause and nobody else could
+ * use it, so the pause is the job's; it is `gap_ns` when another stream
+ * is busy, whose spans already cover the time.  Spans of different
+ * streams add up (overlap counts twice).
  *
  * Token.  gl_idle_due says when a holder with nothing in flight has been
  * quiet long enough to give the token back.
@@ -42,7 +44,9 @@ struct gl_params {
 	uint64_t window_ns;	/* queued GPU work allowed in flight */
 	uint32_t max_inflight;	/* launches allowed in flight */
 	uint32_t max_batch;	/* launches per event at most */
-	uint64_t gap_ns;	/* idle this long: next span needs a start */
+	uint64_t gap_ns;	/* idle this long while another stream is
+				 * busy: the next span needs a start */
+	uint64_t gap_solo_ns;	/* the same while no other stream is */
 };
 
 struct gl_ev {
@@ -71,10 +75,11 @@ void gl_stream_init(struct gl_stream *st);
 /* Launches per event for this stream now. */
 uint32_t gl_batch(const struct gl_stream *st, const struct gl_params *p);
 /* Before a launch at now_ns: 1 if the gate should record a start marker
- * first (the stream has been known drained for gap_ns or longer, or has
- * no completed event, so the previous event cannot start a span). */
+ * first (the stream has been known drained for gap_ns or longer -- for
+ * gap_solo_ns when others_busy is 0 --, or has no completed event, so
+ * the previous event cannot start a span). */
 int gl_need_start(const struct gl_stream *st, const struct gl_params *p,
-		  uint64_t now_ns);
+		  int others_busy, uint64_t now_ns);
 /* After a launch that the driver accepted: 1 if an event should follow. */
 int gl_launched(struct gl_stream *st, const struct gl_params *p);
 /* Launches not yet covered by an event. */

@@ -91,6 +91,8 @@ int main(int argc, char **argv)
 	int expect = -1, dev1 = 0, self_gpa = 0, copies = 0, o, bad = 0;
 	int churn = 0;
 	uint64_t at = 0, max_q_ns = 0;
+	/* --idle-ms pauses: short ones (a holder keeps the token), long */
+	uint64_t paused_ns = 0, long_pauses = 0, long_ns = 0;
 	void *h;
 	gpa2_t gpa;
 	init_t p_init;
@@ -296,10 +298,23 @@ int main(int argc, char **argv)
 				if ((rc = p_ssync(streams[i])) != CUDA_SUCCESS)
 					die("cuStreamSynchronize", rc);
 		if (cycle_end != 0 && t >= cycle_end) {
+			uint64_t p0, pn;
+
 			for (unsigned i = 0; i < nstreams; i++)
 				(void)p_ssync(streams[i]);
+			p0 = now_ns();
 			usleep((useconds_t)(idle_ms * 1000));
 			cycle_end = now_ns() + (uint64_t)(busy_ms * 1e6);
+			/* the GPU idles from the sync to the next launch;
+			 * pauses under 1.5 ms are the ones a holder keeps
+			 * the token through (the gate's idle grace: 2 ms) */
+			pn = now_ns() - p0;
+			if (pn < 1500000)
+				paused_ns += pn;
+			else {
+				long_pauses++;
+				long_ns += pn;
+			}
 		}
 	}
 	for (unsigned i = 0; i < nstreams; i++)
@@ -320,11 +335,13 @@ int main(int argc, char **argv)
 	       " event_records=%" PRIu64 " captured=%" PRIu64
 	       " capture_broken=%" PRIu64 " max_queued_us=%.1f"
 	       " kernel_s=%.4f elapsed_s=%.3f proc_lookups=%" PRIu64
-	       " dev1=%" PRIu64 "\n",
+	       " dev1=%" PRIu64 " paused_s=%.4f long_pauses=%" PRIu64
+	       " long_paused_s=%.4f\n",
 	       launches, in_win, st.kernels, st.graphs, st.copies,
 	       st.event_records, st.captured, st.capture_broken,
 	       (double)st.max_queued_ns / 1e3, (double)st.kernel_ns / 1e9,
-	       (double)(now_ns() - t0) / 1e9, st.proc_lookups, st.dev1_work);
+	       (double)(now_ns() - t0) / 1e9, st.proc_lookups, st.dev1_work,
+	       (double)paused_ns / 1e9, long_pauses, (double)long_ns / 1e9);
 	fflush(stdout);
 	if (expect == 1 && st.event_records == 0) {
 		fprintf(stderr, "gate_app: expected the gate: no events\n");

@@ -29,7 +29,7 @@ static int launch_n(struct gl_stream *st, const struct gl_params *p, int n)
 	int ev = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (gl_need_start(st, p, T0)) {
+		if (gl_need_start(st, p, 0, T0)) {
 			assert_true(gl_push(st, 1) >= 0);
 			ev++;
 		}
@@ -65,12 +65,12 @@ static void test_start_marker_and_spans(void **state)
 
 	(void)state;
 	gl_stream_init(&st);
-	assert_true(gl_need_start(&st, &p, T0));
+	assert_true(gl_need_start(&st, &p, 0, T0));
 	ev = launch_n(&st, &p, 4);	/* start marker + one batch event */
 	assert_int_equal(ev, 2);
 	assert_int_equal(st.n, 2);
 	assert_int_equal(gl_unevented(&st), 0);
-	assert_false(gl_need_start(&st, &p, T0));	/* work in flight */
+	assert_false(gl_need_start(&st, &p, 0, T0));	/* work in flight */
 	/* the start marker completes: no span, nothing accounted */
 	assert_int_equal(gl_span_start(&st), -1);
 	assert_int_equal(gl_pop(&st, 12345, T0), 0);
@@ -80,11 +80,19 @@ static void test_start_marker_and_spans(void **state)
 	assert_int_equal(st.gpu_ns, 400000);
 	assert_int_equal(st.est_ns, 100000);	/* 400 us over 4 launches */
 	assert_true(gl_drained(&st));
-	/* drained for less than gap_ns: the next span starts at the last
-	 * event (a launch-bound job's short host gaps count as its own) */
-	assert_false(gl_need_start(&st, &p, T0 + 500000 + p.gap_ns - 1));
-	/* drained longer: a new start marker, the idle gap is not counted */
-	assert_true(gl_need_start(&st, &p, T0 + 500000 + p.gap_ns));
+	/* another stream busy, this one drained for less than gap_ns: the
+	 * next span starts at the last event */
+	assert_false(gl_need_start(&st, &p, 1, T0 + 500000 + p.gap_ns - 1));
+	/* drained longer: a new start marker, the gap is the other
+	 * stream's to cover */
+	assert_true(gl_need_start(&st, &p, 1, T0 + 500000 + p.gap_ns));
+	/* no other stream busy: the job held the GPU through a pause
+	 * shorter than the idle grace, so the pause counts as its own */
+	assert_true(p.gap_solo_ns > p.gap_ns);
+	assert_false(gl_need_start(&st, &p, 0, T0 + 500000 + p.gap_ns));
+	assert_false(gl_need_start(&st, &p, 0,
+				   T0 + 500000 + p.gap_solo_ns - 1));
+	assert_true(gl_need_start(&st, &p, 0, T0 + 500000 + p.gap_solo_ns));
 }
 
 static void test_back_to_back_spans(void **state)

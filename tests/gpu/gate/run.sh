@@ -8,7 +8,10 @@
 # gated job mid-slice, the weighted split of three bf16 matmul loops
 # (1:2:5) against default time-slicing, uncontended overhead of four
 # PyTorch workloads, a duty-cycled job beside a busy one, and accounting
-# against CUDA-event ground truth.  Results: OUT_DIR/*.json(l), the gate's
+# against CUDA-event ground truth; GATE_PHASES=timeline traces every
+# hold of a 20/30/50 matmul trio and samples the GPU's clocks (where the
+# trio's lost throughput goes) and checks each kind's accounting over its
+# timed loop.  Results: OUT_DIR/*.json(l), the gate's
 # exit lines (eviction latencies) in OUT_DIR/gate.txt, the summary table
 # in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
 # failed.  GATE_PHASES="..." picks phases (default: all);
@@ -50,7 +53,21 @@ ctl() { "$CTLB" -s "$SOCK" "$@"; }
 gated() {	# ALLOC CMD...: run CMD under the gate on allocation ALLOC
 	a=$1; shift
 	env GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" LD_PRELOAD="$GATE" \
-	    GSHARE_GATE_DEBUG=1 "$@"
+	    GSHARE_GATE_DEBUG=1 ${TRACE:+GSHARE_GATE_TRACE="$TRACE"} "$@"
+}
+# the GPU's clocks, power and throttle reasons every 100 ms while a set
+# runs (SMI=1): OUT_DIR/smi/LABEL.csv
+smi_start() {
+	SMIPID=""
+	[ "${SMI:-0}" = 1 ] || return 0
+	mkdir -p "$OUTD/smi"
+	nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,clocks_throttle_reasons.active \
+	    --format=csv,noheader -lms 100 >"$OUTD/smi/$1.csv" 2>&1 &
+	SMIPID=$!
+}
+smi_stop() {
+	[ -n "${SMIPID:-}" ] && kill "$SMIPID" 2>/dev/null && wait "$SMIPID" 2>/dev/null
+	SMIPID=""
 }
 now() { $PY -c 'import time; print(time.monotonic())'; }
 
@@ -185,7 +202,9 @@ run_set() {	# LABEL SECONDS GATED(0/1) KIND:SHARES:WEIGHT...
 			id=$(ctl create --shares "$sh" --weight "$w") ||
 			    { echo "  FAIL create for $label"; fail=1; return; }
 			allocs="$allocs $id"
-			gated "$id" $TO $((secs + 90)) $PY "$here/work.py" "$k" --seconds "$secs" \
+			TRACE=${TRACE_SETS:+$OUTD/trace/$label.$n}
+			[ -n "$TRACE" ] && mkdir -p "$OUTD/trace"
+			TRACE=$TRACE gated "$id" $TO $((secs + 90)) $PY "$here/work.py" "$k" --seconds "$secs" \
 			    --sync "$sd" --tag "$label.$n" $extra \
 			    >"$TMP/$label.$n.out" 2>"$TMP/$label.$n.err" &
 		else
@@ -199,9 +218,11 @@ run_set() {	# LABEL SECONDS GATED(0/1) KIND:SHARES:WEIGHT...
 	while [ "$(ls "$sd" | grep -c '^ready')" -lt $n ] && [ $i -lt 1200 ]; do
 		sleep 0.05; i=$((i + 1))
 	done
+	smi_start "$label"
 	$PY -c "import time; print(time.monotonic() + 0.3)" >"$sd/go.tmp"
 	mv "$sd/go.tmp" "$sd/go"
 	for p in $pids; do wait "$p"; done
+	smi_stop
 	for i in $(seq 1 $n); do
 		cat "$TMP/$label.$i.out" >>"$OUTD/sets.jsonl"
 		grep -h gshare-gate "$TMP/$label.$i.err" |
@@ -262,6 +283,25 @@ if phase shares; then
 log "guarantee: shares 20/30/50 (weights = shares), bf16 matmul x3"
 run_set mm_solo 5 0 matmul:0:0
 run_set mm_gate_sh 10 1 matmul:20:20 matmul:30:30 matmul:50:50
+fi
+
+if phase timeline; then
+# where the GPU-bound trio's ~6 % goes: the solo rate before and after,
+# time-slicing, the gate at 20/30/50 with one trace record per hold
+# (grant, first submission, suspend written/seen, release, GPU time) and
+# the GPU's clocks and power sampled through every set; then each kind
+# alone under the gate, traced, for the accounting of its timed loop
+log "timeline: matmul x3 at 20/30/50 with hold traces and clocks"
+SMI=1
+run_set tl_solo_a 5 0 matmul:0:0
+run_set tl_ts 10 0 matmul:0:0 matmul:0:0 matmul:0:0
+TRACE_SETS=1 run_set tl_gate 10 1 matmul:20:20 matmul:30:30 matmul:50:50
+run_set tl_solo_b 5 0 matmul:0:0
+SMI=0
+log "accounting: each kind alone under the gate, traced"
+for k in matmul transformer cnn mlp; do
+	TRACE_SETS=1 run_set "ac_$k" 6 1 "$k:100:1"
+done
 fi
 
 if phase slice8; then

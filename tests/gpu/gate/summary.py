@@ -153,3 +153,150 @@ if os.path.exists(os.path.join(d, "gate.txt")):
             pass
 if os.path.exists(os.path.join(d, "wrongpu.txt")):
     print("wrong GPU: " + open(os.path.join(d, "wrongpu.txt")).read().strip())
+
+
+# ---- GATE_PHASES=timeline: hold traces (GSHARE_GATE_TRACE) ------------
+def traces(label):
+    """{job number: [hold dicts]} from OUT_DIR/trace/LABEL.N.PID."""
+    td = os.path.join(d, "trace")
+    out = {}
+    if not os.path.isdir(td):
+        return out
+    for fn in sorted(os.listdir(td)):
+        parts = fn.split(".")
+        if len(parts) < 3 or ".".join(parts[:-2]) != label:
+            continue
+        holds = []
+        for line in open(os.path.join(td, fn)):
+            if line.startswith("#"):
+                continue
+            f = [int(x) for x in line.split()]
+            holds.append(dict(zip(("grant", "first", "susp_set",
+                                   "susp_seen", "release", "gpu", "subs",
+                                   "idle"), f)))
+        out.setdefault(int(parts[-2]), []).extend(holds)
+    return out
+
+
+def timeline(label, solo_label):
+    tr = traces(label)
+    if not tr:
+        return
+    ns = sorted(tr)
+    fin = {n: final.get((label, n)) for n in ns}
+    if not all(fin.values()):
+        return
+    t0 = min(f["t0"] for f in fin.values()) * 1e9
+    t1 = min(f["t0"] + f["seconds"] for f in fin.values()) * 1e9
+    wall = t1 - t0
+    solo_rate = rate(solo_label)
+    print(f"timeline {label}: window {wall / 1e9:.2f} s (all jobs running)")
+    allh = []
+    for n in ns:
+        for h in tr[n]:
+            if h["grant"] >= t0 and h["release"] and h["release"] <= t1:
+                allh.append(dict(h, n=n))
+    allh.sort(key=lambda h: h["grant"])
+    held = sum(h["release"] - h["grant"] for h in allh)
+    gpu = sum(h["gpu"] for h in allh)
+    start = [h["first"] - h["grant"] for h in allh if h["first"]]
+    susp = [h for h in allh if not h["idle"] and h["susp_set"]]
+    notice = [h["susp_seen"] - h["susp_set"] for h in susp
+              if h["susp_seen"] >= h["susp_set"]]
+    drain = [h["release"] - h["susp_seen"] for h in susp if h["susp_seen"]]
+    gaps = [b["grant"] - a["release"] for a, b in zip(allh, allh[1:])
+            if b["grant"] >= a["release"]]
+    over = sum(1 for a, b in zip(allh, allh[1:]) if b["grant"] < a["release"])
+
+    def med(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2] / 1e3 if xs else float("nan")
+
+    def mean(xs):
+        return sum(xs) / len(xs) / 1e3 if xs else float("nan")
+    print(f"  holds {len(allh)} ({len(susp)} suspended, "
+          f"{sum(h['idle'] for h in allh)} idle), overlapping {over}")
+    print(f"  held {100 * held / wall:.1f} % of the window, GPU time "
+          f"accounted in holds {100 * gpu / wall:.1f} % "
+          f"({100 * gpu / held:.1f} % of held)")
+    print(f"  grant -> first submission: median {med(start):.1f} us, "
+          f"mean {mean(start):.1f} us, "
+          f"sum {100 * sum(start) / wall:.2f} % of the window")
+    print(f"  suspend written -> seen: median {med(notice):.1f} us; "
+          f"seen -> release (drain): median {med(drain):.1f} us, "
+          f"mean {mean(drain):.1f} us")
+    print(f"  release -> next grant (hand-over, no holder): median "
+          f"{med(gaps):.1f} us, mean {mean(gaps):.1f} us, sum "
+          f"{100 * sum(gaps) / wall:.2f} % of the window")
+    if solo_rate:
+        its = sum(f["iters"] for f in fin.values())
+        per = [gpu / its / 1e6] if its else []
+        # iterations the holds' GPU time would have done at the solo rate
+        print(f"  GPU ms per iteration in holds {per[0]:.3f} vs solo "
+              f"{1e3 / solo_rate:.3f} ms/it -> kernels "
+              f"{100 * (per[0] * solo_rate / 1e3 - 1):+.1f} % slower")
+        tot = sum(f["rate"] for f in fin.values()) / solo_rate
+        print(f"  total normalized {tot:.3f}")
+
+
+def smi(label):
+    fn = os.path.join(d, "smi", label + ".csv")
+    if not os.path.exists(fn):
+        return
+    sm, pw = [], []
+    reasons = {}
+    for line in open(fn):
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 5:
+            continue
+        try:
+            c, p = float(f[1].split()[0]), float(f[3].split()[0])
+        except (ValueError, IndexError):
+            continue
+        u = f[5].split()[0] if len(f) > 5 else ""
+        if u and u != "0":
+            sm.append(c)
+            pw.append(p)
+            if len(f) > 6:
+                reasons[f[6]] = reasons.get(f[6], 0) + 1
+    if sm:
+        sm.sort()
+        print(f"clocks {label}: SM MHz median {sm[len(sm) // 2]:.0f} "
+              f"(min {sm[0]:.0f}), power median "
+              f"{sorted(pw)[len(pw) // 2]:.0f} W, {len(sm)} busy samples, "
+              f"throttle reasons {reasons}")
+
+
+if jobs("tl_gate"):
+    for s_ in ("tl_solo_a", "tl_ts", "tl_gate", "tl_solo_b"):
+        smi(s_)
+    ra, rb = rate("tl_solo_a"), rate("tl_solo_b")
+    if ra and rb:
+        print(f"timeline solo matmul before {ra:.1f} after {rb:.1f} it/s")
+        final[("tl_solo", 1)] = {"rate": (ra + rb) / 2}
+    timeline("tl_gate", "tl_solo")
+    ts = [rate("tl_ts", n) for n in jobs("tl_ts")]
+    if ts and ra and rb:
+        print(f"  time-slicing total normalized {sum(ts) / ((ra + rb) / 2):.3f}")
+    got = [rate("tl_gate", n) for n in jobs("tl_gate")]
+    if got and ra and rb:
+        sr = (ra + rb) / 2
+        print("  guarantee (rate / solo vs share): " + ", ".join(
+            f"{100 * g / sr:.1f} % vs {s} %" for g, s in zip(got, (20, 30, 50))))
+
+# accounting over each kind's timed loop: the agent's GPU time in the
+# holds granted after the loop started (the gate's trace carries the
+# figures it reported) against the loop's own events, whole loop and
+# per synchronized group
+for k in ("matmul", "transformer", "cnn", "mlp"):
+    tr = traces(f"ac_{k}").get(1)
+    f = final.get((f"ac_{k}", 1))
+    if not tr or not f:
+        continue
+    t0 = f["t0"] * 1e9 - 1e6
+    rep = sum(h["gpu"] for h in tr if h["grant"] >= t0) / 1e6
+    print(f"accounting {k} (timed loop): agent {rep:.1f} ms vs whole loop "
+          f"{f['loop_ms']:.1f} ms -> "
+          f"{100 * (rep - f['loop_ms']) / f['loop_ms']:+.2f} %; vs the sum "
+          f"of synchronized groups {f['gpu_ms']:.1f} ms -> "
+          f"{100 * (rep - f['gpu_ms']) / f['gpu_ms']:+.2f} %")
