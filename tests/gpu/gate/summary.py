@@ -268,21 +268,24 @@ def smi(label):
 
 
 if jobs("tl_gate"):
-    for s_ in ("tl_solo_a", "tl_ts", "tl_gate", "tl_solo_b"):
+    for s_ in ("tl_solo_a", "tl_ts", "tl_gate", "tl_gate_e0", "tl_solo_b"):
         smi(s_)
     ra, rb = rate("tl_solo_a"), rate("tl_solo_b")
     if ra and rb:
         print(f"timeline solo matmul before {ra:.1f} after {rb:.1f} it/s")
         final[("tl_solo", 1)] = {"rate": (ra + rb) / 2}
-    timeline("tl_gate", "tl_solo")
     ts = [rate("tl_ts", n) for n in jobs("tl_ts")]
     if ts and ra and rb:
-        print(f"  time-slicing total normalized {sum(ts) / ((ra + rb) / 2):.3f}")
-    got = [rate("tl_gate", n) for n in jobs("tl_gate")]
-    if got and ra and rb:
-        sr = (ra + rb) / 2
-        print("  guarantee (rate / solo vs share): " + ", ".join(
-            f"{100 * g / sr:.1f} % vs {s} %" for g, s in zip(got, (20, 30, 50))))
+        print(f"time-slicing total normalized {sum(ts) / ((ra + rb) / 2):.3f}")
+    for lab in ("tl_gate", "tl_gate_e0"):
+        timeline(lab, "tl_solo")
+        split(lab, [20, 30, 50])
+        got = [rate(lab, n) for n in jobs(lab)]
+        if got and ra and rb:
+            sr = (ra + rb) / 2
+            print("  guarantee (rate / solo vs share): " + ", ".join(
+                f"{100 * g / sr:.1f} % vs {s} %"
+                for g, s in zip(got, (20, 30, 50))))
 
 # accounting over each kind's timed loop: the agent's GPU time in the
 # holds granted after the loop started (the gate's trace carries the

@@ -11,8 +11,13 @@ cuMemFree_v2 / cuMemGetInfo_v2 looked up in libcuda.so.1 with ctypes
   drv.py bench --label LABEL --tag T --out F [--limit L] [--seconds S]
       cuMemAlloc/cuMemFree pairs of 4 KiB, 1 MiB, 64 MiB, 1 GiB: median
       time per pair.  With --limit: one allocation of L + 1 MiB must be
-      refused (the calls went through the gate)."""
+      refused (the calls went through the gate).  With --ab: in the same
+      process, batches through the looked-up entry points (the gate's
+      hooks when it is loaded) alternate with batches straight into the
+      driver; each side's median and their ratio (without the gate, the
+      ratio is the method's own noise)."""
 import argparse
+import ctypes
 import os
 import statistics
 import sys
@@ -31,6 +36,8 @@ p.add_argument("--label", default="")
 p.add_argument("--out", required=True)
 p.add_argument("--seconds", type=float, default=0.4,
                help="bench: time per size")
+p.add_argument("--ab", action="store_true",
+               help="bench: hooks and the driver, alternating batches")
 p.add_argument("--hold", type=float, default=60,
                help="fill: longest wait for DIR/release")
 a = p.parse_args()
@@ -148,5 +155,66 @@ def bench():
               flush=True)
 
 
-fill() if a.mode == "fill" else bench()
+def bench_ab():
+    sizes = [("4KiB", 4 << 10), ("1MiB", MIB), ("64MiB", 64 * MIB),
+             ("1GiB", GIB)]
+    d_alloc, d_free = drv.direct()
+    dptr = ctypes.c_uint64()
+    dref = ctypes.byref(dptr)
+
+    # the same Python calls on both sides: only the function differs
+    h_alloc, h_free = drv.alloc_fn, drv.free_fn
+    hptr = ctypes.c_uint64()
+    href = ctypes.byref(hptr)
+
+    def hook_batch(n, k):
+        t = time.perf_counter_ns()
+        for _ in range(k):
+            rc = h_alloc(href, n)
+            h_free(hptr.value)
+        return (time.perf_counter_ns() - t) / k / 1000.0, rc
+
+    def direct_batch(n, k):
+        t = time.perf_counter_ns()
+        for _ in range(k):
+            rc = d_alloc(dref, n)
+            d_free(dptr.value)
+        return (time.perf_counter_ns() - t) / k / 1000.0, rc
+
+    for name, n in sizes:
+        for _ in range(3):
+            hook_batch(n, 1)
+            direct_batch(n, 1)
+        one, _ = hook_batch(n, 1)
+        k = max(1, min(2000, int(10000 / max(one, 0.1))))
+        hk, dr = [], []
+        end = time.monotonic() + a.seconds
+        i = 0
+        while time.monotonic() < end or len(hk) < 3:
+            # alternate which side goes first
+            order = (hook_batch, direct_batch) if i % 2 == 0 else \
+                (direct_batch, hook_batch)
+            for f in order:
+                us, rc = f(n, k)
+                if rc != 0:
+                    res.check(a.label + " alloc " + name, False,
+                              "result %d" % rc)
+                    return
+                (hk if f is hook_batch else dr).append(us)
+            i += 1
+        h, dd = statistics.median(hk), statistics.median(dr)
+        res.emit({"bench": "ab", "label": a.label, "size": name,
+                  "hook_us": h, "direct_us": dd, "batches": len(hk),
+                  "per_batch": k})
+        print("  %s %s: %.2f us through the entry points, %.2f us straight "
+              "into the driver (%.3f; %d batches of %d each)" %
+              (a.label, name, h, dd, h / dd, len(hk), k), flush=True)
+
+
+if a.mode == "fill":
+    fill()
+elif a.ab:
+    bench_ab()
+else:
+    bench()
 sys.exit(1 if res.failed else 0)

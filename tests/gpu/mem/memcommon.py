@@ -137,6 +137,32 @@ class Driver:
         self.ptr = ctypes.c_uint64()
         self.pref = ctypes.byref(self.ptr)
 
+    def direct(self):
+        """(alloc, free): cuMemAlloc_v2 / cuMemFree_v2 as the driver
+        exports them, past any interposer: looked up with glibc's own
+        dlsym (reached through dlvsym on libc, which the gate leaves
+        alone), as the gate itself reaches the driver.  Under the gate,
+        memory taken this way is not charged (use the pair together)."""
+        libc = ctypes.CDLL("libc.so.6")
+        dlvsym = libc.dlvsym
+        dlvsym.restype = ctypes.c_void_p
+        dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+        addr = (dlvsym(libc._handle, b"dlsym", b"GLIBC_2.34") or
+                dlvsym(libc._handle, b"dlsym", b"GLIBC_2.2.5"))
+        if not addr:
+            raise RuntimeError("no dlsym in libc")
+        real = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_char_p)(addr)
+        fa = real(self.lib._handle, b"cuMemAlloc_v2")
+        ff = real(self.lib._handle, b"cuMemFree_v2")
+        if not fa or not ff:
+            raise RuntimeError("driver symbols not found")
+        alloc = ctypes.CFUNCTYPE(ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_uint64),
+                                 ctypes.c_size_t)(fa)
+        free = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64)(ff)
+        return alloc, free
+
     def alloc(self, n):
         """(CUresult, pointer)"""
         rc = self.alloc_fn(self.pref, n)

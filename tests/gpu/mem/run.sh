@@ -322,6 +322,21 @@ if budget 25 "bench pairs"; then
 		    2>"$OUTD/bench-preload$r.err"
 		ended "bench-preload$r" $? "$OUTD/bench-preload$r.err"
 	done
+	# in one process, the gate's hooks against the driver's own entry
+	# points, alternating batches (across processes the pairs' cost
+	# varies more than the target); the same without the gate is the
+	# method's noise
+	log "cuMemAlloc/cuMemFree pairs in one process: hooks vs driver"
+	for r in $(seq 1 "${MEMGPU_AB_REPS:-2}"); do
+		gated "$a" timeout -k 5 "$(to 60)" $PY "$here/drv.py" bench --ab \
+		    --label gated --seconds "$BS" --tag "ab-gated$r" \
+		    --out "$RES" 2>"$OUTD/ab-gated$r.err"
+		ended "ab-gated$r" $? "$OUTD/ab-gated$r.err"
+		timeout -k 5 "$(to 60)" $PY "$here/drv.py" bench --ab \
+		    --label plain --seconds "$BS" --tag "ab-plain$r" \
+		    --out "$RES" 2>"$OUTD/ab-plain$r.err"
+		ended "ab-plain$r" $? "$OUTD/ab-plain$r.err"
+	done
 fi
 if [ "${MEMGPU_STEP:-1}" = 1 ] && budget 40 "training step"; then
 	log "PyTorch training step, warm allocator: plain, gated, plain, gated"

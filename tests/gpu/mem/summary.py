@@ -59,6 +59,36 @@ if pairs:
                     "%.3f" % (mr / mp) if pr else "-", spread,
                     "met" if mg / mp <= 1.05 else "missed"))
 
+ab = {}
+for r in rows:
+    if r.get("bench") == "ab":
+        ab.setdefault((r["size"], r["label"]), []).append(r)
+if ab:
+    out += ["", "## The same pairs in one process: the gate's hooks against "
+            "the driver's own entry points, alternating batches (each "
+            "run's medians; plain: no gate, both sides the driver — the "
+            "method's noise)", "",
+            "| size | gated: hooks / driver µs (each run) | ratio | "
+            "plain: same / driver (each run) | ratio | target ≤ 1.05 |",
+            "|---|---|---|---|---|---|"]
+    for size in ("4KiB", "1MiB", "64MiB", "1GiB"):
+        g_, p_ = ab.get((size, "gated"), []), ab.get((size, "plain"), [])
+        if not g_:
+            continue
+
+        def runs(rs):
+            return " ".join("%.2f/%.2f" % (r["hook_us"], r["direct_us"])
+                            for r in rs)
+
+        def ratio(rs):
+            return statistics.median(r["hook_us"] / r["direct_us"]
+                                     for r in rs) if rs else 0
+        rg = ratio(g_)
+        out.append("| %s | %s | %.3f | %s | %s | %s |" % (
+            size, runs(g_), rg, runs(p_) if p_ else "-",
+            "%.3f" % ratio(p_) if p_ else "-",
+            "met" if rg <= 1.05 else "missed"))
+
 steps = {}
 for r in rows:
     if r.get("bench") == "step":
