@@ -129,8 +129,6 @@ struct gstream {
 	int per_thread;		/* per-thread default stream: the monitor
 				 * cannot record on it (one event per launch) */
 	int refuse;		/* on a device that is not the allocation's */
-	uint64_t run_since_ns;	/* when its oldest work in flight started
-				 * (as far as the host knows; not before) */
 	struct gl_stream w;
 	CUevent ev[GL_RING];
 };
@@ -149,7 +147,6 @@ static struct {
 	struct gl_params par;		/* while others want the GPU */
 	struct gl_params par_alone;	/* while nobody else does */
 	uint64_t idle_ns, poll_ns;
-	uint64_t early_ns;	/* release this long before the drain ends */
 	uint64_t alone_after_ns;	/* quiet this long: par_alone */
 	int gate_dev;
 	unsigned char dev_role[GATE_MAX_DEVS];	/* DEV_*, 0: not looked at */
@@ -160,7 +157,6 @@ static struct {
 	uint64_t n_reclaimed;
 	/* statistics (GSHARE_GATE_DEBUG) */
 	uint64_t n_submit, n_events, n_grants, n_suspend, n_idle, n_waits;
-	uint64_t n_early;	/* releases before the drain ended */
 	uint64_t gpu_total_ns;
 	/* GSHARE_GATE_TRACE: one record per hold, written at exit */
 	const char *trace_path;
@@ -315,7 +311,6 @@ static void gate_init(void)
 	if (g.trace_path != NULL && g.trace_path[0] == '\0')
 		g.trace_path = NULL;
 	g.poll_ns = env_u64("GSHARE_GATE_POLL_US", 100, 5, 100000) * 1000;
-	g.early_ns = env_u64("GSHARE_GATE_EARLY_US", 200, 0, 10000) * 1000;
 	g.gate_dev = (int)env_u64("GSHARE_GATE_DEVICE", 0, 0, 1023);
 	g.debug = (int)env_u64("GSHARE_GATE_DEBUG", 0, 0, 2);
 	e = getenv("GSHARE_GATE");
@@ -774,33 +769,7 @@ static void poll_stream_locked(struct gstream *st)
 		acc = gl_pop(&st->w, span, now_ns());
 		g.hold_gpu_ns += acc;
 		g.gpu_total_ns += acc;
-		/* what was queued behind it runs from (at latest) now */
-		if (!gl_drained(&st->w))
-			st->run_since_ns = now_ns();
 	}
-}
-
-/* How long the work in flight on the gated streams still runs, from the
- * streams' GPU time per launch: the latest of the streams' expected
- * ends, less t; UINT64_MAX when a stream has no estimate yet. */
-static uint64_t remaining_locked(uint64_t t)
-{
-	uint64_t worst = 0;
-
-	for (unsigned i = 0; i < g.nstreams; i++) {
-		struct gstream *st = g.streams[i];
-		uint64_t end;
-
-		if (!st->gated || gl_drained(&st->w))
-			continue;
-		if (st->w.est_ns == 0 || st->run_since_ns == 0)
-			return UINT64_MAX;
-		end = st->run_since_ns +
-		      (st->w.launched - st->w.done) * st->w.est_ns;
-		if (end > t && end - t > worst)
-			worst = end - t;
-	}
-	return worst;
 }
 
 /* Until st's window has room (g.mu dropped while blocking). */
@@ -950,38 +919,18 @@ static void *monitor_main(void *arg)
 		drained = poll_all_locked();
 		t = now_ns();
 		if (suspend_pending()) {
-			/* stop submissions, let the window drain, release;
-			 * early_ns before the drain is expected to end, so
-			 * that the next holder's first work, which takes
-			 * about that long to arrive (the release's way to
-			 * the agent, its grant's way to the next job), finds
-			 * the GPU just free instead of idle.  What is still
-			 * in flight then is accounted when it is seen done,
-			 * in this process's next hold. */
-			uint64_t rem = 0;
-			int early = 0;
-
+			/* stop submissions, let the window drain, release */
 			g.state = GT_DRAINING;
 			trace_mark_locked(offsetof(struct hold_rec,
 						   susp_seen));
 			cover_all_locked(&cur);
 			while (!poll_all_locked()) {
-				t = now_ns();
-				rem = remaining_locked(t);
-				if (g.early_ns != 0 && rem <= g.early_ns) {
-					early = 1;
-					break;
-				}
 				pthread_mutex_unlock(&g.mu);
 				sleep_ns(5000);
 				pthread_mutex_lock(&g.mu);
 				cover_all_locked(&cur);
-				rem = 0;
 			}
-			if (early)
-				g.n_early++;
-			t = now_ns();
-			release_locked(0, t + rem);
+			release_locked(0, now_ns());
 			/* a suspended holder stays in the queue: the agent
 			 * grants it again later, and someone must take that
 			 * grant even if no thread submits by then */
@@ -1105,8 +1054,6 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		if (gl_drained(&st->w))
-			st->run_since_ns = g.last_submit_ns;	/* starts now */
 		if (gl_launched(&st->w, cur_par()) || st->per_thread)
 			(void)record_locked(st, 0);
 	}
@@ -2249,8 +2196,7 @@ __attribute__((destructor)) static void gate_fini(void)
 	}
 	gate_warn("submissions %llu events %llu grants %llu suspends %llu "
 		  "idle-releases %llu waits %llu gpu_ms %.3f streams %u "
-		  "evict_max_us %.1f evict_avg_us %.1f reclaimed %llu "
-		  "early %llu",
+		  "evict_max_us %.1f evict_avg_us %.1f reclaimed %llu",
 		  (unsigned long long)g.n_submit,
 		  (unsigned long long)g.n_events,
 		  (unsigned long long)g.n_grants,
@@ -2262,6 +2208,5 @@ __attribute__((destructor)) static void gate_fini(void)
 		  g.sess && page()->suspensions ?
 		  (double)page()->evict_ns_sum / 1e3 /
 		  (double)page()->suspensions : 0.0,
-		  (unsigned long long)g.n_reclaimed,
-		  (unsigned long long)g.n_early);
+		  (unsigned long long)g.n_reclaimed);
 }

@@ -296,10 +296,6 @@ SMI=1
 run_set tl_solo_a 5 0 matmul:0:0
 run_set tl_ts 10 0 matmul:0:0 matmul:0:0 matmul:0:0
 TRACE_SETS=1 run_set tl_gate 10 1 matmul:20:20 matmul:30:30 matmul:50:50
-# the same with the early release off (the drain waits for the last
-# kernel to be seen done before the token goes back)
-GSHARE_GATE_EARLY_US=0 TRACE_SETS=1 run_set tl_gate_e0 10 1 matmul:20:20 \
-    matmul:30:30 matmul:50:50
 run_set tl_solo_b 5 0 matmul:0:0
 SMI=0
 log "accounting: each kind alone under the gate, traced"

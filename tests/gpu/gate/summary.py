@@ -268,7 +268,7 @@ def smi(label):
 
 
 if jobs("tl_gate"):
-    for s_ in ("tl_solo_a", "tl_ts", "tl_gate", "tl_gate_e0", "tl_solo_b"):
+    for s_ in ("tl_solo_a", "tl_ts", "tl_gate", "tl_solo_b"):
         smi(s_)
     ra, rb = rate("tl_solo_a"), rate("tl_solo_b")
     if ra and rb:
@@ -277,7 +277,7 @@ if jobs("tl_gate"):
     ts = [rate("tl_ts", n) for n in jobs("tl_ts")]
     if ts and ra and rb:
         print(f"time-slicing total normalized {sum(ts) / ((ra + rb) / 2):.3f}")
-    for lab in ("tl_gate", "tl_gate_e0"):
+    for lab in ("tl_gate",):
         timeline(lab, "tl_solo")
         split(lab, [20, 30, 50])
         got = [rate(lab, n) for n in jobs(lab)]
