@@ -334,6 +334,16 @@ for r in 1 2 3; do
 done
 fi
 
+if phase mlpoh; then
+# the launch-bound loop's rate drifts by 15-20 % between runs: five
+# alternating plain/gated pairs, compared pair by pair
+log "mlp inference loop: plain / gated, five times alternating"
+for r in 1 2 3 4 5; do
+	run_set "mlp_plain$r" 4 0 mlp:0:0
+	run_set "mlp_gate$r" 4 1 mlp:100:1
+done
+fi
+
 if phase win2; then
 log "window 2 ms: overhead (cnn, transformer) and eviction latency"
 export GSHARE_GATE_WINDOW_US=2000

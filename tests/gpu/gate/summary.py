@@ -93,12 +93,17 @@ for k in ("cnn", "transformer"):
         print(f"window 2 ms {k}: plain {p:.2f} gated {g:.2f} -> "
               f"{100 * (p - g) / p:+.2f} %")
 split("w2_mm13", [1, 3])
-mp = [rate(f"mlp_plain{r}") for r in (1, 2, 3)]
-mg = [rate(f"mlp_gate{r}") for r in (1, 2, 3)]
-if all(mp) and all(mg):
+rs_ = [r for r in range(1, 10) if rate(f"mlp_plain{r}") and
+       rate(f"mlp_gate{r}")]
+mp = [rate(f"mlp_plain{r}") for r in rs_]
+mg = [rate(f"mlp_gate{r}") for r in rs_]
+if mp:
+    pair = sorted((p - g) / p for p, g in zip(mp, mg))
     print("mlp plain " + "/".join(f"{x:.0f}" for x in mp) + " gated " +
           "/".join(f"{x:.0f}" for x in mg) +
-          f" -> {100 * (sum(mp) - sum(mg)) / sum(mp):+.2f} %")
+          f" -> {100 * (sum(mp) - sum(mg)) / sum(mp):+.2f} % of the sums; "
+          f"pair by pair median {100 * pair[len(pair) // 2]:+.2f} % "
+          f"(range {100 * pair[0]:+.1f} ... {100 * pair[-1]:+.1f} %)")
 
 for k in ("transformer", "cnn", "mlp", "matmul"):
     ps = [rate(f"oh_plain{r}_{k}") for r in (1, 2)]
