@@ -163,6 +163,7 @@ static struct {
 	struct hold_rec *trace;
 	unsigned trace_n;
 	int hold_submitted;		/* a submission went in this hold */
+	unsigned token_waiters;		/* threads waiting to submit */
 } g = {
 	.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
@@ -562,7 +563,9 @@ static int token_wait_locked(void)
 		/* ACQUIRING, DRAINING, or HELD with a suspend the monitor
 		 * is about to act on */
 		g.n_waits++;
+		g.token_waiters++;
 		pthread_cond_wait(&g.cv, &g.mu);
+		g.token_waiters--;
 	}
 }
 
@@ -898,6 +901,43 @@ static void release_locked(int idle, uint64_t exit_ns)
 		g.n_suspend++;
 }
 
+/* The event a drain waits on: the oldest outstanding event of a gated
+ * stream with work in flight; NULL when none has one. */
+static CUevent front_event_locked(void)
+{
+	for (unsigned i = 0; i < g.nstreams; i++) {
+		struct gstream *st = g.streams[i];
+		int slot;
+
+		if (!st->gated || gl_drained(&st->w))
+			continue;
+		if ((slot = gl_front(&st->w)) >= 0 && st->ev[slot] != NULL)
+			return st->ev[slot];
+	}
+	return NULL;
+}
+
+/* After a suspended hold's release (monitor thread, g.mu held): leave
+ * the wait for the next grant to a thread that waits to submit, or wait
+ * here when none comes within 200 µs. */
+static void handover_locked(void)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += 200000;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (g.state == GT_NOTHELD && g.token_waiters == 0 && g.enabled) {
+		if (pthread_cond_timedwait(&g.cv, &g.mu, &dl) == ETIMEDOUT)
+			break;
+	}
+	if (g.state == GT_NOTHELD && g.token_waiters == 0 && g.enabled)
+		(void)acquire_locked();
+}
+
 static void *monitor_main(void *arg)
 {
 	CUcontext cur = NULL;
@@ -925,16 +965,31 @@ static void *monitor_main(void *arg)
 						   susp_seen));
 			cover_all_locked(&cur);
 			while (!poll_all_locked()) {
+				/* wait on the oldest event still out (as the
+				 * driver waits: at once when it completes),
+				 * not in sleeps, which cost tens of µs each
+				 * on some hosts */
+				CUevent ev = front_event_locked();
+
 				pthread_mutex_unlock(&g.mu);
-				sleep_ns(5000);
+				if (ev != NULL)
+					(void)d_cuEventSynchronize(ev);
+				else
+					sleep_ns(5000);
 				pthread_mutex_lock(&g.mu);
 				cover_all_locked(&cur);
 			}
 			release_locked(0, now_ns());
 			/* a suspended holder stays in the queue: the agent
 			 * grants it again later, and someone must take that
-			 * grant even if no thread submits by then */
-			(void)acquire_locked();
+			 * grant even if no thread submits by then.  A thread
+			 * waiting to submit takes it itself, so the grant
+			 * wakes it directly instead of through this thread;
+			 * one arriving within 200 µs after the release counts
+			 * (it waited on the same last kernel); else this
+			 * thread takes the grant. */
+			pthread_cond_broadcast(&g.cv);
+			handover_locked();
 			continue;
 		}
 		if (gl_idle_due(drained, g.last_submit_ns, t, g.idle_ns)) {
