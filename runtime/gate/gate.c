@@ -129,9 +129,6 @@ struct gstream {
 	int per_thread;		/* per-thread default stream: the monitor
 				 * cannot record on it (one event per launch) */
 	int refuse;		/* on a device that is not the allocation's */
-	uint64_t run_since_ns;	/* when its oldest launch in flight started
-				 * running, as the host learnt it (never
-				 * earlier than it did) */
 	struct gl_stream w;
 	CUevent ev[GL_RING];
 };
@@ -775,24 +772,8 @@ static void poll_stream_locked(struct gstream *st)
 		acc = gl_pop(&st->w, span, now_ns());
 		g.hold_gpu_ns += acc;
 		g.gpu_total_ns += acc;
-		/* what was queued behind it runs from (at latest) now */
-		if (!gl_drained(&st->w))
-			st->run_since_ns = now_ns();
 	}
 }
-
-/* How long st's oldest launch in flight has run, 0: unknown. */
-static uint64_t run_ns_locked(const struct gstream *st)
-{
-	uint64_t t = now_ns();
-
-	if (gl_drained(&st->w) || st->run_since_ns == 0 ||
-	    t <= st->run_since_ns)
-		return 0;
-	return t - st->run_since_ns;
-}
-
-static void sleep_ns(uint64_t ns);
 
 /* Until st's window has room (g.mu dropped while blocking). */
 static void window_wait_locked(struct gstream *st)
@@ -801,24 +782,10 @@ static void window_wait_locked(struct gstream *st)
 	CUevent ev;
 	CUstreamCaptureMode mode;
 
-	uint64_t wait, run;
-
-	while (gl_window_full_at(&st->w, cur_par(), run_ns_locked(st))) {
+	while (gl_window_full(&st->w, cur_par())) {
 		poll_stream_locked(st);
-		if (!gl_window_full_at(&st->w, cur_par(), run_ns_locked(st)))
+		if (!gl_window_full(&st->w, cur_par()))
 			return;
-		run = run_ns_locked(st);
-		wait = run == 0 ? UINT64_MAX :
-			gl_credit_wait(&st->w, cur_par(), run);
-		if (wait != UINT64_MAX) {
-			/* a long launch runs: room opens before it ends;
-			 * look again at least every 50 us (it may end
-			 * sooner than its estimate) */
-			pthread_mutex_unlock(&g.mu);
-			sleep_ns(wait < 50000 ? wait : 50000);
-			pthread_mutex_lock(&g.mu);
-			continue;
-		}
 		slot = gl_front(&st->w);
 		if (slot < 0) {
 			/* only unevented launches: cover them */
@@ -1103,7 +1070,7 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 	for (;;) {
 		if (token_wait_locked() < 0)
 			goto pass;
-		if (!gl_window_full_at(&st->w, cur_par(), run_ns_locked(st)))
+		if (!gl_window_full(&st->w, cur_par()))
 			break;
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
@@ -1142,8 +1109,6 @@ static void gate_post(int kind, struct gate_ticket *t, CUresult rc)
 	if (rc == CUDA_SUCCESS) {
 		g.n_submit++;
 		g.last_submit_ns = now_ns();
-		if (gl_drained(&st->w))
-			st->run_since_ns = g.last_submit_ns;	/* starts now */
 		if (gl_launched(&st->w, cur_par()) || st->per_thread)
 			(void)record_locked(st, 0);
 	}

@@ -2,7 +2,6 @@
  * gate_logic.c — the launch gate's window, accounting and idle decisions
  * (see gate_logic.h).  Pure: the caller owns events, clocks and locks.
  */
-#include <stdint.h>
 #include <string.h>
 
 #include "gate_logic.h"
@@ -160,47 +159,6 @@ int gl_window_full(const struct gl_stream *st, const struct gl_params *p)
 	if (st->est_ns == 0)
 		return inflight >= GL_UNMEASURED;
 	return inflight * st->est_ns > p->window_ns;
-}
-
-/* Work in flight after the running launch's elapsed part, or 0 when the
- * credit does not apply (not measured, nothing in flight). */
-static uint64_t remaining(const struct gl_stream *st, uint64_t run_ns)
-{
-	uint64_t inflight = st->launched - st->done;
-	uint64_t work = inflight * st->est_ns;
-
-	return work - (run_ns < st->est_ns ? run_ns : st->est_ns);
-}
-
-int gl_window_full_at(const struct gl_stream *st, const struct gl_params *p,
-		      uint64_t run_ns)
-{
-	if (!gl_window_full(st, p))
-		return 0;
-	if (run_ns == 0 || st->est_ns == 0 || st->launched == st->done ||
-	    st->launched - st->done >= p->max_inflight ||
-	    st->n >= GL_RING - 2)
-		return 1;
-	return remaining(st, run_ns) > p->window_ns / 2;
-}
-
-uint64_t gl_credit_wait(const struct gl_stream *st, const struct gl_params *p,
-			uint64_t run_ns)
-{
-	uint64_t inflight = st->launched - st->done, rest;
-
-	if (st->est_ns == 0 || inflight == 0 ||
-	    inflight >= p->max_inflight || st->n >= GL_RING - 2)
-		return UINT64_MAX;
-	/* the launches queued behind the running one never get credit */
-	rest = (inflight - 1) * st->est_ns;
-	if (rest > p->window_ns / 2)
-		return UINT64_MAX;
-	/* the running one: left = est - run must fall to window/2 - rest */
-	if (st->est_ns <= p->window_ns / 2 - rest)
-		return 0;
-	rest = st->est_ns - (p->window_ns / 2 - rest);	/* run needed */
-	return run_ns >= rest ? 0 : rest - run_ns;
 }
 
 int gl_drained(const struct gl_stream *st)

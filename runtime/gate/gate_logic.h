@@ -100,21 +100,6 @@ int gl_span_start(const struct gl_stream *st);
 uint64_t gl_pop(struct gl_stream *st, uint64_t span_ns, uint64_t now_ns);
 /* 1 when the stream's window is full (wait before submitting). */
 int gl_window_full(const struct gl_stream *st, const struct gl_params *p);
-/* The same, knowing that the oldest launch in flight has run for run_ns
- * (0: unknown).  Launches longer than the window would otherwise leave
- * the GPU idle between each one's end and the host's next launch: once
- * what is left in flight, the running launch's elapsed time taken off,
- * is at most half the window, one more may be queued (so a suspend
- * finds at most the running launch's last half window plus one more
- * launch in flight: the bound stays the window plus the longest
- * kernel). */
-int gl_window_full_at(const struct gl_stream *st, const struct gl_params *p,
-		      uint64_t run_ns);
-/* How much longer the oldest launch must run before gl_window_full_at
- * opens the window by that rule; UINT64_MAX when it will not (the
- * window opens only when launches complete). */
-uint64_t gl_credit_wait(const struct gl_stream *st, const struct gl_params *p,
-			uint64_t run_ns);
 /* 1 when every launch is known complete. */
 int gl_drained(const struct gl_stream *st);
 

@@ -95,41 +95,6 @@ static void test_start_marker_and_spans(void **state)
 	assert_true(gl_need_start(&st, &p, 0, T0 + 500000 + p.gap_solo_ns));
 }
 
-/* Launches longer than the window: the next may be queued once the
- * running one has at most half the window left. */
-static void test_long_launch_credit(void **state)
-{
-	struct gl_params p = par();	/* window 1 ms */
-	struct gl_stream st;
-
-	(void)state;
-	gl_stream_init(&st);
-	st.est_ns = 1600000;		/* 1.6 ms launches */
-	st.launched = 1;		/* one running */
-	assert_true(gl_window_full(&st, &p));
-	assert_true(gl_window_full_at(&st, &p, 0));	/* elapsed unknown */
-	/* left 1.6 - 1.0 = 0.6 ms > 0.5 ms: still full */
-	assert_true(gl_window_full_at(&st, &p, 1000000));
-	assert_int_equal(gl_credit_wait(&st, &p, 1000000), 100000);
-	/* left 0.5 ms: room for one more */
-	assert_false(gl_window_full_at(&st, &p, 1100000));
-	assert_int_equal(gl_credit_wait(&st, &p, 1100000), 0);
-	/* running longer than its estimate: still one more, not two */
-	assert_false(gl_window_full_at(&st, &p, 5000000));
-	st.launched = 2;		/* the one queued behind it */
-	assert_true(gl_window_full_at(&st, &p, 5000000));
-	assert_int_equal(gl_credit_wait(&st, &p, 5000000), UINT64_MAX);
-	/* short launches: the credit never applies beyond their own */
-	st.est_ns = 50000;
-	st.launched = 30;		/* 1.5 ms queued */
-	assert_true(gl_window_full_at(&st, &p, 10000000));
-	assert_int_equal(gl_credit_wait(&st, &p, 0), UINT64_MAX);
-	/* nothing measured: no credit */
-	st.est_ns = 0;
-	st.launched = 1;
-	assert_int_equal(gl_credit_wait(&st, &p, 10000000), UINT64_MAX);
-}
-
 static void test_back_to_back_spans(void **state)
 {
 	struct gl_params p = par();
@@ -258,7 +223,6 @@ int main(void)
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_start_marker_and_spans),
 		cmocka_unit_test(test_back_to_back_spans),
-		cmocka_unit_test(test_long_launch_credit),
 		cmocka_unit_test(test_window_by_time),
 		cmocka_unit_test(test_window_by_count),
 		cmocka_unit_test(test_ring),
