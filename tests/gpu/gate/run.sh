@@ -344,6 +344,23 @@ for r in 1 2 3 4 5; do
 done
 fi
 
+if phase win05; then
+# the tight window at 0.5 ms against the default 1 ms, same run: eviction
+# latency of a transformer beside a matmul (and the pair's rates), a
+# matmul trio's latency, and the launch-bound mlp beside a matmul
+log "window 0.5 ms vs 1 ms: latency and rates under contention"
+run_set mm_solo 5 0 matmul:0:0
+run_set tr_solo 5 0 transformer:0:0
+run_set mlp_solo 5 0 mlp:0:0
+for w in 1000 500; do
+	export GSHARE_GATE_WINDOW_US=$w
+	run_set "w${w}_trmm" 8 1 transformer:50:1 matmul:50:1
+	run_set "w${w}_mm13" 8 1 matmul:25:1 matmul:75:3
+	run_set "w${w}_mix" 8 1 mlp:50:1 matmul:50:1
+	unset GSHARE_GATE_WINDOW_US
+done
+fi
+
 if phase win2; then
 log "window 2 ms: overhead (cnn, transformer) and eviction latency"
 export GSHARE_GATE_WINDOW_US=2000

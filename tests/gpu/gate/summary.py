@@ -148,7 +148,8 @@ if os.path.exists(os.path.join(d, "gate.txt")):
     for line in open(os.path.join(d, "gate.txt")):
         f = line.split()
         if "evictions" not in f or not f[0].startswith(("lat_", "mm_gate",
-                                                        "w2_")):
+                                                        "w2_", "w1000_",
+                                                        "w500_")):
             continue
         i = f.index("evictions")
         try:
@@ -308,3 +309,16 @@ for k in ("matmul", "transformer", "cnn", "mlp"):
           f"{100 * (rep - f['loop_ms']) / f['loop_ms']:+.2f} %; vs the sum "
           f"of synchronized groups {f['gpu_ms']:.1f} ms -> "
           f"{100 * (rep - f['gpu_ms']) / f['gpu_ms']:+.2f} %")
+
+# GATE_PHASES=win05: rates normalized to the solo rates, per window
+for w in ("1000", "500"):
+    for s_, kinds in ((f"w{w}_trmm", ("transformer", "matmul")),
+                      (f"w{w}_mm13", ("matmul", "matmul")),
+                      (f"w{w}_mix", ("mlp", "matmul"))):
+        ns = jobs(s_)
+        if not ns:
+            continue
+        norm = [rate(s_, n) / solo[k] if solo.get(k) else float("nan")
+                for n, k in zip(ns, kinds)]
+        print(f"{s_}: normalized {[round(x, 3) for x in norm]} total "
+              f"{sum(norm):.3f}")
