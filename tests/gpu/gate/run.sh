@@ -189,6 +189,7 @@ run_set() {	# LABEL SECONDS GATED(0/1) KIND:SHARES:WEIGHT...
 	label=$1 secs=$2 g=$3
 	shift 3
 	sd=$TMP/sync.$label
+	rm -rf "$sd"	# a label run again starts its jobs together too
 	mkdir -p "$sd"
 	pids="" allocs=""
 	n=0
@@ -352,11 +353,12 @@ log "window 0.5 ms vs 1 ms: latency and rates under contention"
 run_set mm_solo 5 0 matmul:0:0
 run_set tr_solo 5 0 transformer:0:0
 run_set mlp_solo 5 0 mlp:0:0
-for w in 1000 500; do
-	export GSHARE_GATE_WINDOW_US=$w
-	run_set "w${w}_trmm" 8 1 transformer:50:1 matmul:50:1
-	run_set "w${w}_mm13" 8 1 matmul:25:1 matmul:75:3
-	run_set "w${w}_mix" 8 1 mlp:50:1 matmul:50:1
+# (run_set sets w: the loop's variable is win)
+for win in 1000 500; do
+	export GSHARE_GATE_WINDOW_US=$win
+	run_set "w${win}_trmm" 8 1 transformer:50:1 matmul:50:1
+	run_set "w${win}_mm13" 8 1 matmul:25:1 matmul:75:3
+	run_set "w${win}_mix" 8 1 mlp:50:1 matmul:50:1
 	unset GSHARE_GATE_WINDOW_US
 done
 fi
