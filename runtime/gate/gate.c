@@ -109,7 +109,7 @@ struct hold_rec {
 	uint64_t susp_seen;	/* the monitor saw it */
 	uint64_t release;	/* the release went to the agent */
 	uint64_t gpu;		/* GPU time accounted in the hold */
-	uint64_t subs;		/* submissions in the hold */
+	uint64_t subs;		/* submissions so far, at the release */
 	int idle;		/* released as idle */
 };
 #define GATE_TRACE_MAX 65536
@@ -1046,6 +1046,7 @@ struct gate_ticket {
 static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 {
 	struct gstream *st;
+	uint64_t t0;
 
 	t->st = NULL;
 	t->refuse = 0;
@@ -1075,7 +1076,11 @@ static void gate_pre(int kind, CUstream s, int ptsz, struct gate_ticket *t)
 		window_wait_locked(st);
 		/* the lock was dropped: the token may have moved on */
 	}
-	if (gl_need_start(&st->w, &g.par, others_busy_locked(st), now_ns()))
+	/* a start marker: for the short gap first (cheap, and needed by
+	 * both rules); the other streams are looked at only then */
+	t0 = now_ns();
+	if (gl_need_start(&st->w, &g.par, 1, t0) &&
+	    (others_busy_locked(st) || gl_need_start(&st->w, &g.par, 0, t0)))
 		(void)record_locked(st, 1);
 	if (!g.hold_submitted) {
 		g.hold_submitted = 1;
@@ -2221,7 +2226,8 @@ static void trace_write(void)
 			(unsigned long long)h->gpu,
 			(unsigned long long)h->subs, h->idle);
 	}
-	fclose(f);
+	if (ferror(f) | fclose(f))	/* both: fclose must run */
+		gate_warn("the trace %s is incomplete (a full disk?)", path);
 }
 
 __attribute__((destructor)) static void gate_fini(void)

@@ -250,5 +250,25 @@ for a in json.load(sys.stdin)["allocations"]:
 	ctl close "$e" >/dev/null
 done
 
+# --- GSHARE_GATE_TRACE: one line per hold; an unwritable prefix only warns
+e=$(ctl create --shares 50)
+GSHARE_SOCKET=$sock GSHARE_ALLOC=$e GSHARE_GATE_TRACE=$dir/tr LD_PRELOAD=$GATE \
+    $APP --seconds 0.3 --busy-ms 20 --idle-ms 30 >"$dir/tr.out" 2>&1
+rc=$?
+tf=$(ls "$dir"/tr.* 2>/dev/null | grep -v 'tr.out$' | head -n 1)
+if [ $rc = 0 ] && [ -n "$tf" ] && head -n 1 "$tf" | grep -q '^# grant first' &&
+    awk 'NR > 1 { n++; if (NF != 8 || $1 == 0 || ($5 != 0 && $5 < $1)) bad = 1 }
+	 END { exit !(n >= 2 && !bad) }' "$tf"; then
+	ok "trace: $(($(wc -l <"$tf") - 1)) holds, grant before release in each"
+else
+	bad "trace: rc $rc, file '$tf': $(head -n 3 "$tf" 2>/dev/null)"
+fi
+GSHARE_SOCKET=$sock GSHARE_ALLOC=$e GSHARE_GATE_TRACE=$dir/no/such/dir/tr \
+    LD_PRELOAD=$GATE $APP --seconds 0.1 >"$dir/tr2.out" 2>&1 &&
+    grep -q 'cannot write the trace' "$dir/tr2.out" &&
+    ok "trace to an unwritable place: a warning, the job ends normally" ||
+    bad "unwritable trace: $(cat "$dir/tr2.out")"
+ctl close "$e" >/dev/null
+
 [ $fail = 0 ] && echo "integ_gate: all passed"
 exit $fail
