@@ -158,28 +158,22 @@ def bench():
 def bench_ab():
     sizes = [("4KiB", 4 << 10), ("1MiB", MIB), ("64MiB", 64 * MIB),
              ("1GiB", GIB)]
-    d_alloc, d_free = drv.direct()
-    dptr = ctypes.c_uint64()
-    dref = ctypes.byref(dptr)
+    def batcher(alloc, free):
+        """k pairs of n bytes: (us per pair, last result); the same
+        Python calls on both sides, only the functions differ"""
+        ptr = ctypes.c_uint64()
+        ref = ctypes.byref(ptr)
 
-    # the same Python calls on both sides: only the function differs
-    h_alloc, h_free = drv.alloc_fn, drv.free_fn
-    hptr = ctypes.c_uint64()
-    href = ctypes.byref(hptr)
+        def batch(n, k):
+            t = time.perf_counter_ns()
+            for _ in range(k):
+                rc = alloc(ref, n)
+                free(ptr.value)
+            return (time.perf_counter_ns() - t) / k / 1000.0, rc
+        return batch
 
-    def hook_batch(n, k):
-        t = time.perf_counter_ns()
-        for _ in range(k):
-            rc = h_alloc(href, n)
-            h_free(hptr.value)
-        return (time.perf_counter_ns() - t) / k / 1000.0, rc
-
-    def direct_batch(n, k):
-        t = time.perf_counter_ns()
-        for _ in range(k):
-            rc = d_alloc(dref, n)
-            d_free(dptr.value)
-        return (time.perf_counter_ns() - t) / k / 1000.0, rc
+    hook_batch = batcher(drv.alloc_fn, drv.free_fn)
+    direct_batch = batcher(*drv.direct())
 
     for name, n in sizes:
         for _ in range(3):
