@@ -49,6 +49,7 @@ LIBGSHARE1  := $(B)/runtime/libgshare.so.1
 RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks softmax hist
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
 RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
+		 $(B)/runtime/bench/gs-loopab \
 		 $(B)/runtime/bench/gs-taskbench $(B)/runtime/bench/gs-smprobe
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
