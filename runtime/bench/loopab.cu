@@ -10,8 +10,12 @@
  *             through shared memory, one barrier per task
  *   sclaim    as claim, but a claim of 16 is strided: slot j of a round
  *             of P claims takes j, j + P, ..., j + 15P of that round
- *   gshare    the same body as a GS_KERNEL through gs_launch
+ *   gshare    the same body as a GS_KERNEL through gs_launch (1D grid)
  *   nobar     (vadd) stride without the barrier between tasks
+ *   lad0..15  the ladder (k_lad below): claim plus the gshare loop's
+ *             per-task features one by one; lad3s, lad3h: two cheaper
+ *             ways to fetch the flag
+ *   gshare2   (stencil) the GS_KERNEL on a 2D grid, as the example
  *
  * P = blocks per SM (occupancy) x SMs.  Times are medians of CUDA-event
  * timings, the variants interleaved in every repetition.
@@ -515,6 +519,8 @@ static void run(const char *name, int kind, int reps)
 	double base = ex_median(ms[0]);
 	for (int v = 0; v < NV; v++) {
 		double m = ex_median(ms[v]);
+		if ((v == 6 && kind != 0) || (v == 14 && kind != 1))
+			continue;	/* not run for this body */
 		printf("loopab %s %-7s %.4f ms  %+7.2f %%\n", name, vn[v], m,
 		       (m / base - 1) * 100);
 	}
