@@ -44,37 +44,7 @@ static __device__ __forceinline__ void vadd_task(const lab_args &p,
 		p.c[i] = p.a[i] + p.b[i];
 }
 
-static __device__ __forceinline__ void sten_task(const lab_args &p,
-						 unsigned int t)
-{
-	__shared__ float s[TS + 2][TS + 2];
-	unsigned int bx = t % p.gx, by = t / p.gx;
-	int w = (int)p.n, h = (int)p.h;
-	int x = (int)(bx * TS + threadIdx.x), y = (int)(by * TS + threadIdx.y);
-	int lx = threadIdx.x + 1, ly = threadIdx.y + 1;
-	auto at = [&](int xx, int yy) {
-		xx = min(max(xx, 0), w - 1);
-		yy = min(max(yy, 0), h - 1);
-		return p.a[(size_t)yy * w + xx];
-	};
-	s[ly][lx] = at(x, y);
-	if (threadIdx.x == 0)
-		s[ly][0] = at(x - 1, y);
-	if (threadIdx.x == TS - 1)
-		s[ly][TS + 1] = at(x + 1, y);
-	if (threadIdx.y == 0)
-		s[0][lx] = at(x, y - 1);
-	if (threadIdx.y == TS - 1)
-		s[TS + 1][lx] = at(x, y + 1);
-	__syncthreads();
-	if (x < w && y < h)
-		p.c[(size_t)y * w + x] = 0.2f * (s[ly][lx] + s[ly][lx - 1] +
-						 s[ly][lx + 1] +
-						 s[ly - 1][lx] +
-						 s[ly + 1][lx]);
-}
-
-/* the ladder's stencil body: tile coordinates given */
+/* the stencil tile at tile coordinates (bx, by) */
 static __device__ __forceinline__ void sten_xy(const lab_args &p,
 					       unsigned int bx, unsigned int by)
 {
@@ -102,6 +72,12 @@ static __device__ __forceinline__ void sten_xy(const lab_args &p,
 						 s[ly][lx + 1] +
 						 s[ly - 1][lx] +
 						 s[ly + 1][lx]);
+}
+
+static __device__ __forceinline__ void sten_task(const lab_args &p,
+						 unsigned int t)
+{
+	sten_xy(p, t % p.gx, t / p.gx);
 }
 
 template <int K> static __device__ __forceinline__ void task(const lab_args &p,
