@@ -10,7 +10,8 @@
  * seq; TOKEN_GRANT events that arrive meanwhile are queued, and ERROR
  * frames for fire-and-forget requests (TOKEN_WANT/RELEASE) are kept and
  * reported by the next gs_client_wait_grant.  Replies to an earlier
- * request that timed out are dropped.
+ * request that timed out are dropped.  A TOKEN_SOON event makes the next
+ * wait for a grant poll without sleeping until the hint's time is up.
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,10 +45,19 @@ struct gs_client {
 				 * (ATTACHED: the memory page), -1 none */
 	struct grant_ev grants[GRANTQ_MAX];
 	unsigned gq_head, gq_len;
+	uint64_t soon_until;	/* TOKEN_SOON: spin until (monotonic ns) */
 	int async_err;		/* an ERROR for WANT/RELEASE is pending */
 	struct gs_error async;
 	int broken;		/* framing lost: only free is valid */
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static int64_t now_ms(void)
 {
@@ -419,6 +429,15 @@ static int route_other(struct gs_client *c, struct gs_msg *m,
 			c->grants[i].gen = m->u.grant.gen;
 			c->grants[i].slice_ns = m->u.grant.slice_ns;
 		}
+		c->soon_until = 0;
+		return 1;
+	}
+	if (m->type == GS_MSG_TOKEN_SOON && m->seq == 0) {
+		uint64_t d = m->u.soon_ns;
+
+		if (d > GS_CLIENT_SPIN_MAX_NS)
+			d = GS_CLIENT_SPIN_MAX_NS;
+		c->soon_until = now_ns() + d;
 		return 1;
 	}
 	if (want_seq != 0 && m->seq == want_seq)
@@ -706,6 +725,11 @@ int gs_client_token_release(struct gs_client *c, uint64_t gen,
 	return send_msg(c, &req, deadline_of(c->timeout_ms), err);
 }
 
+uint64_t gs_client_soon_until(const struct gs_client *c)
+{
+	return c->soon_until;
+}
+
 int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 			 uint64_t *slice_ns, struct gs_error *err)
 {
@@ -714,6 +738,8 @@ int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 	struct gs_msg m;
 
 	for (;;) {
+		int spin;
+
 		if (c->async_err) {
 			c->async_err = 0;
 			return gs_error_set(err, c->async.code, "%s",
@@ -726,9 +752,15 @@ int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 			c->gq_len--;
 			return 1;
 		}
-		if (next_msg(c, &m, deadline, &e) < 0) {
-			if (e.code == GS_ETIMEDOUT && !c->broken)
+		/* a grant is near: look without sleeping (poll timeout 0) */
+		spin = c->soon_until != 0 && now_ns() < c->soon_until;
+		if (next_msg(c, &m, spin ? now_ms() : deadline, &e) < 0) {
+			if (e.code == GS_ETIMEDOUT && !c->broken) {
+				if (spin && (deadline < 0 ||
+					     now_ms() < deadline))
+					continue;
 				return 0;
+			}
 			if (err != NULL)
 				*err = e;
 			return -1;

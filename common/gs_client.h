@@ -82,14 +82,21 @@ int gs_client_gpu_fault(struct gs_client *c, int32_t gpu, int fail,
 			struct gs_error *err);
 
 /* Token protocol (attached connections only). */
+#define GS_CLIENT_SPIN_MAX_NS	10000000ull	/* TOKEN_SOON's cap: 10 ms */
 int gs_client_token_want(struct gs_client *c, struct gs_error *err);
 int gs_client_token_release(struct gs_client *c, uint64_t gen,
 			    uint64_t gpu_ns, uint64_t evict_ns,
 			    uint32_t reason, struct gs_error *err);
 /* Wait up to timeout_ms (-1: forever) for a TOKEN_GRANT.  Returns 1 with
  * *gen and *slice_ns set, 0 on timeout, -1 on error (ERROR frame from the
- * agent, closed connection). */
+ * agent, closed connection).  After a TOKEN_SOON hint it polls the socket
+ * without sleeping for the hint's spin time (at most GS_CLIENT_SPIN_MAX_NS)
+ * or until the grant comes, so that the grant does not wait for a thread
+ * wake-up; then it sleeps in poll() again. */
 int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 			 uint64_t *slice_ns, struct gs_error *err);
+/* When the polling that the last TOKEN_SOON asked for ends (CLOCK_MONOTONIC
+ * ns; 0: no hint since the last grant). */
+uint64_t gs_client_soon_until(const struct gs_client *c);
 
 #endif /* GS_CLIENT_H */

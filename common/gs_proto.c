@@ -81,6 +81,7 @@ const char *gs_msg_type_name(uint32_t t)
 	case GS_MSG_ALLOC_SET_MEM: return "ALLOC_SET_MEM";
 	case GS_MSG_TOKEN_WANT: return "TOKEN_WANT";
 	case GS_MSG_TOKEN_GRANT: return "TOKEN_GRANT";
+	case GS_MSG_TOKEN_SOON: return "TOKEN_SOON";
 	case GS_MSG_TOKEN_RELEASE: return "TOKEN_RELEASE";
 	case GS_MSG_STATUS: return "STATUS";
 	case GS_MSG_STATUS_REPLY: return "STATUS_REPLY";
@@ -385,6 +386,9 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 	case GS_MSG_TOKEN_GRANT:
 		w64(w, m->u.grant.gen);
 		w64(w, m->u.grant.slice_ns);
+		break;
+	case GS_MSG_TOKEN_SOON:
+		w64(w, m->u.soon_ns);
 		break;
 	case GS_MSG_TOKEN_RELEASE:
 		w64(w, m->u.release.gen);
@@ -779,6 +783,9 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 	case GS_MSG_TOKEN_GRANT:
 		m->u.grant.gen = r64(&r);
 		m->u.grant.slice_ns = r64(&r);
+		break;
+	case GS_MSG_TOKEN_SOON:
+		m->u.soon_ns = r64(&r);
 		break;
 	case GS_MSG_TOKEN_RELEASE:
 		m->u.release.gen = r64(&r);

@@ -41,7 +41,11 @@
  *   GPU_FAULT       R  {gpu, on}                  → OK (simulated GPUs only:
  *                                                    inject / clear a fault,
  *                                                    for tests)
- * Events (agent → attached job, seq 0): TOKEN_GRANT {gen, slice_ns}.
+ * Events (agent → attached job, seq 0): TOKEN_GRANT {gen, slice_ns};
+ * TOKEN_SOON {spin_ns} (1.6): the holder was just asked to suspend and
+ * this job is next in line, so a grant is likely within spin_ns; a job
+ * waiting for it may poll instead of sleeping until then.  A hint only:
+ * nothing is granted, and jobs before 1.6 skip it as an unknown event.
  * Any request may be answered with ERROR {code, message}; an unknown type
  * gets ERROR GS_EUNSUPP; a malformed frame gets ERROR GS_EPROTO and the
  * connection is closed.  TOKEN_WANT/RELEASE errors come back as ERROR with
@@ -57,7 +61,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		5
+#define GS_PROTO_MINOR		6
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -85,6 +89,7 @@ enum gs_msg_type {
 	GS_MSG_TOKEN_WANT = 20,
 	GS_MSG_TOKEN_GRANT = 21,
 	GS_MSG_TOKEN_RELEASE = 22,
+	GS_MSG_TOKEN_SOON = 23,		/* 1.6: event, agent → job */
 	GS_MSG_STATUS = 30,
 	GS_MSG_STATUS_REPLY = 31,
 	GS_MSG_SET_WEIGHT = 32,
@@ -261,6 +266,7 @@ void gs_status_free(struct gs_status *st);
  *   ALLOC_CLOSE           close {id, end_state}: id is u.id too
  *   ATTACH                id
  *   TOKEN_GRANT           grant
+ *   TOKEN_SOON            soon_ns
  *   TOKEN_RELEASE         release
  *   STATUS_REPLY          status (arrays owned by the message)
  *   ALLOC_LABEL           label {id, labels}
@@ -306,6 +312,7 @@ struct gs_msg {
 			uint64_t slice_ns;
 		} grant;
 		struct gs_release release;
+		uint64_t soon_ns;	/* TOKEN_SOON: spin_ns */
 		struct gs_status status;
 		uint64_t after_id;	/* STATUS: list ids > after_id */
 		struct {

@@ -707,13 +707,17 @@ static void on_wakeup(struct gs_loop *l, uint64_t now, void *arg)
 
 static void update_wakeup(struct gs_agent *ag)
 {
-	uint64_t at = UINT64_MAX;
+	uint64_t at = UINT64_MAX, spin = 0;
 	uint32_t i;
 
-	for (i = 0; i < ag->ngpus; i++)
+	for (i = 0; i < ag->ngpus; i++) {
 		if (ag->gpus[i].next_ns < at)
 			at = ag->gpus[i].next_ns;
+		if (ag->gpus[i].spin_until > spin)
+			spin = ag->gpus[i].spin_until;
+	}
 	gs_loop_set_wakeup(ag->loop, at, on_wakeup, ag);
+	gs_loop_set_spin(ag->loop, spin);
 }
 
 static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
@@ -778,10 +782,56 @@ static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
 	conn_flush(t->conn);
 }
 
+/*
+ * A holder of g was just asked to suspend.  Its release and the next
+ * grant would each wait for a thread wake-up (the agent's in epoll, the
+ * next job's in poll), tens of microseconds of idle GPU per hand-over on
+ * a loaded node: poll without sleeping until the hand-over is done (or
+ * handoff_spin has passed), and tell the job that is next in line now
+ * to do the same (TOKEN_SOON), so that its wake-up overlaps the holder's
+ * eviction.  Only a hint: if the scheduler picks another job at the
+ * release, that one is granted as always and the hinted job's poll
+ * times out.
+ */
+static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
+			  uint64_t now)
+{
+	uint64_t spin = ag->cfg.handoff_spin_ns, id;
+	struct gs_alloc *b;
+	struct gs_msg m;
+	unsigned i;
+
+	if (spin == 0)
+		return;
+	g->spin_until = now + spin;
+	id = gs_sched_next(g->sched, now);
+	if (id == 0 || id == g->soon_id)
+		return;
+	b = gs_alloc_get(ag->allocs, id);
+	if (b == NULL)
+		return;
+	g->soon_id = id;
+	memset(&m, 0, sizeof(m));
+	m.type = GS_MSG_TOKEN_SOON;
+	m.seq = 0;
+	m.u.soon_ns = spin;
+	for (i = 0; i < b->natt; i++) {
+		if (b->att[i].conn == NULL || !b->att[i].wants ||
+		    b->att[i].granted)
+			continue;
+		conn_queue(b->att[i].conn, &m);
+		conn_flush(b->att[i].conn);
+	}
+}
+
 static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 		     struct gs_alloc *a, uint64_t slice_ns, uint64_t now)
 {
 	unsigned i;
+
+	/* the hand-over (if one was under way) is done */
+	g->spin_until = 0;
+	g->soon_id = 0;
 
 	if (!any_att(a, 0)) {
 		/* no process to run it: give the token straight back */
@@ -895,7 +945,7 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 	struct gs_sched_action acts[MAX_ACTS];
 	struct gs_alloc *a;
 	uint64_t next = UINT64_MAX;
-	int n, i, rounds = 0;
+	int n, i, rounds = 0, suspended = 0;
 
 	do {
 		n = gs_sched_step(g->sched, now, acts, MAX_ACTS, &next);
@@ -914,6 +964,7 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 				break;
 			case GS_ACT_SUSPEND:
 				do_suspend(ag, a, now);
+				suspended = 1;
 				break;
 			case GS_ACT_ESCALATE:
 				do_escalate(ag, a);
@@ -921,6 +972,10 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 			}
 		}
 	} while (n == MAX_ACTS && ++rounds < 8);
+	if (suspended && gs_sched_holders(g->sched) > 0)
+		handoff_start(ag, g, now);
+	else if (g->spin_until != 0 && g->spin_until <= now)
+		g->spin_until = 0;
 	g->next_ns = next;
 	publish_contention(ag, g, now);
 }
@@ -2313,6 +2368,7 @@ static int agent_only(uint16_t type)
 	case GS_MSG_ALLOC_INFO:
 	case GS_MSG_ATTACHED:
 	case GS_MSG_TOKEN_GRANT:
+	case GS_MSG_TOKEN_SOON:
 	case GS_MSG_STATUS_REPLY:
 		return 1;
 	default:

@@ -40,6 +40,9 @@ struct gs_gpu {
 	char xid_why[GS_LABEL_MAX];	/* which XID */
 	struct gs_sched *sched;
 	uint64_t next_ns;	/* when the scheduler wants a step */
+	uint64_t spin_until;	/* a hand-over is under way: the loop polls
+				 * without sleeping until then (0: none) */
+	uint64_t soon_id;	/* allocation sent TOKEN_SOON for it */
 	uint32_t unmanaged;	/* GPU processes of no allocation (unman.c) */
 };
 

@@ -43,6 +43,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_DURATION("idle_grace", C, idle_grace_ns, 0, GS_NS_PER_S,
 			    "2ms", "idle gap that keeps a job's place "
 			    "(0: off)"),
+	GS_CFG_KEY_DURATION("handoff_spin", C, handoff_spin_ns, 0,
+			    10 * GS_NS_PER_MS, "1ms", "poll without "
+			    "sleeping during a token hand-over (0: off)"),
 	GS_CFG_KEY_ENUM("log", C, log, log_names, "syslog",
 			"log target (-d logs to stderr)"),
 	GS_CFG_KEY_STRING("log_file", C, log_file, 0, NULL,

@@ -43,6 +43,7 @@ struct gs_loop {
 	gs_loop_time_fn wake_fn;
 	void *wake_arg;
 	uint64_t armed;		/* deadline the timerfd holds */
+	uint64_t spin_until;	/* poll without sleeping until then */
 };
 
 uint64_t gs_now_ns(void)
@@ -276,6 +277,11 @@ static void run_timers(struct gs_loop *l)
 	}
 }
 
+void gs_loop_set_spin(struct gs_loop *l, uint64_t until_ns)
+{
+	l->spin_until = until_ns;
+}
+
 int gs_loop_run(struct gs_loop *l, struct gs_error *err)
 {
 	struct epoll_event evs[MAX_EVENTS];
@@ -284,7 +290,8 @@ int gs_loop_run(struct gs_loop *l, struct gs_error *err)
 	l->stop = 0;
 	while (!l->stop) {
 		arm(l);
-		n = epoll_wait(l->epfd, evs, MAX_EVENTS, -1);
+		n = epoll_wait(l->epfd, evs, MAX_EVENTS,
+			       l->spin_until > gs_now_ns() ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

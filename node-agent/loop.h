@@ -49,6 +49,12 @@ void gs_loop_set_tick_period(struct gs_loop *l, gs_loop_time_fn fn,
 void gs_loop_set_wakeup(struct gs_loop *l, uint64_t at_ns,
 			gs_loop_time_fn fn, void *arg);
 
+/* Until CLOCK_MONOTONIC reaches until_ns, look for events without
+ * sleeping (epoll_wait with no timeout): a hand-over of the token is under
+ * way and its next message must not wait for the loop's wake-up.  0:
+ * sleep as usual.  Replaces the previous value. */
+void gs_loop_set_spin(struct gs_loop *l, uint64_t until_ns);
+
 /* Run until gs_loop_stop.  Returns 0, or -1 when epoll fails. */
 int gs_loop_run(struct gs_loop *l, struct gs_error *err);
 void gs_loop_stop(struct gs_loop *l);

@@ -1121,6 +1121,15 @@ gs_sched_holder(const struct gs_sched *s)
 	return li >= 0 ? s->e[li].id : 0;
 }
 
+uint64_t
+gs_sched_next(const struct gs_sched *s, uint64_t now)
+{
+	uint64_t pen_end = UINT64_MAX;
+	int w = pick(s, now, &pen_end);
+
+	return w < 0 ? 0 : s->e[w].id;
+}
+
 unsigned
 gs_sched_holders(const struct gs_sched *s)
 {

@@ -235,6 +235,10 @@ int gs_sched_set_group(struct gs_sched *s, uint64_t id, uint64_t group);
 /* Allocation holding the token (0: none; an escalated overrunner no
  * longer holds it); of a grant set, the member most behind. */
 uint64_t gs_sched_holder(const struct gs_sched *s);
+/* The waiter that would get the token if it were free now (0: none):
+ * the one a suspend hands over to, for the agent's TOKEN_SOON hint.  A
+ * guess: events before the release can change it. */
+uint64_t gs_sched_next(const struct gs_sched *s, uint64_t now);
 /* Number of holders (co-granted members hold together). */
 unsigned gs_sched_holders(const struct gs_sched *s);
 /* Number of entries. */

@@ -1192,6 +1192,17 @@ static void test_tokens(struct gs_client *root)
 	CHECK(wait_state(root, b.id, GS_ASTATE_WAITING, 2000), "b waiting");
 	CHECK(wait_suspend(&a, 2000), "a not suspended");
 	CHECK(a.page->suspend_set_ns != 0, "suspend_set_ns");
+	/* b, next in line, was told to poll for its grant (TOKEN_SOON,
+	 * handoff_spin's 1 ms from the hint on) */
+	{
+		int64_t dl = now_ms() + 2000;
+
+		while (gs_client_soon_until(b.c) == 0 && now_ms() < dl)
+			CHECK(gs_client_wait_grant(b.c, 20, &gen_b, &slice,
+						   &err) == 0,
+			      "b granted before a released: %s", err.msg);
+		CHECK(gs_client_soon_until(b.c) != 0, "no TOKEN_SOON to b");
+	}
 	/* stale generation: refused, reported on a's connection */
 	CHECK(gs_client_token_release(a.c, gen + 5, 1000, 0, GS_REL_SUSPENDED,
 				      &err) == 0, "%s", err.msg);

@@ -156,6 +156,10 @@ static int sample(uint16_t type, struct gs_msg *m)
 		m->u.grant.gen = 99;
 		m->u.grant.slice_ns = 4000000;
 		break;
+	case GS_MSG_TOKEN_SOON:
+		m->seq = 0;
+		m->u.soon_ns = 1000000;
+		break;
 	case GS_MSG_TOKEN_RELEASE:
 		m->u.release.gen = 99;
 		m->u.release.gpu_ns = 3999999;
@@ -214,7 +218,8 @@ static const uint16_t all_types[] = {
 	GS_MSG_ALLOC_CREATE,  GS_MSG_ALLOC_CLOSE, GS_MSG_ALLOC_INFO,
 	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_ALLOC_LABEL,
 	GS_MSG_ALLOC_SET_MEM, GS_MSG_TOKEN_WANT,
-	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_STATUS,
+	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_TOKEN_SOON,
+	GS_MSG_STATUS,
 	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
 	GS_MSG_DRAIN,	      GS_MSG_GPU_FAULT,
 };

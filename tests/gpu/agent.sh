@@ -8,7 +8,7 @@ CTL=$B/node-agent/gsharectl
 SOCK=$TMP/gshared.sock
 AGENT_PID=""
 
-agent_start() {	# [slice]
+agent_start() {	# [slice [extra yaml line]]
 	[ -x "$AGENTBIN" ] && [ -x "$CTL" ] || return 1
 	cat >"$TMP/gshare.yaml" <<YAML
 socket: $SOCK
@@ -16,6 +16,7 @@ state_dir: $TMP/state
 gpus: auto
 policy: wfq
 slice: ${1:-4ms}
+${2:-}
 log: stderr
 metrics_listen: ""
 YAML

@@ -90,7 +90,7 @@ def main(o):
         if w:
             solo[j] = statistics.median(w)
     for s in (2, 4, 8):
-        for mode in ('agent', 'ts'):
+        for mode in ('agent0', 'agent', 'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
             if not files:
@@ -124,7 +124,7 @@ def main(o):
                   statistics.mean(tot) * 100, ', '.join(desc)))
             # the same by GPU time (what the scheduler divides)
             # (time-slicing overlaps kernel spans: no GPU-time split)
-            if mode != 'agent':
+            if not mode.startswith('agent'):
                 continue
             gerr, nerr, gdesc, busy = [], [], [], []
             n2 = min(len(v) for v in gsh.values())
@@ -139,10 +139,11 @@ def main(o):
                     statistics.mean(x / b for x, b in zip(g, busy)) * 100,
                     w / wsum * 100))
             if gerr:
-                p('  %d jobs agent GPU time: busy %.1f %% of wall; share '
+                p('  %d jobs %s GPU time: busy %.1f %% of wall; share '
                   'of wall err mean %.2f pp max %.2f pp; share of busy '
                   'time err mean %.2f pp max %.2f pp  [%s]' % (
-                      s, statistics.mean(busy) * 100, statistics.mean(gerr),
+                      s, mode, statistics.mean(busy) * 100,
+                      statistics.mean(gerr),
                       max(gerr), statistics.mean(nerr), max(nerr),
                       ', '.join(gdesc)))
     for d in lines(os.path.join(o, 'mech.log'), 'mech acct '):

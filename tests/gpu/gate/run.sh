@@ -14,7 +14,8 @@
 # timed loop.  Results: OUT_DIR/*.json(l), the gate's
 # exit lines (eviction latencies) in OUT_DIR/gate.txt, the summary table
 # in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
-# failed.  GATE_PHASES="..." picks phases (default: all);
+# failed.  GATE_PHASES="..." picks phases (default: all); GATE_HANDOFF
+# sets the agent's handoff_spin (default: the agent's, 1ms);
 # GATE_PHASES=final is the short re-measurement (about 5 min on an H100):
 # correctness, JAX/CuPy, the 20/30/50 guarantee, overhead of four kinds
 # (one plain/gated pair each) with accounting, eviction latency of matmul
@@ -90,6 +91,7 @@ state_dir: $TMP/state
 gpus: auto
 policy: wfq
 slice: ${GATE_SLICE:-4ms}
+${GATE_HANDOFF:+handoff_spin: $GATE_HANDOFF}
 log: stderr
 metrics_listen: ""
 YAML
