@@ -11,7 +11,7 @@
 # against CUDA-event ground truth; GATE_PHASES=timeline traces every
 # hold of a 20/30/50 matmul trio and samples the GPU's clocks (where the
 # trio's lost throughput goes) and checks each kind's accounting over its
-# timed loop.  Results: OUT_DIR/*.json(l), the gate's
+# timed loop (GATE_PHASES=trio: the trio's part only).  Results: OUT_DIR/*.json(l), the gate's
 # exit lines (eviction latencies) in OUT_DIR/gate.txt, the summary table
 # in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
 # failed.  GATE_PHASES="..." picks phases (default: all); GATE_HANDOFF
@@ -288,7 +288,7 @@ run_set mm_solo 5 0 matmul:0:0
 run_set mm_gate_sh 10 1 matmul:20:20 matmul:30:30 matmul:50:50
 fi
 
-if phase timeline; then
+if phase timeline || phase trio; then
 # where the GPU-bound trio's ~6 % goes: the solo rate before and after,
 # time-slicing, the gate at 20/30/50 with one trace record per hold
 # (grant, first submission, suspend written/seen, release, GPU time) and
@@ -301,6 +301,8 @@ run_set tl_ts 10 0 matmul:0:0 matmul:0:0 matmul:0:0
 TRACE_SETS=1 run_set tl_gate 10 1 matmul:20:20 matmul:30:30 matmul:50:50
 run_set tl_solo_b 5 0 matmul:0:0
 SMI=0
+fi
+if phase timeline; then
 log "accounting: each kind alone under the gate, traced"
 for k in matmul transformer cnn mlp; do
 	TRACE_SETS=1 run_set "ac_$k" 6 1 "$k:100:1"
