@@ -16,6 +16,8 @@
  * before it sends TOKEN_GRANT, so the grant time on the agent's clock is
  * slice_deadline_ns - slice_ns; a suspend whose suspend_set_ns is older
  * than that belongs to an earlier grant and yields no eviction latency.
+ * An extended slice moves the deadline on (and so this bound), but the
+ * suspend that ends the grant comes after the last extension.
  *
  * Agent restarts.  When the connection drops (EOF or a send/receive
  * error) the session does not fail: the job keeps running on its own

@@ -692,6 +692,8 @@ static void conn_flush(struct gs_conn *c)
 /* ---- scheduler plumbing ---- */
 
 static void update_wakeup(struct gs_agent *ag);
+static void handoff_begin(struct gs_agent *ag, struct gs_gpu *g,
+			  uint64_t now);
 
 static void on_wakeup(struct gs_loop *l, uint64_t now, void *arg)
 {
@@ -699,9 +701,14 @@ static void on_wakeup(struct gs_loop *l, uint64_t now, void *arg)
 	uint32_t i;
 
 	(void)l;
-	for (i = 0; i < ag->ngpus; i++)
-		if (ag->gpus[i].next_ns <= now)
-			gpu_step(ag, &ag->gpus[i], now);
+	for (i = 0; i < ag->ngpus; i++) {
+		struct gs_gpu *g = &ag->gpus[i];
+
+		if (g->next_ns <= now)
+			gpu_step(ag, g, now);
+		if (g->handoff_at != 0 && g->handoff_at <= now)
+			handoff_begin(ag, g, now);
+	}
 	update_wakeup(ag);
 }
 
@@ -713,6 +720,9 @@ static void update_wakeup(struct gs_agent *ag)
 	for (i = 0; i < ag->ngpus; i++) {
 		if (ag->gpus[i].next_ns < at)
 			at = ag->gpus[i].next_ns;
+		if (ag->gpus[i].handoff_at != 0 &&
+		    ag->gpus[i].handoff_at < at)
+			at = ag->gpus[i].handoff_at;
 		if (ag->gpus[i].spin_until > spin)
 			spin = ag->gpus[i].spin_until;
 	}
@@ -783,27 +793,35 @@ static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
 }
 
 /*
- * A holder of g was just asked to suspend.  Its release and the next
- * grant would each wait for a thread wake-up (the agent's in epoll, the
- * next job's in poll), tens of microseconds of idle GPU per hand-over on
- * a loaded node: poll without sleeping until the hand-over is done (or
- * handoff_spin has passed), and tell the job that is next in line now
- * to do the same (TOKEN_SOON), so that its wake-up overlaps the holder's
- * eviction.  Only a hint: if the scheduler picks another job at the
- * release, that one is granted as always and the hinted job's poll
- * times out.
+ * The token's hand-over.  A suspended holder's release and the next grant
+ * would each wait for a thread wake-up (the agent's in epoll, the next
+ * job's in poll), tens of microseconds of idle GPU each on a loaded node.
+ * So while a hand-over is under way the loop polls without sleeping, and
+ * the job that is next in line is told to do the same (TOKEN_SOON): its
+ * wake-up then overlaps the holder's eviction.  Both poll from the
+ * hand-over's start until the release is expected (the holder's smoothed
+ * suspend -> release time) plus handoff_spin.  A holder that takes long
+ * to drain (the launch gate's queued kernels: about 1 ms) is not polled
+ * for all along: the start waits until HANDOFF_LEAD before half its
+ * expected drain, which leaves a timer wake-up room to be late.  Only a
+ * hint: if the scheduler picks another job at the release, that one is
+ * granted as always and the hinted job's polling runs out.
  */
-static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
+#define HANDOFF_LEAD_NS 200000ull
+
+static void handoff_begin(struct gs_agent *ag, struct gs_gpu *g,
 			  uint64_t now)
 {
-	uint64_t spin = ag->cfg.handoff_spin_ns, id;
 	struct gs_alloc *b;
 	struct gs_msg m;
+	uint64_t id;
 	unsigned i;
 
-	if (spin == 0)
+	(void)ag;
+	g->handoff_at = 0;
+	g->spin_until = g->handoff_end > now ? g->handoff_end : 0;
+	if (g->spin_until == 0)
 		return;
-	g->spin_until = now + spin;
 	id = gs_sched_next(g->sched, now);
 	if (id == 0 || id == g->soon_id)
 		return;
@@ -814,7 +832,7 @@ static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
 	memset(&m, 0, sizeof(m));
 	m.type = GS_MSG_TOKEN_SOON;
 	m.seq = 0;
-	m.u.soon_ns = spin;
+	m.u.soon_ns = g->spin_until - now;
 	for (i = 0; i < b->natt; i++) {
 		if (b->att[i].conn == NULL || !b->att[i].wants ||
 		    b->att[i].granted)
@@ -824,14 +842,42 @@ static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
 	}
 }
 
+/* A holder of g was just asked to suspend. */
+static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
+			  uint64_t now)
+{
+	uint64_t spin = ag->cfg.handoff_spin_ns, est = 0, half;
+	struct gs_alloc *h;
+
+	if (spin == 0)
+		return;
+	h = gs_alloc_get(ag->allocs, gs_sched_holder(g->sched));
+	if (h != NULL)
+		est = h->evict_est_ns;
+	half = est / 2;
+	g->handoff_end = now + est + spin;
+	if (half > HANDOFF_LEAD_NS) {
+		g->handoff_at = now + half - HANDOFF_LEAD_NS;
+		g->spin_until = 0;
+		return;
+	}
+	handoff_begin(ag, g, now);
+}
+
+static void handoff_done(struct gs_gpu *g)
+{
+	g->spin_until = 0;
+	g->soon_id = 0;
+	g->handoff_at = 0;
+	g->handoff_end = 0;
+}
+
 static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 		     struct gs_alloc *a, uint64_t slice_ns, uint64_t now)
 {
 	unsigned i;
 
-	/* the hand-over (if one was under way) is done */
-	g->spin_until = 0;
-	g->soon_id = 0;
+	handoff_done(g);	/* if one was under way */
 
 	if (!any_att(a, 0)) {
 		/* no process to run it: give the token straight back */
@@ -899,7 +945,7 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			       uint64_t now)
 {
-	int32_t gi = (int32_t)(g - ag->gpus);
+	int32_t gi = g->d.index;
 	uint32_t busy = 0, others;
 	struct gs_alloc *a;
 	unsigned i;
@@ -940,6 +986,31 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 	}
 }
 
+/* A slice extended silently (nobody should run before the holder) moves
+ * its end: the holders' pages say so, so that a job stays awake near the
+ * time a suspend can come (slice_deadline_ns) and no longer. */
+static void publish_slice_end(struct gs_agent *ag, struct gs_gpu *g)
+{
+	uint64_t end = gs_sched_slice_end(g->sched);
+	struct gs_alloc *a;
+	unsigned i;
+
+	if (end == 0)
+		return;
+	for (a = gs_alloc_first(ag->allocs); a != NULL;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (a->gpu != g->d.index || !a->granted || a->suspending ||
+		    a->ctl_deadline_ns == end)
+			continue;
+		a->ctl_deadline_ns = end;
+		for (i = 0; i < a->natt; i++)
+			if (a->att[i].page != NULL)
+				__atomic_store_n(&a->att[i].page->
+						 slice_deadline_ns, end,
+						 __ATOMIC_RELAXED);
+	}
+}
+
 static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 {
 	struct gs_sched_action acts[MAX_ACTS];
@@ -972,8 +1043,11 @@ static void gpu_step(struct gs_agent *ag, struct gs_gpu *g, uint64_t now)
 			}
 		}
 	} while (n == MAX_ACTS && ++rounds < 8);
+	publish_slice_end(ag, g);
 	if (suspended && gs_sched_holders(g->sched) > 0)
 		handoff_start(ag, g, now);
+	else if (gs_sched_holders(g->sched) == 0 && g->handoff_at != 0)
+		handoff_done(g);	/* released before it began */
 	else if (g->spin_until != 0 && g->spin_until <= now)
 		g->spin_until = 0;
 	g->next_ns = next;
@@ -988,6 +1062,13 @@ static void alloc_released(struct gs_agent *ag, struct gs_gpu *g,
 {
 	int idle = !any_att(a, 0);
 
+	if (a->suspending && a->ctl_suspend_set_ns != 0 &&
+	    now > a->ctl_suspend_set_ns) {
+		uint64_t d = now - a->ctl_suspend_set_ns;
+
+		a->evict_est_ns = a->evict_est_ns == 0 ? d :
+				  (3 * a->evict_est_ns + d) / 4;
+	}
 	gs_sched_release(g->sched, a->id, a->grant_gpu_ns, idle, now);
 	/* billed: what its processes reported, at least 7/8 of the hold;
 	 * an escalated hold all of it */

@@ -43,6 +43,9 @@ struct gs_gpu {
 	uint64_t spin_until;	/* a hand-over is under way: the loop polls
 				 * without sleeping until then (0: none) */
 	uint64_t soon_id;	/* allocation sent TOKEN_SOON for it */
+	uint64_t handoff_at;	/* begin the hand-over's polling then
+				 * (a slow holder's drain; 0: none) */
+	uint64_t handoff_end;	/* ... and poll until then */
 	uint32_t unmanaged;	/* GPU processes of no allocation (unman.c) */
 };
 

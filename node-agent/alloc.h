@@ -83,6 +83,9 @@ struct gs_alloc {
 	/* control fields, mirrored into every slot's page */
 	uint32_t ctl_suspend;
 	uint64_t ctl_deadline_ns, ctl_suspend_set_ns;
+	uint64_t evict_est_ns;	/* suspend -> release as the agent saw it,
+				 * smoothed (3/4 old, 1/4 new); 0: none
+				 * yet (the hand-over's timing) */
 
 	/* usage, as the agent saw it */
 	uint64_t gpu_ns;	/* billed: per grant, the RELEASE reports,

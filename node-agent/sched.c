@@ -1130,6 +1130,12 @@ gs_sched_next(const struct gs_sched *s, uint64_t now)
 	return w < 0 ? 0 : s->e[w].id;
 }
 
+uint64_t
+gs_sched_slice_end(const struct gs_sched *s)
+{
+	return s->nhold > 0 ? s->slice_end : 0;
+}
+
 unsigned
 gs_sched_holders(const struct gs_sched *s)
 {

@@ -239,6 +239,9 @@ uint64_t gs_sched_holder(const struct gs_sched *s);
  * the one a suspend hands over to, for the agent's TOKEN_SOON hint.  A
  * guess: events before the release can change it. */
 uint64_t gs_sched_next(const struct gs_sched *s, uint64_t now);
+/* End of the holders' current slice (moves on when a slice is silently
+ * extended); 0: nobody holds the token. */
+uint64_t gs_sched_slice_end(const struct gs_sched *s);
 /* Number of holders (co-granted members hold together). */
 unsigned gs_sched_holders(const struct gs_sched *s);
 /* Number of entries. */

@@ -807,6 +807,22 @@ resize_stop(void)
 	return 0;
 }
 
+/* Attached, someone else wants the GPU, and the slice ends within
+ * GSHARE_NEAR_US (or ended, and the agent has not decided yet). */
+static int
+near_slice_end(volatile struct gs_ctlpage *page, uint64_t now)
+{
+	uint64_t end;
+
+	if (page == NULL || page == rt->fake || rt->cfg.near_ns == 0 ||
+	    __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
+	    GS_CTL_CONTEND_VALID ||
+	    __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) == 0)
+		return 0;
+	end = __atomic_load_n(&page->slice_deadline_ns, __ATOMIC_RELAXED);
+	return end != 0 && now + rt->cfg.near_ns >= end;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -881,6 +897,11 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		pending = page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND;
+		/* others wait and the slice ends soon: a suspend may come,
+		 * stay awake for it (a sleep's wake-up would leave the GPU
+		 * idle after the exit) */
+		if (!pending && near_slice_end(page, now))
+			pending = 1;
 		sl = gs__wait_step(&pol, now - t0, pending, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */

@@ -1261,6 +1261,57 @@ out:
 		job_free(&b);
 }
 
+/* A slice extended because the waiter should not run yet moves the
+ * holder's slice_deadline_ns on, with no new grant and no suspend (the
+ * runtime stays awake only near the time a suspend can come). */
+static void test_slice_extension(struct gs_client *root)
+{
+	struct job a, b;
+	struct gs_error err;
+	uint64_t gen = 0, slice = 0, gen_b = 0, d1, t;
+	int64_t dl;
+	int r, moved = 0;
+
+	job_attach(&a, create(root, -1, 60, 0, 0));
+	job_attach(&b, create(root, -1, 20, 0, 0));
+	if (a.page == NULL || b.page == NULL)
+		goto out;
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(b.c, 5000, &gen_b, &slice, &err);
+	CHECK(r == 1, "grant to b (%d): %s", r, err.msg);
+	t = now_ns();
+	/* a arrives; b is suspended at its slice end and reports what it
+	 * held: a, three times b's weight, is then due three slices */
+	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_suspend(&b, 2000), "b not suspended");
+	CHECK(gs_client_token_release(b.c, gen_b, now_ns() - t, 0,
+				      GS_REL_SUSPENDED, &err) == 0, "%s",
+	      err.msg);
+	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1, "grant to a (%d): %s", r, err.msg);
+	d1 = a.page->slice_deadline_ns;
+	CHECK(d1 != 0, "no slice deadline");
+	dl = now_ms() + 2000;
+	while (!moved && now_ms() < dl) {
+		moved = __atomic_load_n(&a.page->slice_deadline_ns,
+					__ATOMIC_RELAXED) > d1;
+		if (!moved)
+			nap_ms(1);
+	}
+	CHECK(moved, "slice deadline did not move on (still %llu)",
+	      (unsigned long long)d1);
+	CHECK(a.page->grant_gen == gen && a.page->suspend == GS_CTL_RUN,
+	      "an extension is no new grant and no suspend");
+	gs_client_token_release(a.c, gen, 1000, 0, GS_REL_IDLE, &err);
+	gs_client_alloc_close(root, a.id, NULL, &err);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+out:
+	if (a.c != NULL)
+		job_free(&a);
+	if (b.c != NULL)
+		job_free(&b);
+}
+
 /* A holder that ignores SUSPEND: held back (hold) — the other job gets
  * the GPU after the grace period. */
 static void test_escalation_hold(struct gs_client *root)
@@ -2005,6 +2056,7 @@ int main(int argc, char *argv[])
 	test_multi_attach(root);
 	test_any_uid(root);
 	test_tokens(root);
+	test_slice_extension(root);
 	test_tokens_shared(root);
 	test_close_totals(root);
 	test_spool_warning(root);

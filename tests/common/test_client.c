@@ -280,6 +280,90 @@ static void test_events_and_stale(void **state)
 	fake_stop(&f);
 }
 
+/* TOKEN_SOON (8 ms), then the grant 100 ms later; then a hint far longer than
+ * the client's cap and no grant; then nothing (the client closes). */
+static void script_soon(int fd)
+{
+	struct gs_msg m, r;
+	int64_t t0;
+
+	assert_int_equal(read_frame(fd, &m), 0);
+	assert_int_equal(m.type, GS_MSG_TOKEN_WANT);
+	memset(&r, 0, sizeof(r));
+	r.type = GS_MSG_TOKEN_SOON;
+	r.u.soon_ns = 8000000;	/* 8 ms */
+	send_frame(fd, &r, -1);
+	t0 = mono_ms();
+	while (mono_ms() - t0 < 100)
+		usleep(1000);
+	memset(&r, 0, sizeof(r));
+	r.type = GS_MSG_TOKEN_GRANT;
+	r.u.grant.gen = 7;
+	r.u.grant.slice_ns = 4000000;
+	send_frame(fd, &r, -1);
+	assert_int_equal(read_frame(fd, &m), 0);
+	assert_int_equal(m.type, GS_MSG_TOKEN_WANT);
+	memset(&r, 0, sizeof(r));
+	r.type = GS_MSG_TOKEN_SOON;
+	r.u.soon_ns = 5000000000ull;	/* 5 s: capped */
+	send_frame(fd, &r, -1);
+	read_frame(fd, &m); /* wait for close */
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* After TOKEN_SOON the wait for the grant polls (uses CPU time) instead of
+ * sleeping, for the hint's time at most GS_CLIENT_SPIN_MAX_NS; a grant
+ * ends it. */
+static void test_soon_spins(void **state)
+{
+	struct fake f;
+	struct gs_client *c;
+	struct gs_error err;
+	uint64_t gen = 0, slice = 0, cpu;
+	int64_t t0;
+
+	(void)state;
+	fake_start(&f, script_soon);
+	assert_int_equal(gs_client_connect(sock_path, 2000, &c, &err), 0);
+	assert_int_equal(gs_client_soon_until(c), 0);
+	assert_int_equal(gs_client_token_want(c, &err), 0);
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_client_wait_grant(c, 3000, &gen, &slice, &err),
+			 1);
+	cpu = thread_cpu_ns() - cpu;
+	assert_int_equal(gen, 7);
+	/* ~100 ms of polling; a loaded machine may preempt it for part */
+	/* ~8 ms of polling (a loaded machine may preempt part of it), then
+	 * asleep for the rest of the 100 ms */
+	assert_true(cpu >= 3000000ull);
+	assert_true(cpu < 60000000ull);
+	assert_int_equal(gs_client_soon_until(c), 0);	/* the grant ended it */
+	/* a hint beyond the cap: polls 10 ms, then sleeps */
+	assert_int_equal(gs_client_token_want(c, &err), 0);
+	t0 = mono_ms();
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_client_wait_grant(c, 300, &gen, &slice, &err), 0);
+	cpu = thread_cpu_ns() - cpu;
+	assert_true(mono_ms() - t0 >= 295);
+	assert_true(gs_client_soon_until(c) != 0);
+	assert_true(cpu >= 3000000ull);
+	assert_true(cpu < 60000000ull);
+	/* no hint since: a wait sleeps */
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_client_wait_grant(c, 200, &gen, &slice, &err), 0);
+	cpu = thread_cpu_ns() - cpu;
+	assert_true(cpu < 3000000ull);
+	gs_client_free(c);
+	fake_stop(&f);
+}
+
 static void script_attach(int fd)
 {
 	struct gs_msg m, r;
@@ -345,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_request_timeout),
 		cmocka_unit_test(test_events_and_stale),
+		cmocka_unit_test(test_soon_spins),
 		cmocka_unit_test(test_attach_fd),
 	};
 

@@ -11,8 +11,9 @@
 # against CUDA-event ground truth; GATE_PHASES=timeline traces every
 # hold of a 20/30/50 matmul trio and samples the GPU's clocks (where the
 # trio's lost throughput goes) and checks each kind's accounting over its
-# timed loop (GATE_PHASES=trio: the trio's part only).  Results: OUT_DIR/*.json(l), the gate's
-# exit lines (eviction latencies) in OUT_DIR/gate.txt, the summary table
+# timed loop (GATE_PHASES=trio: the trio's part only).  Results:
+# OUT_DIR/*.json(l), the gate's exit lines (eviction latencies) in
+# OUT_DIR/gate.txt, the summary table
 # in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
 # failed.  GATE_PHASES="..." picks phases (default: all); GATE_HANDOFF
 # sets the agent's handoff_spin (default: the agent's, 1ms);
