@@ -33,6 +33,25 @@ gs__watch_k(const volatile unsigned int *suspend,
 	}
 }
 
+/* One thread: %globaltimer into host-mapped *out (the trace's clock
+ * offset, gshare.c). */
+static __global__ void
+gs__gtimer_k(volatile unsigned long long *out)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	*out = t;
+	__threadfence_system();
+}
+
+extern "C" __attribute__((visibility("hidden"))) int
+gs__gtimer_probe(cudaStream_t s, volatile unsigned long long *out)
+{
+	gs__gtimer_k<<<1, 1, 0, s>>>(out);
+	return (int)cudaGetLastError();
+}
+
 extern "C" __attribute__((visibility("hidden"))) int
 gs__watch_launch(cudaStream_t s, const volatile unsigned int *suspend,
 		 const volatile unsigned int *quit, unsigned int *flag,

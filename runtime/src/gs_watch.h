@@ -7,7 +7,8 @@
  * watcher of an older generation can never lower it) and writes its
  * %globaltimer into *wtime (host-mapped, for the latency breakdown).  It
  * leaves when
- * *quit >= gen.  Only this warp touches host memory in the polling path;
+ * *quit >= gen.  gs__gtimer_probe reads the same clock once, so that
+ * GSHARE_TRACE can put device times on the host's clock.  Only this warp touches host memory in the polling path;
  * the persistent blocks read the device flag.
  */
 #ifndef GS_WATCH_H
@@ -24,6 +25,10 @@ int gs__watch_launch(cudaStream_t s, const volatile unsigned int *suspend,
 		     const volatile unsigned int *quit, unsigned int *flag,
 		     unsigned int gen, unsigned int ns,
 		     volatile unsigned long long *wtime);
+
+/* Launch one thread that writes %globaltimer into host-mapped *out (the
+ * device view of it).  Returns a cudaError_t. */
+int gs__gtimer_probe(cudaStream_t s, volatile unsigned long long *out);
 
 #ifdef __cplusplus
 }

@@ -161,12 +161,22 @@ struct gs__rt {
 	struct gs__launch **tmp;	/* scratch: launched records */
 	size_t ntmp, captmp;
 	struct gs__span *spans;
+	uint64_t round_tmin;		/* last reap: earliest block start */
+	/* GSHARE_TRACE: one line per token hold (attached), for where a
+	 * hand-over's time goes (tests/gpu/holds.py) */
+	FILE *trace;
+	int64_t gt_off;			/* host ns - %globaltimer ns */
+	struct {
+		uint64_t exec, launch, tmin, tmax, seen, exit, gpu;
+		unsigned int rounds;
+	} th;
 };
 
 static struct gs__rt *rt;
 static __thread struct gs_error last_err;
 
 static int launch_queued(unsigned int gen, int first);
+static int trace_open(void);
 static int unlaunched(void);
 
 static const char *
@@ -970,6 +980,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 	size_t i, ns = 0;
 
 	rt->last_tmax = 0;
+	rt->round_tmin = 0;
 	*gpu_ns = 0;
 	*tasks = 0;
 	*runnable = 0;
@@ -984,6 +995,9 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		rt->spans[ns].end = st->tmax;
 		if (st->tmax > rt->last_tmax)
 			rt->last_tmax = st->tmax;
+		if (st->tmin != 0 && (rt->round_tmin == 0 ||
+				      st->tmin < rt->round_tmin))
+			rt->round_tmin = st->tmin;
 		ns++;
 		*tasks += st->done;
 		rt->stats.yields += st->yields;
@@ -1137,6 +1151,50 @@ enum { RUN_DONE, RUN_SUSPENDED, RUN_IOWAIT };
  * One token hold.  Relaunches while there is runnable work and no suspend;
  * fills res (gpu_ns, block_tasks, exit_ns) and returns RUN_* or -1.
  */
+/* GSHARE_TRACE: device times on the host's clock. */
+static uint64_t
+trace_host(uint64_t dev)
+{
+	return dev == 0 ? 0 : (uint64_t)((int64_t)dev + rt->gt_off);
+}
+
+static void
+trace_round(uint64_t gpu, uint64_t exit_ns)
+{
+	uint64_t t0 = trace_host(rt->round_tmin);
+	uint64_t t1 = trace_host(rt->last_tmax);
+
+	if (t0 != 0 && (rt->th.tmin == 0 || t0 < rt->th.tmin))
+		rt->th.tmin = t0;
+	if (t1 > rt->th.tmax)
+		rt->th.tmax = t1;
+	rt->th.seen = rt->seen_ns;
+	rt->th.exit = exit_ns;
+	rt->th.gpu += gpu;
+	rt->th.rounds++;
+}
+
+/* One line per hold: host CLOCK_MONOTONIC ns (device times converted):
+ * executor start (grant received), first launch, first block start, last
+ * block exit, exits seen, stream drained, executor end, GPU time (union of
+ * the kernels' spans), rounds, how it ended. */
+static void
+trace_hold(int rc)
+{
+	static const char *why[] = { "done", "susp", "iowait" };
+
+	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
+		"%s\n", (unsigned long long)rt->th.exec,
+		(unsigned long long)rt->th.launch,
+		(unsigned long long)rt->th.tmin,
+		(unsigned long long)rt->th.tmax,
+		(unsigned long long)rt->th.seen,
+		(unsigned long long)rt->th.exit,
+		(unsigned long long)now_ns(),
+		(unsigned long long)rt->th.gpu, rt->th.rounds,
+		rc >= 0 && rc <= 2 ? why[rc] : "?");
+}
+
 static int
 run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 {
@@ -1175,6 +1233,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 					      "watcher launch");
 		}
 		rt->cur_gen = gen;
+		if (rt->trace != NULL && rt->th.launch == 0)
+			rt->th.launch = now_ns();
 		if (launch_queued(gen, 1) < 0)
 			return -1;
 		if (page != NULL && page != rt->fake &&
@@ -1201,6 +1261,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			return -1;
 		if (reap(&gpu, &tasks, &runnable) < 0)
 			return -1;
+		if (rt->trace != NULL)
+			trace_round(gpu, exit_ns);
 		res->gpu_ns += gpu;
 		res->block_tasks += tasks;
 		if (page != NULL && page != rt->fake)
@@ -1316,6 +1378,10 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 	int rc;
 
 	(void)ctx;
+	if (rt->trace != NULL) {
+		memset(&rt->th, 0, sizeof(rt->th));
+		rt->th.exec = now_ns();
+	}
 	if (follow_page() < 0) {
 		*err = last_err;
 		return -1;
@@ -1325,6 +1391,8 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 		*err = last_err;
 		return -1;
 	}
+	if (rt->trace != NULL)
+		trace_hold(rc);
 	if (rc == RUN_IOWAIT)
 		rt->stats.iowaits++;
 	return 0;
@@ -1596,6 +1664,8 @@ rt_free(struct gs__rt *r)
 	if (r->iostream != NULL)
 		cudaStreamDestroy(r->iostream);
 	gs__green_free(r->green);
+	if (r->trace != NULL)
+		fclose(r->trace);
 	free(r->free_slots);
 	free(r->pend);
 	free(r->tmp);
@@ -1769,6 +1839,8 @@ gs_init(unsigned int flags)
 	for (i = 0; i < GS__SLOTS; i++)
 		rt->free_slots[i] = GS__SLOTS - 1u - i;
 	rt->nfree = GS__SLOTS;
+	if ((rc = trace_open()) != GSHARE_OK)
+		goto out_free;
 	return GSHARE_OK;
 
 out_free:
@@ -1777,6 +1849,55 @@ out_free:
 	rt_free(rt);
 	rt = NULL;
 	return rc;
+}
+
+/*
+ * GSHARE_TRACE=PREFIX: hold records go to PREFIX.PID.  The offset between
+ * %globaltimer and CLOCK_MONOTONIC comes from probes: a thread writes the
+ * device clock into host-mapped memory and the host reads its own clock
+ * when it sees it; the least (host - device) of 16 is the offset plus
+ * the write's way over PCIe (about a microsecond, within the figures'
+ * precision).
+ */
+static int
+trace_open(void)
+{
+	volatile unsigned long long *probe = rt->wtime + 1;
+	volatile unsigned long long *d_probe = rt->d_wtime + 1;
+	const char *pfx = envget("GSHARE_TRACE");
+	int64_t best = INT64_MAX;
+	char path[4096];
+	int i;
+
+	if (pfx == NULL || *pfx == '\0')
+		return GSHARE_OK;
+	for (i = 0; i < 16; i++) {
+		uint64_t t1, give_up = now_ns() + 1000000000ull;
+		int rc;
+
+		*probe = 0;
+		rc = gs__gtimer_probe(0, d_probe);
+		if (rc != 0)
+			return cufail((cudaError_t)rc, "clock probe");
+		while (*probe == 0 && now_ns() < give_up)
+			;
+		t1 = now_ns();
+		if (*probe == 0)
+			return fail(GS_EIO, "GSHARE_TRACE: the clock probe "
+				    "did not answer in 1 s");
+		if ((int64_t)(t1 - *probe) < best)
+			best = (int64_t)(t1 - *probe);
+	}
+	(void)cudaStreamSynchronize(0);
+	rt->gt_off = best;
+	snprintf(path, sizeof(path), "%s.%d", pfx, (int)getpid());
+	rt->trace = fopen(path, "we");
+	if (rt->trace == NULL)
+		return fail(GS_ECONFIG, "GSHARE_TRACE: cannot write %s: %s",
+			    path, strerror(errno));
+	fprintf(rt->trace, "# gshare hold trace pid %d offset %lld\n",
+		(int)getpid(), (long long)best);
+	return GSHARE_OK;
 }
 
 static int

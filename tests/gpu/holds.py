@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where the GPU's time goes between and within token holds.
+
+Reads the GSHARE_TRACE files of jobs that shared one GPU (libgshare,
+attached: one line per hold, host CLOCK_MONOTONIC ns, device times put on
+the host's clock) and prints, for every hand-over from one process to
+another, the GPU's idle time from the last block of the old holder to
+the first block of the new one, split into its steps:
+
+  drain    last block's exit  -> the old holder's stream reports done
+  reap     stream done         -> its executor returns (release follows)
+  handover executor returns   -> the new holder's executor starts (the
+                                 release, the agent, the grant, wake-up)
+  prep     executor starts     -> first launch
+  start    first launch        -> first block runs
+
+and the time within holds between the kernels' spans (relaunch bubbles).
+Usage: holds.py TRACE_FILE...   (e.g. OUT/trace.*)
+"""
+import statistics
+import sys
+
+
+def load(paths):
+    holds = []
+    for p in paths:
+        with open(p) as f:
+            for ln in f:
+                if not ln.startswith('hold '):
+                    continue
+                v = ln.split()
+                ex, la, t0, t1, seen, exi, end, gpu = map(int, v[1:9])
+                holds.append(dict(pid=p, exec=ex, launch=la, tmin=t0,
+                                  tmax=t1, seen=seen, exit=exi, end=end,
+                                  gpu=gpu, rounds=int(v[9]), why=v[10]))
+    return holds
+
+
+def pct(a, b):
+    return 100.0 * a / b if b else 0.0
+
+
+def main(paths):
+    hs = [h for h in load(paths) if h['tmin'] and h['tmax'] > h['tmin']]
+    if len(hs) < 2:
+        print('holds: fewer than two holds with kernels')
+        return 1
+    hs.sort(key=lambda h: h['tmin'])
+    pids = {h['pid'] for h in hs}
+    # the window in which every job ran
+    w0 = max(min(h['tmin'] for h in hs if h['pid'] == p) for p in pids)
+    w1 = min(max(h['tmax'] for h in hs if h['pid'] == p) for p in pids)
+    inw = [h for h in hs if h['tmin'] >= w0 and h['tmax'] <= w1]
+    win = w1 - w0
+    steps = {k: [] for k in ('gap', 'drain', 'reap', 'handover', 'prep',
+                             'start')}
+    same = over = 0
+    for a, b in zip(inw, inw[1:]):
+        if b['tmin'] < a['tmax']:
+            over += 1
+            continue
+        if a['pid'] == b['pid']:
+            same += 1
+        steps['gap'].append(b['tmin'] - a['tmax'])
+        steps['drain'].append(a['exit'] - a['tmax'])
+        steps['reap'].append(a['end'] - a['exit'])
+        steps['handover'].append(b['exec'] - a['end'])
+        steps['prep'].append(b['launch'] - b['exec'])
+        steps['start'].append(b['tmin'] - b['launch'])
+    spans = sum(h['tmax'] - h['tmin'] for h in inw)
+    gpu = sum(h['gpu'] for h in inw)
+    print('holds: %d processes, %d holds in a %.3f s window (%d ended by a '
+          'suspend, %d done), %d hand-overs to the same process, %d '
+          'overlapping' % (len(pids), len(inw), win / 1e9,
+                           sum(h['why'] == 'susp' for h in inw),
+                           sum(h['why'] == 'done' for h in inw), same, over))
+    print('  GPU time in holds %.2f %% of the window; first block to last '
+          'exit of holds %.2f %%; between kernels within holds %.2f %%' %
+          (pct(gpu, win), pct(spans, win), pct(spans - gpu, win)))
+    for k, v in steps.items():
+        if not v:
+            continue
+        print('  %-8s median %8.1f us  mean %8.1f us  p90 %8.1f us  sum '
+              '%6.2f %% of the window' % (
+                  k, statistics.median(v) / 1e3, statistics.mean(v) / 1e3,
+                  sorted(v)[int(0.9 * (len(v) - 1))] / 1e3,
+                  pct(sum(v), win)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
