@@ -165,11 +165,11 @@ struct gs__rt {
 	/* GSHARE_TRACE: one line per token hold (attached), for where a
 	 * hand-over's time goes (tests/gpu/holds.py) */
 	FILE *trace;
-	int64_t gt_off;			/* host ns - %globaltimer ns */
 	struct {
 		uint64_t exec, launch, tmin, tmax, seen, exit, gpu;
 		unsigned int rounds;
-	} th;
+	} th;				/* tmin, tmax: %globaltimer */
+	uint64_t trace_n;		/* holds written */
 };
 
 static struct gs__rt *rt;
@@ -177,6 +177,7 @@ static __thread struct gs_error last_err;
 
 static int launch_queued(unsigned int gen, int first);
 static int trace_open(void);
+static int trace_offset(int n);
 static int unlaunched(void);
 
 static const char *
@@ -1151,18 +1152,10 @@ enum { RUN_DONE, RUN_SUSPENDED, RUN_IOWAIT };
  * One token hold.  Relaunches while there is runnable work and no suspend;
  * fills res (gpu_ns, block_tasks, exit_ns) and returns RUN_* or -1.
  */
-/* GSHARE_TRACE: device times on the host's clock. */
-static uint64_t
-trace_host(uint64_t dev)
-{
-	return dev == 0 ? 0 : (uint64_t)((int64_t)dev + rt->gt_off);
-}
-
 static void
 trace_round(uint64_t gpu, uint64_t exit_ns)
 {
-	uint64_t t0 = trace_host(rt->round_tmin);
-	uint64_t t1 = trace_host(rt->last_tmax);
+	uint64_t t0 = rt->round_tmin, t1 = rt->last_tmax;
 
 	if (t0 != 0 && (rt->th.tmin == 0 || t0 < rt->th.tmin))
 		rt->th.tmin = t0;
@@ -1174,14 +1167,18 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
 	rt->th.rounds++;
 }
 
-/* One line per hold: host CLOCK_MONOTONIC ns (device times converted):
- * executor start (grant received), first launch, first block start, last
- * block exit, exits seen, stream drained, executor end, GPU time (union of
- * the kernels' spans), rounds, how it ended. */
+/* One line per hold: executor start (grant received), first launch
+ * (host CLOCK_MONOTONIC ns), first block start, last block exit
+ * (%globaltimer ns), exits seen, stream drained, executor end (host), GPU
+ * time (union of the kernels' spans), rounds, how it ended; every 128
+ * holds the clocks' offset again (the two clocks drift apart). */
 static void
 trace_hold(int rc)
 {
 	static const char *why[] = { "done", "susp", "iowait" };
+
+	if (++rt->trace_n % 128 == 0)
+		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
 		"%s\n", (unsigned long long)rt->th.exec,
@@ -1193,6 +1190,42 @@ trace_hold(int rc)
 		(unsigned long long)now_ns(),
 		(unsigned long long)rt->th.gpu, rt->th.rounds,
 		rc >= 0 && rc <= 2 ? why[rc] : "?");
+}
+
+/* The offset of the two clocks, host ns - %globaltimer ns: the least of
+ * n probes (a thread writes the device clock into host-mapped memory,
+ * the host reads its own when it sees it), which is the offset plus the
+ * write's way over PCIe (about a microsecond).  Written to the trace as
+ * "offset HOST_NS OFFSET"; 0, or -1 when a probe failed. */
+static int
+trace_offset(int n)
+{
+	volatile unsigned long long *probe = rt->wtime + 1;
+	volatile unsigned long long *d_probe = rt->d_wtime + 1;
+	int64_t best = INT64_MAX;
+	uint64_t t1 = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t give_up = now_ns() + 1000000000ull;
+		int rc;
+
+		*probe = 0;
+		rc = gs__gtimer_probe(rt->wstream, d_probe);
+		if (rc != 0)
+			return cufail((cudaError_t)rc, "clock probe");
+		while (*probe == 0 && now_ns() < give_up)
+			;
+		t1 = now_ns();
+		if (*probe == 0)
+			return fail(GS_EIO, "GSHARE_TRACE: the clock probe "
+				    "did not answer in 1 s");
+		if ((int64_t)(t1 - *probe) < best)
+			best = (int64_t)(t1 - *probe);
+	}
+	fprintf(rt->trace, "offset %llu %lld\n", (unsigned long long)t1,
+		(long long)best);
+	return 0;
 }
 
 static int
@@ -1851,53 +1884,22 @@ out_free:
 	return rc;
 }
 
-/*
- * GSHARE_TRACE=PREFIX: hold records go to PREFIX.PID.  The offset between
- * %globaltimer and CLOCK_MONOTONIC comes from probes: a thread writes the
- * device clock into host-mapped memory and the host reads its own clock
- * when it sees it; the least (host - device) of 16 is the offset plus
- * the write's way over PCIe (about a microsecond, within the figures'
- * precision).
- */
+/* GSHARE_TRACE=PREFIX: hold records go to PREFIX.PID (trace_hold). */
 static int
 trace_open(void)
 {
-	volatile unsigned long long *probe = rt->wtime + 1;
-	volatile unsigned long long *d_probe = rt->d_wtime + 1;
 	const char *pfx = envget("GSHARE_TRACE");
-	int64_t best = INT64_MAX;
 	char path[4096];
-	int i;
 
 	if (pfx == NULL || *pfx == '\0')
 		return GSHARE_OK;
-	for (i = 0; i < 16; i++) {
-		uint64_t t1, give_up = now_ns() + 1000000000ull;
-		int rc;
-
-		*probe = 0;
-		rc = gs__gtimer_probe(0, d_probe);
-		if (rc != 0)
-			return cufail((cudaError_t)rc, "clock probe");
-		while (*probe == 0 && now_ns() < give_up)
-			;
-		t1 = now_ns();
-		if (*probe == 0)
-			return fail(GS_EIO, "GSHARE_TRACE: the clock probe "
-				    "did not answer in 1 s");
-		if ((int64_t)(t1 - *probe) < best)
-			best = (int64_t)(t1 - *probe);
-	}
-	(void)cudaStreamSynchronize(0);
-	rt->gt_off = best;
 	snprintf(path, sizeof(path), "%s.%d", pfx, (int)getpid());
 	rt->trace = fopen(path, "we");
 	if (rt->trace == NULL)
 		return fail(GS_ECONFIG, "GSHARE_TRACE: cannot write %s: %s",
 			    path, strerror(errno));
-	fprintf(rt->trace, "# gshare hold trace pid %d offset %lld\n",
-		(int)getpid(), (long long)best);
-	return GSHARE_OK;
+	fprintf(rt->trace, "# gshare hold trace pid %d\n", (int)getpid());
+	return trace_offset(16) < 0 ? -GS_EIO : GSHARE_OK;
 }
 
 static int

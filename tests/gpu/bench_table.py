@@ -90,7 +90,7 @@ def main(o):
         if w:
             solo[j] = statistics.median(w)
     for s in (2, 4, 8):
-        for mode in ('agent0', 'agent1', 'agent', 'ts'):
+        for mode in ('agent0', 'agent1', 'agent', 'agentm', 'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
             if not files:

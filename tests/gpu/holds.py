@@ -7,8 +7,9 @@ the host's clock) and prints, for every hand-over from one process to
 another, the GPU's idle time from the last block of the old holder to
 the first block of the new one, split into its steps:
 
-  drain    last block's exit  -> the old holder's stream reports done
-  reap     stream done         -> its executor returns (release follows)
+  seen     last block's exit  -> the old holder's host sees every report
+  drain    reports seen        -> its streams report done
+  reap     streams done        -> its executor returns (release follows)
   handover executor returns   -> the new holder's executor starts (the
                                  release, the agent, the grant, wake-up)
   prep     executor starts     -> first launch
@@ -21,18 +22,41 @@ import statistics
 import sys
 
 
-def load(paths):
+def to_host(offs, d):
+    """%globaltimer ns -> host ns, the offset interpolated in time."""
+    if d == 0:
+        return 0
+    t = d + offs[0][1]
+    if len(offs) == 1 or t <= offs[0][0]:
+        return d + offs[0][1]
+    for (t0, o0), (t1, o1) in zip(offs, offs[1:]):
+        if t <= t1:
+            return d + o0 + (o1 - o0) * (t - t0) / (t1 - t0)
+    return d + offs[-1][1]
+
+
+def load(paths, drift):
     holds = []
     for p in paths:
+        offs, raw = [], []
         with open(p) as f:
             for ln in f:
-                if not ln.startswith('hold '):
-                    continue
                 v = ln.split()
-                ex, la, t0, t1, seen, exi, end, gpu = map(int, v[1:9])
-                holds.append(dict(pid=p, exec=ex, launch=la, tmin=t0,
-                                  tmax=t1, seen=seen, exit=exi, end=end,
-                                  gpu=gpu, rounds=int(v[9]), why=v[10]))
+                if v and v[0] == 'offset':
+                    offs.append((int(v[1]), int(v[2])))
+                elif v and v[0] == 'hold':
+                    raw.append(v)
+        if not offs:
+            continue
+        if len(offs) > 1:
+            drift.append((offs[-1][1] - offs[0][1]) /
+                         (offs[-1][0] - offs[0][0]) * 1e6)
+        for v in raw:
+            ex, la, t0, t1, seen, exi, end, gpu = map(int, v[1:9])
+            holds.append(dict(pid=p, exec=ex, launch=la,
+                              tmin=to_host(offs, t0), tmax=to_host(offs, t1),
+                              seen=seen, exit=exi, end=end, gpu=gpu,
+                              rounds=int(v[9]), why=v[10]))
     return holds
 
 
@@ -41,7 +65,9 @@ def pct(a, b):
 
 
 def main(paths):
-    hs = [h for h in load(paths) if h['tmin'] and h['tmax'] > h['tmin']]
+    drift = []
+    hs = [h for h in load(paths, drift)
+          if h['tmin'] and h['tmax'] > h['tmin']]
     if len(hs) < 2:
         print('holds: fewer than two holds with kernels')
         return 1
@@ -52,8 +78,8 @@ def main(paths):
     w1 = min(max(h['tmax'] for h in hs if h['pid'] == p) for p in pids)
     inw = [h for h in hs if h['tmin'] >= w0 and h['tmax'] <= w1]
     win = w1 - w0
-    steps = {k: [] for k in ('gap', 'drain', 'reap', 'handover', 'prep',
-                             'start')}
+    steps = {k: [] for k in ('gap', 'seen', 'drain', 'reap', 'handover',
+                             'prep', 'start')}
     same = over = 0
     for a, b in zip(inw, inw[1:]):
         if b['tmin'] < a['tmax']:
@@ -62,7 +88,8 @@ def main(paths):
         if a['pid'] == b['pid']:
             same += 1
         steps['gap'].append(b['tmin'] - a['tmax'])
-        steps['drain'].append(a['exit'] - a['tmax'])
+        steps['seen'].append(a['seen'] - a['tmax'])
+        steps['drain'].append(a['exit'] - a['seen'])
         steps['reap'].append(a['end'] - a['exit'])
         steps['handover'].append(b['exec'] - a['end'])
         steps['prep'].append(b['launch'] - b['exec'])
@@ -77,6 +104,9 @@ def main(paths):
     print('  GPU time in holds %.2f %% of the window; first block to last '
           'exit of holds %.2f %%; between kernels within holds %.2f %%' %
           (pct(gpu, win), pct(spans, win), pct(spans - gpu, win)))
+    if drift:
+        print('  clocks: host - %%globaltimer drifts %.1f .. %.1f ppm '
+              '(interpolated)' % (min(drift), max(drift)))
     for k, v in steps.items():
         if not v:
             continue
