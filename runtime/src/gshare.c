@@ -166,7 +166,7 @@ struct gs__rt {
 	 * hand-over's time goes (tests/gpu/holds.py) */
 	FILE *trace;
 	struct {
-		uint64_t exec, launch, tmin, tmax, seen, exit, gpu;
+		uint64_t exec, wlaunch, launch, tmin, tmax, seen, exit, gpu;
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
@@ -1170,7 +1170,8 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
 /* One line per hold: executor start (grant received), first launch
  * (host CLOCK_MONOTONIC ns), first block start, last block exit
  * (%globaltimer ns), exits seen, stream drained, executor end (host), GPU
- * time (union of the kernels' spans), rounds, how it ended; every 128
+ * time (union of the kernels' spans), rounds, how it ended, and (host)
+ * when the watcher's launch began; every 128
  * holds the clocks' offset again (the two clocks drift apart). */
 static void
 trace_hold(int rc)
@@ -1181,7 +1182,7 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s\n", (unsigned long long)rt->th.exec,
+		"%s %llu\n", (unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
 		(unsigned long long)rt->th.tmax,
@@ -1189,7 +1190,8 @@ trace_hold(int rc)
 		(unsigned long long)rt->th.exit,
 		(unsigned long long)now_ns(),
 		(unsigned long long)rt->th.gpu, rt->th.rounds,
-		rc >= 0 && rc <= 2 ? why[rc] : "?");
+		rc >= 0 && rc <= 2 ? why[rc] : "?",
+		(unsigned long long)rt->th.wlaunch);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of
@@ -1253,6 +1255,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		/* green contexts are made while nothing of ours runs:
 		 * their creation waits for the watcher otherwise */
 		green_prepare();
+		if (rt->trace != NULL && rt->th.wlaunch == 0)
+			rt->th.wlaunch = now_ns();
 		if (page != NULL) {
 			/* quit only grows: an older watcher still leaving
 			 * must keep seeing quit >= its gen */

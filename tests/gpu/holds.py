@@ -12,7 +12,8 @@ the first block of the new one, split into its steps:
   reap     streams done        -> its executor returns (release follows)
   handover executor returns   -> the new holder's executor starts (the
                                  release, the agent, the grant, wake-up)
-  prep     executor starts     -> first launch
+  prep     executor starts     -> the watcher's launch begins
+  watcher  its launch          -> first launch of a kernel
   start    first launch        -> first block runs
 
 and the time within holds between the kernels' spans (relaunch bubbles).
@@ -56,7 +57,8 @@ def load(paths, drift):
             holds.append(dict(pid=p, exec=ex, launch=la,
                               tmin=to_host(offs, t0), tmax=to_host(offs, t1),
                               seen=seen, exit=exi, end=end, gpu=gpu,
-                              rounds=int(v[9]), why=v[10]))
+                              rounds=int(v[9]), why=v[10],
+                              wlaunch=int(v[11]) if len(v) > 11 else la))
     return holds
 
 
@@ -79,7 +81,7 @@ def main(paths):
     inw = [h for h in hs if h['tmin'] >= w0 and h['tmax'] <= w1]
     win = w1 - w0
     steps = {k: [] for k in ('gap', 'seen', 'drain', 'reap', 'handover',
-                             'prep', 'start')}
+                             'prep', 'watcher', 'start')}
     same = over = 0
     for a, b in zip(inw, inw[1:]):
         if b['tmin'] < a['tmax']:
@@ -92,7 +94,8 @@ def main(paths):
         steps['drain'].append(a['exit'] - a['seen'])
         steps['reap'].append(a['end'] - a['exit'])
         steps['handover'].append(b['exec'] - a['end'])
-        steps['prep'].append(b['launch'] - b['exec'])
+        steps['prep'].append(b['wlaunch'] - b['exec'])
+        steps['watcher'].append(b['launch'] - b['wlaunch'])
         steps['start'].append(b['tmin'] - b['launch'])
     spans = sum(h['tmax'] - h['tmin'] for h in inw)
     gpu = sum(h['gpu'] for h in inw)
