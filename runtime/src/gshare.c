@@ -167,6 +167,8 @@ struct gs__rt {
 	FILE *trace;
 	struct {
 		uint64_t exec, wlaunch, launch, tmin, tmax, seen, exit, gpu;
+		uint64_t sset, wraise;	/* suspend written (host), the
+					 * watcher raised the flag (dev) */
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
@@ -1170,8 +1172,9 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
 /* One line per hold: executor start (grant received), first launch
  * (host CLOCK_MONOTONIC ns), first block start, last block exit
  * (%globaltimer ns), exits seen, stream drained, executor end (host), GPU
- * time (union of the kernels' spans), rounds, how it ended, and (host)
- * when the watcher's launch began; every 128
+ * time (union of the kernels' spans), rounds, how it ended, (host) when
+ * the watcher's launch began, when the suspend was written (0: none),
+ * (%globaltimer) when the watcher raised the flag; every 128
  * holds the clocks' offset again (the two clocks drift apart). */
 static void
 trace_hold(int rc)
@@ -1182,7 +1185,7 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s %llu\n", (unsigned long long)rt->th.exec,
+		"%s %llu %llu %llu\n", (unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
 		(unsigned long long)rt->th.tmax,
@@ -1191,7 +1194,9 @@ trace_hold(int rc)
 		(unsigned long long)now_ns(),
 		(unsigned long long)rt->th.gpu, rt->th.rounds,
 		rc >= 0 && rc <= 2 ? why[rc] : "?",
-		(unsigned long long)rt->th.wlaunch);
+		(unsigned long long)rt->th.wlaunch,
+		(unsigned long long)rt->th.sset,
+		(unsigned long long)rt->th.wraise);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of
@@ -1317,6 +1322,10 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		if (susp) {
 			uint64_t ev = exit_ns - page->suspend_set_ns;
 
+			if (rt->trace != NULL) {
+				rt->th.sset = page->suspend_set_ns;
+				rt->th.wraise = *rt->wtime;
+			}
 			rt->stats.suspensions++;
 			rt->stats.evict_ns_last = ev;
 			rt->stats.evict_ns_sum += ev;
@@ -1902,7 +1911,8 @@ trace_open(void)
 	if (rt->trace == NULL)
 		return fail(GS_ECONFIG, "GSHARE_TRACE: cannot write %s: %s",
 			    path, strerror(errno));
-	fprintf(rt->trace, "# gshare hold trace pid %d\n", (int)getpid());
+	fprintf(rt->trace, "# gshare hold trace pid %d prog %s\n",
+		(int)getpid(), program_invocation_short_name);
 	return trace_offset(16) < 0 ? -GS_EIO : GSHARE_OK;
 }
 

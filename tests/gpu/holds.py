@@ -43,7 +43,9 @@ def load(paths, drift):
         with open(p) as f:
             for ln in f:
                 v = ln.split()
-                if v and v[0] == 'offset':
+                if ln.startswith('# gshare hold trace') and 'prog' in v:
+                    p = '%s.%s' % (v[v.index('prog') + 1], p.rsplit('.', 1)[-1])
+                elif v and v[0] == 'offset':
                     offs.append((int(v[1]), int(v[2])))
                 elif v and v[0] == 'hold':
                     raw.append(v)
@@ -58,7 +60,10 @@ def load(paths, drift):
                               tmin=to_host(offs, t0), tmax=to_host(offs, t1),
                               seen=seen, exit=exi, end=end, gpu=gpu,
                               rounds=int(v[9]), why=v[10],
-                              wlaunch=int(v[11]) if len(v) > 11 else la))
+                              wlaunch=int(v[11]) if len(v) > 11 else la,
+                              sset=int(v[12]) if len(v) > 12 else 0,
+                              wraise=to_host(offs, int(v[13]))
+                              if len(v) > 13 else 0))
     return holds
 
 
@@ -107,6 +112,23 @@ def main(paths):
     print('  GPU time in holds %.2f %% of the window; first block to last '
           'exit of holds %.2f %%; between kernels within holds %.2f %%' %
           (pct(gpu, win), pct(spans, win), pct(spans - gpu, win)))
+    # evictions: suspend written -> the watcher raised the flag -> the
+    # last block left, per process
+    ev = {}
+    for h in inw:
+        if h['why'] == 'susp' and h['sset'] and h['wraise']:
+            ev.setdefault(h['pid'], []).append(
+                (h['wraise'] - h['sset'], h['tmax'] - h['wraise']))
+    for p in sorted(ev):
+        a = [x for x, _ in ev[p]]
+        b = [y for _, y in ev[p]]
+        print('  eviction %s: written -> flag raised median %.1f us (p90 '
+              '%.1f, max %.1f); flag -> last exit median %.1f us (p90 '
+              '%.1f), n=%d' % (
+                  p.rsplit('/', 1)[-1], statistics.median(a) / 1e3,
+                  sorted(a)[int(0.9 * (len(a) - 1))] / 1e3, max(a) / 1e3,
+                  statistics.median(b) / 1e3,
+                  sorted(b)[int(0.9 * (len(b) - 1))] / 1e3, len(a)))
     if drift:
         print('  clocks: host - %%globaltimer drifts %.1f .. %.1f ppm '
               '(interpolated)' % (min(drift), max(drift)))
