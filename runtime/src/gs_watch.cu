@@ -11,10 +11,12 @@ static __global__ void
 gs__watch_k(const volatile unsigned int *suspend,
 	    const volatile unsigned int *quit, unsigned int *flag,
 	    unsigned int gen, unsigned int ns,
-	    volatile unsigned long long *wtime)
+	    volatile unsigned long long *wtime, volatile unsigned int *alive)
 {
 	if (threadIdx.x != 0)
 		return;
+	*alive = gen;
+	__threadfence_system();
 	for (;;) {
 		if (*suspend == GS_CTL_SUSPEND_WORD) {
 			unsigned long long t;
@@ -56,8 +58,9 @@ extern "C" __attribute__((visibility("hidden"))) int
 gs__watch_launch(cudaStream_t s, const volatile unsigned int *suspend,
 		 const volatile unsigned int *quit, unsigned int *flag,
 		 unsigned int gen, unsigned int ns,
-		 volatile unsigned long long *wtime)
+		 volatile unsigned long long *wtime, volatile unsigned int *alive)
 {
-	gs__watch_k<<<1, 32, 0, s>>>(suspend, quit, flag, gen, ns, wtime);
+	gs__watch_k<<<1, 32, 0, s>>>(suspend, quit, flag, gen, ns, wtime,
+				     alive);
 	return (int)cudaGetLastError();
 }
