@@ -11,12 +11,10 @@ static __global__ void
 gs__watch_k(const volatile unsigned int *suspend,
 	    const volatile unsigned int *quit, unsigned int *flag,
 	    unsigned int gen, unsigned int ns,
-	    volatile unsigned long long *wtime, volatile unsigned int *alive)
+	    volatile unsigned long long *wtime)
 {
 	if (threadIdx.x != 0)
 		return;
-	*alive = gen;
-	__threadfence_system();
 	for (;;) {
 		if (*suspend == GS_CTL_SUSPEND_WORD) {
 			unsigned long long t;
@@ -58,9 +56,8 @@ extern "C" __attribute__((visibility("hidden"))) int
 gs__watch_launch(cudaStream_t s, const volatile unsigned int *suspend,
 		 const volatile unsigned int *quit, unsigned int *flag,
 		 unsigned int gen, unsigned int ns,
-		 volatile unsigned long long *wtime, volatile unsigned int *alive)
+		 volatile unsigned long long *wtime)
 {
-	gs__watch_k<<<1, 32, 0, s>>>(suspend, quit, flag, gen, ns, wtime,
-				     alive);
+	gs__watch_k<<<1, 32, 0, s>>>(suspend, quit, flag, gen, ns, wtime);
 	return (int)cudaGetLastError();
 }

@@ -7,11 +7,7 @@
  * watcher of an older generation can never lower it) and writes its
  * %globaltimer into *wtime (host-mapped, for the latency breakdown).  It
  * leaves when
- * *quit >= gen.  It writes gen into *alive (host-mapped) as it starts:
- * the host launches the persistent kernels only after that, since a
- * kernel whose blocks fill every SM would otherwise keep the watcher off
- * the GPU, and the suspend unseen, until one of its blocks left.
- * gs__gtimer_probe reads the same clock once, so that
+ * *quit >= gen.  gs__gtimer_probe reads the same clock once, so that
  * GSHARE_TRACE can put device times on the host's clock.  Only this warp touches host memory in the polling path;
  * the persistent blocks read the device flag.
  */
@@ -28,8 +24,7 @@ extern "C" {
 int gs__watch_launch(cudaStream_t s, const volatile unsigned int *suspend,
 		     const volatile unsigned int *quit, unsigned int *flag,
 		     unsigned int gen, unsigned int ns,
-		     volatile unsigned long long *wtime,
-		     volatile unsigned int *alive);
+		     volatile unsigned long long *wtime);
 
 /* Launch one thread that writes %globaltimer into host-mapped *out (the
  * device view of it).  Returns a cudaError_t. */

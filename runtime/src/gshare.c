@@ -118,8 +118,6 @@ struct gs__rt {
 	volatile unsigned int *quit, *d_quit;
 	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
 							 * time */
-	volatile unsigned int *alive, *d_alive;	/* watcher's gen, as it
-						 * starts */
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
@@ -1237,36 +1235,6 @@ trace_offset(int n)
 	return 0;
 }
 
-/*
- * Launch the watcher warp of generation gen and wait (at most
- * GS__WATCH_WAIT_NS) until it runs: kernels launched before it could fill
- * every SM and keep it off the GPU, the suspend unseen, until one of
- * their blocks left (on the H100: 10-20 % of the evictions of a shared
- * eater 150-340 us late).  After another process's hold the wait is the
- * GPU's switch to this context, which the first kernel would wait for
- * anyway.  A watcher that does not start in time (another context holds
- * the GPU) is not waited for further.
- */
-#define GS__WATCH_WAIT_NS 2000000ull
-
-static int
-watcher_start(unsigned int gen)
-{
-	uint64_t give_up;
-	int rc;
-
-	*rt->wtime = 0;
-	rc = gs__watch_launch(rt->wstream, &rt->d_page->suspend, rt->d_quit,
-			      rt->d_flag, gen, rt->cfg.watch_ns, rt->d_wtime,
-			      rt->d_alive);
-	if (rc != 0)
-		return cufail((cudaError_t)rc, "watcher launch");
-	give_up = now_ns() + GS__WATCH_WAIT_NS;
-	while (*rt->alive != gen && now_ns() < give_up)
-		;
-	return 0;
-}
-
 static int
 run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 {
@@ -1294,10 +1262,18 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		green_prepare();
 		if (rt->trace != NULL && rt->th.wlaunch == 0)
 			rt->th.wlaunch = now_ns();
-		/* quit only grows: an older watcher still leaving must keep
-		 * seeing quit >= its gen */
-		if (page != NULL && watcher_start(gen) < 0)
-			return -1;
+		if (page != NULL) {
+			/* quit only grows: an older watcher still leaving
+			 * must keep seeing quit >= its gen */
+			*rt->wtime = 0;
+			rc = gs__watch_launch(rt->wstream,
+					      &rt->d_page->suspend,
+					      rt->d_quit, rt->d_flag, gen,
+					      rt->cfg.watch_ns, rt->d_wtime);
+			if (rc != 0)
+				return cufail((cudaError_t)rc,
+					      "watcher launch");
+		}
 		rt->cur_gen = gen;
 		if (rt->trace != NULL && rt->th.launch == 0)
 			rt->th.launch = now_ns();
@@ -1503,8 +1479,12 @@ foreign_hold(struct foreign *f, volatile struct gs_ctlpage *page,
 	memset(res, 0, sizeof(*res));
 	memset(&h, 0, sizeof(h));
 	if (page != NULL) {
-		if (watcher_start(gen) < 0)
-			return -1;
+		*rt->wtime = 0;
+		rc = gs__watch_launch(rt->wstream, &rt->d_page->suspend,
+				      rt->d_quit, rt->d_flag, gen,
+				      rt->cfg.watch_ns, rt->d_wtime);
+		if (rc != 0)
+			return cufail((cudaError_t)rc, "watcher launch");
 		if (rt->fake != NULL && rt->cfg.force_max_ns)
 			h.force_at_ns = now_ns() +
 			    gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
@@ -1887,15 +1867,11 @@ gs_init(unsigned int flags)
 	if (CU_OK(e)) {
 		rt->quit = d;
 		rt->wtime = (volatile unsigned long long *)((char *)d + 8);
-		/* + 16: the trace's clock probe */
-		rt->alive = (volatile unsigned int *)((char *)d + 24);
 		*rt->quit = 0;
 		*rt->wtime = 0;
-		*rt->alive = 0;
 		e = cudaHostGetDevicePointer(&d, d, 0);
 		rt->d_quit = d;
 		rt->d_wtime = (volatile unsigned long long *)((char *)d + 8);
-		rt->d_alive = (volatile unsigned int *)((char *)d + 24);
 	}
 	if (CU_OK(e))
 		e = cudaHostAlloc(&rt->stage, GS__STAGE, cudaHostAllocDefault);
