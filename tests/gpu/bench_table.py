@@ -89,6 +89,13 @@ def main(o):
         w = windows(f)
         if w:
             solo[j] = statistics.median(w)
+    for f in sorted(glob.glob(os.path.join(o, 'alone-*-agent-0-*.log'))):
+        m = re.search(r'alone-(\w+)-agent-0-', os.path.basename(f))
+        j = m.group(1)
+        w = windows(f)
+        if w and j in solo:
+            p('5 attached alone %-8s rate %.1f %% of its standalone solo '
+              'rate' % (j, statistics.median(w) / solo[j] * 100))
     for s in (2, 4, 8):
         for mode in ('agent0', 'agent1', 'agent', 'agentm', 'ts'):
             files = sorted(glob.glob(os.path.join(

@@ -115,10 +115,17 @@ def main(paths):
     # evictions: suspend written -> the watcher raised the flag -> the
     # last block left, per process
     ev = {}
+    early = 0
     for h in inw:
         if h['why'] == 'susp' and h['sset'] and h['wraise']:
+            if h['sset'] < h['tmin']:
+                early += 1	# suspended before its first block ran
+                continue
             ev.setdefault(h['pid'], []).append(
                 (h['wraise'] - h['sset'], h['tmax'] - h['wraise']))
+    if early:
+        print('  %d holds were suspended before their first block ran '
+              '(left out below)' % early)
     for p in sorted(ev):
         a = [x for x, _ in ev[p]]
         b = [y for _, y in ev[p]]
