@@ -118,6 +118,11 @@ struct gs__rt {
 	volatile unsigned int *quit, *d_quit;
 	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
 							 * time */
+	unsigned int *hflag;		/* pinned: the gen the host copies into
+					 * the flag (no watcher this round) */
+	int host_watch;			/* this round: the host raises the
+					 * flag when it sees the suspend */
+	int host_raised;		/* ... and did */
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
@@ -910,6 +915,18 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		pending = page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND;
+		/* no watcher this round: the flag comes from here, by a
+		 * copy (a copy engine, no SM) */
+		if (pending && rt->host_watch && !rt->host_raised) {
+			*rt->hflag = rt->cur_gen;
+			e = cudaMemcpyAsync(rt->d_flag, rt->hflag,
+					    sizeof(*rt->hflag),
+					    cudaMemcpyHostToDevice,
+					    rt->wstream);
+			if (!CU_OK(e))
+				return cufail(e, "suspend flag copy");
+			rt->host_raised = 1;
+		}
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
@@ -1235,6 +1252,27 @@ trace_offset(int n)
 	return 0;
 }
 
+/*
+ * Does this round need the watcher warp?  It takes one block slot of an
+ * SM for the whole round, and a grid that fills every slot then runs a
+ * second, nearly empty wave (H100: an eater of exactly blocks-per-SM x
+ * SMs logical blocks, 10 % slower).  An attached job that nobody else
+ * on its GPU contends with is not suspended at slice end; the suspend
+ * that comes when a contender arrives is seen by the host loop, which
+ * raises the flag with a copy.  Contended rounds and forced suspensions
+ * keep the watcher (it sees a suspend within microseconds, whenever it
+ * comes); so does an agent that does not publish contenders.
+ */
+static int
+need_watcher(volatile struct gs_ctlpage *page)
+{
+	if (page == rt->fake)
+		return 1;
+	return __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
+	       GS_CTL_CONTEND_VALID ||
+	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
+}
+
 static int
 run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 {
@@ -1262,10 +1300,12 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		green_prepare();
 		if (rt->trace != NULL && rt->th.wlaunch == 0)
 			rt->th.wlaunch = now_ns();
-		if (page != NULL) {
+		rt->host_watch = page != NULL && !need_watcher(page);
+		rt->host_raised = 0;
+		*rt->wtime = 0;
+		if (page != NULL && !rt->host_watch) {
 			/* quit only grows: an older watcher still leaving
 			 * must keep seeing quit >= its gen */
-			*rt->wtime = 0;
 			rc = gs__watch_launch(rt->wstream,
 					      &rt->d_page->suspend,
 					      rt->d_quit, rt->d_flag, gen,
@@ -1867,6 +1907,8 @@ gs_init(unsigned int flags)
 	if (CU_OK(e)) {
 		rt->quit = d;
 		rt->wtime = (volatile unsigned long long *)((char *)d + 8);
+		/* + 16: the trace's clock probe */
+		rt->hflag = (unsigned int *)((char *)d + 24);
 		*rt->quit = 0;
 		*rt->wtime = 0;
 		e = cudaHostGetDevicePointer(&d, d, 0);
