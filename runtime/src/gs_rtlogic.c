@@ -242,6 +242,14 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
 		    "or random", s);
+	s = get("GSHARE_WATCHER");
+	if (s != NULL && *s != '\0') {
+		if (strcmp(s, "always") == 0)
+			c->watcher_always = 1;
+		else if (strcmp(s, "auto") != 0)
+			return gs_error_set(err, GS_ECONFIG,
+			    "GSHARE_WATCHER='%s': want auto or always", s);
+	}
 	c->sm_map = GS__MAP_GREEN;
 	s = get("GSHARE_SM_MAP");
 	if (s != NULL && *s != '\0') {

@@ -105,6 +105,9 @@ struct gs__config {
 	unsigned int watch_ns;		/* GSHARE_WATCH_NS (1000) */
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
+	int watcher_always;		/* GSHARE_WATCHER=always: the watcher
+					 * warp in every attached round, not
+					 * only contended ones (auto) */
 	uint64_t near_ns;		/* GSHARE_NEAR_US, default 200: spin
 					 * from so long before the slice's
 					 * end while others wait */

@@ -1266,7 +1266,7 @@ trace_offset(int n)
 static int
 need_watcher(volatile struct gs_ctlpage *page)
 {
-	if (page == rt->fake)
+	if (page == rt->fake || rt->cfg.watcher_always)
 		return 1;
 	return __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
 	       GS_CTL_CONTEND_VALID ||

@@ -128,6 +128,12 @@ test_config(void **state)
 	set_env("GSHARE_NEAR_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.near_ns, 0);
+	set_env("GSHARE_WATCHER", "always", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.watcher_always, 1);
+	set_env("GSHARE_WATCHER", "sometimes", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_WATCHER"));
 	set_env("GSHARE_NEAR_US", "2000000", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_NEAR_US"));
