@@ -245,10 +245,13 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	s = get("GSHARE_WATCHER");
 	if (s != NULL && *s != '\0') {
 		if (strcmp(s, "always") == 0)
-			c->watcher_always = 1;
+			c->watcher = GS__WATCH_ALWAYS;
+		else if (strcmp(s, "host") == 0)
+			c->watcher = GS__WATCH_HOST;
 		else if (strcmp(s, "auto") != 0)
 			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_WATCHER='%s': want auto or always", s);
+			    "GSHARE_WATCHER='%s': want auto, always or host",
+			    s);
 	}
 	c->sm_map = GS__MAP_GREEN;
 	s = get("GSHARE_SM_MAP");

@@ -105,9 +105,7 @@ struct gs__config {
 	unsigned int watch_ns;		/* GSHARE_WATCH_NS (1000) */
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
-	int watcher_always;		/* GSHARE_WATCHER=always: the watcher
-					 * warp in every attached round, not
-					 * only contended ones (auto) */
+	int watcher;			/* GSHARE_WATCHER: GS__WATCH_* */
 	uint64_t near_ns;		/* GSHARE_NEAR_US, default 200: spin
 					 * from so long before the slice's
 					 * end while others wait */
@@ -118,6 +116,14 @@ struct gs__config {
 	unsigned int part_first, part_count;
 	int part_random;
 	int sm_map;			/* GSHARE_SM_MAP: GS__MAP_* */
+};
+/* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
+enum {
+	GS__WATCH_AUTO,		/* the watcher warp in contended rounds, the
+				 * host (a copy) in the others */
+	GS__WATCH_ALWAYS,	/* the watcher warp in every round */
+	GS__WATCH_HOST,		/* the host in every round; it spins while
+				 * others contend */
 };
 /* How a space partition is kept (GSHARE_SM_MAP, docs/space.md). */
 enum {

@@ -825,6 +825,16 @@ resize_stop(void)
 	return 0;
 }
 
+/* Another allocation on the GPU holds or wants the token (or the agent
+ * does not say). */
+static int
+contended(volatile struct gs_ctlpage *page)
+{
+	return __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
+	       GS_CTL_CONTEND_VALID ||
+	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
+}
+
 /* Attached, someone else wants the GPU, and the slice ends within
  * GSHARE_NEAR_US (or ended, and the agent has not decided yet). */
 static int
@@ -931,6 +941,11 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
 		if (!pending && near_slice_end(page, now))
+			pending = 1;
+		/* GSHARE_WATCHER=host: the host is the watcher; while
+		 * others contend a suspend may come at any time */
+		if (!pending && rt->host_watch &&
+		    rt->cfg.watcher == GS__WATCH_HOST && contended(page))
 			pending = 1;
 		sl = gs__wait_step(&pol, now - t0, pending, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
@@ -1266,11 +1281,11 @@ trace_offset(int n)
 static int
 need_watcher(volatile struct gs_ctlpage *page)
 {
-	if (page == rt->fake || rt->cfg.watcher_always)
+	if (page == rt->fake || rt->cfg.watcher == GS__WATCH_ALWAYS)
 		return 1;
-	return __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
-	       GS_CTL_CONTEND_VALID ||
-	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
+	if (rt->cfg.watcher == GS__WATCH_HOST)
+		return 0;
+	return contended(page);
 }
 
 static int

@@ -130,7 +130,10 @@ test_config(void **state)
 	assert_int_equal(c.near_ns, 0);
 	set_env("GSHARE_WATCHER", "always", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.watcher_always, 1);
+	assert_int_equal(c.watcher, GS__WATCH_ALWAYS);
+	set_env("GSHARE_WATCHER", "host", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	set_env("GSHARE_WATCHER", "sometimes", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_WATCHER"));
