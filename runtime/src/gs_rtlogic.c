@@ -246,11 +246,11 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	if (s != NULL && *s != '\0') {
 		if (strcmp(s, "always") == 0)
 			c->watcher = GS__WATCH_ALWAYS;
-		else if (strcmp(s, "host") == 0)
-			c->watcher = GS__WATCH_HOST;
-		else if (strcmp(s, "auto") != 0)
+		else if (strcmp(s, "auto") == 0)
+			c->watcher = GS__WATCH_AUTO;
+		else if (strcmp(s, "host") != 0)
 			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_WATCHER='%s': want auto, always or host",
+			    "GSHARE_WATCHER='%s': want host, auto or always",
 			    s);
 	}
 	c->sm_map = GS__MAP_GREEN;

@@ -119,11 +119,11 @@ struct gs__config {
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
+	GS__WATCH_HOST,		/* the host in every round (a copy); it
+				 * spins while others contend (default) */
 	GS__WATCH_AUTO,		/* the watcher warp in contended rounds, the
-				 * host (a copy) in the others */
+				 * host in the others */
 	GS__WATCH_ALWAYS,	/* the watcher warp in every round */
-	GS__WATCH_HOST,		/* the host in every round; it spins while
-				 * others contend */
 };
 /* How a space partition is kept (GSHARE_SM_MAP, docs/space.md). */
 enum {

@@ -174,6 +174,7 @@ struct gs__rt {
 		uint64_t exec, wlaunch, launch, tmin, tmax, seen, exit, gpu;
 		uint64_t sset, wraise;	/* suspend written (host), the
 					 * watcher raised the flag (dev) */
+		uint64_t hraise;	/* the host copied it (host) */
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
@@ -936,14 +937,16 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (!CU_OK(e))
 				return cufail(e, "suspend flag copy");
 			rt->host_raised = 1;
+			if (rt->trace != NULL)
+				rt->th.hraise = now;
 		}
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
 		if (!pending && near_slice_end(page, now))
 			pending = 1;
-		/* GSHARE_WATCHER=host: the host is the watcher; while
-		 * others contend a suspend may come at any time */
+		/* the host is the watcher (GSHARE_WATCHER=host): while
+		 * others contend, a suspend may come at any time */
 		if (!pending && rt->host_watch &&
 		    rt->cfg.watcher == GS__WATCH_HOST && contended(page))
 			pending = 1;
@@ -1206,7 +1209,8 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
  * (%globaltimer ns), exits seen, stream drained, executor end (host), GPU
  * time (union of the kernels' spans), rounds, how it ended, (host) when
  * the watcher's launch began, when the suspend was written (0: none),
- * (%globaltimer) when the watcher raised the flag; every 128
+ * (%globaltimer) when the watcher raised the flag, (host) when the host
+ * copied it; every 128
  * holds the clocks' offset again (the two clocks drift apart). */
 static void
 trace_hold(int rc)
@@ -1217,7 +1221,7 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s %llu %llu %llu\n", (unsigned long long)rt->th.exec,
+		"%s %llu %llu %llu %llu\n", (unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
 		(unsigned long long)rt->th.tmax,
@@ -1228,7 +1232,8 @@ trace_hold(int rc)
 		rc >= 0 && rc <= 2 ? why[rc] : "?",
 		(unsigned long long)rt->th.wlaunch,
 		(unsigned long long)rt->th.sset,
-		(unsigned long long)rt->th.wraise);
+		(unsigned long long)rt->th.wraise,
+		(unsigned long long)rt->th.hraise);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of
@@ -1271,12 +1276,13 @@ trace_offset(int n)
  * Does this round need the watcher warp?  It takes one block slot of an
  * SM for the whole round, and a grid that fills every slot then runs a
  * second, nearly empty wave (H100: an eater of exactly blocks-per-SM x
- * SMs logical blocks, 10 % slower).  An attached job that nobody else
- * on its GPU contends with is not suspended at slice end; the suspend
- * that comes when a contender arrives is seen by the host loop, which
- * raises the flag with a copy.  Contended rounds and forced suspensions
- * keep the watcher (it sees a suspend within microseconds, whenever it
- * comes); so does an agent that does not publish contenders.
+ * SMs logical blocks, 10 % slower), and its launch is on every
+ * hand-over's path.  In attached rounds the host loop is there while the
+ * kernels run (they run only inside gs_synchronize), so by default
+ * (GSHARE_WATCHER=host) it is the watcher: it spins while others contend
+ * and raises the flag with a copy when it sees the suspend.  =auto keeps
+ * the warp in contended rounds, =always in every round; forced
+ * suspensions (no agent) always use it.
  */
 static int
 need_watcher(volatile struct gs_ctlpage *page)

@@ -124,6 +124,7 @@ test_config(void **state)
 	assert_int_equal(c.watch_ns, 1000);
 	assert_int_equal(c.spin_ns, 200000);
 	assert_int_equal(c.near_ns, 200000);
+	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	assert_true(c.force_max_ns == 0);
 	set_env("GSHARE_NEAR_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
@@ -131,9 +132,9 @@ test_config(void **state)
 	set_env("GSHARE_WATCHER", "always", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_ALWAYS);
-	set_env("GSHARE_WATCHER", "host", NULL, NULL);
+	set_env("GSHARE_WATCHER", "auto", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.watcher, GS__WATCH_HOST);
+	assert_int_equal(c.watcher, GS__WATCH_AUTO);
 	set_env("GSHARE_WATCHER", "sometimes", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_WATCHER"));

@@ -97,8 +97,8 @@ def main(o):
             p('5 attached alone %-8s rate %.1f %% of its standalone solo '
               'rate' % (j, statistics.median(w) / solo[j] * 100))
     for s in (2, 4, 8):
-        for mode in ('agent0', 'agent1', 'agentw', 'agent', 'agenth',
-                     'agentm', 'ts'):
+        for mode in ('agent0', 'agent1', 'agentw', 'agenta', 'agent',
+                     'agenth', 'agentm', 'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
             if not files:

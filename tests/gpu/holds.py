@@ -63,7 +63,8 @@ def load(paths, drift):
                               wlaunch=int(v[11]) if len(v) > 11 else la,
                               sset=int(v[12]) if len(v) > 12 else 0,
                               wraise=to_host(offs, int(v[13]))
-                              if len(v) > 13 else 0))
+                              if len(v) > 13 and int(v[13]) else
+                              (int(v[14]) if len(v) > 14 else 0)))
     return holds
 
 
@@ -129,7 +130,7 @@ def main(paths):
     for p in sorted(ev):
         a = [x for x, _ in ev[p]]
         b = [y for _, y in ev[p]]
-        print('  eviction %s: written -> flag raised median %.1f us (p90 '
+        print('  eviction %s: written -> flag raised (watcher or host) median %.1f us (p90 '
               '%.1f, max %.1f); flag -> last exit median %.1f us (p90 '
               '%.1f), n=%d' % (
                   p.rsplit('/', 1)[-1], statistics.median(a) / 1e3,
