@@ -120,6 +120,10 @@ struct gs__rt {
 							 * time */
 	unsigned int *hflag;		/* pinned: the gen the host copies into
 					 * the flag (no watcher this round) */
+	/* cuStreamWriteValue32, when the driver has it: the host's write
+	 * of the flag without a copy engine */
+	int (*wv32)(void *stream, unsigned long long addr, unsigned int v,
+		    unsigned int flags);
 	int host_watch;			/* this round: the host raises the
 					 * flag when it sees the suspend */
 	int host_raised;		/* ... and did */
@@ -826,6 +830,29 @@ resize_stop(void)
 	return 0;
 }
 
+/* The host raises the device suspend flag to gen: a stream memory write
+ * (the GPU's front end, no copy engine) where the driver offers one,
+ * else a 4-byte copy. */
+static int
+flag_raise(unsigned int gen)
+{
+	cudaError_t e;
+
+	if (rt->wv32 != NULL) {
+		if (rt->wv32(rt->wstream,
+			     (unsigned long long)(uintptr_t)rt->d_flag, gen,
+			     0) == 0)
+			return 0;
+		rt->wv32 = NULL;	/* not here: copy from now on */
+	}
+	*rt->hflag = gen;
+	e = cudaMemcpyAsync(rt->d_flag, rt->hflag, sizeof(*rt->hflag),
+			    cudaMemcpyHostToDevice, rt->wstream);
+	if (!CU_OK(e))
+		return cufail(e, "suspend flag copy");
+	return 0;
+}
+
 /* Another allocation on the GPU holds or wants the token (or the agent
  * does not say). */
 static int
@@ -929,13 +956,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* no watcher this round: the flag comes from here, by a
 		 * copy (a copy engine, no SM) */
 		if (pending && rt->host_watch && !rt->host_raised) {
-			*rt->hflag = rt->cur_gen;
-			e = cudaMemcpyAsync(rt->d_flag, rt->hflag,
-					    sizeof(*rt->hflag),
-					    cudaMemcpyHostToDevice,
-					    rt->wstream);
-			if (!CU_OK(e))
-				return cufail(e, "suspend flag copy");
+			if (flag_raise(rt->cur_gen) < 0)
+				return -1;
 			rt->host_raised = 1;
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
@@ -1948,6 +1970,20 @@ gs_init(unsigned int flags)
 	for (i = 0; i < GS__SLOTS; i++)
 		rt->free_slots[i] = GS__SLOTS - 1u - i;
 	rt->nfree = GS__SLOTS;
+	{
+		enum cudaDriverEntryPointQueryResult q;
+		void *fn = NULL;
+
+		/* stream memory operations (on by default in Linux drivers
+		 * of CUDA 12 and later); flag_raise copies where a write
+		 * fails */
+		if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32",
+		    &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+		    q == cudaDriverEntryPointSuccess)
+			rt->wv32 = (int (*)(void *, unsigned long long,
+					    unsigned int, unsigned int))fn;
+		(void)cudaGetLastError();
+	}
 	if ((rc = trace_open()) != GSHARE_OK)
 		goto out_free;
 	return GSHARE_OK;
