@@ -78,9 +78,10 @@ mps_down() {
 }
 cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	mps_down
+	# the agent first: a bare wait would wait for it too
 	agent_stop
+	mps_down
+	wait 2>/dev/null
 	[ -f "$TMP/gshared.log" ] && cp "$TMP/gshared.log" "$O/gshared.log"
 	rm -rf "$TMP"
 }
