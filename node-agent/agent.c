@@ -803,11 +803,15 @@ static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
  * suspend -> release time) plus handoff_spin.  A holder that takes long
  * to drain (the launch gate's queued kernels: about 1 ms) is not polled
  * for all along: the start waits until HANDOFF_LEAD before half its
- * expected drain, which leaves a timer wake-up room to be late.  Only a
- * hint: if the scheduler picks another job at the release, that one is
- * granted as always and the hinted job's polling runs out.
+ * expected drain, which leaves a timer wake-up room to be late.  The
+ * expected drain counts up to HANDOFF_EST_MAX_NS: a holder that drags its
+ * releases out cannot keep the agent polling for longer than that plus
+ * handoff_spin per hand-over.  Only a hint: if the scheduler picks
+ * another job at the release, that one is granted as always and the
+ * hinted job's polling runs out.
  */
 #define HANDOFF_LEAD_NS 200000ull
+#define HANDOFF_EST_MAX_NS 2000000ull
 
 static void handoff_begin(struct gs_agent *ag, struct gs_gpu *g,
 			  uint64_t now)
@@ -817,7 +821,6 @@ static void handoff_begin(struct gs_agent *ag, struct gs_gpu *g,
 	uint64_t id;
 	unsigned i;
 
-	(void)ag;
 	g->handoff_at = 0;
 	g->spin_until = g->handoff_end > now ? g->handoff_end : 0;
 	if (g->spin_until == 0)
@@ -854,6 +857,8 @@ static void handoff_start(struct gs_agent *ag, struct gs_gpu *g,
 	h = gs_alloc_get(ag->allocs, gs_sched_holder(g->sched));
 	if (h != NULL)
 		est = h->evict_est_ns;
+	if (est > HANDOFF_EST_MAX_NS)
+		est = HANDOFF_EST_MAX_NS;
 	half = est / 2;
 	g->handoff_end = now + est + spin;
 	if (half > HANDOFF_LEAD_NS) {

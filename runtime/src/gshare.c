@@ -953,8 +953,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		pending = page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND;
-		/* no watcher this round: the flag comes from here, by a
-		 * copy (a copy engine, no SM) */
+		/* no watcher warp this round: the flag comes from here
+		 * (flag_raise: no SM involved) */
 		if (pending && rt->host_watch && !rt->host_raised) {
 			if (flag_raise(rt->cur_gen) < 0)
 				return -1;
