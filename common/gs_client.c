@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -757,8 +758,12 @@ int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 		if (next_msg(c, &m, spin ? now_ms() : deadline, &e) < 0) {
 			if (e.code == GS_ETIMEDOUT && !c->broken) {
 				if (spin && (deadline < 0 ||
-					     now_ms() < deadline))
+					     now_ms() < deadline)) {
+					/* polling: let a runnable thread
+					 * go first where cores are short */
+					sched_yield();
 					continue;
+				}
 				return 0;
 			}
 			if (err != NULL)

@@ -8,6 +8,7 @@
  * every epoll_wait.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -285,18 +286,22 @@ void gs_loop_set_spin(struct gs_loop *l, uint64_t until_ns)
 int gs_loop_run(struct gs_loop *l, struct gs_error *err)
 {
 	struct epoll_event evs[MAX_EVENTS];
-	int n, i;
+	int n, i, spin;
 
 	l->stop = 0;
 	while (!l->stop) {
 		arm(l);
-		n = epoll_wait(l->epfd, evs, MAX_EVENTS,
-			       l->spin_until > gs_now_ns() ? 0 : -1);
+		spin = l->spin_until > gs_now_ns();
+		n = epoll_wait(l->epfd, evs, MAX_EVENTS, spin ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return gs_error_errno(err, GS_EIO, "epoll_wait");
 		}
+		/* polling: a runnable thread (a job, on a node with fewer
+		 * cores than threads) goes first */
+		if (n == 0 && spin)
+			sched_yield();
 		for (i = 0; i < n; i++) {
 			struct reg *r = evs[i].data.ptr;
 

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -892,7 +893,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		deadline = t0 + gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
 					       rt->cfg.force_max_ns);
 	for (;;) {
-		int all = 1, pending;
+		int all = 1, pending, watch;
 		uint64_t now, sl;
 
 		for (i = 0; i < rt->ntmp; i++) {
@@ -965,19 +966,24 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
+		watch = 0;
 		if (!pending && near_slice_end(page, now))
-			pending = 1;
+			watch = 1;
 		/* the host is the watcher (GSHARE_WATCHER=host): while
 		 * others contend, a suspend may come at any time */
 		if (!pending && rt->host_watch &&
 		    rt->cfg.watcher == GS__WATCH_HOST && contended(page))
-			pending = 1;
-		sl = gs__wait_step(&pol, now - t0, pending, &cur);
+			watch = 1;
+		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */
 		if (sl) {
 			struct timespec ts = { 0, (long)sl };
 			nanosleep(&ts, NULL);
+		} else if (watch) {
+			/* a long watch: on a node short of cores, a
+			 * runnable thread (another job's) goes first */
+			sched_yield();
 		}
 	}
 	rt->seen_ns = now_ns();
