@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -130,6 +131,54 @@ static void test_loop_timers(void **state)
 	gs_loop_set_tick_period(l, on_tick, &t, 2000000);
 	assert_int_equal(gs_loop_run(l, &err), 0);
 	assert_int_equal(t.woke, 0);
+	gs_loop_free(l);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_stop(struct gs_loop *l, uint64_t now, void *arg)
+{
+	(void)now;
+	(void)arg;
+	gs_loop_stop(l);
+}
+
+/* gs_loop_set_spin: until then the loop looks for events without
+ * sleeping (it uses CPU time), timers still fire on time; after it, or
+ * with 0, it sleeps in epoll_wait. */
+static void test_loop_spin(void **state)
+{
+	struct gs_error err;
+	struct gs_loop *l = gs_loop_new(&err);
+	uint64_t t0, cpu;
+
+	(void)state;
+	assert_non_null(l);
+	/* 40 ms of polling, stopped by a wakeup at 40 ms */
+	t0 = gs_now_ns();
+	gs_loop_set_spin(l, t0 + 40000000);
+	gs_loop_set_wakeup(l, t0 + 40000000, on_stop, NULL);
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_loop_run(l, &err), 0);
+	cpu = thread_cpu_ns() - cpu;
+	assert_true(gs_now_ns() >= t0 + 40000000);
+	/* polls (a loaded machine may give part of it away: sched_yield) */
+	assert_true(cpu >= 4000000);
+	/* no polling: the same wait sleeps */
+	t0 = gs_now_ns();
+	gs_loop_set_spin(l, 0);
+	gs_loop_set_wakeup(l, t0 + 40000000, on_stop, NULL);
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_loop_run(l, &err), 0);
+	cpu = thread_cpu_ns() - cpu;
+	assert_true(gs_now_ns() >= t0 + 40000000);
+	assert_true(cpu < 4000000);
 	gs_loop_free(l);
 }
 
@@ -273,6 +322,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_loop_delete_in_callback),
 		cmocka_unit_test(test_loop_timers),
+		cmocka_unit_test(test_loop_spin),
 		cmocka_unit_test(test_alloc_table),
 		cmocka_unit_test(test_control_page),
 	};
