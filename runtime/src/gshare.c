@@ -971,7 +971,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			watch = 1;
 		/* the host is the watcher (GSHARE_WATCHER=host): while
 		 * others contend, a suspend may come at any time */
-		if (!pending && rt->host_watch &&
+		if (!pending && page != NULL && rt->host_watch &&
 		    rt->cfg.watcher == GS__WATCH_HOST && contended(page))
 			watch = 1;
 		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
