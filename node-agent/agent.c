@@ -727,7 +727,7 @@ static void update_wakeup(struct gs_agent *ag)
 			spin = ag->gpus[i].spin_until;
 	}
 	gs_loop_set_wakeup(ag->loop, at, on_wakeup, ag);
-	gs_loop_set_spin(ag->loop, spin);
+	gs_loop_set_spin(ag->loop, ag->cfg.handoff_poll ? spin : 0);
 }
 
 static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
@@ -796,9 +796,11 @@ static void send_grant(struct gs_alloc *a, unsigned i, uint64_t now)
  * The token's hand-over.  A suspended holder's release and the next grant
  * would each wait for a thread wake-up (the agent's in epoll, the next
  * job's in poll), tens of microseconds of idle GPU each on a loaded node.
- * So while a hand-over is under way the loop polls without sleeping, and
- * the job that is next in line is told to do the same (TOKEN_SOON): its
- * wake-up then overlaps the holder's eviction.  Both poll from the
+ * So the job that is next in line is told to poll for its grant
+ * (TOKEN_SOON): its wake-up then overlaps the holder's eviction.  With
+ * handoff_poll the agent's loop polls for the release too (a few
+ * microseconds more per hand-over, several % of a core: off by default,
+ * bench_agent's BENCH_EVICT_US).  Both poll from the
  * hand-over's start until the release is expected (the holder's smoothed
  * suspend -> release time) plus handoff_spin.  A holder that takes long
  * to drain (the launch gate's queued kernels: about 1 ms) is not polled

@@ -44,8 +44,11 @@ const struct gs_cfg_key gs_agent_keys[] = {
 			    "2ms", "idle gap that keeps a job's place "
 			    "(0: off)"),
 	GS_CFG_KEY_DURATION("handoff_spin", C, handoff_spin_ns, 0,
-			    10 * GS_NS_PER_MS, "1ms", "poll without "
-			    "sleeping during a token hand-over (0: off)"),
+			    10 * GS_NS_PER_MS, "1ms", "the next job polls "
+			    "for its grant during a hand-over (0: off)"),
+	GS_CFG_KEY_BOOL("handoff_poll", C, handoff_poll, "false",
+			"the agent polls for the release during a "
+			"hand-over"),
 	GS_CFG_KEY_ENUM("log", C, log, log_names, "syslog",
 			"log target (-d logs to stderr)"),
 	GS_CFG_KEY_STRING("log_file", C, log_file, 0, NULL,

@@ -48,8 +48,9 @@ struct gs_agent_config {
 	uint32_t escalation;	/* enum gs_escalation */
 	uint64_t aging_ns;	/* 0: one slice */
 	uint64_t idle_grace_ns;	/* short idle gaps keep the vtime (0: off) */
-	uint64_t handoff_spin_ns;	/* hand-over: poll, do not sleep, for
+	uint64_t handoff_spin_ns;	/* hand-over: the next job polls for
 					 * so long after a suspend (0: off) */
+	int handoff_poll;		/* ... and the agent polls too */
 	uint32_t log;		/* enum gs_log_target */
 	char log_file[256];
 	int verbose;

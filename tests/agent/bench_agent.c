@@ -18,6 +18,11 @@
  * The agent is stopped with SIGTERM at the end (and killed on any exit).
  *
  * Usage: bench_agent [seconds-per-phase (3)] [clients (64)] [gshared]
+ * Environment: BENCH_JOBS_ONLY=1 runs the last phase only;
+ * BENCH_EVICT_US=N makes each job keep the token N us after SUSPEND (an
+ * eviction, during which the agent polls: handoff_spin);
+ * BENCH_HANDOFF=DURATION sets the agent's handoff_spin, BENCH_POLL=true
+ * its handoff_poll.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -122,6 +127,12 @@ static void *worker_main(void *arg)
 
 static double agent_cpu_s(void);
 
+static uint64_t evict_ns;	/* BENCH_EVICT_US */
+/* hand-over latency: the last release sent -> the next grant received */
+static uint64_t last_release_ns;
+static uint64_t ho[65536];
+static unsigned int nho;
+
 struct job {
 	pthread_t th;
 	struct gs_client *c;
@@ -153,13 +164,32 @@ static void *job_main(void *arg)
 			break;
 		}
 		t0 = now_ns();
+		{
+			uint64_t rel = __atomic_exchange_n(&last_release_ns, 0,
+							   __ATOMIC_ACQ_REL);
+			unsigned int k;
+
+			if (rel != 0 && t0 > rel) {
+				k = __atomic_fetch_add(&nho, 1,
+						       __ATOMIC_RELAXED);
+				if (k < sizeof(ho) / sizeof(ho[0]))
+					ho[k] = t0 - rel;
+			}
+		}
 		while (!stop_flag &&
 		       __atomic_load_n(&j->page->suspend, __ATOMIC_ACQUIRE) !=
 			       GS_CTL_SUSPEND)
 			__builtin_ia32_pause();
+		if (evict_ns != 0) {	/* the GPU's blocks leaving */
+			struct timespec ts = { 0, (long)evict_ns };
+
+			nanosleep(&ts, NULL);
+		}
 		t1 = now_ns();
 		j->held_ns += t1 - t0;
 		j->grants++;
+		__atomic_store_n(&last_release_ns, now_ns(),
+				 __ATOMIC_RELEASE);
 		if (gs_client_token_release(j->c, gen, t1 - t0, 0,
 					    stop_flag ? GS_REL_EXIT :
 							GS_REL_SUSPENDED,
@@ -170,6 +200,8 @@ static void *job_main(void *arg)
 	}
 	return NULL;
 }
+
+static int cmp_u64(const void *a, const void *b);
 
 static int run_jobs(struct gs_client *root, double secs)
 {
@@ -228,18 +260,30 @@ static int run_jobs(struct gs_client *root, double secs)
 	       "cpu %.2f%% of a core, %.0f grants/s, errors %llu\n", NJOBS,
 	       NJOBS, el, (cpu1 - cpu0) * 100.0 / el, (double)grants / el,
 	       (unsigned long long)errors);
-	printf("        share of holding time vs weight/%d:", NJOBS *
-	       (NJOBS + 1) / 2);
+	printf("        share of holding time vs 5 %% guaranteed + weight "
+	       "x %d/%d:", 100 - 5 * NJOBS, NJOBS * (NJOBS + 1) / 2);
 	for (i = 0; i < NJOBS; i++) {
 		double got = total ? 100.0 * (double)jobs[i].held_ns /
 					     (double)total : 0;
-		double want = 100.0 * (i + 1) / (NJOBS * (NJOBS + 1) / 2);
+		/* guarantee first: 5 shares each, the rest by weight */
+		double want = 5.0 + (100.0 - 5.0 * NJOBS) * (i + 1) /
+			      (NJOBS * (NJOBS + 1) / 2);
 
 		printf(" %.1f/%.1f", got, want);
 		if (got - want > worst || want - got > worst)
 			worst = got > want ? got - want : want - got;
 	}
 	printf("  (max error %.2f points)\n", worst);
+	if (nho > 0) {
+		unsigned int m = nho < sizeof(ho) / sizeof(ho[0]) ?
+				 nho : (unsigned int)(sizeof(ho) / sizeof(ho[0]));
+
+		qsort(ho, m, sizeof(ho[0]), cmp_u64);
+		printf("        hand-over (release sent -> next grant "
+		       "received): p50 %.1f us, p90 %.1f us, n=%u\n",
+		       (double)ho[m / 2] / 1e3, (double)ho[m * 9 / 10] / 1e3,
+		       m);
+	}
 	for (i = 0; i < NJOBS; i++) {
 		munmap((void *)jobs[i].page, GS_CTL_SIZE);
 		gs_client_free(jobs[i].c);
@@ -405,6 +449,12 @@ int main(int argc, char *argv[])
 	fprintf(f, "socket: %s\nstate_dir: %s/state\nmetrics_listen: \"\"\n"
 		"gpus:\n  simulated: 1\n",
 		sock, dir);
+	if (getenv("BENCH_HANDOFF") != NULL)
+		fprintf(f, "handoff_spin: %s\n", getenv("BENCH_HANDOFF"));
+	if (getenv("BENCH_POLL") != NULL)
+		fprintf(f, "handoff_poll: %s\n", getenv("BENCH_POLL"));
+	if (getenv("BENCH_EVICT_US") != NULL)
+		evict_ns = strtoull(getenv("BENCH_EVICT_US"), NULL, 10) * 1000;
 	fclose(f);
 	agent_pid = fork();
 	if (agent_pid == 0) {
@@ -442,14 +492,23 @@ int main(int argc, char *argv[])
 	printf("gshared control plane, %d concurrent clients, %.1f s per "
 	       "phase, %ld CPUs online\n", n, secs,
 	       sysconf(_SC_NPROCESSORS_ONLN));
+	if (getenv("BENCH_JOBS_ONLY") != NULL &&
+	    strcmp(getenv("BENCH_JOBS_ONLY"), "1") == 0)
+		goto jobs;
 	phase_status = 0;
 	run_phase("PING", w, n, secs);
 	phase_status = 1;
 	run_phase("STATUS", w, n, secs);
-	for (i = 0; i < n; i++)
-		gs_client_free(w[i].c);
 	if (run_create_close(root, 300) < 0)
 		return 1;
+jobs:
+	for (i = 0; i < n; i++)
+		gs_client_free(w[i].c);
+	printf("        agent handoff_spin %s, handoff_poll %s, jobs release "
+	       "%llu us after SUSPEND\n",
+	       getenv("BENCH_HANDOFF") ? getenv("BENCH_HANDOFF") : "(default)",
+	       getenv("BENCH_POLL") ? getenv("BENCH_POLL") : "(default)",
+	       (unsigned long long)(evict_ns / 1000));
 	if (run_jobs(root, secs < 5 ? 5 : secs) < 0)
 		return 1;
 	gs_client_free(root);
