@@ -219,7 +219,6 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t near = 200;
 	const char *s;
 
 	memset(c, 0, sizeof(*c));
@@ -227,7 +226,6 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_WATCH_NS", 0, 100000, &watch, err) < 0 ||
 	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
-	    env_u64(get, "GSHARE_NEAR_US", 0, 1000000, &near, err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -271,7 +269,6 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
 	c->spin_ns = spin * 1000u;
-	c->near_ns = near * 1000u;
 	c->seed = seed;
 	return 0;
 }

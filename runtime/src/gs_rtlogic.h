@@ -106,9 +106,6 @@ struct gs__config {
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
 	int watcher;			/* GSHARE_WATCHER: GS__WATCH_* */
-	uint64_t near_ns;		/* GSHARE_NEAR_US, default 200: spin
-					 * from so long before the slice's
-					 * end while others wait */
 	uint64_t seed;			/* GSHARE_SEED, 0: time */
 	/* GSHARE_PARTITION (tests, benchmarks): FIRST:COUNT, a fixed SM
 	 * range for runs without an agent; `random`: a new range of 8-SM

@@ -864,22 +864,6 @@ contended(volatile struct gs_ctlpage *page)
 	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
 }
 
-/* Attached, someone else wants the GPU, and the slice ends within
- * GSHARE_NEAR_US (or ended, and the agent has not decided yet). */
-static int
-near_slice_end(volatile struct gs_ctlpage *page, uint64_t now)
-{
-	uint64_t end;
-
-	if (page == NULL || page == rt->fake || rt->cfg.near_ns == 0 ||
-	    __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
-	    GS_CTL_CONTEND_VALID ||
-	    __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) == 0)
-		return 0;
-	end = __atomic_load_n(&page->slice_deadline_ns, __ATOMIC_RELAXED);
-	return end != 0 && now + rt->cfg.near_ns >= end;
-}
-
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -966,14 +950,10 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
-		watch = 0;
-		if (!pending && near_slice_end(page, now))
-			watch = 1;
 		/* the host is the watcher (GSHARE_WATCHER=host): while
 		 * others contend, a suspend may come at any time */
-		if (!pending && page != NULL && rt->host_watch &&
-		    rt->cfg.watcher == GS__WATCH_HOST && contended(page))
-			watch = 1;
+		watch = !pending && page != NULL && rt->host_watch &&
+			rt->cfg.watcher == GS__WATCH_HOST && contended(page);
 		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */

@@ -123,12 +123,8 @@ test_config(void **state)
 	assert_int_equal(c.batch, 0);
 	assert_int_equal(c.watch_ns, 1000);
 	assert_int_equal(c.spin_ns, 200000);
-	assert_int_equal(c.near_ns, 200000);
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	assert_true(c.force_max_ns == 0);
-	set_env("GSHARE_NEAR_US", "0", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.near_ns, 0);
 	set_env("GSHARE_WATCHER", "always", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_ALWAYS);
@@ -138,9 +134,6 @@ test_config(void **state)
 	set_env("GSHARE_WATCHER", "sometimes", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_WATCHER"));
-	set_env("GSHARE_NEAR_US", "2000000", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_NEAR_US"));
 
 	set_env("GSHARE_FORCE_SUSPEND_US", "100:5000", "GSHARE_BATCH", "8");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
