@@ -994,8 +994,8 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 }
 
 /* A slice extended silently (nobody should run before the holder) moves
- * its end: the holders' pages say so, so that a job stays awake near the
- * time a suspend can come (slice_deadline_ns) and no longer. */
+ * its end: the holders' pages say so (slice_deadline_ns is when the next
+ * decision comes, docs/protocol.md). */
 static void publish_slice_end(struct gs_agent *ag, struct gs_gpu *g)
 {
 	uint64_t end = gs_sched_slice_end(g->sched);
