@@ -810,6 +810,31 @@ tmp_add(struct gs__launch *l)
  */
 static unsigned int page_partition(volatile struct gs_ctlpage *page);
 
+/* The host raises the device suspend flag to gen on stream st (a resize,
+ * or a round without the watcher warp): a stream memory write (the GPU's
+ * front end, no copy engine) where the driver offers one, else a 4-byte
+ * copy.  Not on the watcher's stream while a watcher runs there: the
+ * write would wait for it. */
+static int
+flag_raise(unsigned int gen, cudaStream_t st)
+{
+	cudaError_t e;
+
+	if (rt->wv32 != NULL) {
+		if (rt->wv32(st,
+			     (unsigned long long)(uintptr_t)rt->d_flag, gen,
+			     0) == 0)
+			return 0;
+		rt->wv32 = NULL;	/* not here: copy from now on */
+	}
+	*rt->hflag = gen;
+	e = cudaMemcpyAsync(rt->d_flag, rt->hflag, sizeof(*rt->hflag),
+			    cudaMemcpyHostToDevice, st);
+	if (!CU_OK(e))
+		return cufail(e, "suspend flag copy");
+	return 0;
+}
+
 /*
  * Space mode: the agent changed this job's partition.  The round's
  * kernels leave as on a suspension (the generation written into the
@@ -820,38 +845,9 @@ static unsigned int page_partition(volatile struct gs_ctlpage *page);
 static int
 resize_stop(void)
 {
-	unsigned int g = rt->cur_gen;
-	cudaError_t e;
-
 	rt->resize_sent = 1;
-	e = cudaMemcpyAsync(rt->d_flag, &g, sizeof(g),
-			    cudaMemcpyHostToDevice, rt->iostream);
-	if (!CU_OK(e))
-		return cufail(e, "cudaMemcpyAsync(resize flag)");
-	return 0;
-}
-
-/* The host raises the device suspend flag to gen: a stream memory write
- * (the GPU's front end, no copy engine) where the driver offers one,
- * else a 4-byte copy. */
-static int
-flag_raise(unsigned int gen)
-{
-	cudaError_t e;
-
-	if (rt->wv32 != NULL) {
-		if (rt->wv32(rt->wstream,
-			     (unsigned long long)(uintptr_t)rt->d_flag, gen,
-			     0) == 0)
-			return 0;
-		rt->wv32 = NULL;	/* not here: copy from now on */
-	}
-	*rt->hflag = gen;
-	e = cudaMemcpyAsync(rt->d_flag, rt->hflag, sizeof(*rt->hflag),
-			    cudaMemcpyHostToDevice, rt->wstream);
-	if (!CU_OK(e))
-		return cufail(e, "suspend flag copy");
-	return 0;
+	/* the round's watcher may run on wstream */
+	return flag_raise(rt->cur_gen, rt->iostream);
 }
 
 /* Another allocation on the GPU holds or wants the token (or the agent
@@ -941,7 +937,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* no watcher warp this round: the flag comes from here
 		 * (flag_raise: no SM involved) */
 		if (pending && rt->host_watch && !rt->host_raised) {
-			if (flag_raise(rt->cur_gen) < 0)
+			if (flag_raise(rt->cur_gen, rt->wstream) < 0)
 				return -1;
 			rt->host_raised = 1;
 			if (rt->trace != NULL)
