@@ -169,6 +169,28 @@ gs__parse_range_us(const char *s, uint64_t *min_ns, uint64_t *max_ns,
 	return 0;
 }
 
+/* Environment variable name as one of names[] (NULL-terminated): *out
+ * gets its index; unset or empty leaves *out alone.  want: the message's
+ * list of choices. */
+static int
+env_choice(const char *(*get)(const char *), const char *name,
+	   const char *const *names, const char *want, int *out,
+	   struct gs_error *err)
+{
+	const char *s = get(name);
+	int i;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (i = 0; names[i] != NULL; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return gs_error_set(err, GS_ECONFIG, "%s='%s': want %s", name, s,
+			    want);
+}
+
 static int
 env_u64(const char *(*get)(const char *), const char *name, uint64_t lo,
 	uint64_t hi, uint64_t *out, struct gs_error *err)
@@ -214,6 +236,11 @@ parse_partition(const char *s, struct gs__config *c)
 	return 0;
 }
 
+/* in the order of GS__WATCH_* and GS__MAP_* */
+static const char *const watch_names[] = { "host", "auto", "always", NULL };
+static const char *const map_names[] = { "green", "blocks", "raw", "rank",
+					 NULL };
+
 int
 gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
@@ -240,31 +267,14 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return gs_error_set(err, GS_ECONFIG,
 		    "GSHARE_PARTITION='%s': want FIRST:COUNT (SMs, COUNT > 0) "
 		    "or random", s);
-	s = get("GSHARE_WATCHER");
-	if (s != NULL && *s != '\0') {
-		if (strcmp(s, "always") == 0)
-			c->watcher = GS__WATCH_ALWAYS;
-		else if (strcmp(s, "auto") == 0)
-			c->watcher = GS__WATCH_AUTO;
-		else if (strcmp(s, "host") != 0)
-			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_WATCHER='%s': want host, auto or always",
-			    s);
-	}
+	c->watcher = GS__WATCH_HOST;
+	if (env_choice(get, "GSHARE_WATCHER", watch_names,
+		       "host, auto or always", &c->watcher, err) < 0)
+		return -1;
 	c->sm_map = GS__MAP_GREEN;
-	s = get("GSHARE_SM_MAP");
-	if (s != NULL && *s != '\0') {
-		if (strcmp(s, "blocks") == 0)
-			c->sm_map = GS__MAP_BLOCKS;
-		else if (strcmp(s, "rank") == 0)
-			c->sm_map = GS__MAP_RANK;
-		else if (strcmp(s, "raw") == 0)
-			c->sm_map = GS__MAP_RAW;
-		else if (strcmp(s, "green") != 0)
-			return gs_error_set(err, GS_ECONFIG,
-			    "GSHARE_SM_MAP='%s': want green, blocks, raw or "
-			    "rank", s);
-	}
+	if (env_choice(get, "GSHARE_SM_MAP", map_names,
+		       "green, blocks, raw or rank", &c->sm_map, err) < 0)
+		return -1;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
