@@ -1673,6 +1673,20 @@ static void test_malformed(struct gs_client *bystander)
 	code = read_reply(fd, &eof, 0);
 	CHECK(code == GS_EUNSUPP && !eof, "short TOKEN_GRANT: %d eof %d",
 	      code, eof);
+	/* TOKEN_SOON (1.6) is the agent's to send: from a client, whole
+	 * or short, refused the same way */
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_TOKEN_SOON, 8);
+	memset(b + 16, 0xff, 8);
+	CHECK(write(fd, b, 24) == 24, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP && !eof, "TOKEN_SOON from a client: %d "
+	      "eof %d", code, eof);
+	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_TOKEN_SOON, 3);
+	memset(b + 16, 0xff, 3);
+	CHECK(write(fd, b, 19) == 19, "write");
+	code = read_reply(fd, &eof, 0);
+	CHECK(code == GS_EUNSUPP && !eof, "short TOKEN_SOON: %d eof %d",
+	      code, eof);
 	hdr(b, GS_PROTO_MAGIC, GS_PROTO_MAJOR, GS_MSG_STATUS_REPLY, 5);
 	memset(b + 16, 0xff, 5);
 	CHECK(write(fd, b, 21) == 21, "write");
