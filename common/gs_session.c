@@ -748,12 +748,14 @@ gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 			res.reason = GS_REL_EXIT;
 			if (res.exit_ns == 0)
 				res.exit_ns = mono_ns();
-			(void)gs_session_release(s, &res, &rerr);
+			if (s->holding)
+				(void)gs_session_release(s, &res, &rerr);
 			return -1;
 		}
 		if (res.exit_ns == 0)
 			res.exit_ns = mono_ns();
-		if (gs_session_release(s, &res, err) < 0)
+		if (!(res.released && !s->holding) &&
+		    gs_session_release(s, &res, err) < 0)
 			return -1;
 		if (res.done)
 			return 0;

@@ -37,6 +37,9 @@ struct gs_run_result {
 	uint64_t exit_ns;	/* CLOCK_MONOTONIC when the work had left the
 				 * GPU (eviction latency = exit_ns -
 				 * page->suspend_set_ns) */
+	int released;		/* 1: the executor gave the token back
+				 * itself (gs_session_release) before it
+				 * returned: gs_session_run sends none */
 };
 
 struct gs_executor {

@@ -238,6 +238,7 @@ parse_partition(const char *s, struct gs__config *c)
 
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
+static const char *const release_names[] = { "drained", "early", NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
 					 NULL };
 
@@ -274,6 +275,10 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->sm_map = GS__MAP_GREEN;
 	if (env_choice(get, "GSHARE_SM_MAP", map_names,
 		       "green, blocks, raw or rank", &c->sm_map, err) < 0)
+		return -1;
+	c->release_early = 0;
+	if (env_choice(get, "GSHARE_RELEASE", release_names,
+		       "drained or early", &c->release_early, err) < 0)
 		return -1;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;

@@ -113,6 +113,7 @@ struct gs__config {
 	unsigned int part_first, part_count;
 	int part_random;
 	int sm_map;			/* GSHARE_SM_MAP: GS__MAP_* */
+	int release_early;		/* GSHARE_RELEASE=early */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {

@@ -128,6 +128,17 @@ struct gs__rt {
 	int host_watch;			/* this round: the host raises the
 					 * flag when it sees the suspend */
 	int host_raised;		/* ... and did */
+	/* GSHARE_RELEASE=early: the token went back when the flag was
+	 * raised, before the blocks left (this hold) */
+	int released;
+	uint64_t round_launch_ns;	/* this round's first launch */
+	uint64_t early_gpu_ns;		/* GPU time the early release
+					 * reported for this hold */
+	uint64_t early_tasks;		/* ... and block-tasks */
+	uint64_t carry_gpu_ns;		/* earlier holds' tails after an
+					 * early release: reported with the
+					 * next release */
+	uint64_t carry_tasks;
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
@@ -860,6 +871,39 @@ contended(volatile struct gs_ctlpage *page)
 	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
 }
 
+/*
+ * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving; give
+ * the token back now, so that the next holder's launch overlaps this
+ * eviction's tail (under one MPS server its blocks take the SMs ours
+ * leave).  The GPU time reported is the hold's so far, the current round
+ * counted up to now; what the tail adds goes with the next release.
+ */
+static int
+release_early(volatile struct gs_ctlpage *page, uint64_t now)
+{
+	struct gs_run_result r;
+	struct gs_error err;
+
+	if (rt->sess == NULL || page == rt->fake ||
+	    !gs_session_holding(rt->sess))
+		return 0;
+	memset(&r, 0, sizeof(r));
+	r.reason = GS_REL_SUSPENDED;
+	rt->early_gpu_ns = rt->hold_gpu_ns +
+			   (now > rt->round_launch_ns ? now - rt->round_launch_ns
+						      : 0);
+	rt->early_tasks = rt->hold_tasks;
+	r.gpu_ns = rt->early_gpu_ns + rt->carry_gpu_ns;
+	r.block_tasks = rt->early_tasks + rt->carry_tasks;
+	r.exit_ns = now;
+	rt->released = 1;
+	rt->carry_gpu_ns = 0;
+	rt->carry_tasks = 0;
+	if (gs_session_release(rt->sess, &r, &err) < 0)
+		return fail_err(&err);
+	return 0;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -884,9 +928,9 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				break;
 			}
 		}
-		pending = page != NULL &&
+		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
-			  GS_CTL_SUSPEND;
+			  GS_CTL_SUSPEND);
 		/* top the streams up while no suspend (or resize) is
 		 * pending */
 		if (rt->cur_gen != 0 && !pending && !rt->resize_sent &&
@@ -931,9 +975,9 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 					return cufail(e, "kernel failed");
 			}
 		}
-		pending = page != NULL &&
+		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
-			  GS_CTL_SUSPEND;
+			  GS_CTL_SUSPEND);
 		/* no watcher warp this round: the flag comes from here
 		 * (flag_raise: no SM involved) */
 		if (pending && rt->host_watch && !rt->host_raised) {
@@ -943,6 +987,10 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
 		}
+		if (pending && !rt->released && rt->cfg.release_early &&
+		    (rt->host_raised || !rt->host_watch) &&
+		    release_early(page, now) < 0)
+			return -1;
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
 		 * idle after the exit) */
@@ -973,9 +1021,9 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			return cufail(e, "kernel failed");
 	}
 	*exit_ns = now_ns();
-	*susp = page != NULL &&
+	*susp = rt->released || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
-		GS_CTL_SUSPEND;
+		GS_CTL_SUSPEND);
 	/* requests posted just before the exit */
 	return service_io(0);
 }
@@ -1309,6 +1357,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 	rt->hold_tasks = 0;
 	rt->next_progress_ns = 0;
 	rt->resize_sent = 0;
+	rt->released = 0;
+	rt->early_gpu_ns = 0;
 	hold_t0 = now_ns();
 	for (;;) {
 		unsigned int gen = ++rt->gen;
@@ -1340,8 +1390,9 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 					      "watcher launch");
 		}
 		rt->cur_gen = gen;
+		rt->round_launch_ns = now_ns();
 		if (rt->trace != NULL && rt->th.launch == 0)
-			rt->th.launch = now_ns();
+			rt->th.launch = rt->round_launch_ns;
 		if (launch_queued(gen, 1) < 0)
 			return -1;
 		if (page != NULL && page != rt->fake &&
@@ -1498,6 +1549,20 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 		return -1;
 	}
 	rc = run_hold(page, res);
+	if (rt->released) {
+		/* the token went back early: what the tail added goes
+		 * with the next release */
+		res->released = 1;
+		if (res->gpu_ns > rt->early_gpu_ns)
+			rt->carry_gpu_ns += res->gpu_ns - rt->early_gpu_ns;
+		if (res->block_tasks > rt->early_tasks)
+			rt->carry_tasks += res->block_tasks - rt->early_tasks;
+	} else {
+		res->gpu_ns += rt->carry_gpu_ns;
+		res->block_tasks += rt->carry_tasks;
+		rt->carry_gpu_ns = 0;
+		rt->carry_tasks = 0;
+	}
 	if (rc < 0) {
 		*err = last_err;
 		return -1;
