@@ -726,6 +726,21 @@ int gs_client_token_release(struct gs_client *c, uint64_t gen,
 	return send_msg(c, &req, deadline_of(c->timeout_ms), err);
 }
 
+int gs_client_token_unwant(struct gs_client *c, struct gs_error *err)
+{
+	struct gs_msg req = { .type = GS_MSG_TOKEN_UNWANT }, rep;
+
+	if (request(c, &req, &rep, err) < 0)
+		return -1;
+	if (expect(&rep, GS_MSG_OK, err) < 0)
+		return -1;
+	/* the agent answers in order: every grant before its OK is void */
+	c->gq_len = 0;
+	c->gq_head = 0;
+	c->soon_until = 0;
+	return 0;
+}
+
 uint64_t gs_client_soon_until(const struct gs_client *c)
 {
 	return c->soon_until;

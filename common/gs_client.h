@@ -87,6 +87,11 @@ int gs_client_token_want(struct gs_client *c, struct gs_error *err);
 int gs_client_token_release(struct gs_client *c, uint64_t gen,
 			    uint64_t gpu_ns, uint64_t evict_ns,
 			    uint32_t reason, struct gs_error *err);
+/* TOKEN_UNWANT (1.7): the process no longer waits for the token it asked
+ * for.  Waits for the agent's OK; a grant (and a hint) that came before
+ * it was taken back by the agent and is dropped here.  GS_EUNSUPP from
+ * an agent before 1.7. */
+int gs_client_token_unwant(struct gs_client *c, struct gs_error *err);
 /* Wait up to timeout_ms (-1: forever) for a TOKEN_GRANT.  Returns 1 with
  * *gen and *slice_ns set, 0 on timeout, -1 on error (ERROR frame from the
  * agent, closed connection).  After a TOKEN_SOON hint it polls the socket

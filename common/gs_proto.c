@@ -82,6 +82,7 @@ const char *gs_msg_type_name(uint32_t t)
 	case GS_MSG_TOKEN_WANT: return "TOKEN_WANT";
 	case GS_MSG_TOKEN_GRANT: return "TOKEN_GRANT";
 	case GS_MSG_TOKEN_SOON: return "TOKEN_SOON";
+	case GS_MSG_TOKEN_UNWANT: return "TOKEN_UNWANT";
 	case GS_MSG_TOKEN_RELEASE: return "TOKEN_RELEASE";
 	case GS_MSG_STATUS: return "STATUS";
 	case GS_MSG_STATUS_REPLY: return "STATUS_REPLY";
@@ -349,6 +350,7 @@ static int wpayload(struct wr *w, const struct gs_msg *m)
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+	case GS_MSG_TOKEN_UNWANT:
 		break;
 	case GS_MSG_STATUS:
 		w64(w, m->u.after_id);
@@ -746,6 +748,7 @@ int gs_msg_decode(const struct gs_frame_hdr *h, const uint8_t *payload,
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+	case GS_MSG_TOKEN_UNWANT:
 		break;
 	case GS_MSG_STATUS:
 		m->u.after_id = r64_opt(&r);	/* 1.2 */

@@ -33,6 +33,14 @@
  *   ATTACH          O  {id}                       → ATTACHED + fd (SCM_RIGHTS)
  *   TOKEN_WANT      O  {}  (attached conn only)   → no reply; GRANT event later
  *   TOKEN_RELEASE   O  gs_release                 → no reply
+ *   TOKEN_UNWANT    O  {}  (1.7, attached conn)   → OK: the process no
+ *                                                    longer waits (it gave
+ *                                                    the token back before
+ *                                                    its work had left the
+ *                                                    GPU and then found
+ *                                                    none left); a grant
+ *                                                    sent before the OK is
+ *                                                    taken back unused
  *   STATUS          A  {after_id}                 → STATUS_REPLY (non-root: own
  *                                                    allocations only)
  *   SET_WEIGHT      R  {id, weight}               → OK
@@ -61,7 +69,7 @@
 
 #define GS_PROTO_MAGIC		0x52485347u	/* "GSHR" */
 #define GS_PROTO_MAJOR		1
-#define GS_PROTO_MINOR		6
+#define GS_PROTO_MINOR		7
 #define GS_FRAME_HDR_SIZE	16
 #define GS_FRAME_MAX_PAYLOAD	(64u * 1024u)
 
@@ -90,6 +98,7 @@ enum gs_msg_type {
 	GS_MSG_TOKEN_GRANT = 21,
 	GS_MSG_TOKEN_RELEASE = 22,
 	GS_MSG_TOKEN_SOON = 23,		/* 1.6: event, agent → job */
+	GS_MSG_TOKEN_UNWANT = 24,	/* 1.7 */
 	GS_MSG_STATUS = 30,
 	GS_MSG_STATUS_REPLY = 31,
 	GS_MSG_SET_WEIGHT = 32,

@@ -731,6 +731,44 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 }
 
 int
+gs_session_unwant(struct gs_session *s, struct gs_error *err)
+{
+	struct gs_run_result r;
+	struct gs_error e;
+
+	if (s->holding)
+		return gs_error_set(err, GS_ESTATE, "unwant: allocation %"
+				    PRIu64 " holds the token", s->alloc_id);
+	if (!s->wanting || s->c == NULL ||
+	    s->link != GS_SESSION_ATTACHED) {
+		s->wanting = 0;
+		return 0;
+	}
+	if (gs_client_token_unwant(s->c, &e) == 0) {
+		s->wanting = 0;
+		PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
+		return 0;
+	}
+	if (link_error(&e)) {
+		link_lost(s);
+		s->wanting = 0;
+		return 0;
+	}
+	if (e.code != GS_EUNSUPP) {
+		*err = e;
+		return -1;
+	}
+	/* an agent before 1.7: take the grant when it comes and give it
+	 * straight back, idle */
+	if (gs_session_acquire(s, err) < 0)
+		return -1;
+	memset(&r, 0, sizeof(r));
+	r.done = 1;
+	r.exit_ns = mono_ns();
+	return gs_session_release(s, &r, err);
+}
+
+int
 gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 	       void *ctx, struct gs_error *err)
 {
@@ -750,13 +788,20 @@ gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 				res.exit_ns = mono_ns();
 			if (s->holding)
 				(void)gs_session_release(s, &res, &rerr);
+			else
+				(void)gs_session_unwant(s, &rerr);
 			return -1;
 		}
 		if (res.exit_ns == 0)
 			res.exit_ns = mono_ns();
-		if (!(res.released && !s->holding) &&
-		    gs_session_release(s, &res, err) < 0)
+		if (res.released && !s->holding) {
+			/* the executor gave the token back itself, before
+			 * its work had left the GPU, and found none left */
+			if (res.done && gs_session_unwant(s, err) < 0)
+				return -1;
+		} else if (gs_session_release(s, &res, err) < 0) {
 			return -1;
+		}
 		if (res.done)
 			return 0;
 		if (res.reason == GS_REL_IOWAIT && ex->wait != NULL &&

@@ -106,6 +106,13 @@ int gs_session_acquire(struct gs_session *s, struct gs_error *err);
 int gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		       struct gs_error *err);
 int gs_session_holding(const struct gs_session *s);
+/* unwant: after a release that left the allocation waiting (reason
+ *   GS_REL_SUSPENDED, sent early: before the executor's work had left the
+ *   GPU), the executor found nothing left to run: stop waiting
+ *   (TOKEN_UNWANT; a grant that crossed it is taken back).  With an agent
+ *   before 1.7 it takes that grant and gives it back idle.  No-op when
+ *   not waiting or not attached; GS_ESTATE while holding. */
+int gs_session_unwant(struct gs_session *s, struct gs_error *err);
 /* Optional, while holding: publish the current run's progress so far
  * (cumulative for this grant: GPU time, block-tasks) to the page's
  * counters, so the agent's accounting sees a long run before it ends.

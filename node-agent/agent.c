@@ -1656,6 +1656,42 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	update_wakeup(ag);
 }
 
+/* TOKEN_UNWANT (1.7): the process gave the token back early (before its
+ * last blocks had left) and then had nothing left to run.  It no longer
+ * waits; a grant it was sent meanwhile comes back unused (charged like
+ * any hold, from the grant to now).  The OK follows any such grant on the
+ * connection, so the job knows which grants to drop. */
+static void req_unwant(struct gs_conn *c, const struct gs_msg *m)
+{
+	struct gs_agent *ag = c->ag;
+	struct gs_alloc *a = c->alloc;
+	struct gs_attach *t;
+	struct gs_gpu *g;
+	uint64_t now = gs_now_ns();
+
+	if (a == NULL) {
+		reply_err(c, m->seq, GS_ESTATE,
+			  "TOKEN_UNWANT: connection is not attached");
+		return;
+	}
+	g = gpu_of(ag, a);
+	if (g == NULL)
+		return;
+	t = &a->att[c->slot];
+	t->wants = 0;
+	if (t->granted) {
+		t->granted = 0;
+		if (!any_att(a, 1))
+			alloc_released(ag, g, a, now);
+	} else if (!a->granted && !any_att(a, 0)) {
+		(void)gs_sched_unwant(g->sched, a->id, now);
+		set_state(ag, a, GS_ASTATE_IDLE);
+	}
+	reply_ok(c, m->seq);
+	gpu_step(ag, g, now);
+	update_wakeup(ag);
+}
+
 static void req_status(struct gs_conn *c, const struct gs_msg *m)
 {
 	struct gs_agent *ag = c->ag;
@@ -2392,6 +2428,9 @@ static void dispatch(struct gs_conn *c, const struct gs_msg *m)
 		break;
 	case GS_MSG_TOKEN_RELEASE:
 		req_release(c, m);
+		break;
+	case GS_MSG_TOKEN_UNWANT:
+		req_unwant(c, m);
 		break;
 	case GS_MSG_STATUS:
 		req_status(c, m);

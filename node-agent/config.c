@@ -86,6 +86,10 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("mps_pipe_dir", C, mps_pipe_dir, 0, NULL,
 			  "a site's own MPS pipe directory (empty: the "
 			  "agent runs its own daemons)"),
+	GS_CFG_KEY_BOOL("time_mps", C, time_mps, "false",
+			"time-mode allocations run as clients of the GPU's "
+			"MPS daemon too (same user; no context switch at a "
+			"hand-over)"),
 	GS_CFG_KEY_UINT("sm_count", C, sm_count, 1, 4096, "132",
 			"SMs per GPU that space-mode partitions divide"),
 	GS_CFG_KEY_UINT("sm_granule", C, sm_granule, 1, 4096, "8",

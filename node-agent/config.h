@@ -69,6 +69,9 @@ struct gs_agent_config {
 	/* space mode (node-agent/mps.c) */
 	char mps_control[256];	/* MPS control binary (PATH lookup) */
 	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+	int time_mps;		/* time-mode allocations are MPS clients
+				 * too (one GPU context: no context
+				 * switch at a hand-over) */
 	uint32_t sm_count;	/* SMs per GPU for space partitions */
 	uint32_t sm_granule;	/* partition step */
 	int space_partitions;	/* write planned partitions into pages */

@@ -64,8 +64,15 @@ struct gs_mps {
 	uint32_t n;
 	char site_pipe[256];	/* mps_pipe_dir: the site's own MPS */
 	char control[256];
+	int time;		/* time_mps: time allocations are served */
 	struct dmn d[GS_MAX_GPUS];
 };
+
+/* Is a an allocation the GPU's MPS serves (its mode)? */
+static int served_mode(const struct gs_mps *m, uint32_t mode)
+{
+	return mode == GS_MODE_SPACE || (m->time && mode == GS_MODE_TIME);
+}
 
 static int pidfd_of(pid_t pid)
 {
@@ -613,7 +620,7 @@ static void observer(void *ctx, int event, const struct gs_alloc *a)
 {
 	struct gs_mps *m = ctx;
 
-	if (a->mode != GS_MODE_SPACE)
+	if (!served_mode(m, a->mode))
 		return;
 	if (event == GS_AEV_CREATED)
 		ref(m, a);
@@ -679,6 +686,7 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 	m->n = gs_agent_ngpus(ag);
 	snprintf(m->site_pipe, sizeof(m->site_pipe), "%s", cfg->mps_pipe_dir);
 	snprintf(m->control, sizeof(m->control), "%s", cfg->mps_control);
+	m->time = cfg->time_mps;
 	for (i = 0; i < m->n; i++) {
 		int idx = gs_agent_gpu(ag, i)->d.index;
 
@@ -712,7 +720,7 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 	for (i = 0; i < m->n; i++)
 		adopt(m, i);
 	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a))
-		if (a->mode == GS_MODE_SPACE)
+		if (served_mode(m, a->mode))
 			ref(m, a);
 	for (i = 0; i < m->n; i++)
 		if (m->d[i].adopted && m->d[i].refs == 0)
@@ -814,7 +822,7 @@ void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 	int s;
 
 	info->mps_pipe[0] = '\0';
-	if (m == NULL || mode != GS_MODE_SPACE)
+	if (m == NULL || !served_mode(m, mode))
 		return;
 	if (m->site_pipe[0] != '\0') {
 		snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s",

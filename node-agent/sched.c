@@ -627,6 +627,51 @@ gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now)
 	return 0;
 }
 
+/* An entry going idle: how far below the others it is, kept if it comes
+ * back within the idle grace. */
+static void
+mark_return(struct gs_sched *s, struct ent *e, uint64_t now)
+{
+	uint64_t m = others_min(s, e, now);
+
+	e->can_return = 1;
+	e->idle_at = now;
+	e->lag = m != UINT64_MAX && m > e->vtime ? m - e->vtime : 0;
+}
+
+/* ... and leaving the active set (after update_floors). */
+static void
+go_inactive(struct gs_sched *s, struct ent *e, unsigned i)
+{
+	if (e->active && !class_has_other(s, e, i) &&
+	    e->vtime > s->floor[cls(s, e)])
+		s->floor[cls(s, e)] = e->vtime;
+	e->active = 0;
+	e->owed = 0;
+}
+
+int
+gs_sched_unwant(struct gs_sched *s, uint64_t id, uint64_t now)
+{
+	int i = find(s, id);
+	struct ent *e;
+
+	saw(s, now);
+	if (i < 0)
+		return -1;
+	e = &s->e[i];
+	if (e->holding || e->revoked)
+		return -1;	/* a holder gives the token back instead */
+	if (!e->active)
+		return 0;
+	accrue(s, now);
+	mark_return(s, e, now);
+	update_floors(s, now);
+	go_inactive(s, e, (unsigned)i);
+	reweigh(s, now);
+	return 0;
+}
+
 int
 gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		 uint64_t now)
@@ -670,24 +715,12 @@ gs_sched_release(struct gs_sched *s, uint64_t id, uint64_t gpu_ns, int idle,
 		e->holding = 0;
 		e->suspending = 0;
 		s->nhold--;
-		if (idle) {
-			/* How far below the others it is: kept if it comes
-			 * back within the idle grace. */
-			uint64_t m = others_min(s, e, now);
-
-			e->can_return = 1;
-			e->idle_at = now;
-			e->lag = m != UINT64_MAX && m > e->vtime
-					 ? m - e->vtime : 0;
-		}
+		if (idle)
+			mark_return(s, e, now);
 	}
 	update_floors(s, now);
 	if (idle) {
-		if (e->active && !class_has_other(s, e, (unsigned)i) &&
-		    e->vtime > s->floor[cls(s, e)])
-			s->floor[cls(s, e)] = e->vtime;
-		e->active = 0;
-		e->owed = 0;
+		go_inactive(s, e, (unsigned)i);
 	} else {
 		e->active = 1;
 		e->wait_since = now;

@@ -197,6 +197,10 @@ int gs_sched_set_priority(struct gs_sched *s, uint64_t id, uint32_t prio);
 
 /* id has work and wants the token. */
 int gs_sched_want(struct gs_sched *s, uint64_t id, uint64_t now);
+/* id, waiting, has no work after all (a job that gave the token back
+ * early, before its last blocks left, and then found nothing left): it
+ * becomes inactive as if it had released idle.  -1 while it holds. */
+int gs_sched_unwant(struct gs_sched *s, uint64_t id, uint64_t now);
 /* The holder gave the token back: gpu_ns used during the grant, as the
  * job reports it (charged through gs_sched_charge); idle means it has no
  * more work (becomes inactive). */

@@ -238,7 +238,7 @@ parse_partition(const char *s, struct gs__config *c)
 
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
-static const char *const release_names[] = { "drained", "early", NULL };
+static const char *const release_names[] = { "early", "drained", NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
 					 NULL };
 
@@ -248,6 +248,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
 	const char *s;
+	int rel;
 
 	memset(c, 0, sizeof(*c));
 	if (env_u64(get, "GSHARE_BATCH", 0, GS__MAX_BATCH, &batch, err) < 0 ||
@@ -276,10 +277,11 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	if (env_choice(get, "GSHARE_SM_MAP", map_names,
 		       "green, blocks, raw or rank", &c->sm_map, err) < 0)
 		return -1;
-	c->release_early = 0;
+	rel = 0;
 	if (env_choice(get, "GSHARE_RELEASE", release_names,
-		       "drained or early", &c->release_early, err) < 0)
+		       "early or drained", &rel, err) < 0)
 		return -1;
+	c->release_early = rel == 0;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;

@@ -113,7 +113,10 @@ struct gs__config {
 	unsigned int part_first, part_count;
 	int part_random;
 	int sm_map;			/* GSHARE_SM_MAP: GS__MAP_* */
-	int release_early;		/* GSHARE_RELEASE=early */
+	int release_early;		/* GSHARE_RELEASE: early (default)
+					 * gives the token back when the
+					 * flag is raised, drained once the
+					 * blocks have left */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {

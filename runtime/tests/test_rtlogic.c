@@ -124,7 +124,14 @@ test_config(void **state)
 	assert_int_equal(c.watch_ns, 1000);
 	assert_int_equal(c.spin_ns, 200000);
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
+	assert_int_equal(c.release_early, 1);
 	assert_true(c.force_max_ns == 0);
+	set_env("GSHARE_RELEASE", "drained", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.release_early, 0);
+	set_env("GSHARE_RELEASE", "late", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_RELEASE='late'"));
 	set_env("GSHARE_WATCHER", "always", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_ALWAYS);

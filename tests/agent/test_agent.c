@@ -1261,6 +1261,102 @@ out:
 		job_free(&b);
 }
 
+/* TOKEN_UNWANT (1.7): a job that gave the token back early (before its
+ * blocks had left) and then had nothing left stops waiting; a grant that
+ * crossed its UNWANT is taken back unused and goes to the next job. */
+static void test_unwant(struct gs_client *root)
+{
+	struct job a, b;
+	struct gs_error err;
+	uint64_t gen = 0, slice = 0, gen_b = 0, t;
+	int r;
+
+	{
+		struct gs_client *x = conn();
+
+		r = gs_client_token_unwant(x, &err);
+		CHECK(r == -1 && err.code == GS_ESTATE,
+		      "UNWANT unattached (%d): %s", r, err.msg);
+		gs_client_free(x);
+	}
+	job_attach(&a, create(root, -1, 30, 0, 0));
+	job_attach(&b, create(root, -1, 30, 0, 0));
+	if (a.page == NULL || b.page == NULL)
+		goto out;
+	CHECK(gs_client_token_unwant(a.c, &err) == 0,
+	      "UNWANT with nothing asked: %s", err.msg);
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_IDLE, "a idle");
+	/* a holds, b arrives, a is suspended and releases: a waits */
+	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a.c, 5000, &gen, &slice, &err);
+	CHECK(r == 1, "grant to a (%d): %s", r, err.msg);
+	t = now_ns();
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_suspend(&a, 2000), "a not suspended");
+	CHECK(gs_client_token_release(a.c, gen, now_ns() - t + 100000000ull,
+				      0, GS_REL_SUSPENDED, &err) == 0, "%s",
+	      err.msg);
+	r = gs_client_wait_grant(b.c, 5000, &gen_b, &slice, &err);
+	CHECK(r == 1, "grant to b (%d): %s", r, err.msg);
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_WAITING, "a waiting");
+	/* a finds nothing left: it stops waiting, and b's idle release
+	 * leaves the GPU to nobody */
+	CHECK(gs_client_token_unwant(a.c, &err) == 0, "%s", err.msg);
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_IDLE, "a idle after "
+	      "UNWANT (%d)", alloc_state(root, a.id));
+	/* b holds alone now: no suspend at its slice end (4 ms) */
+	CHECK(!wait_suspend(&b, 30), "b suspended for a job that no longer "
+	      "waits");
+	CHECK(gs_client_token_release(b.c, gen_b, 1000, 0, GS_REL_IDLE,
+				      &err) == 0, "%s", err.msg);
+	CHECK(wait_state(root, b.id, GS_ASTATE_IDLE, 2000), "b idle");
+	r = gs_client_wait_grant(a.c, 100, &gen, &slice, &err);
+	CHECK(r == 0, "a granted after UNWANT (%d): %s", r, err.msg);
+	{
+		struct gs_status *st = NULL;
+
+		CHECK(gs_client_status(root, &st, &err) == 0, "status: %s",
+		      err.msg);
+		if (st != NULL) {
+			CHECK(st->ngpus > 0 && st->gpus[0].holder == 0,
+			      "after UNWANT and an idle release: holder "
+			      "%llu", st->ngpus ? (unsigned long long)
+					       st->gpus[0].holder : 0);
+			gs_status_free(st);
+		}
+	}
+	/* the grant crosses the UNWANT: b holds, a waits, b releases
+	 * suspended, a is granted but does not read it and says UNWANT:
+	 * that grant is dropped and b gets the token */
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(b.c, 5000, &gen_b, &slice, &err);
+	CHECK(r == 1, "grant to b (%d): %s", r, err.msg);
+	t = now_ns();
+	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_suspend(&b, 2000), "b not suspended");
+	CHECK(gs_client_token_release(b.c, gen_b, now_ns() - t + 100000000ull,
+				      0, GS_REL_SUSPENDED, &err) == 0, "%s",
+	      err.msg);
+	CHECK(wait_state(root, a.id, GS_ASTATE_RUNNING, 2000), "a running");
+	CHECK(gs_client_token_unwant(a.c, &err) == 0, "%s", err.msg);
+	r = gs_client_wait_grant(a.c, 100, &gen, &slice, &err);
+	CHECK(r == 0, "the crossed grant reached a (%d)", r);
+	r = gs_client_wait_grant(b.c, 5000, &gen_b, &slice, &err);
+	CHECK(r == 1, "grant to b after a's UNWANT (%d): %s", r, err.msg);
+	CHECK(alloc_state(root, a.id) == GS_ASTATE_IDLE, "a idle (%d)",
+	      alloc_state(root, a.id));
+	CHECK(gs_client_token_release(b.c, gen_b, 1000, 0, GS_REL_IDLE,
+				      &err) == 0, "%s", err.msg);
+	CHECK(wait_state(root, b.id, GS_ASTATE_IDLE, 2000), "b idle");
+	gs_client_alloc_close(root, a.id, NULL, &err);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+out:
+	if (a.c != NULL)
+		job_free(&a);
+	if (b.c != NULL)
+		job_free(&b);
+}
+
 /* A slice extended because the waiter should not run yet moves the
  * holder's slice_deadline_ns on, with no new grant and no suspend (the
  * runtime stays awake only near the time a suspend can come). */
@@ -2070,6 +2166,7 @@ int main(int argc, char *argv[])
 	test_multi_attach(root);
 	test_any_uid(root);
 	test_tokens(root);
+	test_unwant(root);
 	test_slice_extension(root);
 	test_tokens_shared(root);
 	test_close_totals(root);

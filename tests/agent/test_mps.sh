@@ -13,7 +13,8 @@
 # allocations come and go; the
 # last close quits it (and kills one that ignores quit); a daemon serving
 # open allocations outlives the agent's stop or kill and is adopted by the
-# next agent.  Polls with deadlines; cleans up on any exit.
+# next agent; with time_mps, time allocations of the served uid are
+# clients too (another uid's are not) and the last close quits it.  Polls with deadlines; cleans up on any exit.
 set -u
 . "$(dirname "$0")/../lib/agent.sh"
 gs_agent_init gsmps
@@ -255,6 +256,36 @@ $CTL -s "$sock" close "$f" >/dev/null
 until5 "alone: the whole GPU" seen "0 132"
 exec 9>&-
 wait "$ppid" 2>/dev/null
+kill -TERM "$apid"; wait "$apid" 2>/dev/null; apid=""
+
+# time_mps: time-mode allocations are clients too (the same user's;
+# another user's run outside MPS and take turns as before); the last one
+# closed quits the daemon.  GPU 1 (GPU 0's daemon still serves uid 1001's
+# restored allocation)
+gs_agent_conf <<CONF
+gpus: {simulated: 2}
+mps_control: $FAKE
+time_mps: true
+CONF
+gs_agent_start "" FAKE_MPS_FAIL=$dir/fail FAKE_MPS_DEAF=$dir/deaf
+pipe1=$dir/state/mps/1/1000/pipe
+dpid1() { cat "$dir/state/mps/1/1000/log/pid" 2>/dev/null; }
+alive1() { p=$(dpid1) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
+h=$($CTL -s "$sock" create --shares 30 --gpu 1 --uid 1000)
+until5 "time_mps: a time allocation starts the daemon" alive1
+ph=$(dpid1)
+i=$($CTL -s "$sock" create --shares 30 --gpu 1 --uid 1000)
+j=$($CTL -s "$sock" create --shares 30 --gpu 1 --uid 1001)
+[ "$(field "$h" mps_pipe)" = "$pipe1" ] &&
+	[ "$(field "$i" mps_pipe)" = "$pipe1" ] &&
+	[ "$(field "$j" mps_pipe)" = "" ] && [ "$(dpid1)" = "$ph" ] &&
+	ok "time_mps: uid 1000's time allocations share one daemon, uid 1001's none" ||
+	bad "time_mps pipes: '$(field "$h" mps_pipe)' '$(field "$i" mps_pipe)' '$(field "$j" mps_pipe)'"
+[ "$(field "$h" space)" = "" ] && [ "$(field "$h" mps_pct)" = 0 ] &&
+	ok "time_mps: no partition, no thread cap for time mode" ||
+	bad "time_mps plan: '$(field "$h" space)' pct $(field "$h" mps_pct)"
+for x in $h $i $j; do $CTL -s "$sock" close "$x" >/dev/null; done
+until5 "time_mps: the last close quits the daemon" gone "$ph"
 kill -TERM "$apid"; wait "$apid" 2>/dev/null; apid=""
 
 # a control binary that cannot run: space allocations still work (outside

@@ -118,6 +118,7 @@ static int sample(uint16_t type, struct gs_msg *m)
 	case GS_MSG_OK:
 	case GS_MSG_PING:
 	case GS_MSG_TOKEN_WANT:
+	case GS_MSG_TOKEN_UNWANT:
 		break;
 	case GS_MSG_STATUS:
 		m->u.after_id = 0x1234567890ull;
@@ -219,6 +220,7 @@ static const uint16_t all_types[] = {
 	GS_MSG_ATTACH,	      GS_MSG_ATTACHED,	  GS_MSG_ALLOC_LABEL,
 	GS_MSG_ALLOC_SET_MEM, GS_MSG_TOKEN_WANT,
 	GS_MSG_TOKEN_GRANT,   GS_MSG_TOKEN_RELEASE, GS_MSG_TOKEN_SOON,
+	GS_MSG_TOKEN_UNWANT,
 	GS_MSG_STATUS,
 	GS_MSG_STATUS_REPLY,  GS_MSG_SET_WEIGHT,  GS_MSG_SET_PRIORITY,
 	GS_MSG_DRAIN,	      GS_MSG_GPU_FAULT,

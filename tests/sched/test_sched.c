@@ -1148,6 +1148,48 @@ test_lying_report(void **state)
 	gs_sched_free(s);
 }
 
+/* A waiter that no longer wants (gs_sched_unwant: its job released early
+ * and found nothing left) stops counting: the lone holder keeps the token
+ * past its slice; the holder itself cannot unwant; unknown ids fail. */
+static void
+test_unwant(void **state)
+{
+	struct gs_sched *s;
+	struct gs_sched_action a[4];
+	struct gs_sched_entry_info in;
+	uint64_t now = 1 * SEC, next;
+	int na;
+
+	(void)state;
+	s = gs_sched_new(NULL);
+	assert_int_equal(gs_sched_add_shares(s, 1, 50, 50, 1, now), 0);
+	assert_int_equal(gs_sched_add_shares(s, 2, 50, 50, 1, now), 0);
+	assert_int_equal(gs_sched_unwant(s, 3, now), -1);
+	assert_int_equal(gs_sched_unwant(s, 2, now), 0);	/* idle: no-op */
+	gs_sched_want(s, 1, now);
+	na = gs_sched_step(s, now, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_GRANT);
+	assert_int_equal(a[0].id, 1);
+	assert_int_equal(gs_sched_unwant(s, 1, now), -1);	/* holds */
+	now += MS;
+	gs_sched_want(s, 2, now);
+	assert_int_equal(gs_sched_unwant(s, 2, now), 0);
+	assert_int_equal(gs_sched_info(s, 2, &in), 0);
+	assert_int_equal(in.active, 0);
+	/* well past the slice: nothing to do, 1 keeps the token */
+	now += 100 * MS;
+	na = gs_sched_step(s, now, a, 4, &next);
+	assert_int_equal(na, 0);
+	assert_int_equal(gs_sched_holder(s), 1);
+	/* wanting again works as from idle */
+	gs_sched_want(s, 2, now);
+	na = gs_sched_step(s, now, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_SUSPEND);
+	gs_sched_free(s);
+}
+
 /* Argument and state errors; growth past the initial capacity. */
 static void
 test_api_errors(void **state)
@@ -1794,6 +1836,7 @@ main(void)
 		cmocka_unit_test(test_lying_report),
 		cmocka_unit_test(test_api_errors),
 		cmocka_unit_test(test_random_invariants),
+		cmocka_unit_test(test_unwant),
 		cmocka_unit_test(test_group_cogrant),
 		cmocka_unit_test(test_group_guarantee),
 		cmocka_unit_test(test_group_suspend_trace),

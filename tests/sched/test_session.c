@@ -53,7 +53,7 @@ struct fake {
 	volatile struct gs_ctlpage *page0;	/* first page, kept */
 	int pfd0;
 	/* recorded */
-	int wants, releases;
+	int wants, releases, unwants;
 	struct gs_release rel[8];
 	uint64_t suspend_set;
 	volatile struct gs_ctlpage *page;
@@ -227,6 +227,12 @@ fake_main(void *arg)
 					}
 					grant(f, cfd);
 					break;
+				case GS_MSG_TOKEN_UNWANT:
+					f->unwants++;
+					rep.type = GS_MSG_OK;
+					rep.seq = m.seq;
+					send_msg(cfd, &rep, -1);
+					break;
 				case GS_MSG_TOKEN_RELEASE:
 					if (f->releases < 8)
 						f->rel[f->releases] =
@@ -337,6 +343,93 @@ ex_run(void *ctx, volatile struct gs_ctlpage *page, struct gs_run_result *res,
 	res->exit_ns = mono_ns();
 	(void)t0;
 	return 0;
+}
+
+/* An executor that gives the token back early, at the suspend, before
+ * its "blocks" have left (GSHARE_RELEASE=early), then finds nothing
+ * left (early_done) or goes on in a second run. */
+struct early {
+	struct gs_session *s;
+	int runs, early_done;
+};
+
+static int
+ex_early(void *ctx, volatile struct gs_ctlpage *page,
+	 struct gs_run_result *res, struct gs_error *err)
+{
+	struct early *e = ctx;
+	struct gs_run_result r;
+	int i;
+
+	if (++e->runs > 1) {
+		res->done = 1;
+		res->gpu_ns = 1000;
+		res->exit_ns = mono_ns();
+		return 0;
+	}
+	for (i = 0; i < 5000; i++) {
+		if (__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+		    GS_CTL_SUSPEND)
+			break;
+		sleep_ms(1);
+	}
+	memset(&r, 0, sizeof(r));
+	r.reason = GS_REL_SUSPENDED;
+	r.gpu_ns = 5000;
+	r.exit_ns = mono_ns();
+	if (gs_session_release(e->s, &r, err) < 0)
+		return -1;
+	/* the "tail": the last blocks leave after the release */
+	sleep_ms(2);
+	res->released = 1;
+	res->reason = GS_REL_SUSPENDED;
+	res->done = e->early_done;
+	res->gpu_ns = 6000;
+	res->exit_ns = mono_ns();
+	return 0;
+}
+
+/* The token given back early: one release per hold, never a second one
+ * from gs_session_run; with nothing left after it, TOKEN_UNWANT, and the
+ * grant the fake sent meanwhile (it grants a suspended job at once) is
+ * dropped; with work left, the next hold runs on that grant. */
+static void
+test_early_release(void **state)
+{
+	int k;
+
+	(void)state;
+	for (k = 0; k < 2; k++) {
+		struct fake f;
+		struct early e = { .early_done = k == 0 };
+		struct gs_executor ex = { .run = ex_early };
+		struct gs_error err;
+
+		fake_start(&f, PG_GOOD);
+		f.suspend_first = 1;
+		fake_go(&f);
+		assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &e.s,
+						 &err), 0);
+		assert_int_equal(gs_session_run(e.s, &ex, &e, &err), 0);
+		assert_false(gs_session_holding(e.s));
+		/* nothing outstanding: a second UNWANT sends nothing */
+		assert_int_equal(gs_session_unwant(e.s, &err), 0);
+		assert_int_equal(gs_session_page(e.s)->state, GS_CTL_IDLE);
+		gs_session_close(e.s);
+		fake_stop(&f);
+		if (k == 0) {
+			assert_int_equal(e.runs, 1);
+			assert_int_equal(f.releases, 1);
+			assert_int_equal(f.unwants, 1);
+		} else {
+			assert_int_equal(e.runs, 2);
+			assert_int_equal(f.releases, 2);
+			assert_int_equal(f.unwants, 0);
+			assert_int_equal(f.rel[1].gen, 2);
+		}
+		assert_int_equal(f.rel[0].reason, GS_REL_SUSPENDED);
+		assert_int_equal(f.rel[0].gpu_ns, 5000);
+	}
 }
 
 /* ---- tests ---- */
@@ -722,6 +815,7 @@ main(void)
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_bad_pages),
 		cmocka_unit_test(test_run_loop),
+		cmocka_unit_test(test_early_release),
 		cmocka_unit_test(test_page_counters),
 		cmocka_unit_test(test_executor_error),
 		cmocka_unit_test(test_agent_gone),
