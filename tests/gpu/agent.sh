@@ -1,7 +1,10 @@
 # tests/gpu/agent.sh — sourced by tests/gpu/run.sh and tests/gpu/bench:
 # start a private gshared (own socket, state and config under $TMP) for
 # the agent-attached runs, and stop it.  Needs B and TMP set; sets
-# AGENT_PID, SOCK, CTL.  Libraries found next to the binaries (lib/)
+# AGENT_PID, SOCK, CTL.  GS_AGENT_YAML: more configuration lines (e.g.
+# "time_mps: true").  alloc_env ID prints what a plugin puts into that
+# allocation's job environment beside the socket (its MPS pipe directory,
+# once the daemon listens).  Libraries found next to the binaries (lib/)
 # come first, for machines without libyaml/libsqlite3.
 AGENTBIN=$B/node-agent/gshared
 CTL=$B/node-agent/gsharectl
@@ -17,6 +20,7 @@ gpus: auto
 policy: wfq
 slice: ${1:-4ms}
 ${2:-}
+${GS_AGENT_YAML:-}
 log: stderr
 metrics_listen: ""
 YAML
@@ -40,6 +44,20 @@ YAML
 ctl() {
 	LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 	    "$CTL" -s "$SOCK" "$@"
+}
+
+alloc_env() {	# ID
+	p=$(ctl status --json | python3 -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0].get("mps_pipe", "") if a else "")' "$1")
+	[ -n "$p" ] || return 0
+	i=0
+	while [ ! -S "$p/control" ] && [ $i -lt 100 ]; do
+		i=$((i + 1))
+		sleep 0.05
+	done
+	echo "CUDA_MPS_PIPE_DIRECTORY=$p"
 }
 
 agent_stop() {

@@ -98,7 +98,8 @@ def main(o):
               'rate' % (j, statistics.median(w) / solo[j] * 100))
     for s in (2, 4, 8):
         for mode in ('agent0', 'agent1', 'agentw', 'agenta', 'agent',
-                     'agenth', 'agentm', 'agente', 'agentme', 'ts'):
+                     'agenth', 'agentm', 'agente', 'agentme', 'agentd',
+                     'agentt', 'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
             if not files:

@@ -25,12 +25,24 @@
 #      at gs_init with a clear error (the attached runs above prove the
 #      matching case).
 # Usage: tests/gpu/run.sh [BUILD_DIR]   (default build; needs a GPU)
+# GS_AGENT_YAML adds configuration lines to the agent of 4. and 5. (with
+# "time_mps: true" the attached jobs are clients of the agent's MPS
+# daemon, as a plugin would start them).
 # Exit status 0 only if every run passed.  Runs in about 2–4 minutes.
 set -u
 B=${1:-build}
 TMP=$(mktemp -d /tmp/gs-gpu.XXXXXX)
 . "$(dirname "$0")/agent.sh"
-trap 'agent_stop; rm -rf "$TMP"' EXIT INT TERM
+cleanup() {
+	agent_stop
+	# a daemon of the agent's still serving an allocation (time_mps)
+	mp=$TMP/state/mps/0/$(id -u)/pipe
+	[ -S "$mp/control" ] && echo quit |
+	    CUDA_MPS_PIPE_DIRECTORY=$mp timeout 10 nvidia-cuda-mps-control \
+	    >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
 EX=$B/runtime/examples
 LOG=${GS_TEST_LOG:-$B/test-logs/gpu}
 mkdir -p "$LOG"
@@ -99,13 +111,13 @@ attached() {	# label a b
 	ia=$(ctl create --shares 30 --weight 1) &&
 	ib=$(ctl create --shares 30 --weight 2) || {
 		fail=$((fail + 1)); failed="$failed $label/create"; return; }
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic timeout -k 5 120 \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic env $(alloc_env "$ic") timeout -k 5 120 \
 	    "$EX/gs-eater" --run 100 >"$LOG/competitor-$a.log" 2>&1 &
 	pc=$!
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia env $(alloc_env "$ia") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-$a" --check 2 >"$LOG/$a-$label.log" 2>&1 &
 	pa=$!
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ib timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ib env $(alloc_env "$ib") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-$b" --check 2 >"$LOG/$b-$label.log" 2>&1 &
 	pb=$!
 	for x in "$a:$pa" "$b:$pb"; do
@@ -129,10 +141,10 @@ restart() {
 	ia=$(ctl create --shares 30 --weight 1) &&
 	ic=$(ctl create --shares 30 --weight 1) || {
 		fail=$((fail + 1)); failed="$failed restart/create"; return; }
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic timeout -k 5 120 \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic env $(alloc_env "$ic") timeout -k 5 120 \
 	    "$EX/gs-eater" --run 100 >"$LOG/competitor-restart.log" 2>&1 &
 	pc=$!
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia env $(alloc_env "$ia") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-eater" --check 4 >"$LOG/eater-restart.log" 2>&1 &
 	pa=$!
 	# wait (deadline 30 s) until the agent has suspended the job once
