@@ -86,6 +86,10 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_STRING("mps_pipe_dir", C, mps_pipe_dir, 0, NULL,
 			  "a site's own MPS pipe directory (empty: the "
 			  "agent runs its own daemons)"),
+	GS_CFG_KEY_DURATION("mps_linger", C, mps_linger_ns, 0,
+			    600 * GS_NS_PER_S, "2s",
+			    "an MPS daemon with no allocation left quits after "
+			    "this (a job that comes sooner reuses it)"),
 	GS_CFG_KEY_BOOL("time_mps", C, time_mps, "false",
 			"time-mode allocations run as clients of the GPU's "
 			"MPS daemon too (same user; no context switch at a "

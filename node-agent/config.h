@@ -69,6 +69,8 @@ struct gs_agent_config {
 	/* space mode (node-agent/mps.c) */
 	char mps_control[256];	/* MPS control binary (PATH lookup) */
 	char mps_pipe_dir[256];	/* "": run our own; else the site's */
+	uint64_t mps_linger_ns;	/* daemon kept this long after its last
+				 * allocation closed */
 	int time_mps;		/* time-mode allocations are MPS clients
 				 * too (one GPU context: no context
 				 * switch at a hand-over) */

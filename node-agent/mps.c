@@ -49,6 +49,8 @@ struct dmn {
 	pid_t qpid;		/* quit client, 0: none */
 	int qpidfd;
 	uint64_t quit_deadline;	/* daemon must be gone by then, 0: n/a */
+	uint64_t linger_until;	/* no allocation left: quit then unless
+				 * one comes (0: not lingering) */
 	int adopted;		/* left running by an earlier agent: not
 				 * our child (no waitpid; pidfd only) */
 	char base[200];		/* <state_dir>/mps/<index> */
@@ -65,6 +67,7 @@ struct gs_mps {
 	char site_pipe[256];	/* mps_pipe_dir: the site's own MPS */
 	char control[256];
 	int time;		/* time_mps: time allocations are served */
+	uint64_t linger_ns;	/* mps_linger */
 	struct dmn d[GS_MAX_GPUS];
 };
 
@@ -90,6 +93,8 @@ static void arm(struct gs_mps *m)
 			at = m->d[i].restart_at;
 		if (m->d[i].quit_deadline && m->d[i].quit_deadline < at)
 			at = m->d[i].quit_deadline;
+		if (m->d[i].linger_until && m->d[i].linger_until < at)
+			at = m->d[i].linger_until;
 		if (m->d[i].sick && m->d[i].pid != 0 &&
 		    m->d[i].started_ns + QUICK_NS < at)
 			at = m->d[i].started_ns + QUICK_NS;
@@ -417,6 +422,7 @@ static void stop(struct gs_mps *m, uint32_t i)
 	int pfd[2];
 
 	d->restart_at = 0;
+	d->linger_until = 0;
 	if (d->pid == 0 || d->quit_deadline)
 		return;
 	d->quit_deadline = gs_now_ns() + QUIT_WAIT_NS;
@@ -463,7 +469,12 @@ static void daemon_died(struct gs_mps *m, uint32_t i, int status)
 		log_info("mps: gpu %d: control daemon stopped", idx);
 		if (d->refs == 0)
 			return;
-		/* a new space allocation came while it was quitting */
+		/* an allocation came while it was quitting (its job runs
+		 * outside MPS): a new daemon for the next ones; no death */
+		d->quick = 0;
+		d->backoff_ns = 0;
+		start(m, i);
+		return;
 	} else if (d->refs == 0) {
 		return;
 	} else {
@@ -553,6 +564,11 @@ static void on_timer(struct gs_loop *l, int fd, uint32_t events, void *arg)
 				kill(d->qpid, SIGKILL);
 			d->quit_deadline = now + QUIT_WAIT_NS;
 		}
+		if (d->linger_until && now >= d->linger_until) {
+			d->linger_until = 0;
+			if (d->refs == 0)
+				stop(m, i);
+		}
 		if (d->sick && d->pid != 0 && !d->quit_deadline &&
 		    now >= d->started_ns + QUICK_NS) {
 			/* up for a second: recovered */
@@ -583,16 +599,19 @@ static void ref(struct gs_mps *m, const struct gs_alloc *a)
 	if (d->refs++ > 0)
 		return;
 	if (d->pid != 0 && d->uid != a->uid) {
-		/* running (or quitting) for another user: quit it, start
-		 * again when it is gone (daemon_died sees refs > 0) */
+		/* running (lingering or quitting) for another user: quit
+		 * it, start again when it is gone (daemon_died sees
+		 * refs > 0) */
 		stop(m, (uint32_t)s);
 		d->uid = a->uid;
 		return;
 	}
 	d->uid = a->uid;
 	if (d->pid != 0) {
-		/* quitting for this user: keep it */
-		d->quit_deadline = 0;
+		/* lingering for this user: it serves on; quitting (a quit
+		 * cannot be taken back): the next one starts when it is
+		 * gone, and gs_mps_info hands out no pipe meanwhile */
+		d->linger_until = 0;
 		return;
 	}
 	d->quick = 0;
@@ -613,7 +632,13 @@ static void unref(struct gs_mps *m, const struct gs_alloc *a)
 	if (--d->refs > 0)
 		return;
 	set_sick(m, (uint32_t)s, 0);
-	stop(m, (uint32_t)s);
+	if (m->linger_ns == 0 || d->pid == 0) {
+		stop(m, (uint32_t)s);
+		return;
+	}
+	/* the next job of the node often comes at once: keep the daemon
+	 * (and its server) a while */
+	d->linger_until = gs_now_ns() + m->linger_ns;
 }
 
 static void observer(void *ctx, int event, const struct gs_alloc *a)
@@ -687,6 +712,7 @@ struct gs_mps *gs_mps_new(struct gs_agent *ag, struct gs_error *err)
 	snprintf(m->site_pipe, sizeof(m->site_pipe), "%s", cfg->mps_pipe_dir);
 	snprintf(m->control, sizeof(m->control), "%s", cfg->mps_control);
 	m->time = cfg->time_mps;
+	m->linger_ns = cfg->mps_linger_ns;
 	for (i = 0; i < m->n; i++) {
 		int idx = gs_agent_gpu(ag, i)->d.index;
 
@@ -760,6 +786,10 @@ void gs_mps_free(struct gs_mps *m)
 	if (m == NULL)
 		return;
 	gs_alloc_unobserve(gs_agent_allocs(m->ag), observer, m);
+	/* a daemon lingering for no allocation: quit now */
+	for (i = 0; i < m->n; i++)
+		if (m->d[i].pid != 0 && m->d[i].refs == 0)
+			stop(m, i);
 	/* a daemon that serves open allocations stays, with its record,
 	 * for the next agent to adopt: the allocations outlive this agent
 	 * (state file), and so do their jobs */
@@ -830,9 +860,10 @@ void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		return;
 	}
 	s = slot_of(m, gpu);
-	/* no daemon (its binary cannot run): the job runs outside MPS */
+	/* no daemon (its binary cannot run), or one quitting (the job
+	 * would reach it while it goes): the job runs outside MPS */
 	if (s < 0 || m->d[s].refs == 0 || m->d[s].uid != uid ||
-	    m->d[s].pid == 0)
+	    m->d[s].pid == 0 || m->d[s].quit_deadline != 0)
 		return;
 	snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s", m->d[s].pipe);
 }

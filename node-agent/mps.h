@@ -1,6 +1,6 @@
 /*
  * mps.h — supervision of one MPS control daemon per GPU that has
- * space-mode allocations (docs/space.md).
+ * space-mode allocations, or time-mode ones with time_mps (docs/space.md).
  *
  * The agent runs `<mps_control> -f` (foreground, so the agent is its
  * parent and sees its death at once through a pidfd on the loop) as the
@@ -17,9 +17,11 @@
  * Life cycle per GPU: started when the first space allocation of the GPU
  * is created (before its job starts, so the job's first CUDA call finds
  * the daemon; also for allocations restored at start-up), stopped with
- * `echo quit | <mps_control>` when the last one closes (SIGKILL if it has
- * not exited 5 s later), restarted when it dies while wanted: at once,
- * then with a doubling delay (0.1 s .. 5 s) while it keeps exiting by
+ * `echo quit | <mps_control>` mps_linger after the last one closed (one
+ * of its user created sooner reuses it; one created while the quit runs
+ * gets no pipe, and the next daemon starts when that one is gone;
+ * SIGKILL if it has not exited 5 s after the quit), restarted when it
+ * dies while wanted: at once, then with a doubling delay (0.1 s .. 5 s) while it keeps exiting by
  * itself within a second of its start (a daemon killed by a signal —
  * its user may kill it — is restarted after 0.1 s and never counts);
  * after 5 such quick exits in a row the GPU is marked unhealthy (no new

@@ -169,8 +169,20 @@ alive && [ "$(dpid)" = "$p2" ] && ok "daemon stays while $b is open" ||
 	bad "daemon gone early"
 [ "$(sp "$b")" = "0+132 20 whole GPU: no complementary partner" ] &&
 	ok "alone again: the whole GPU" || bad "after closes: $(sp "$b")"
+nst=$(grep -c '^start' "$log0/control.log")
 $CTL -s "$sock" close "$b" >/dev/null
+# within mps_linger (2 s) the next allocation of the uid reuses it
+x=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+[ "$(dpid)" = "$p2" ] && [ "$(field "$x" mps_pipe)" = "$pipe0" ] &&
+	! grep -q "^quit $p2" "$log0/control.log" &&
+	[ "$(grep -c '^start' "$log0/control.log")" = "$nst" ] &&
+	ok "a job right after the last close reuses the daemon (mps_linger)" ||
+	bad "linger: pid $(dpid), pipe '$(field "$x" mps_pipe)', $(tail -n 2 "$log0/control.log")"
+t0=$(ms)
+$CTL -s "$sock" close "$x" >/dev/null
 until5 "last close stops it" gone "$p2"
+[ $(( $(ms) - t0 )) -ge 1900 ] && ok "... after the 2 s linger" ||
+	bad "quit $(( $(ms) - t0 )) ms after the last close"
 grep -q "^quit $p2" "$log0/control.log" && ok "stopped by quit" ||
 	bad "not by quit: $(tail -n 3 "$log0/control.log")"
 
@@ -226,6 +238,34 @@ gone "$p4" && grep -q "ignored quit; killing it" "$dir/log" &&
 	ok "deaf daemon killed $(( $(ms) - t0 )) ms after the last close" ||
 	bad "daemon $p4 still there after 8 s"
 rm -f "$dir/deaf"
+# an allocation that comes while a quit runs (a quit cannot be taken
+# back) gets no pipe (its job would reach a daemon on its way out); the
+# next daemon starts once the old one is gone
+y=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
+until5 "daemon for $y" alive
+p5=$(dpid)
+: > "$dir/deaf"
+ndied=$(grep -c "control daemon died" "$dir/log")
+$CTL -s "$sock" close "$y" >/dev/null
+quitting() { grep -q "^cmd $p5 quit" "$log0/control.log"; }
+until5 "quit sent after the linger" quitting
+z=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
+[ "$(field "$z" mps_pipe)" = "" ] &&
+	ok "an allocation during the quit: no pipe (outside MPS)" ||
+	bad "pipe during the quit: '$(field "$z" mps_pipe)'"
+rm -f "$dir/deaf"
+newpid5() { p=$(dpid) && [ -n "$p" ] && [ "$p" != "$p5" ] && alive; }
+t0=$(ms)
+while ! newpid5 && [ $(( $(ms) - t0 )) -lt 8000 ]; do sleep 0.1; done
+newpid5 && ok "then a new daemon for the allocation that came ($(( $(ms) - t0 )) ms)" ||
+	bad "no new daemon after the quit: $(grep mps "$dir/log" | tail -n 3)"
+[ "$(grep -c "control daemon died" "$dir/log")" = "$ndied" ] &&
+	ok "the quit is no death" ||
+	bad "the asked-for quit logged as a death"
+z2=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1001 --mode space)
+[ "$(field "$z2" mps_pipe)" = "$pipe1" ] && ok "the next allocation gets the pipe" ||
+	bad "pipe after the restart: '$(field "$z2" mps_pipe)'"
+$CTL -s "$sock" close "$z" >/dev/null; $CTL -s "$sock" close "$z2" >/dev/null
 kill -TERM "$apid"
 until5 "agent exits" gone "$apid"
 wait "$apid" 2>/dev/null
