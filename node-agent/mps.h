@@ -21,9 +21,10 @@
  * of its user created sooner reuses it; one created while the quit runs
  * gets no pipe, and the next daemon starts when that one is gone;
  * SIGKILL if it has not exited 5 s after the quit), restarted when it
- * dies while wanted: at once, then with a doubling delay (0.1 s .. 5 s) while it keeps exiting by
- * itself within a second of its start (a daemon killed by a signal —
- * its user may kill it — is restarted after 0.1 s and never counts);
+ * dies while wanted: at once, then with a doubling delay (0.1 s .. 5 s)
+ * while it keeps exiting by itself within a second of its start (a
+ * daemon killed by a signal — its user may kill it — is restarted after
+ * 0.1 s and never counts);
  * after 5 such quick exits in a row the GPU is marked unhealthy (no new
  * allocations; existing ones and their usage stay) and the agent keeps
  * retrying every 5 s; a daemon that then stays up a second marks it
