@@ -1262,7 +1262,7 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
  * time (union of the kernels' spans), rounds, how it ended, (host) when
  * the watcher's launch began, when the suspend was written (0: none),
  * (%globaltimer) when the watcher raised the flag, (host) when the host
- * copied it; every 128
+ * copied it, the hold's block-tasks; every 128
  * holds the clocks' offset again (the two clocks drift apart). */
 static void
 trace_hold(int rc)
@@ -1273,7 +1273,8 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s %llu %llu %llu %llu\n", (unsigned long long)rt->th.exec,
+		"%s %llu %llu %llu %llu %llu\n",
+		(unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
 		(unsigned long long)rt->th.tmax,
@@ -1285,7 +1286,8 @@ trace_hold(int rc)
 		(unsigned long long)rt->th.wlaunch,
 		(unsigned long long)rt->th.sset,
 		(unsigned long long)rt->th.wraise,
-		(unsigned long long)rt->th.hraise);
+		(unsigned long long)rt->th.hraise,
+		(unsigned long long)rt->hold_tasks);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of

@@ -99,7 +99,8 @@ def main(o):
     for s in (2, 4, 8):
         for mode in ('agent0', 'agent1', 'agentw', 'agenta', 'agent',
                      'agenth', 'agentm', 'agente', 'agentme', 'agentd',
-                     'agentt', 'agentp', 'agenttp', 'ts'):
+                     'agentt', 'agentp', 'agenttp', 'agent2', 'agentt2',
+                     'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
             if not files:

@@ -64,7 +64,8 @@ def load(paths, drift):
                               sset=int(v[12]) if len(v) > 12 else 0,
                               wraise=to_host(offs, int(v[13]))
                               if len(v) > 13 and int(v[13]) else
-                              (int(v[14]) if len(v) > 14 else 0)))
+                              (int(v[14]) if len(v) > 14 else 0),
+                              tasks=int(v[15]) if len(v) > 15 else -1))
     return holds
 
 
@@ -137,6 +138,40 @@ def main(paths):
                   sorted(a)[int(0.9 * (len(a) - 1))] / 1e3, max(a) / 1e3,
                   statistics.median(b) / 1e3,
                   sorted(b)[int(0.9 * (len(b) - 1))] / 1e3, len(a)))
+    # the GPU busy with any hold (holds overlap when the token goes back
+    # before the blocks have left: GSHARE_RELEASE=early)
+    busy, cur0, cur1 = 0, None, None
+    for h in inw:
+        if cur1 is None or h['tmin'] > cur1:
+            if cur1 is not None:
+                busy += cur1 - cur0
+            cur0, cur1 = h['tmin'], h['tmax']
+        else:
+            cur1 = max(cur1, h['tmax'])
+    if cur1 is not None:
+        busy += cur1 - cur0
+    print('  GPU busy with some hold (union) %.2f %% of the window' %
+          pct(busy, win))
+    # work per GPU-second by hold length: what a short (or suspended)
+    # hold loses against the process's longest holds
+    for p in sorted(pids):
+        mine = [h for h in inw if h['pid'] == p and h['tasks'] >= 0 and
+                h['gpu'] > 0]
+        if len(mine) < 10:
+            continue
+        mine.sort(key=lambda h: h['tmax'] - h['tmin'])
+        top = mine[-max(1, len(mine) // 10):]
+        ref = sum(h['tasks'] for h in top) / sum(h['gpu'] for h in top)
+        allr = sum(h['tasks'] for h in mine) / sum(h['gpu'] for h in mine)
+        half = mine[:len(mine) // 2]
+        shr = sum(h['tasks'] for h in half) / sum(h['gpu'] for h in half)
+        print('  work %s: %.3f tasks/us over all holds, %.1f %% of its '
+              'longest tenth (spans >= %.0f us); the shorter half '
+              '(spans < %.0f us) %.1f %%' % (
+                  p.rsplit('/', 1)[-1], allr * 1e3, pct(allr, ref),
+                  (top[0]['tmax'] - top[0]['tmin']) / 1e3,
+                  (mine[len(mine) // 2]['tmax'] -
+                   mine[len(mine) // 2]['tmin']) / 1e3, pct(shr, ref)))
     if drift:
         print('  clocks: host - %%globaltimer drifts %.1f .. %.1f ppm '
               '(interpolated)' % (min(drift), max(drift)))
