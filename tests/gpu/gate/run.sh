@@ -16,7 +16,9 @@
 # OUT_DIR/gate.txt, the summary table
 # in OUT_DIR/summary.txt (summary.py).  Exit 1 if a correctness check
 # failed.  GATE_PHASES="..." picks phases (default: all); GATE_HANDOFF
-# sets the agent's handoff_spin (default: the agent's, 1ms);
+# sets the agent's handoff_spin (default: the agent's, 1ms); GATE_YAML
+# adds configuration lines (e.g. "time_mps: true": gated jobs then get
+# their allocation's MPS pipe directory, as from a plugin);
 # GATE_PHASES=final is the short re-measurement (about 5 min on an H100):
 # correctness, JAX/CuPy, the 20/30/50 guarantee, overhead of four kinds
 # (one plain/gated pair each) with accounting, eviction latency of matmul
@@ -52,9 +54,24 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 log() { echo "== $*"; }
 ctl() { "$CTLB" -s "$SOCK" "$@"; }
+# the MPS pipe directory a plugin would give allocation ALLOC's job
+# (time_mps, space mode), once its daemon listens
+mps_env() {
+	p=$(ctl status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0].get("mps_pipe", "") if a else "")' "$1")
+	[ -n "$p" ] || return 0
+	i=0
+	while [ ! -S "$p/control" ] && [ $i -lt 100 ]; do
+		i=$((i + 1))
+		sleep 0.05
+	done
+	echo "CUDA_MPS_PIPE_DIRECTORY=$p"
+}
 gated() {	# ALLOC CMD...: run CMD under the gate on allocation ALLOC
 	a=$1; shift
-	env GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" LD_PRELOAD="$GATE" \
+	env $(mps_env "$a") GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" LD_PRELOAD="$GATE" \
 	    GSHARE_GATE_DEBUG=1 ${TRACE:+GSHARE_GATE_TRACE="$TRACE"} "$@"
 }
 # the GPU's clocks, power and throttle reasons every 100 ms while a set
@@ -93,6 +110,7 @@ gpus: auto
 policy: wfq
 slice: ${GATE_SLICE:-4ms}
 ${GATE_HANDOFF:+handoff_spin: $GATE_HANDOFF}
+${GATE_YAML:-}
 log: stderr
 metrics_listen: ""
 YAML
