@@ -68,6 +68,9 @@ struct gs_session {
 	uint64_t alloc_id;
 	int holding;		/* a grant is held */
 	int wanting;		/* TOKEN_WANT outstanding, no grant yet */
+	uint64_t pend_set;	/* an early release's suspend_set_ns: its
+				 * eviction latency comes with
+				 * gs_session_evicted (0: none) */
 	uint64_t gen;		/* generation of the current/last grant */
 	uint64_t slice_ns;
 	uint64_t grant_rx_ns;	/* our clock when the grant arrived */
@@ -642,21 +645,37 @@ gs_session_progress(struct gs_session *s, uint64_t gpu_ns,
 	return 0;
 }
 
-/* Eviction latency of this release, 0 when no suspend of this grant. */
+/* When the suspend of this grant was written (0: none, or not this
+ * grant's, or later than t). */
 static uint64_t
-evict_latency(struct gs_session *s, const struct gs_run_result *r,
-	      uint32_t reason)
+suspend_set(struct gs_session *s, uint64_t t)
 {
 	uint64_t set, deadline, grant_at;
 
-	if (reason != GS_REL_SUSPENDED)
-		return 0;
 	set = PAGE_LOAD(suspend_set_ns);
 	deadline = PAGE_LOAD(slice_deadline_ns);
 	grant_at = deadline > s->slice_ns ? deadline - s->slice_ns : 0;
-	if (set == 0 || set < grant_at || r->exit_ns < set)
+	if (set == 0 || set < grant_at || t < set)
 		return 0;
-	return r->exit_ns - set;
+	return set;
+}
+
+/* One eviction latency into the page's counters. */
+static void
+count_evict(struct gs_session *s, uint64_t ev)
+{
+	PAGE_STORE(last_evict_ns, ev);
+	PAGE_ADD(evict_ns_sum, ev);
+	if (ev > PAGE_LOAD(evict_ns_max))
+		PAGE_STORE(evict_ns_max, ev);
+}
+
+void
+gs_session_evicted(struct gs_session *s, uint64_t exit_ns)
+{
+	if (s->pend_set != 0 && exit_ns > s->pend_set)
+		count_evict(s, exit_ns - s->pend_set);
+	s->pend_set = 0;
 }
 
 int
@@ -679,8 +698,17 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	 * just vanished) is no eviction */
 	local = s->solo || s->lost_in_hold;
 	counted = reason == GS_REL_SUSPENDED && !local;
-	if (counted)
-		ev = evict_latency(s, r, reason);
+	s->pend_set = 0;
+	if (counted) {
+		uint64_t set = suspend_set(s, r->exit_ns);
+
+		/* released before the work left (early): the latency is
+		 * known only then (gs_session_evicted) */
+		if (r->released)
+			s->pend_set = set;
+		else if (set != 0)
+			ev = r->exit_ns - set;
+	}
 	s->holding = 0;
 	if (s->c != NULL && !s->solo) {
 		if (gs_client_token_release(s->c, s->gen, r->gpu_ns, ev,
@@ -703,12 +731,8 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 		PAGE_ADD(block_tasks, r->block_tasks - s->pub_tasks);
 	if (counted) {
 		PAGE_ADD(suspensions, 1);
-		if (ev != 0) {
-			PAGE_STORE(last_evict_ns, ev);
-			PAGE_ADD(evict_ns_sum, ev);
-			if (ev > PAGE_LOAD(evict_ns_max))
-				PAGE_STORE(evict_ns_max, ev);
-		}
+		if (ev != 0)
+			count_evict(s, ev);
 	}
 	PAGE_ADD(releases, 1);
 	switch (reason) {

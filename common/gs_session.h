@@ -39,7 +39,11 @@ struct gs_run_result {
 				 * page->suspend_set_ns) */
 	int released;		/* 1: the executor gave the token back
 				 * itself (gs_session_release) before it
-				 * returned: gs_session_run sends none */
+				 * returned: gs_session_run sends none.
+				 * Given to gs_session_release: an early
+				 * release, before the work left the GPU
+				 * (its eviction latency comes with
+				 * gs_session_evicted) */
 };
 
 struct gs_executor {
@@ -113,6 +117,11 @@ int gs_session_holding(const struct gs_session *s);
  *   before 1.7 it takes that grant and gives it back idle.  No-op when
  *   not waiting or not attached; GS_ESTATE while holding. */
 int gs_session_unwant(struct gs_session *s, struct gs_error *err);
+/* After an early release (r->released given to gs_session_release with
+ * reason GS_REL_SUSPENDED): the work has left the GPU at exit_ns; the
+ * eviction latency (exit_ns - the suspend's suspend_set_ns) goes into
+ * the page's counters.  No-op when no early release is pending. */
+void gs_session_evicted(struct gs_session *s, uint64_t exit_ns);
 /* Optional, while holding: publish the current run's progress so far
  * (cumulative for this grant: GPU time, block-tasks) to the page's
  * counters, so the agent's accounting sees a long run before it ends.

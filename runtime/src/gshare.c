@@ -889,6 +889,7 @@ release_early(volatile struct gs_ctlpage *page, uint64_t now)
 		return 0;
 	memset(&r, 0, sizeof(r));
 	r.reason = GS_REL_SUSPENDED;
+	r.released = 1;		/* the blocks are still leaving */
 	rt->early_gpu_ns = rt->hold_gpu_ns +
 			   (now > rt->round_launch_ns ? now - rt->round_launch_ns
 						      : 0);
@@ -1555,6 +1556,8 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 		/* the token went back early: what the tail added goes
 		 * with the next release */
 		res->released = 1;
+		if (rc >= 0)
+			gs_session_evicted(rt->sess, res->exit_ns);
 		if (res->gpu_ns > rt->early_gpu_ns)
 			rt->carry_gpu_ns += res->gpu_ns - rt->early_gpu_ns;
 		if (res->block_tasks > rt->early_tasks)

@@ -351,6 +351,7 @@ ex_run(void *ctx, volatile struct gs_ctlpage *page, struct gs_run_result *res,
 struct early {
 	struct gs_session *s;
 	int runs, early_done;
+	uint64_t evict_at_release;
 };
 
 static int
@@ -375,12 +376,16 @@ ex_early(void *ctx, volatile struct gs_ctlpage *page,
 	}
 	memset(&r, 0, sizeof(r));
 	r.reason = GS_REL_SUSPENDED;
+	r.released = 1;		/* early: the "blocks" are still leaving */
 	r.gpu_ns = 5000;
 	r.exit_ns = mono_ns();
 	if (gs_session_release(e->s, &r, err) < 0)
 		return -1;
+	/* not known yet: no eviction latency in the page */
+	e->evict_at_release = page->last_evict_ns;
 	/* the "tail": the last blocks leave after the release */
 	sleep_ms(2);
+	gs_session_evicted(e->s, mono_ns());
 	res->released = 1;
 	res->reason = GS_REL_SUSPENDED;
 	res->done = e->early_done;
@@ -404,6 +409,7 @@ test_early_release(void **state)
 		struct early e = { .early_done = k == 0 };
 		struct gs_executor ex = { .run = ex_early };
 		struct gs_error err;
+		volatile struct gs_ctlpage *pg;
 
 		fake_start(&f, PG_GOOD);
 		f.suspend_first = 1;
@@ -412,6 +418,10 @@ test_early_release(void **state)
 						 &err), 0);
 		assert_int_equal(gs_session_run(e.s, &ex, &e, &err), 0);
 		assert_false(gs_session_holding(e.s));
+		pg = gs_session_page(e.s);
+		assert_int_equal(pg->suspensions, 1);
+		assert_true(pg->last_evict_ns >= 2000000u);
+		assert_int_equal(pg->evict_ns_sum, pg->last_evict_ns);
 		/* nothing outstanding: a second UNWANT sends nothing */
 		assert_int_equal(gs_session_unwant(e.s, &err), 0);
 		assert_int_equal(gs_session_page(e.s)->state, GS_CTL_IDLE);
@@ -429,6 +439,10 @@ test_early_release(void **state)
 		}
 		assert_int_equal(f.rel[0].reason, GS_REL_SUSPENDED);
 		assert_int_equal(f.rel[0].gpu_ns, 5000);
+		/* the eviction: counted once, after the tail (2 ms), not at
+		 * the release; the message carries none */
+		assert_int_equal(f.rel[0].evict_ns, 0);
+		assert_int_equal(e.evict_at_release, 0);
 	}
 }
 
