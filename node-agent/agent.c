@@ -159,6 +159,11 @@ struct gs_alloc_table *gs_agent_allocs(struct gs_agent *ag)
 	return ag->allocs;
 }
 
+struct gs_mps *gs_agent_mps(struct gs_agent *ag)
+{
+	return ag->mps;
+}
+
 const struct gs_agent_config *gs_agent_config(const struct gs_agent *ag)
 {
 	return &ag->cfg;

@@ -50,6 +50,7 @@ struct gs_gpu {
 };
 
 struct gs_agent;
+struct gs_mps;
 
 /* Set up everything (GPUs, schedulers, socket, signals) from cfg.
  * cfg_path is re-read on SIGHUP (NULL: reload keeps the config). */
@@ -61,6 +62,8 @@ int gs_agent_run(struct gs_agent *ag, struct gs_error *err);
 void gs_agent_free(struct gs_agent *ag);
 
 struct gs_loop *gs_agent_loop(struct gs_agent *ag);
+/* The MPS daemons' supervisor (mps.c); NULL before it exists. */
+struct gs_mps *gs_agent_mps(struct gs_agent *ag);
 struct gs_alloc_table *gs_agent_allocs(struct gs_agent *ag);
 const struct gs_agent_config *gs_agent_config(const struct gs_agent *ag);
 uint32_t gs_agent_ngpus(const struct gs_agent *ag);

@@ -31,6 +31,7 @@
 #include "gpu.h"
 #include "gs_log.h"
 #include "gs_proto.h"
+#include "mps.h"
 #include "unman.h"
 
 #define MAXP 1024		/* processes per period, all GPUs */
@@ -76,10 +77,10 @@ static uint64_t proc_alloc(uint32_t pid)
 	return id;
 }
 
-/* Start time (field 22 of /proc/PID/stat) and owner of pid; -1 when it
- * is gone. */
+/* Start time (field 22 of /proc/PID/stat), owner, state and parent of
+ * pid (state, ppid may be NULL); -1 when it is gone. */
 static int proc_ident(uint32_t pid, uint64_t *start, uint32_t *uid,
-		      char *state)
+		      char *state, uint32_t *ppid)
 {
 	char path[64], buf[1024], *p;
 	struct stat st;
@@ -104,6 +105,8 @@ static int proc_ident(uint32_t pid, uint64_t *start, uint32_t *uid,
 	p++;
 	if (state != NULL)
 		*state = p[1];
+	if (ppid != NULL)
+		*ppid = (uint32_t)strtoul(p + 3, NULL, 10);
 	/* after ")" come fields 3, 4, ...: skip to field 22 */
 	for (f = 3; f < 22 && p != NULL; f++)
 		p = strchr(p + 1, ' ');
@@ -134,7 +137,7 @@ static int signal_proc(uint32_t pid, uint64_t start, int sig)
 		return -1;
 	rc = -1;
 	/* checked after the pidfd pins the process: it is this one */
-	if (proc_ident(pid, &s2, &uid, NULL) == 0 && s2 == start &&
+	if (proc_ident(pid, &s2, &uid, NULL, NULL) == 0 && s2 == start &&
 	    uid != 0)
 		rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
 	close(fd);
@@ -243,7 +246,7 @@ static unsigned scan(struct gs_unman *u, struct gs_unman_proc *r, char *err,
 						     100 : smp[k].sm_util;
 				}
 			if (proc_ident(p->pid, &p->start, &p->uid,
-				       &p->state) < 0)
+				       &p->state, &p->ppid) < 0)
 				continue;	/* gone */
 			p->alloc = proc_alloc(p->pid);
 			n++;
@@ -461,7 +464,10 @@ static void apply(struct gs_unman *u, const struct gs_unman_proc *r,
 		}
 		u->cls[i] = (unsigned char)gs_unman_classify(p, op);
 		if (u->cls[i] != GS_UNMAN_MANAGED &&
-		    attached_anywhere(t, p->pid))
+		    (attached_anywhere(t, p->pid) ||
+		     (p->gpu < ng && p->ppid > 1 &&
+		      (int)p->ppid == gs_mps_pid(gs_agent_mps(u->ag), p->gpu))))
+			/* attached, or the agent's own MPS server */
 			u->cls[i] = GS_UNMAN_MANAGED;
 		switch (u->cls[i]) {
 		case GS_UNMAN_MANAGED:

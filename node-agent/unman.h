@@ -14,6 +14,8 @@
  *               bypassed the gate;
  *   no owner    anything else (no GSHARE_ALLOC, an unknown or closed
  *               allocation, another user's allocation, another GPU).
+ * The agent's own MPS servers (children of the control daemon it runs
+ * for that GPU, mps.c) serve its allocations' jobs: they count nowhere.
  * Counts go to the allocation (a->unmanaged, shown by STATUS) and the GPU
  * (g->unmanaged: processes of no allocation); estimated GPU time (SM
  * utilization × period) goes to the metrics and, for allocations with
@@ -60,6 +62,7 @@ struct gs_unman_proc {
 	uint64_t mem;		/* device memory NVML lists for it
 				 * (GS_GPU_MEM_UNKNOWN: no figure) */
 	char state;		/* /proc/PID/stat field 3 ('T': stopped) */
+	uint32_t ppid;		/* /proc/PID/stat field 4 */
 };
 
 /* What the classification needs of an allocation. */

@@ -3,8 +3,11 @@
 # without a GPU (tests/agent/test_mps.sh names it as mps_control).
 #   -f   run the control daemon in the foreground: make the control FIFO
 #        $CUDA_MPS_PIPE_DIRECTORY/control, record its pid and environment
-#        in $CUDA_MPS_LOG_DIRECTORY (pid, control.log), obey commands
-#        written into the FIFO; `quit` removes the FIFO and exits
+#        in $CUDA_MPS_LOG_DIRECTORY (pid, control.log), start a stand-in
+#        "server" child (a sleep; its pid in server.pid, as the real
+#        daemon's server is its child; every one also appended to
+#        servers), obey commands written into the
+#        FIFO; `quit` removes the FIFO, ends the server and exits
 #   -d   the same, daemonized (the parent exits at once)
 #   (no argument) client: copy stdin's commands into the FIFO; fails
 #        when no daemon is there
@@ -28,6 +31,12 @@ case ${1:-} in
 	rm -f "$fifo"
 	mkfifo -m 0600 "$fifo" || exit 1
 	echo $$ > "$logd/pid"
+	sleep 300 </dev/null >/dev/null 2>&1 &
+	srv=$!
+	echo $srv > "$logd/server.pid"
+	echo $srv >> "$logd/servers"	# every one, for the tests' cleanup
+	trap 'kill $srv 2>/dev/null' EXIT
+	trap 'exit 0' TERM
 	echo "start $$ CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}" \
 		"pipe=$pipe" >> "$logd/control.log"
 	while :; do
@@ -39,7 +48,7 @@ case ${1:-} in
 				    [ -e "$FAKE_MPS_DEAF" ]; then
 					continue
 				fi
-				rm -f "$fifo" "$logd/pid"
+				rm -f "$fifo" "$logd/pid" "$logd/server.pid"
 				echo "quit $$" >> "$logd/control.log"
 				exit 0
 			fi

@@ -25,6 +25,9 @@ cg_cleanup() {
 	for f in "$dir"/state/mps/*/*/log/pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
+	for f in "$dir"/state/mps/*/*/log/servers; do
+		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
+	done
 	gs_agent_cleanup
 }
 trap cg_cleanup EXIT

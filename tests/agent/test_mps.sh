@@ -32,6 +32,9 @@ mps_cleanup() {
 	for f in "$dir"/state/mps/*/*/log/pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
+	for f in "$dir"/state/mps/*/*/log/servers; do
+		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
+	done
 	gs_agent_cleanup
 }
 trap mps_cleanup EXIT

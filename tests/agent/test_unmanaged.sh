@@ -74,6 +74,7 @@ metrics_listen: "unix:$msock"
 store_group: ""
 log: stderr
 gpus: nvml
+mps_control: $(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
 accounting_tick: 200ms
 unmanaged_hold: false
 unmanaged_ahead: 300ms
@@ -144,6 +145,28 @@ est() {
 		grep -q '|yes$'
 }
 wait_for 5 "gsacct: the allocation's usage is an estimate" est
+
+# the agent's own MPS server (the child of the control daemon it runs for
+# a space allocation) serves its allocations: it counts nowhere, while a
+# process of no allocation beside it still does
+chmod 755 "$dir"	# the daemon runs as the allocation's user
+sp=$($CTL -s "$sock" create --shares 10 --gpu 0 --uid $NOBODY --mode space)
+srvf=$dir/state/mps/0/$NOBODY/log/server.pid
+wait_for 5 "space allocation $sp: MPS daemon and its server up" test -s "$srvf"
+srv=$(cat "$srvf")
+jpids="$jpids $srv $(cat "$dir/state/mps/0/$NOBODY/log/pid" 2>/dev/null)"
+spawn $NOBODY ""; p7=$last	# listed with it: one more of no allocation
+printf '0 proc %s 60\n0 proc %s 30\n0 proc %s 10\n0 proc %s 40\n0 proc %s 5\n' \
+	$p1 $p2 $p3 $srv $p7 > "$state"
+# the same snapshot: once the new process counts, the server was seen
+wait_for 3 "GPU 0: the process beside the server counted" gpu_is 3
+n0=$(gpu_unman 0)
+[ "$n0" = 3 ] && [ "$(field "$a1" unmanaged)" = 1 ] &&
+	ok "the agent's MPS server is not a process of no allocation" ||
+	bad "with the MPS server listed: GPU 0 $n0, $a1 $(field "$a1" unmanaged)"
+$CTL -s "$sock" close "$sp" >/dev/null
+printf '0 proc %s 60\n0 proc %s 30\n0 proc %s 10\n' $p1 $p2 $p3 > "$state"
+kill $p7 2>/dev/null
 
 # level 0: hold-back on (SIGHUP reload)
 sed -i 's/^unmanaged_hold: false/unmanaged_hold: true/' "$dir/gshare.yaml"

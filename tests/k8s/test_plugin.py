@@ -198,10 +198,18 @@ class Env:
         # MPS stand-ins outlive the agent while they serve allocations
         mps = os.path.join(self.tmp, "state", "mps")
         for root, _, files in os.walk(mps):
-            if "pid" in files and root.endswith("log"):
+            if not root.endswith("log"):
+                continue
+            pids = []
+            for name in ("pid", "servers"):
+                if name in files:
+                    try:
+                        pids += open(os.path.join(root, name)).read().split()
+                    except OSError:
+                        pass
+            for p in pids:
                 try:
-                    os.kill(int(open(os.path.join(root, "pid")).read()),
-                            signal.SIGKILL)
+                    os.kill(int(p), signal.SIGKILL)
                 except (ValueError, OSError):
                     pass
         try:
