@@ -950,8 +950,9 @@ h_allocate(void *ctx, const char *const *ids, size_t nids,
 	    preload_present(p, out->mount_host, p->cfg.preload) &&
 	    gs_dp_container_preload(out, p->cfg.preload, err) == -1)
 		goto out_undo;
-	/* space mode: a client of its allocation's MPS server (one GPU: a
-	 * process has one CUDA_MPS_PIPE_DIRECTORY) */
+	/* space mode, or time mode with the agent's time_mps: a client of
+	 * its allocation's MPS server (one GPU: a process has one
+	 * CUDA_MPS_PIPE_DIRECTORY) */
 	{
 		const struct gs_dp_alloc *sa = gs_dp_state_find(&p->st,
 								made[0]);

@@ -176,9 +176,10 @@ static int set_env(spank_t sp, const struct gs_alloc_info *info)
 	    spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpu, 1) !=
 		    ESPANK_SUCCESS)
 		return -1;
-	/* space mode, agent 1.3: a client of the GPU's MPS server; the
-	 * thread percentage caps jobs without libgshare (libgshare drops
-	 * it and keeps to the partition the agent sets) */
+	/* space mode (agent 1.3), or time mode with the agent's time_mps:
+	 * a client of the GPU's MPS server; the thread percentage (space
+	 * mode only) caps jobs without libgshare (libgshare drops it and
+	 * keeps to the partition the agent sets) */
 	if (info->mps_pipe[0] != '\0') {
 		char pct[16];
 
