@@ -135,9 +135,12 @@ struct gs__rt {
 	uint64_t early_gpu_ns;		/* GPU time the early release
 					 * reported for this hold */
 	uint64_t early_tasks;		/* ... and block-tasks */
-	uint64_t carry_gpu_ns;		/* earlier holds' tails after an
-					 * early release: reported with the
-					 * next release */
+	int64_t carry_gpu_ns;		/* earlier holds' tails after an
+					 * early release, reported with the
+					 * next release; negative when the
+					 * release counted more than the
+					 * blocks then used (its round had
+					 * waited for SMs) */
 	uint64_t carry_tasks;
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
@@ -871,6 +874,16 @@ contended(volatile struct gs_ctlpage *page)
 	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
 }
 
+/* v plus the carried GPU time, never below 0 (a debt left stays) */
+static uint64_t
+carry_add(uint64_t v)
+{
+	int64_t s = (int64_t)v + rt->carry_gpu_ns;
+
+	rt->carry_gpu_ns = s < 0 ? s : 0;
+	return s < 0 ? 0 : (uint64_t)s;
+}
+
 /*
  * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving; give
  * the token back now, so that the next holder's launch overlaps this
@@ -894,11 +907,10 @@ release_early(volatile struct gs_ctlpage *page, uint64_t now)
 			   (now > rt->round_launch_ns ? now - rt->round_launch_ns
 						      : 0);
 	rt->early_tasks = rt->hold_tasks;
-	r.gpu_ns = rt->early_gpu_ns + rt->carry_gpu_ns;
+	r.gpu_ns = carry_add(rt->early_gpu_ns);
 	r.block_tasks = rt->early_tasks + rt->carry_tasks;
 	r.exit_ns = now;
 	rt->released = 1;
-	rt->carry_gpu_ns = 0;
 	rt->carry_tasks = 0;
 	if (gs_session_release(rt->sess, &r, &err) < 0)
 		return fail_err(&err);
@@ -1558,14 +1570,13 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 		res->released = 1;
 		if (rc >= 0)
 			gs_session_evicted(rt->sess, res->exit_ns);
-		if (res->gpu_ns > rt->early_gpu_ns)
-			rt->carry_gpu_ns += res->gpu_ns - rt->early_gpu_ns;
+		rt->carry_gpu_ns += (int64_t)res->gpu_ns -
+				    (int64_t)rt->early_gpu_ns;
 		if (res->block_tasks > rt->early_tasks)
 			rt->carry_tasks += res->block_tasks - rt->early_tasks;
 	} else {
-		res->gpu_ns += rt->carry_gpu_ns;
+		res->gpu_ns = carry_add(res->gpu_ns);
 		res->block_tasks += rt->carry_tasks;
-		rt->carry_gpu_ns = 0;
 		rt->carry_tasks = 0;
 	}
 	if (rc < 0) {
