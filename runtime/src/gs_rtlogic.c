@@ -291,6 +291,15 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 }
 
 uint64_t
+gs__carry_add(int64_t *carry, uint64_t v)
+{
+	int64_t s = (int64_t)v + *carry;
+
+	*carry = s < 0 ? s : 0;
+	return s < 0 ? 0 : (uint64_t)s;
+}
+
+uint64_t
 gs__rand(uint64_t *state)
 {
 	uint64_t x = *state;

@@ -88,6 +88,11 @@ struct gs__span {
 };
 uint64_t gs__span_union(struct gs__span *v, size_t n);
 
+/* GPU time an early release reports: v plus *carry (what earlier holds'
+ * tails added, negative when an early release counted more than its
+ * blocks then used), never below 0; a debt left stays in *carry. */
+uint64_t gs__carry_add(int64_t *carry, uint64_t v);
+
 /* Wait policy.  Spin for spin_ns after the wait started, then sleep,
  * doubling from min_sleep_ns to max_sleep_ns; when a suspend is pending,
  * spin (0).  Returns the nanoseconds to sleep now and updates *cur. */

@@ -874,16 +874,6 @@ contended(volatile struct gs_ctlpage *page)
 	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
 }
 
-/* v plus the carried GPU time, never below 0 (a debt left stays) */
-static uint64_t
-carry_add(uint64_t v)
-{
-	int64_t s = (int64_t)v + rt->carry_gpu_ns;
-
-	rt->carry_gpu_ns = s < 0 ? s : 0;
-	return s < 0 ? 0 : (uint64_t)s;
-}
-
 /*
  * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving; give
  * the token back now, so that the next holder's launch overlaps this
@@ -907,7 +897,7 @@ release_early(volatile struct gs_ctlpage *page, uint64_t now)
 			   (now > rt->round_launch_ns ? now - rt->round_launch_ns
 						      : 0);
 	rt->early_tasks = rt->hold_tasks;
-	r.gpu_ns = carry_add(rt->early_gpu_ns);
+	r.gpu_ns = gs__carry_add(&rt->carry_gpu_ns, rt->early_gpu_ns);
 	r.block_tasks = rt->early_tasks + rt->carry_tasks;
 	r.exit_ns = now;
 	rt->released = 1;
@@ -1575,7 +1565,7 @@ exec_run(void *ctx, volatile struct gs_ctlpage *page,
 		if (res->block_tasks > rt->early_tasks)
 			rt->carry_tasks += res->block_tasks - rt->early_tasks;
 	} else {
-		res->gpu_ns = carry_add(res->gpu_ns);
+		res->gpu_ns = gs__carry_add(&rt->carry_gpu_ns, res->gpu_ns);
 		res->block_tasks += rt->carry_tasks;
 		rt->carry_tasks = 0;
 	}
