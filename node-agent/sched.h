@@ -27,10 +27,12 @@
  * none anywhere, this is plain WFQ by weight.
  *
  * Charging: the scheduler charges what it observed, the wall time from
- * grant to release; the job's reported gpu_ns may lower that by at most
+ * grant to release; the job's reported gpu_ns may move that by at most
  * min(held/GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS) per
- * grant (the signalling between grant, kernels and release), never
- * more (gs_sched_charge).
+ * grant, down (the signalling between grant, kernels and release) or up
+ * (the tail of an earlier early release, which a libgshare job reports
+ * with its next release: its blocks ran after the token went back),
+ * never more (gs_sched_charge).
  *
  * Policies (DESIGN §3):
  *  - WFQ: virtual time per allocation; the active allocation with the least
@@ -214,10 +216,9 @@ int gs_sched_step(struct gs_sched *s, uint64_t now,
 		  struct gs_sched_action *acts, int max, uint64_t *next_ns);
 
 /* What a grant held for held_ns and reported as reported_ns is charged:
- * held_ns, lowered to reported_ns by at most
- * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS).
- * Inline: accounting (acct.c) bills by the same rule.  Nondecreasing in
- * held_ns, so a hold still running can be billed its part so far. */
+ * held_ns, moved to reported_ns by at most
+ * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS)
+ * either way.  Nondecreasing in held_ns. */
 static inline uint64_t
 gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 {
@@ -227,7 +228,7 @@ gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 		slack = GS_SCHED_REPORT_SLACK_NS;
 	if (reported_ns < held_ns - slack)
 		return held_ns - slack;
-	return reported_ns < held_ns ? reported_ns : held_ns;
+	return reported_ns > held_ns + slack ? held_ns + slack : reported_ns;
 }
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,

@@ -247,6 +247,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
+	uint64_t emax = 100;
 	const char *s;
 	int rel;
 
@@ -255,6 +256,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_WATCH_NS", 0, 100000, &watch, err) < 0 ||
 	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
+	    env_u64(get, "GSHARE_EARLY_MAX_US", 1, 100000, &emax, err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -282,12 +284,25 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		       "early or drained", &rel, err) < 0)
 		return -1;
 	c->release_early = rel == 0;
+	c->early_max_ns = emax * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
 	c->spin_ns = spin * 1000u;
 	c->seed = seed;
 	return 0;
+}
+
+uint64_t
+gs__evict_smooth(uint64_t est, uint64_t ev)
+{
+	return est == 0 ? ev : (3 * est + ev) / 4;
+}
+
+int
+gs__early_ok(const struct gs__config *c, uint64_t est)
+{
+	return c->release_early && est != 0 && est <= c->early_max_ns;
 }
 
 uint64_t

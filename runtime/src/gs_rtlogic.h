@@ -93,6 +93,7 @@ uint64_t gs__span_union(struct gs__span *v, size_t n);
  * blocks then used), never below 0; a debt left stays in *carry. */
 uint64_t gs__carry_add(int64_t *carry, uint64_t v);
 
+
 /* Wait policy.  Spin for spin_ns after the wait started, then sleep,
  * doubling from min_sleep_ns to max_sleep_ns; when a suspend is pending,
  * spin (0).  Returns the nanoseconds to sleep now and updates *cur. */
@@ -122,6 +123,9 @@ struct gs__config {
 					 * gives the token back when the
 					 * flag is raised, drained once the
 					 * blocks have left */
+	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (100): early
+					 * only while the job's evictions
+					 * take no longer */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
@@ -144,6 +148,16 @@ enum {
 int gs__config_parse(struct gs__config *c,
 		     const char *(*get)(const char *name),
 		     struct gs_error *err);
+
+/* The job's eviction time, smoothed (3/4 the old, 1/4 the new; the first
+ * taken as it is). */
+uint64_t gs__evict_smooth(uint64_t est, uint64_t ev);
+/* Release early after this suspend?  Only with GSHARE_RELEASE=early and
+ * once the job's evictions are known to be short (est, from
+ * gs__evict_smooth; 0: none measured yet): the blocks that run on after
+ * the token went back are the next holder's wait without MPS, and the
+ * agent charges a tail only as far as a report may move a hold. */
+int gs__early_ok(const struct gs__config *c, uint64_t est);
 int gs__parse_range_us(const char *s, uint64_t *min_ns, uint64_t *max_ns,
 		       struct gs_error *err);
 

@@ -142,6 +142,8 @@ struct gs__rt {
 					 * blocks then used (its round had
 					 * waited for SMs) */
 	uint64_t carry_tasks;
+	uint64_t evict_est_ns;		/* this job's evictions, smoothed
+					 * (gs__evict_smooth) */
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
@@ -990,7 +992,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
 		}
-		if (pending && !rt->released && rt->cfg.release_early &&
+		if (pending && !rt->released &&
+		    gs__early_ok(&rt->cfg, rt->evict_est_ns) &&
 		    (rt->host_raised || !rt->host_watch) &&
 		    release_early(page, now) < 0)
 			return -1;
@@ -1450,6 +1453,7 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			rt->stats.suspensions++;
 			rt->stats.evict_ns_last = ev;
 			rt->stats.evict_ns_sum += ev;
+			rt->evict_est_ns = gs__evict_smooth(rt->evict_est_ns, ev);
 			rt->evs[rt->nevs++ % GS__EVS] = ev;
 			rt->stats.evict_seen_ns_sum += rt->seen_ns -
 						       page->suspend_set_ns;

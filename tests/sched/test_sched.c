@@ -1107,7 +1107,11 @@ test_lying_report(void **state)
 	assert_int_equal(gs_sched_charge(10 * MS, 0), 10 * MS - 250000);
 	assert_int_equal(gs_sched_charge(10 * MS, 9 * MS), 10 * MS - 250000);
 	assert_int_equal(gs_sched_charge(10 * MS, 9800000), 9800000);
-	assert_int_equal(gs_sched_charge(10 * MS, 11 * MS), 10 * MS);
+	/* an over-report (an earlier hold's tail) raises it as far */
+	assert_int_equal(gs_sched_charge(10 * MS, 11 * MS), 10 * MS + 250000);
+	assert_int_equal(gs_sched_charge(10 * MS, 10 * MS + 40000),
+			 10 * MS + 40000);
+	assert_int_equal(gs_sched_charge(1 * MS, 2 * MS), 1 * MS + 62500);
 	assert_int_equal(gs_sched_charge(320000, 0), 300000);
 	assert_int_equal(gs_sched_charge(0, 5), 0);
 
