@@ -247,7 +247,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t emax = 100;
+	uint64_t emax = 1000;
 	const char *s;
 	int rel;
 

@@ -123,7 +123,7 @@ struct gs__config {
 					 * gives the token back when the
 					 * flag is raised, drained once the
 					 * blocks have left */
-	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (100): early
+	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (1000): early
 					 * only while the job's evictions
 					 * take no longer */
 };

@@ -156,18 +156,18 @@ test_config(void **state)
 	assert_int_equal(c.spin_ns, 200000);
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	assert_int_equal(c.release_early, 1);
-	assert_true(c.early_max_ns == 100000);
+	assert_true(c.early_max_ns == 1000000);
 	/* early only once the job's evictions are known to be short */
 	assert_false(gs__early_ok(&c, 0));
 	assert_true(gs__early_ok(&c, 40000));
-	assert_true(gs__early_ok(&c, 100000));
-	assert_false(gs__early_ok(&c, 100001));
+	assert_true(gs__early_ok(&c, 1000000));
+	assert_false(gs__early_ok(&c, 1000001));
 	assert_int_equal(gs__evict_smooth(0, 40000), 40000);
 	assert_int_equal(gs__evict_smooth(40000, 440000), 140000);
 	assert_true(c.force_max_ns == 0);
-	set_env("GSHARE_EARLY_MAX_US", "500", NULL, NULL);
+	set_env("GSHARE_EARLY_MAX_US", "100", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_true(c.early_max_ns == 500000 && gs__early_ok(&c, 440000));
+	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));
 	set_env("GSHARE_EARLY_MAX_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_EARLY_MAX_US"));
