@@ -7,7 +7,8 @@
 #        "server" child (a sleep; its pid in server.pid, as the real
 #        daemon's server is its child; every one also appended to
 #        servers), obey commands written into the
-#        FIFO; `quit` removes the FIFO, ends the server and exits
+#        FIFO; `quit` removes the FIFO, ends the server and exits, and
+#        so does a FIFO removed under it
 #   -d   the same, daemonized (the parent exits at once)
 #   (no argument) client: copy stdin's commands into the FIFO; fails
 #        when no daemon is there
@@ -39,8 +40,10 @@ case ${1:-} in
 	trap 'exit 0' TERM
 	echo "start $$ CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}" \
 		"pipe=$pipe" >> "$logd/control.log"
-	while :; do
-		# a writer's close ends this read loop; open the FIFO again
+	# a writer's close ends the read loop: open the FIFO again, while
+	# it is there (a test that removed its directory under a daemon it
+	# left running ends it here, instead of spinning on a failed open)
+	while [ -p "$fifo" ]; do
 		while read -r cmd; do
 			echo "cmd $$ $cmd" >> "$logd/control.log"
 			if [ "$cmd" = quit ]; then
@@ -52,8 +55,9 @@ case ${1:-} in
 				echo "quit $$" >> "$logd/control.log"
 				exit 0
 			fi
-		done < "$fifo"
-	done;;
+		done < "$fifo" 2>/dev/null
+	done
+	exit 0;;
 '')
 	[ -p "$fifo" ] || {
 		echo "Cannot find MPS control daemon process" >&2
