@@ -10,6 +10,7 @@ AGENTBIN=$B/node-agent/gshared
 CTL=$B/node-agent/gsharectl
 SOCK=$TMP/gshared.sock
 AGENT_PID=""
+. "$(dirname "$0")/mps_env.sh"
 
 agent_start() {	# [slice [extra yaml line]]
 	[ -x "$AGENTBIN" ] && [ -x "$CTL" ] || return 1
@@ -44,20 +45,6 @@ YAML
 ctl() {
 	LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 	    "$CTL" -s "$SOCK" "$@"
-}
-
-alloc_env() {	# ID
-	p=$(ctl status --json | python3 -c '
-import json, sys
-a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
-print(a[0].get("mps_pipe", "") if a else "")' "$1")
-	[ -n "$p" ] || return 0
-	i=0
-	while [ ! -S "$p/control" ] && [ $i -lt 100 ]; do
-		i=$((i + 1))
-		sleep 0.05
-	done
-	echo "CUDA_MPS_PIPE_DIRECTORY=$p"
 }
 
 agent_stop() {

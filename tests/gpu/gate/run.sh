@@ -54,24 +54,10 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 log() { echo "== $*"; }
 ctl() { "$CTLB" -s "$SOCK" "$@"; }
-# the MPS pipe directory a plugin would give allocation ALLOC's job
-# (time_mps, space mode), once its daemon listens
-mps_env() {
-	p=$(ctl status --json | $PY -c '
-import json, sys
-a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
-print(a[0].get("mps_pipe", "") if a else "")' "$1")
-	[ -n "$p" ] || return 0
-	i=0
-	while [ ! -S "$p/control" ] && [ $i -lt 100 ]; do
-		i=$((i + 1))
-		sleep 0.05
-	done
-	echo "CUDA_MPS_PIPE_DIRECTORY=$p"
-}
+. "$here/../mps_env.sh"
 gated() {	# ALLOC CMD...: run CMD under the gate on allocation ALLOC
 	a=$1; shift
-	env $(mps_env "$a") GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" LD_PRELOAD="$GATE" \
+	env $(alloc_env "$a") GSHARE_SOCKET="$SOCK" GSHARE_ALLOC="$a" LD_PRELOAD="$GATE" \
 	    GSHARE_GATE_DEBUG=1 ${TRACE:+GSHARE_GATE_TRACE="$TRACE"} "$@"
 }
 # the GPU's clocks, power and throttle reasons every 100 ms while a set
