@@ -1112,6 +1112,9 @@ test_lying_report(void **state)
 	assert_int_equal(gs_sched_charge(10 * MS, 10 * MS + 40000),
 			 10 * MS + 40000);
 	assert_int_equal(gs_sched_charge(1 * MS, 2 * MS), 1 * MS + 62500);
+	/* a report of anything, however large, only moves it that far */
+	assert_int_equal(gs_sched_charge(10 * MS, UINT64_MAX),
+			 10 * MS + 250000);
 	assert_int_equal(gs_sched_charge(320000, 0), 300000);
 	assert_int_equal(gs_sched_charge(0, 5), 0);
 
