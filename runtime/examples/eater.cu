@@ -177,11 +177,10 @@ int main(int argc, char **argv)
 			for (int v = 0; v < 2; v++) {
 				eat_args p = { e.dx, e.dit, iters, yv[v] };
 				CK(cudaMemset(e.dit, 0, nblk * 4));
-				double b = ex_time(0, [&] {
+				double b = ex_time_k(0, 1, true, [&] {
 					GK(gs_launch(&eat, gs3(nblk), gs3(ET), 0,
 						     &p, sizeof p, NULL));
 				});
-				GK(gs_synchronize());
 				if (r >= 3)
 					tg[v].push_back(b);
 			}
@@ -196,8 +195,9 @@ int main(int argc, char **argv)
 		double mp = ex_median(tp), m0 = ex_median(tg[0]),
 		       m1 = ex_median(tg[1]);
 		double calls = iters / CHUNK * waves;
-		printf("bench eater plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f\n",
-		       mp, m1, (m1 / mp - 1) * 100);
+		printf("bench eater plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f "
+		       "attached=%d\n", mp, m1, (m1 / mp - 1) * 100,
+		       gs_attached() == 1);
 		printf("bench yieldpoint noyield_ms=%.4f yield_ms=%.4f "
 		       "calls_per_block=%.0f cost_ns_per_call=%.2f "
 		       "chunk_ns=%.2f\n", m0, m1, calls,

@@ -211,27 +211,48 @@ static inline void ex_print_stats(const char *name, int fails)
 	ex_print_resizes(name);
 }
 
-/* Interleaved medians of the plain and gshare versions. */
+/*
+ * Time of k calls of fn (ms per call).  Standalone the gshare launch runs
+ * at once and is reaped (gs_synchronize) outside the timed region, as the
+ * plain kernel is finished when its event is.  Attached, kernels run only
+ * inside gs_synchronize, under the agent's token: it is timed too (token
+ * request, launches, wait, release), once per k calls.
+ */
+template <typename F>
+static inline double ex_time_k(cudaStream_t s, int k, bool gs, F fn)
+{
+	const bool att = gs && gs_attached() == 1;
+	double ms = ex_time(s, [&] {
+		for (int q = 0; q < k; q++)
+			fn();
+		if (att)
+			GK(gs_synchronize());
+	});
+	if (gs)
+		GK(gs_synchronize());
+	return ms / k;
+}
+
+/* Interleaved medians of the plain and gshare versions; attached, ten
+ * launches per gs_synchronize (and per plain timing). */
 template <typename P, typename G>
 static inline void ex_bench(const char *name, int reps, cudaStream_t s,
 			    P plain, G gsv)
 {
 	std::vector<double> tp, tg;
-	/* the gshare launch is reaped (gs_synchronize) outside the timed
-	 * region, as the plain kernel is finished when its event is */
+	const int att = gs_attached() == 1, k = att ? 10 : 1;
+
 	for (int w = 0; w < 3; w++) {
-		ex_time(s, plain);
-		ex_time(s, gsv);
-		GK(gs_synchronize());
+		ex_time_k(s, k, false, plain);
+		ex_time_k(s, k, true, gsv);
 	}
 	for (int r = 0; r < reps; r++) {
-		tp.push_back(ex_time(s, plain));
-		tg.push_back(ex_time(s, gsv));
-		GK(gs_synchronize());
+		tp.push_back(ex_time_k(s, k, false, plain));
+		tg.push_back(ex_time_k(s, k, true, gsv));
 	}
 	double mp = ex_median(tp), mg = ex_median(tg);
-	printf("bench %s plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f\n", name,
-	       mp, mg, (mg / mp - 1.0) * 100.0);
+	printf("bench %s plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f "
+	       "attached=%d\n", name, mp, mg, (mg / mp - 1.0) * 100.0, att);
 }
 
 /*

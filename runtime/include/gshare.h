@@ -40,8 +40,10 @@ extern "C" {
 #define GSHARE_VERSION_MAJOR 1
 #define GSHARE_VERSION_MINOR 2
 /* Layout version of the kernel descriptor and the per-launch context that
- * gshare_device.cuh compiles into the job; gs_launch refuses others. */
-#define GSHARE_KABI 1
+ * gshare_device.cuh compiles into the job.  gs_launch takes this one and
+ * 1 (kernels built before direct launches: they always run persistent),
+ * and refuses others. */
+#define GSHARE_KABI 2
 
 /* Return codes: the negated gshare error codes. */
 enum gshare_status {

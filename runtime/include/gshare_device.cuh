@@ -133,6 +133,23 @@ struct gs_kctx {
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
 
+/* Parameter of a direct launch (by value): logical blocks first ..
+ * first + gridDim.x - 1, one hardware block each, no loop.  The runtime
+ * launches a kernel this way when no suspend can come before it is done
+ * (standalone), or in chunks short enough to wait out while no other
+ * allocation contends (attached); see docs/runtime.md. */
+struct gs__dctx {
+	struct gs__kstate *ks;		/* next := next_after (block 0) */
+	struct gs__status *st;		/* tmin := start, when stamp */
+	unsigned int *runs;		/* completions per block, or NULL */
+	unsigned int first;
+	unsigned int gx, gy, gz;	/* logical grid */
+	unsigned int next_after;	/* fresh blocks start here after
+					 * this launch (0: it ends the
+					 * kernel, the slot is clean) */
+	unsigned int stamp;		/* 1: block 0 writes st->tmin */
+};
+
 /* Descriptor made by GS_KERNEL; functions run in the job's CUDA module. */
 struct gs_kernel {
 	uint32_t kabi;
@@ -144,6 +161,10 @@ struct gs_kernel {
 	int (*launch)(unsigned int nphys, struct gs_dim3 block, size_t shmem,
 		      void *stream, const struct gs_kctx *ctx,
 		      const void *args);
+	/* GSHARE_KABI >= 2: the same body as a plain grid of n blocks */
+	int (*launch_direct)(unsigned int n, struct gs_dim3 block,
+			     size_t shmem, void *stream,
+			     const struct gs__dctx *ctx, const void *args);
 };
 
 /* ---- narrow tasks (Pagoda): layout shared with libgshare ---- */
@@ -478,6 +499,8 @@ struct gs__blk {
 	struct gs__rpc *rpc;
 	unsigned int *ring;
 	unsigned int ring_cap;
+	unsigned int direct;		/* 1: a direct launch (no loop, no
+					 * suspend: gs_should_yield is false) */
 };
 
 #define GS__EV_YIELD 1u
@@ -567,6 +590,8 @@ static __device__ __forceinline__ bool gs_should_yield(void)
 {
 	int y = 0;
 
+	if (gs__b.direct)
+		return false;	/* the same for every thread: no barrier */
 	if (gs__thread0()) {
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
@@ -877,6 +902,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
+		gs__b.direct = 0;
 		gs__b.last_poll = clock64();
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
 		gs__b.pre = 0;
@@ -953,6 +979,47 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	}
 }
 
+/*
+ * A direct launch: hardware block b runs logical block c.first + b once,
+ * as the plain kernel would.  Every thread writes the same task words
+ * into gs__b before it reads them (a warp reads only its own writes or
+ * identical ones), so no barrier is needed.  Block 0 moves the kernel's
+ * fresh-block counter past this launch, for a persistent launch that may
+ * follow on the stream, and stamps the start.
+ */
+template <typename F>
+static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
+						  F body)
+{
+	const unsigned int lb = c.first + blockIdx.x;
+	unsigned int x = lb, y = 0, z = 0;
+
+	if (c.gy != 1u || c.gz != 1u) {
+		unsigned int q = lb / c.gx;
+		x = lb - q * c.gx;
+		y = q % c.gy;
+		z = q / c.gy;
+	}
+	gs__b.direct = 1;
+	gs__b.wpar[gs__tid() >> 5] = 0;
+	gs__b.tk[0].lb = lb;
+	gs__b.tk[0].x = x;
+	gs__b.tk[0].y = y;
+	gs__b.tk[0].z = z;
+	gs__b.gx = c.gx;
+	gs__b.gy = c.gy;
+	gs__b.gz = c.gz;
+	if (blockIdx.x == 0 && gs__thread0()) {
+		c.ks->next = c.next_after;
+		if (c.stamp)
+			*(volatile unsigned long long *)&c.st->tmin =
+			    gs__gtimer();
+	}
+	body();
+	if (c.runs != NULL && gs__thread0())
+		atomicAdd(&c.runs[lb], 1u);
+}
+
 #define GS__KERNEL(name, argtype, argname, kflags, bounds)		\
 	static __device__ __forceinline__ void name##__body(		\
 	    const argtype &argname);					\
@@ -960,6 +1027,11 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 					 const argtype gs__a)		\
 	{								\
 		gs__loop(gs__c, [&] { name##__body(gs__a); });		\
+	}								\
+	__global__ void bounds name##__d(const struct gs__dctx gs__c,	\
+					 const argtype gs__a)		\
+	{								\
+		gs__direct(gs__c, [&] { name##__body(gs__a); });	\
 	}								\
 	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
 	{								\
@@ -975,9 +1047,19 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						*(const argtype *)a);	\
 		return (int)cudaGetLastError();				\
 	}								\
+	static int name##__dlaunch(unsigned int n, struct gs_dim3 b,	\
+				   size_t sh, void *st,			\
+				   const struct gs__dctx *c,		\
+				   const void *a)			\
+	{								\
+		name##__d<<<n, dim3(b.x, b.y, b.z), sh,			\
+			    (cudaStream_t)st>>>(*c,			\
+						*(const argtype *)a);	\
+		return (int)cudaGetLastError();				\
+	}								\
 	extern "C" const struct gs_kernel name = {			\
 		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name, \
-		name##__occ, name##__launch };				\
+		name##__occ, name##__launch, name##__dlaunch };		\
 	static __device__ __forceinline__ void name##__body(		\
 	    const argtype &argname)
 

@@ -239,6 +239,7 @@ parse_partition(const char *s, struct gs__config *c)
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
 static const char *const release_names[] = { "early", "drained", NULL };
+static const char *const direct_names[] = { "auto", "off", NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
 					 NULL };
 
@@ -247,9 +248,9 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t emax = 1000;
+	uint64_t emax = 1000, dus = 500;
 	const char *s;
-	int rel;
+	int rel, dir;
 
 	memset(c, 0, sizeof(*c));
 	if (env_u64(get, "GSHARE_BATCH", 0, GS__MAX_BATCH, &batch, err) < 0 ||
@@ -257,6 +258,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
 	    env_u64(get, "GSHARE_EARLY_MAX_US", 1, 100000, &emax, err) < 0 ||
+	    env_u64(get, "GSHARE_DIRECT_US", 20, 100000, &dus, err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -284,6 +286,12 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		       "early or drained", &rel, err) < 0)
 		return -1;
 	c->release_early = rel == 0;
+	dir = 0;
+	if (env_choice(get, "GSHARE_DIRECT", direct_names, "auto or off",
+		       &dir, err) < 0)
+		return -1;
+	c->direct = dir == 0;
+	c->direct_ns = dus * 1000u;
 	c->early_max_ns = emax * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
@@ -291,6 +299,37 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->spin_ns = spin * 1000u;
 	c->seed = seed;
 	return 0;
+}
+
+unsigned int
+gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
+		 unsigned int left)
+{
+	uint64_t waves, n;
+
+	if (slots == 0 || left == 0 || task_ns == 0 ||
+	    task_ns > target_ns / 4u)
+		return 0;
+	waves = target_ns / task_ns;
+	n = waves * slots;
+	if (n >= left || left - n < slots / 2u)
+		return left;
+	return (unsigned int)n;
+}
+
+uint64_t
+gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc)
+{
+	uint64_t t;
+
+	if (done == 0 || span_ns == 0 || conc == 0)
+		return est;
+	if (conc > done)
+		conc = (unsigned int)done;
+	t = span_ns / done * conc + span_ns % done * conc / done;
+	if (t == 0)
+		t = 1;
+	return est == 0 ? t : (est + t) / 2u;
 }
 
 uint64_t

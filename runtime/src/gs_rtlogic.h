@@ -126,6 +126,12 @@ struct gs__config {
 	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (1000): early
 					 * only while the job's evictions
 					 * take no longer */
+	int direct;			/* GSHARE_DIRECT: auto (default)
+					 * launches kernels as plain grids
+					 * where no suspend can need the
+					 * loop; off: always persistent */
+	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
+					 * of one direct chunk (attached) */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
@@ -148,6 +154,26 @@ enum {
 int gs__config_parse(struct gs__config *c,
 		     const char *(*get)(const char *name),
 		     struct gs_error *err);
+
+/*
+ * Direct launches (docs/runtime.md, "Direct launches").  An attached job
+ * that nobody contends with runs a kernel as plain grids of `chunk`
+ * logical blocks, two in flight, so that a suspend waits for at most
+ * about two chunks.  task_ns: one logical block's time on one block slot
+ * (gs__task_est; 0: unknown).  Returns the next chunk's size for `left`
+ * blocks not launched yet on `slots` block slots: about target_ns of
+ * work, whole waves, at least one; the rest when less than half a wave
+ * would stay behind.  0 (run it persistent) when the task time is
+ * unknown or over target_ns / 4: a few such blocks would already hold a
+ * suspend past the target.
+ */
+unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
+			      uint64_t target_ns, unsigned int left);
+/* One logical block's time on one slot, from a run of `done` blocks over
+ * span_ns on `conc` slots (min(slots, done) of them worked at once),
+ * smoothed into est (0: none yet; half the old, half the new). */
+uint64_t gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done,
+		      unsigned int conc);
 
 /* The job's eviction time, smoothed (3/4 the old, 1/4 the new; the first
  * taken as it is). */

@@ -55,6 +55,7 @@
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
 #define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
+#define GS__EVPOOL	96u	/* direct launch events kept for reuse */
 
 struct gs__launch {
 	struct gs__qnode node;		/* first: queue link */
@@ -85,6 +86,16 @@ struct gs__launch {
 	unsigned int ring_head;
 	unsigned int *ready, nready;
 	unsigned int io_out;
+	/* direct launches (plain grids, gs__direct): fresh blocks launched
+	 * so far, this round's blocks and chunks, chunks seen done; events
+	 * dev[0] before the round's first chunk, dev[1 + i % 2] after chunk
+	 * i (at most two in flight) */
+	unsigned int slots;		/* block slots: bps * sms */
+	unsigned int dnext;
+	unsigned int dround, dchunks, dseen;
+	int direct;			/* launched direct this round */
+	int pers;			/* launched persistent once: stays */
+	cudaEvent_t dev[3];
 };
 
 struct gs__pending_read {
@@ -102,6 +113,8 @@ struct gs__occ {
 	struct gs_dim3 block;
 	size_t shmem;
 	int bps;
+	uint64_t task_ns;		/* a logical block's time on one slot
+					 * (gs__task_est), 0: unknown */
 };
 
 struct gs__rt {
@@ -199,6 +212,9 @@ struct gs__rt {
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
+	cudaEvent_t evpool[GS__EVPOOL];	/* direct launches' events of freed
+					 * records, for the next ones */
+	unsigned int nevpool;
 };
 
 static struct gs__rt *rt;
@@ -307,6 +323,8 @@ devbuf_put(void *p, size_t bytes)
 static void
 launch_free(struct gs__launch *l)
 {
+	int i;
+
 	if (l == NULL)
 		return;
 	devbuf_put(l->d_redo, l->redo_bytes);
@@ -321,10 +339,19 @@ launch_free(struct gs__launch *l)
 	free(l->args);
 	if (l->ev != NULL)
 		cudaEventDestroy(l->ev);
+	for (i = 0; i < 3; i++) {
+		if (l->dev[i] == NULL)
+			continue;
+		if (rt->nevpool < GS__EVPOOL)
+			rt->evpool[rt->nevpool++] = l->dev[i];
+		else
+			cudaEventDestroy(l->dev[i]);
+	}
 	if (l->slot != UINT32_MAX) {
 		/* a kernel left unfinished (error, finalize) leaves its
-		 * device state dirty; a finished one reset it itself */
-		if (!l->finished)
+		 * device state dirty (a direct launch moved `next`); a
+		 * finished one reset it itself */
+		if (!l->finished && (l->pers || l->dnext != 0))
 			cudaMemset(rt->d_ks + l->slot, 0,
 				   sizeof(struct gs__kstate));
 		rt->free_slots[rt->nfree++] = l->slot;
@@ -334,20 +361,31 @@ launch_free(struct gs__launch *l)
 	free(l);
 }
 
-static int
-occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
-	  int *bps)
+static struct gs__occ *
+occ_find(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem)
 {
 	unsigned int i;
-	int e;
 
 	for (i = 0; i < rt->nocc; i++) {
 		struct gs__occ *o = &rt->occ[i];
 		if (o->k == k && o->shmem == shmem && o->block.x == block.x &&
-		    o->block.y == block.y && o->block.z == block.z) {
-			*bps = o->bps;
-			return 0;
-		}
+		    o->block.y == block.y && o->block.z == block.z)
+			return o;
+	}
+	return NULL;
+}
+
+static int
+occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
+	  int *bps)
+{
+	struct gs__occ *o = occ_find(k, block, shmem);
+	unsigned int i;
+	int e;
+
+	if (o != NULL) {
+		*bps = o->bps;
+		return 0;
 	}
 	e = k->occupancy(bps, block, shmem);
 	if (e != 0)
@@ -358,6 +396,7 @@ occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	rt->occ[i].block = block;
 	rt->occ[i].shmem = shmem;
 	rt->occ[i].bps = *bps;
+	rt->occ[i].task_ns = 0;
 	return 0;
 }
 
@@ -442,13 +481,180 @@ green_prepare(void)
 					       &nsm, why, sizeof(why));
 }
 
+/* ---- direct launches ---- */
+
+static int contended(volatile struct gs_ctlpage *page);
+
+/* Kernels built with GSHARE_KABI 1 have no direct entry. */
+static int
+has_direct(const struct gs_kernel *k)
+{
+	return k->kabi >= 2 && k->launch_direct != NULL;
+}
+
+/* Launched direct over its whole range: done once its stream gets past
+ * it, never suspended, so what follows on the stream needs no check. */
+static int
+direct_complete(const struct gs__launch *l)
+{
+	return !l->pers && l->dnext == l->total;
+}
+
+/*
+ * Blocks for l's next direct launch in generation gen, 0 for a
+ * persistent one.  Standalone without forced suspensions (gen never
+ * signalled) the whole rest at once: nothing can suspend it.  Attached,
+ * while no other allocation holds or wants the GPU, a chunk that a
+ * suspend can wait out (gs__direct_chunk), for a kernel whose block
+ * time is known from an earlier run; everything before it on the
+ * stream must be done by the time the stream reaches it.  Never for
+ * I/O kernels (a block waits for the host), space partitions, forced
+ * suspensions, or a record that ran persistent (its redo ring).
+ */
+static unsigned int
+direct_blocks(const struct gs__launch *l, unsigned int gen,
+	      const struct gs__launch *pred)
+{
+	const struct gs__occ *o;
+
+	if (!rt->cfg.direct || !has_direct(l->k) || (l->k->flags & GS_KF_IO) ||
+	    l->pers || l->dnext >= l->total || rt->sm_range != 0)
+		return 0;
+	if (gen == GS__IMM_GEN)
+		return l->total - l->dnext;
+	if (!rt->attached || rt->page == NULL || rt->page == rt->fake ||
+	    contended(rt->page) || (pred != NULL && !direct_complete(pred)))
+		return 0;
+	o = occ_find(l->k, l->block, l->shmem);
+	return gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
+				rt->cfg.direct_ns, l->total - l->dnext);
+}
+
+/* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
+ * stream, between the round's events. */
+static int
+launch_direct(struct gs__launch *l, unsigned int n)
+{
+	struct gs__dctx c;
+	cudaError_t e;
+	int i, rc;
+
+	for (i = 0; i < 3; i++) {
+		if (l->dev[i] != NULL)
+			continue;
+		if (rt->nevpool > 0)
+			l->dev[i] = rt->evpool[--rt->nevpool];
+		else if (!CU_OK(e = cudaEventCreate(&l->dev[i])))
+			return cufail(e, "cudaEventCreate");
+	}
+	if (l->dchunks == 0 &&
+	    !CU_OK(e = cudaEventRecord(l->dev[0], l->stream)))
+		return cufail(e, "cudaEventRecord");
+	memset(&c, 0, sizeof(c));
+	c.ks = rt->d_ks + l->slot;
+	c.st = rt->d_st + l->slot;
+	c.runs = l->d_runs;
+	c.first = l->dnext;
+	c.gx = l->grid.x;
+	c.gy = l->grid.y;
+	c.gz = l->grid.z;
+	c.next_after = l->dnext + n == l->total ? 0u : l->dnext + n;
+	c.stamp = l->dchunks == 0;
+	if (c.stamp)
+		rt->st[l->slot].tmin = 0;
+	rc = l->k->launch_direct(n, l->block, l->shmem, l->stream, &c,
+				 l->args);
+	if (rc != 0)
+		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
+			    cudaGetErrorString((cudaError_t)rc));
+	e = cudaEventRecord(l->dev[1 + l->dchunks % 2], l->stream);
+	if (!CU_OK(e))
+		return cufail(e, "cudaEventRecord");
+	l->dnext += n;
+	l->dround += n;
+	l->dchunks++;
+	rt->stats.kernel_runs++;
+	return 0;
+}
+
+/*
+ * A direct record in the wait: count the chunks done; while `more` (no
+ * suspend pending) keep two in flight; once the last is done and no more
+ * will come, write the record's status as a persistent kernel's last
+ * block does (span: block 0's start stamp plus the events' time).
+ */
+static int
+direct_poll(struct gs__launch *l, int more)
+{
+	struct gs__status *st = &rt->st[l->slot];
+	const struct gs__occ *o;
+	cudaError_t e;
+	float ms = 0;
+	unsigned int n;
+
+	if (*(volatile unsigned int *)&st->seq == l->seq)
+		return 0;
+	while (l->dseen < l->dchunks) {
+		e = cudaEventQuery(l->dev[1 + l->dseen % 2]);
+		if (e == cudaErrorNotReady)
+			break;
+		if (!CU_OK(e))
+			return cufail(e, "kernel failed");
+		l->dseen++;
+	}
+	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
+		o = occ_find(l->k, l->block, l->shmem);
+		n = gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
+				     rt->cfg.direct_ns, l->total - l->dnext);
+		if (n != 0)
+			return launch_direct(l, n);
+		more = 0;	/* no estimate now: the rest persistent */
+	}
+	if (l->dseen < l->dchunks || (more && l->dnext < l->total))
+		return 0;
+	e = cudaEventElapsedTime(&ms, l->dev[0],
+				 l->dev[1 + (l->dchunks - 1) % 2]);
+	if (!CU_OK(e))
+		return cufail(e, "cudaEventElapsedTime");
+	st->tmax = st->tmin + (uint64_t)((double)ms * 1e6);
+	st->done = l->dround;
+	st->finished = l->dnext == l->total;
+	st->fresh_left = l->dnext < l->total;
+	st->redo_head = l->redo_head;
+	st->redo_tail = l->redo_tail;
+	st->overflow = 0;
+	st->parked = 0;
+	st->yields = 0;
+	__atomic_store_n(&st->seq, l->seq, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* Put one record on the GPU for generation gen. */
 static int
 launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 {
 	struct gs_kctx c;
 	cudaError_t e;
+	unsigned int dn;
 	int rc;
+
+	rt->acct_range = rt->sm_range;
+	if ((dn = direct_blocks(l, gen, pred)) != 0) {
+		l->run_stream = l->stream;
+		if (launch_direct(l, dn) < 0)
+			return -1;
+		l->seq = ++rt->seq;
+		if (l->seq == 0)
+			l->seq = ++rt->seq;
+		l->gen = gen;
+		l->pred = NULL;
+		l->launched = 1;
+		l->direct = 1;
+		return 0;
+	}
+	l->pers = 1;
+	if (pred != NULL && direct_complete(pred))
+		pred = NULL;	/* the stream orders it */
 
 	if (l->nready > 0) {
 		/* completed I/O: append to the ring, in up to two pieces */
@@ -492,7 +698,6 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.nphys = l->nphys;
 	c.sm_range = 0;
 	l->run_stream = l->stream;
-	rt->acct_range = rt->sm_range;
 	if (rt->sm_range != 0 && rt->cfg.sm_map == GS__MAP_GREEN &&
 	    (e = green_stream(l)) != cudaSuccess)
 		return cufail(e, "space partition (green stream)");
@@ -922,9 +1127,17 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		deadline = t0 + gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
 					       rt->cfg.force_max_ns);
 	for (;;) {
-		int all = 1, pending, watch;
+		int all = 1, pending, watch, more;
 		uint64_t now, sl;
 
+		pending = rt->released || (page != NULL &&
+			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+			  GS_CTL_SUSPEND);
+		more = rt->cur_gen != 0 && !pending && !rt->resize_sent;
+		for (i = 0; i < rt->ntmp; i++)
+			if (rt->tmp[i]->direct &&
+			    direct_poll(rt->tmp[i], more) < 0)
+				return -1;
 		for (i = 0; i < rt->ntmp; i++) {
 			const volatile struct gs__status *st =
 			    &rt->st[rt->tmp[i]->slot];
@@ -933,9 +1146,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				break;
 			}
 		}
-		pending = rt->released || (page != NULL &&
-			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
-			  GS_CTL_SUSPEND);
 		/* top the streams up while no suspend (or resize) is
 		 * pending */
 		if (rt->cur_gen != 0 && !pending && !rt->resize_sent &&
@@ -1095,9 +1305,18 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 				      st->tmin < rt->round_tmin))
 			rt->round_tmin = st->tmin;
 		ns++;
+		if (st->done > 0 && st->tmax > st->tmin) {
+			struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
+			if (o != NULL)
+				o->task_ns = gs__task_est(o->task_ns,
+				    st->tmax - st->tmin, st->done,
+				    l->direct ? l->slots : l->nphys);
+		}
 		*tasks += st->done;
 		rt->stats.yields += st->yields;
 		l->launched = 0;
+		l->direct = 0;
+		l->dround = l->dchunks = l->dseen = 0;
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
 			if (rt->cfg.check_once && check_once(l) < 0)
@@ -1219,6 +1438,10 @@ launch_queued(unsigned int gen, int first)
 					return -1;
 				inflight++;
 			}
+			/* the rest of it comes in chunks (direct_poll):
+			 * what follows it waits */
+			if (l->direct && l->dnext < l->total)
+				break;
 			prev = l;
 		}
 	}
@@ -1850,6 +2073,8 @@ rt_free(struct gs__rt *r)
 	if (r->iostream != NULL)
 		cudaStreamDestroy(r->iostream);
 	gs__green_free(r->green);
+	while (r->nevpool > 0)
+		cudaEventDestroy(r->evpool[--r->nevpool]);
 	if (r->trace != NULL)
 		fclose(r->trace);
 	free(r->free_slots);
@@ -2156,7 +2381,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 		return fail(GS_ESTATE, "gs_launch before gs_init");
 	if (k == NULL || (args_size > 0 && args == NULL))
 		return fail(GS_EINVAL, "gs_launch: NULL kernel or args");
-	if (k->kabi != GSHARE_KABI)
+	if (k->kabi != GSHARE_KABI && k->kabi != 1u)
 		return fail(GS_EVERSION, "kernel %s built for kernel ABI %u, "
 			    "library has %u", k->name, k->kabi, GSHARE_KABI);
 	if (args_size != k->args_size)
@@ -2193,6 +2418,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 	l->run_stream = l->stream;
 	l->total = (unsigned int)total;
 	l->nphys = gs__nphys((unsigned int)bps, (unsigned int)rt->sms, total);
+	l->slots = (unsigned int)bps * (unsigned int)rt->sms;
 	l->batch = gs__batch(total, l->nphys, rt->cfg.batch);
 	l->redo_cap = gs__redo_cap(l->nphys,
 				   rt->cfg.batch > 16 ? rt->cfg.batch : 16,

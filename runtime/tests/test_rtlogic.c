@@ -142,6 +142,49 @@ test_carry(void **state)
 	assert_int_equal(sum, used);
 }
 
+/* Direct chunks: whole waves of about the target's work, the rest when
+ * under half a wave would stay, none for unknown or long tasks. */
+static void
+test_direct_chunk(void **state)
+{
+	uint64_t est;
+
+	(void)state;
+	/* 1 us blocks on 1056 slots, 500 us: 500 waves, more than left */
+	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 262144), 262144);
+	/* 10 us blocks: 50 waves of 1056 */
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 262144),
+			 52800);
+	/* under half a wave would stay behind: take it all */
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 52800 + 500),
+			 53300);
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 52800 + 600),
+			 52800);
+	/* the limit: a quarter of the target per block */
+	assert_int_equal(gs__direct_chunk(100, 125000, 500000, 1000), 400);
+	assert_int_equal(gs__direct_chunk(100, 125001, 500000, 1000), 0);
+	/* unknown task time, nothing left, no slots */
+	assert_int_equal(gs__direct_chunk(100, 0, 500000, 1000), 0);
+	assert_int_equal(gs__direct_chunk(100, 1000, 500000, 0), 0);
+	assert_int_equal(gs__direct_chunk(0, 1000, 500000, 1000), 0);
+	/* fewer blocks than a wave */
+	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 7), 7);
+
+	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
+	est = gs__task_est(0, 1000000, 1000, 100);
+	assert_true(est == 100000);
+	/* smoothed: half the old, half the new */
+	assert_true(gs__task_est(est, 500000, 1000, 100) == 75000);
+	/* fewer blocks than slots: they all ran at once */
+	assert_true(gs__task_est(0, 3000, 10, 1056) == 3000);
+	/* nothing measured: the old estimate stays */
+	assert_true(gs__task_est(est, 0, 1000, 100) == est);
+	assert_true(gs__task_est(est, 1000, 0, 100) == est);
+	/* no overflow with long spans and many slots */
+	assert_true(gs__task_est(0, UINT64_MAX / 2, 3, 2) ==
+		    UINT64_MAX / 2 / 3 * 2 + UINT64_MAX / 2 % 3 * 2 / 3);
+}
+
 static void
 test_config(void **state)
 {
@@ -165,6 +208,18 @@ test_config(void **state)
 	assert_int_equal(gs__evict_smooth(0, 40000), 40000);
 	assert_int_equal(gs__evict_smooth(40000, 440000), 140000);
 	assert_true(c.force_max_ns == 0);
+	assert_int_equal(c.direct, 1);
+	assert_true(c.direct_ns == 500000);
+	set_env("GSHARE_DIRECT", "off", "GSHARE_DIRECT_US", "2000");
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.direct, 0);
+	assert_true(c.direct_ns == 2000000);
+	set_env("GSHARE_DIRECT", "on", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_DIRECT='on'"));
+	set_env("GSHARE_DIRECT_US", "5", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_DIRECT_US"));
 	set_env("GSHARE_EARLY_MAX_US", "100", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));
@@ -531,6 +586,7 @@ main(void)
 		cmocka_unit_test(test_wait_policy),
 		cmocka_unit_test(test_carry),
 		cmocka_unit_test(test_config),
+		cmocka_unit_test(test_direct_chunk),
 		cmocka_unit_test(test_rand),
 		cmocka_unit_test(test_ring_recent),
 		cmocka_unit_test(test_queues),
