@@ -142,12 +142,16 @@ struct gs__dctx {
 	struct gs__kstate *ks;		/* next := next_after (block 0) */
 	struct gs__status *st;		/* tmin := start, when stamp */
 	unsigned int *runs;		/* completions per block, or NULL */
-	unsigned int first;
+	unsigned int first;		/* 1D launch: blockIdx.x + first */
 	unsigned int gx, gy, gz;	/* logical grid */
 	unsigned int next_after;	/* fresh blocks start here after
 					 * this launch (0: it ends the
 					 * kernel, the slot is clean) */
 	unsigned int stamp;		/* 1: block 0 writes st->tmin */
+	unsigned int rows;		/* 1: a 2D or 3D launch of whole rows
+					 * (x, y + y0, z) from blockIdx, no
+					 * division; 0: 1D over first.. */
+	unsigned int y0;
 };
 
 /* Descriptor made by GS_KERNEL; functions run in the job's CUDA module. */
@@ -161,8 +165,8 @@ struct gs_kernel {
 	int (*launch)(unsigned int nphys, struct gs_dim3 block, size_t shmem,
 		      void *stream, const struct gs_kctx *ctx,
 		      const void *args);
-	/* GSHARE_KABI >= 2: the same body as a plain grid of n blocks */
-	int (*launch_direct)(unsigned int n, struct gs_dim3 block,
+	/* GSHARE_KABI >= 2: the same body as a plain grid */
+	int (*launch_direct)(struct gs_dim3 grid, struct gs_dim3 block,
 			     size_t shmem, void *stream,
 			     const struct gs__dctx *ctx, const void *args);
 };
@@ -991,30 +995,39 @@ template <typename F>
 static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 						  F body)
 {
-	const unsigned int lb = c.first + blockIdx.x;
-	unsigned int x = lb, y = 0, z = 0;
+	unsigned int lb, x, y, z;
 
-	if (c.gy != 1u || c.gz != 1u) {
-		unsigned int q = lb / c.gx;
-		x = lb - q * c.gx;
-		y = q % c.gy;
-		z = q / c.gy;
+	if ((blockIdx.x | blockIdx.y | blockIdx.z) == 0 && gs__thread0()) {
+		if (c.stamp)
+			*(volatile unsigned long long *)&c.st->tmin =
+			    gs__gtimer();
+		c.ks->next = c.next_after;
+	}
+	if (c.rows) {
+		x = blockIdx.x;
+		y = blockIdx.y + c.y0;
+		z = blockIdx.z;
+		lb = x + c.gx * (y + c.gy * z);
+	} else {
+		lb = c.first + blockIdx.x;
+		x = lb;
+		y = z = 0;
+		if (c.gy != 1u || c.gz != 1u) {
+			unsigned int q = lb / c.gx;
+			x = lb - q * c.gx;
+			y = q % c.gy;
+			z = q / c.gy;
+		}
 	}
 	gs__b.direct = 1;
-	gs__b.wpar[gs__tid() >> 5] = 0;
+	gs__b.gx = c.gx;
+	gs__b.gy = c.gy;
+	gs__b.gz = c.gz;
 	gs__b.tk[0].lb = lb;
 	gs__b.tk[0].x = x;
 	gs__b.tk[0].y = y;
 	gs__b.tk[0].z = z;
-	gs__b.gx = c.gx;
-	gs__b.gy = c.gy;
-	gs__b.gz = c.gz;
-	if (blockIdx.x == 0 && gs__thread0()) {
-		c.ks->next = c.next_after;
-		if (c.stamp)
-			*(volatile unsigned long long *)&c.st->tmin =
-			    gs__gtimer();
-	}
+	gs__b.wpar[gs__tid() >> 5] = 0;
 	body();
 	if (c.runs != NULL && gs__thread0())
 		atomicAdd(&c.runs[lb], 1u);
@@ -1047,12 +1060,12 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 						*(const argtype *)a);	\
 		return (int)cudaGetLastError();				\
 	}								\
-	static int name##__dlaunch(unsigned int n, struct gs_dim3 b,	\
+	static int name##__dlaunch(struct gs_dim3 g, struct gs_dim3 b,	\
 				   size_t sh, void *st,			\
 				   const struct gs__dctx *c,		\
 				   const void *a)			\
 	{								\
-		name##__d<<<n, dim3(b.x, b.y, b.z), sh,			\
+		name##__d<<<dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), sh, \
 			    (cudaStream_t)st>>>(*c,			\
 						*(const argtype *)a);	\
 		return (int)cudaGetLastError();				\

@@ -248,7 +248,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t emax = 1000, dus = 500;
+	uint64_t emax = 1000, dus = 500, slack = 1000;
 	const char *s;
 	int rel, dir;
 
@@ -259,6 +259,8 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
 	    env_u64(get, "GSHARE_EARLY_MAX_US", 1, 100000, &emax, err) < 0 ||
 	    env_u64(get, "GSHARE_DIRECT_US", 20, 100000, &dus, err) < 0 ||
+	    env_u64(get, "GSHARE_TIMER_SLACK_NS", 0, 1000000, &slack,
+		    err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -292,6 +294,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return -1;
 	c->direct = dir == 0;
 	c->direct_ns = dus * 1000u;
+	c->slack_ns = slack;
 	c->early_max_ns = emax * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
@@ -315,6 +318,44 @@ gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
 	if (n >= left || left - n < slots / 2u)
 		return left;
 	return (unsigned int)n;
+}
+
+unsigned int
+gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
+		unsigned int n)
+{
+	uint64_t total = (uint64_t)grid->x * grid->y * grid->z;
+
+	if (grid->y == 1u || grid->z != 1u || first % grid->x != 0 ||
+	    n < grid->x || first + (uint64_t)n >= total)
+		return n;
+	return n / grid->x * grid->x;
+}
+
+void
+gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
+		unsigned int n, struct gs_dim3 *out, unsigned int *rows,
+		unsigned int *y0)
+{
+	uint64_t total = (uint64_t)grid->x * grid->y * grid->z;
+
+	*y0 = 0;
+	if (first == 0 && n == total) {
+		*out = *grid;
+		*rows = 1;
+		return;
+	}
+	if (grid->z == 1u && first % grid->x == 0 && n % grid->x == 0) {
+		out->x = grid->x;
+		out->y = n / grid->x;
+		out->z = 1;
+		*rows = 1;
+		*y0 = first / grid->x;
+		return;
+	}
+	out->x = n;
+	out->y = out->z = 1;
+	*rows = 0;
 }
 
 uint64_t

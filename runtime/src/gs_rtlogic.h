@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "gs_error.h"
+#include "gshare.h"
 
 #define GS__MAX_BATCH	64u
 #define GS__MAX_TOTAL	0x7fffffffu	/* logical blocks per launch */
@@ -132,6 +133,11 @@ struct gs__config {
 					 * loop; off: always persistent */
 	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
 					 * of one direct chunk (attached) */
+	uint64_t slack_ns;		/* GSHARE_TIMER_SLACK_NS (1000): the
+					 * calling thread's timer slack while
+					 * gs_synchronize waits (Linux adds
+					 * up to 50 us to every sleep by
+					 * default); 0: leave it */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
@@ -169,6 +175,18 @@ int gs__config_parse(struct gs__config *c,
  */
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
 			      uint64_t target_ns, unsigned int left);
+/* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
+ * whole rows when it holds at least one and is not the rest: a launch
+ * of whole rows needs no division per thread (gs__direct_grid).  Other
+ * grids: n. */
+unsigned int gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
+			     unsigned int n);
+/* The launch grid of a direct chunk: the logical grid itself for the
+ * whole of it; whole rows (gx, n / gx) from row first / gx of a 2D grid
+ * (*rows = 1, *y0); else 1D over n blocks (*rows = 0). */
+void gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
+		     unsigned int n, struct gs_dim3 *out, unsigned int *rows,
+		     unsigned int *y0);
 /* One logical block's time on one slot, from a run of `done` blocks over
  * span_ns on `conc` slots (min(slots, done) of them worked at once),
  * smoothed into est (0: none yet; half the old, half the new). */

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,8 +527,9 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
 	    contended(rt->page) || (pred != NULL && !direct_complete(pred)))
 		return 0;
 	o = occ_find(l->k, l->block, l->shmem);
-	return gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
-				rt->cfg.direct_ns, l->total - l->dnext);
+	return gs__direct_rows(&l->grid, l->dnext,
+	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
+			     rt->cfg.direct_ns, l->total - l->dnext));
 }
 
 /* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
@@ -536,6 +538,7 @@ static int
 launch_direct(struct gs__launch *l, unsigned int n)
 {
 	struct gs__dctx c;
+	struct gs_dim3 g;
 	cudaError_t e;
 	int i, rc;
 
@@ -560,9 +563,10 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	c.gz = l->grid.z;
 	c.next_after = l->dnext + n == l->total ? 0u : l->dnext + n;
 	c.stamp = l->dchunks == 0;
+	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
 		rt->st[l->slot].tmin = 0;
-	rc = l->k->launch_direct(n, l->block, l->shmem, l->stream, &c,
+	rc = l->k->launch_direct(g, l->block, l->shmem, l->stream, &c,
 				 l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
@@ -604,8 +608,9 @@ direct_poll(struct gs__launch *l, int more)
 	}
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
 		o = occ_find(l->k, l->block, l->shmem);
-		n = gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
-				     rt->cfg.direct_ns, l->total - l->dnext);
+		n = gs__direct_rows(&l->grid, l->dnext,
+		    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
+				     rt->cfg.direct_ns, l->total - l->dnext));
 		if (n != 0)
 			return launch_direct(l, n);
 		more = 0;	/* no estimate now: the rest persistent */
@@ -2479,13 +2484,26 @@ out_free:
 GS_API int
 gs_synchronize(void)
 {
+	long old = -1;
+	int rc = GSHARE_OK;
+
 	if (rt == NULL)
 		return fail(GS_ESTATE, "gs_synchronize before gs_init");
-	if (wait_immediate() < 0)
-		return -last_err.code;
-	if (rt->attached ? drive_attached() < 0 : drive_standalone() < 0)
-		return -last_err.code;
-	return GSHARE_OK;
+	/* the wait's short sleeps: without this each one lasts the
+	 * thread's timer slack (50 us by default), and the end of the work
+	 * is seen that much later */
+	if (rt->cfg.slack_ns != 0 &&
+	    (old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) >
+	    (long)rt->cfg.slack_ns &&
+	    prctl(PR_SET_TIMERSLACK, (unsigned long)rt->cfg.slack_ns, 0, 0,
+		  0) != 0)
+		old = -1;
+	if (wait_immediate() < 0 ||
+	    (rt->attached ? drive_attached() < 0 : drive_standalone() < 0))
+		rc = -last_err.code;
+	if (old > (long)rt->cfg.slack_ns)
+		(void)prctl(PR_SET_TIMERSLACK, (unsigned long)old, 0, 0, 0);
+	return rc;
 }
 
 GS_API int

@@ -170,6 +170,34 @@ test_direct_chunk(void **state)
 	/* fewer blocks than a wave */
 	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 7), 7);
 
+	/* launch grids: the whole grid, whole rows, else 1D */
+	{
+		struct gs_dim3 g2 = { 512, 512, 1 }, g3 = { 8, 8, 4 };
+		struct gs_dim3 g1 = { 262144, 1, 1 }, o;
+		unsigned int rows = 9, y0 = 9;
+
+		gs__direct_grid(&g2, 0, 262144, &o, &rows, &y0);
+		assert_true(o.x == 512 && o.y == 512 && o.z == 1 && rows == 1 &&
+			    y0 == 0);
+		gs__direct_grid(&g2, 1024, 2048, &o, &rows, &y0);
+		assert_true(o.x == 512 && o.y == 4 && rows == 1 && y0 == 2);
+		gs__direct_grid(&g2, 1000, 2048, &o, &rows, &y0);
+		assert_true(o.x == 2048 && o.y == 1 && rows == 0);
+		gs__direct_grid(&g3, 0, 256, &o, &rows, &y0);
+		assert_true(o.x == 8 && o.y == 8 && o.z == 4 && rows == 1);
+		gs__direct_grid(&g3, 64, 64, &o, &rows, &y0);
+		assert_true(o.x == 64 && o.y == 1 && o.z == 1 && rows == 0);
+		gs__direct_grid(&g1, 5000, 100, &o, &rows, &y0);
+		assert_true(o.x == 100 && o.y == 1 && rows == 0);
+		/* chunks of whole rows where that is possible */
+		assert_int_equal(gs__direct_rows(&g2, 0, 52800), 52736);
+		assert_int_equal(gs__direct_rows(&g2, 1024, 300), 300);
+		assert_int_equal(gs__direct_rows(&g2, 1000, 52800), 52800);
+		assert_int_equal(gs__direct_rows(&g2, 261632, 512), 512);
+		assert_int_equal(gs__direct_rows(&g3, 0, 100), 100);
+		assert_int_equal(gs__direct_rows(&g1, 0, 100), 100);
+	}
+
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
 	est = gs__task_est(0, 1000000, 1000, 100);
 	assert_true(est == 100000);
@@ -210,6 +238,13 @@ test_config(void **state)
 	assert_true(c.force_max_ns == 0);
 	assert_int_equal(c.direct, 1);
 	assert_true(c.direct_ns == 500000);
+	assert_true(c.slack_ns == 1000);
+	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(c.slack_ns == 0);
+	set_env("GSHARE_TIMER_SLACK_NS", "2000000", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_TIMER_SLACK_NS"));
 	set_env("GSHARE_DIRECT", "off", "GSHARE_DIRECT_US", "2000");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.direct, 0);

@@ -18,6 +18,7 @@ the first block of the new one, split into its steps:
 
 and the time within holds between the kernels' spans (relaunch bubbles).
 Usage: holds.py TRACE_FILE...   (e.g. OUT/trace.*)
+       holds.py --alone TRACE_FILE...   (one job: each hold's steps)
 """
 import statistics
 import sys
@@ -186,5 +187,35 @@ def main(paths):
     return 0
 
 
+def alone(paths):
+    """One job alone on its allocation: where each hold's time goes,
+    from the grant to the release, and between holds (medians, us)."""
+    holds = sorted(load(paths, []), key=lambda h: h['exec'])
+    if not holds:
+        print('no holds')
+        return 1
+    rows = {'grant -> first launch': [], 'first launch -> first block': [],
+            'first -> last block (GPU)': [], 'last block -> seen': [],
+            'seen -> exit': [], 'exit -> released': [],
+            'released -> next grant': []}
+    for a, b in zip(holds, holds[1:] + [None]):
+        rows['grant -> first launch'].append(a['launch'] - a['exec'])
+        rows['first launch -> first block'].append(a['tmin'] - a['launch'])
+        rows['first -> last block (GPU)'].append(a['tmax'] - a['tmin'])
+        rows['last block -> seen'].append(a['seen'] - a['tmax'])
+        rows['seen -> exit'].append(a['exit'] - a['seen'])
+        rows['exit -> released'].append(a['end'] - a['exit'])
+        if b is not None:
+            rows['released -> next grant'].append(b['exec'] - a['end'])
+    print('%d holds' % len(holds))
+    for k, v in rows.items():
+        if v:
+            print('  %-28s median %9.1f us  mean %9.1f us' % (
+                k, statistics.median(v) / 1e3, statistics.mean(v) / 1e3))
+    return 0
+
+
 if __name__ == '__main__':
+    if sys.argv[1:2] == ['--alone']:
+        sys.exit(alone(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))
