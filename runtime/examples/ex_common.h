@@ -234,13 +234,17 @@ static inline double ex_time_k(cudaStream_t s, int k, bool gs, F fn)
 }
 
 /* Interleaved medians of the plain and gshare versions; attached, ten
- * launches per gs_synchronize (and per plain timing). */
+ * launches per gs_synchronize (and per plain timing).  EX_BENCH_K sets
+ * the launches per timing (standalone 1: the first launch's host path is
+ * timed with it, as nothing else is queued). */
 template <typename P, typename G>
 static inline void ex_bench(const char *name, int reps, cudaStream_t s,
 			    P plain, G gsv)
 {
 	std::vector<double> tp, tg;
-	const int att = gs_attached() == 1, k = att ? 10 : 1;
+	const char *ks = getenv("EX_BENCH_K");
+	const int att = gs_attached() == 1;
+	int k = ks != NULL && atoi(ks) > 0 ? atoi(ks) : att ? 10 : 1;
 
 	for (int w = 0; w < 3; w++) {
 		ex_time_k(s, k, false, plain);
@@ -252,7 +256,8 @@ static inline void ex_bench(const char *name, int reps, cudaStream_t s,
 	}
 	double mp = ex_median(tp), mg = ex_median(tg);
 	printf("bench %s plain_ms=%.4f gs_ms=%.4f overhead_pct=%.2f "
-	       "attached=%d\n", name, mp, mg, (mg / mp - 1.0) * 100.0, att);
+	       "attached=%d k=%d\n", name, mp, mg, (mg / mp - 1.0) * 100.0,
+	       att, k);
 }
 
 /*

@@ -503,8 +503,6 @@ struct gs__blk {
 	struct gs__rpc *rpc;
 	unsigned int *ring;
 	unsigned int ring_cap;
-	unsigned int direct;		/* 1: a direct launch (no loop, no
-					 * suspend: gs_should_yield is false) */
 };
 
 #define GS__EV_YIELD 1u
@@ -590,12 +588,19 @@ static __device__ __forceinline__ unsigned int gs_block_linear(void)
  * GS_YIELD_POLL_CYCLES; __syncthreads_or shares the answer.  After true,
  * save the loop state and return from the body.
  */
-static __device__ __forceinline__ bool gs_should_yield(void)
+/* Inside a GS_KERNEL body GS__D is the body's template parameter: true
+ * in its direct launch, where no suspend comes and a scheduling point
+ * costs nothing.  Elsewhere (a helper function) it is this one, and a
+ * direct launch's blocks never poll (gs__direct sets last_poll so). */
+static constexpr bool GS__D = false;
+
+template <bool D>
+static __device__ __forceinline__ bool gs__should_yield(void)
 {
 	int y = 0;
 
-	if (gs__b.direct)
-		return false;	/* the same for every thread: no barrier */
+	if (D)
+		return false;
 	if (gs__thread0()) {
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
@@ -608,15 +613,20 @@ static __device__ __forceinline__ bool gs_should_yield(void)
 	}
 	return __syncthreads_or(y) != 0;
 }
+#define gs_should_yield() gs__should_yield<GS__D>()
 
 /* gs_should_yield() on every 2^log2_every-th value of i, a loop counter
  * that is the same in every thread of the block: the barrier is paid only
  * there.  Typical: if (gs_yield_every(i, 4)) { save; return; } */
-static __device__ __forceinline__ bool gs_yield_every(unsigned int i,
-						      unsigned int log2_every)
+template <bool D>
+static __device__ __forceinline__ bool gs__yield_every(unsigned int i,
+						       unsigned int log2_every)
 {
-	return (i & ((1u << log2_every) - 1u)) == 0u && gs_should_yield();
+	return (i & ((1u << log2_every) - 1u)) == 0u &&
+	       gs__should_yield<D>();
 }
+#define gs_yield_every(i, log2_every) \
+	gs__yield_every<GS__D>((i), (log2_every))
 
 /*
  * Ask the host to read len bytes from fd at off (off < 0: the next bytes
@@ -906,7 +916,6 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
-		gs__b.direct = 0;
 		gs__b.last_poll = clock64();
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
 		gs__b.pre = 0;
@@ -1019,7 +1028,7 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 			z = q / c.gy;
 		}
 	}
-	gs__b.direct = 1;
+	gs__b.last_poll = 0x7fffffffffffffffLL;	/* never polls */
 	gs__b.gx = c.gx;
 	gs__b.gy = c.gy;
 	gs__b.gz = c.gz;
@@ -1034,17 +1043,18 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 }
 
 #define GS__KERNEL(name, argtype, argname, kflags, bounds)		\
+	template <bool GS__D>						\
 	static __device__ __forceinline__ void name##__body(		\
 	    const argtype &argname);					\
 	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__loop(gs__c, [&] { name##__body(gs__a); });		\
+		gs__loop(gs__c, [&] { name##__body<false>(gs__a); });	\
 	}								\
 	__global__ void bounds name##__d(const struct gs__dctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__direct(gs__c, [&] { name##__body(gs__a); });	\
+		gs__direct(gs__c, [&] { name##__body<true>(gs__a); });	\
 	}								\
 	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
 	{								\
@@ -1073,6 +1083,7 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 	extern "C" const struct gs_kernel name = {			\
 		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name, \
 		name##__occ, name##__launch, name##__dlaunch };		\
+	template <bool GS__D>						\
 	static __device__ __forceinline__ void name##__body(		\
 	    const argtype &argname)
 
