@@ -140,7 +140,7 @@ struct gs_kctx {
  * allocation contends (attached); see docs/runtime.md. */
 struct gs__dctx {
 	struct gs__kstate *ks;		/* next := next_after (block 0) */
-	struct gs__status *st;		/* tmin := start, when stamp */
+	struct gs__status *st;		/* _rsv[0] := start, when stamp */
 	unsigned int *runs;		/* completions per block, or NULL */
 	unsigned int first;		/* 1D launch: blockIdx.x + first */
 	unsigned int gx, gy, gz;	/* logical grid */
@@ -1007,8 +1007,9 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 	unsigned int lb, x, y, z;
 
 	if ((blockIdx.x | blockIdx.y | blockIdx.z) == 0 && gs__thread0()) {
-		if (c.stamp)
-			*(volatile unsigned long long *)&c.st->tmin =
+		if (c.stamp)	/* not tmin: a persistent launch of the
+				 * rest may follow in the same round */
+			*(volatile unsigned long long *)&c.st->_rsv[0] =
 			    gs__gtimer();
 		c.ks->next = c.next_after;
 	}

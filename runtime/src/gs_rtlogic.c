@@ -320,6 +320,18 @@ gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
 	return (unsigned int)n;
 }
 
+uint64_t
+gs__direct_budget(uint64_t deadline, uint64_t now, uint64_t queued_end,
+		  uint64_t target)
+{
+	uint64_t from = queued_end > now ? queued_end : now, left;
+
+	if (deadline <= from)
+		return 0;
+	left = (deadline - from) / 2u;
+	return left < target ? left : target;
+}
+
 unsigned int
 gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
 		unsigned int n)

@@ -95,7 +95,11 @@ struct gs__launch {
 	unsigned int dnext;
 	unsigned int dround, dchunks, dseen;
 	int direct;			/* launched direct this round */
+	int dmixed;			/* ... and the rest persistent after
+					 * it (reap counts both) */
 	int pers;			/* launched persistent once: stays */
+	uint64_t dend_ns;		/* host time its direct work queued
+					 * this round should end */
 	cudaEvent_t dev[3];
 };
 
@@ -485,6 +489,8 @@ green_prepare(void)
 /* ---- direct launches ---- */
 
 static int contended(volatile struct gs_ctlpage *page);
+static int launch_one(struct gs__launch *l, unsigned int gen,
+		      struct gs__launch *pred);
 
 /* Kernels built with GSHARE_KABI 1 have no direct entry. */
 static int
@@ -512,24 +518,38 @@ direct_complete(const struct gs__launch *l)
  * I/O kernels (a block waits for the host), space partitions, forced
  * suspensions, or a record that ran persistent (its redo ring).
  */
+/* Attached: the next chunk of l, 0 for none.  While another allocation
+ * contends, chunks must end well before the slice does
+ * (gs__direct_budget); alone, GSHARE_DIRECT_US of work. */
+static unsigned int
+direct_next(const struct gs__launch *l)
+{
+	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
+	uint64_t target = rt->cfg.direct_ns;
+
+	if (contended(rt->page))
+		target = gs__direct_budget(
+		    __atomic_load_n(&rt->page->slice_deadline_ns,
+				    __ATOMIC_RELAXED),
+		    now_ns(), l->dend_ns, target);
+	return gs__direct_rows(&l->grid, l->dnext,
+	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0, target,
+			     l->total - l->dnext));
+}
+
 static unsigned int
 direct_blocks(const struct gs__launch *l, unsigned int gen,
 	      const struct gs__launch *pred)
 {
-	const struct gs__occ *o;
-
 	if (!rt->cfg.direct || !has_direct(l->k) || (l->k->flags & GS_KF_IO) ||
 	    l->pers || l->dnext >= l->total || rt->sm_range != 0)
 		return 0;
 	if (gen == GS__IMM_GEN)
 		return l->total - l->dnext;
 	if (!rt->attached || rt->page == NULL || rt->page == rt->fake ||
-	    contended(rt->page) || (pred != NULL && !direct_complete(pred)))
+	    (pred != NULL && !direct_complete(pred)))
 		return 0;
-	o = occ_find(l->k, l->block, l->shmem);
-	return gs__direct_rows(&l->grid, l->dnext,
-	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
-			     rt->cfg.direct_ns, l->total - l->dnext));
+	return direct_next(l);
 }
 
 /* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
@@ -539,6 +559,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 {
 	struct gs__dctx c;
 	struct gs_dim3 g;
+	const struct gs__occ *o;
 	cudaError_t e;
 	int i, rc;
 
@@ -565,7 +586,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	c.stamp = l->dchunks == 0;
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
-		rt->st[l->slot].tmin = 0;
+		rt->st[l->slot]._rsv[0] = 0;
 	rc = l->k->launch_direct(g, l->block, l->shmem, l->stream, &c,
 				 l->args);
 	if (rc != 0)
@@ -574,10 +595,35 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	e = cudaEventRecord(l->dev[1 + l->dchunks % 2], l->stream);
 	if (!CU_OK(e))
 		return cufail(e, "cudaEventRecord");
+	o = occ_find(l->k, l->block, l->shmem);
+	if (o != NULL && o->task_ns != 0) {
+		uint64_t now = now_ns();
+
+		if (l->dend_ns < now)
+			l->dend_ns = now;
+		l->dend_ns += o->task_ns * n / (n < l->slots ? n : l->slots);
+	}
 	l->dnext += n;
 	l->dround += n;
 	l->dchunks++;
 	rt->stats.kernel_runs++;
+	return 0;
+}
+
+/* The span of l's direct chunks this round (all done): block 0's start
+ * stamp, plus the events' time. */
+static int
+direct_span(struct gs__launch *l, uint64_t *start, uint64_t *end)
+{
+	float ms = 0;
+	cudaError_t e;
+
+	e = cudaEventElapsedTime(&ms, l->dev[0],
+				 l->dev[1 + (l->dchunks - 1) % 2]);
+	if (!CU_OK(e))
+		return cufail(e, "cudaEventElapsedTime");
+	*start = rt->st[l->slot]._rsv[0];
+	*end = *start + (uint64_t)((double)ms * 1e6);
 	return 0;
 }
 
@@ -591,9 +637,8 @@ static int
 direct_poll(struct gs__launch *l, int more)
 {
 	struct gs__status *st = &rt->st[l->slot];
-	const struct gs__occ *o;
+	uint64_t t0, t1;
 	cudaError_t e;
-	float ms = 0;
 	unsigned int n;
 
 	if (*(volatile unsigned int *)&st->seq == l->seq)
@@ -607,21 +652,22 @@ direct_poll(struct gs__launch *l, int more)
 		l->dseen++;
 	}
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
-		o = occ_find(l->k, l->block, l->shmem);
-		n = gs__direct_rows(&l->grid, l->dnext,
-		    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0,
-				     rt->cfg.direct_ns, l->total - l->dnext));
-		if (n != 0)
+		if ((n = direct_next(l)) != 0)
 			return launch_direct(l, n);
-		more = 0;	/* no estimate now: the rest persistent */
+		/* no chunk fits (the slice ends soon, or no estimate): the
+		 * rest persistent, after the chunks on the stream; reap
+		 * counts the chunks (dmixed) */
+		l->direct = 0;
+		l->dmixed = 1;
+		l->pers = 1;	/* no direct again: its ring may fill */
+		return launch_one(l, rt->cur_gen, NULL);
 	}
-	if (l->dseen < l->dchunks || (more && l->dnext < l->total))
+	if (l->dseen < l->dchunks || (l->dnext < l->total && more))
 		return 0;
-	e = cudaEventElapsedTime(&ms, l->dev[0],
-				 l->dev[1 + (l->dchunks - 1) % 2]);
-	if (!CU_OK(e))
-		return cufail(e, "cudaEventElapsedTime");
-	st->tmax = st->tmin + (uint64_t)((double)ms * 1e6);
+	if (direct_span(l, &t0, &t1) < 0)
+		return -1;
+	st->tmin = t0;
+	st->tmax = t1;
 	st->done = l->dround;
 	st->finished = l->dnext == l->total;
 	st->fresh_left = l->dnext < l->total;
@@ -1015,7 +1061,8 @@ tmp_add(struct gs__launch *l)
 	if (rt->ntmp == rt->captmp) {
 		size_t nc = rt->captmp ? rt->captmp * 2 : 64;
 		struct gs__launch **n = realloc(rt->tmp, nc * sizeof(*n));
-		struct gs__span *s = realloc(rt->spans, nc * sizeof(*s));
+		/* two spans a record: direct chunks, then the rest */
+		struct gs__span *s = realloc(rt->spans, 2 * nc * sizeof(*s));
 
 		if (n != NULL)
 			rt->tmp = n;
@@ -1119,6 +1166,23 @@ release_early(volatile struct gs_ctlpage *page, uint64_t now)
 	return 0;
 }
 
+/* Some direct record of the wait is expected to finish within 40 us
+ * (or finished up to 200 us ago by the estimate, and is still there). */
+static int
+direct_due(uint64_t now)
+{
+	size_t i;
+
+	for (i = 0; i < rt->ntmp; i++) {
+		const struct gs__launch *l = rt->tmp[i];
+
+		if (l->direct && l->dend_ns != 0 &&
+		    now + 40000u >= l->dend_ns && now < l->dend_ns + 200000u)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -1219,6 +1283,9 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * others contend, a suspend may come at any time */
 		watch = !pending && page != NULL && rt->host_watch &&
 			rt->cfg.watcher == GS__WATCH_HOST && contended(page);
+		/* direct work due to end soon: look without sleeping (a
+		 * sleep's wake-up would be seen late) */
+		watch = watch || direct_due(now);
 		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */
@@ -1302,6 +1369,16 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		if (st->overflow)
 			return fail(GS__EINTERNAL, "kernel %s: redo buffer "
 				    "overflow", l->k->name);
+		if (l->dmixed) {
+			/* the round's direct chunks, before its persistent
+			 * launch on the same stream */
+			if (direct_span(l, &rt->spans[ns].start,
+					&rt->spans[ns].end) < 0)
+				return -1;
+			ns++;
+			*tasks += l->dround;
+			l->dmixed = 0;
+		}
 		rt->spans[ns].start = st->tmin;
 		rt->spans[ns].end = st->tmax;
 		if (st->tmax > rt->last_tmax)
@@ -1322,6 +1399,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->launched = 0;
 		l->direct = 0;
 		l->dround = l->dchunks = l->dseen = 0;
+		l->dend_ns = 0;
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
 			if (rt->cfg.check_once && check_once(l) < 0)

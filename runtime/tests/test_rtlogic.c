@@ -198,6 +198,18 @@ test_direct_chunk(void **state)
 		assert_int_equal(gs__direct_rows(&g1, 0, 100), 100);
 	}
 
+	/* contended: half of what the slice has left after the queued
+	 * work, at most the target; none at or past its end */
+	assert_true(gs__direct_budget(5000000, 1000000, 0, 500000) == 500000);
+	assert_true(gs__direct_budget(5000000, 1000000, 4000000, 500000) ==
+		    500000);
+	assert_true(gs__direct_budget(5000000, 1000000, 4600000, 500000) ==
+		    200000);
+	assert_true(gs__direct_budget(5000000, 4900000, 0, 500000) == 50000);
+	assert_true(gs__direct_budget(5000000, 5000000, 0, 500000) == 0);
+	assert_true(gs__direct_budget(5000000, 1000000, 6000000, 500000) == 0);
+	assert_true(gs__direct_budget(0, 1000000, 0, 500000) == 0);
+
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
 	est = gs__task_est(0, 1000000, 1000, 100);
 	assert_true(est == 100000);
