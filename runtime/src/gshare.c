@@ -217,6 +217,9 @@ struct gs__rt {
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
+	uint64_t dq_end_ns;		/* this round: when all the direct
+					 * work queued so far should end, on
+					 * any stream (host ns) */
 	cudaEvent_t evpool[GS__EVPOOL];	/* direct launches' events of freed
 					 * records, for the next ones */
 	unsigned int nevpool;
@@ -531,7 +534,7 @@ direct_next(const struct gs__launch *l)
 		target = gs__direct_budget(
 		    __atomic_load_n(&rt->page->slice_deadline_ns,
 				    __ATOMIC_RELAXED),
-		    now_ns(), l->dend_ns, target);
+		    now_ns(), rt->dq_end_ns, target);
 	return gs__direct_rows(&l->grid, l->dnext,
 	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0, target,
 			     l->total - l->dnext));
@@ -597,11 +600,14 @@ launch_direct(struct gs__launch *l, unsigned int n)
 		return cufail(e, "cudaEventRecord");
 	o = occ_find(l->k, l->block, l->shmem);
 	if (o != NULL && o->task_ns != 0) {
-		uint64_t now = now_ns();
+		uint64_t now = now_ns(), d;
 
-		if (l->dend_ns < now)
-			l->dend_ns = now;
-		l->dend_ns += o->task_ns * n / (n < l->slots ? n : l->slots);
+		d = o->task_ns * n / (n < l->slots ? n : l->slots);
+		l->dend_ns = (l->dend_ns > now ? l->dend_ns : now) + d;
+		/* streams may overlap: counted one after the other, the
+		 * budget of the next chunk errs on the short side */
+		rt->dq_end_ns = (rt->dq_end_ns > now ? rt->dq_end_ns : now) +
+				d;
 	}
 	l->dnext += n;
 	l->dround += n;
@@ -1705,6 +1711,7 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		}
 		rt->cur_gen = gen;
 		rt->round_launch_ns = now_ns();
+		rt->dq_end_ns = 0;
 		if (rt->trace != NULL && rt->th.launch == 0)
 			rt->th.launch = rt->round_launch_ns;
 		if (launch_queued(gen, 1) < 0)
