@@ -127,10 +127,7 @@ struct gs__config {
 	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (1000): early
 					 * only while the job's evictions
 					 * take no longer */
-	int direct;			/* GSHARE_DIRECT: auto (default)
-					 * launches kernels as plain grids
-					 * where no suspend can need the
-					 * loop; off: always persistent */
+	int direct;			/* GSHARE_DIRECT: GS__DIRECT_* */
 	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
 					 * of one direct chunk (attached) */
 	uint64_t slack_ns;		/* GSHARE_TIMER_SLACK_NS (1000): the
@@ -138,6 +135,14 @@ struct gs__config {
 					 * gs_synchronize waits (Linux adds
 					 * up to 50 us to every sleep by
 					 * default); 0: leave it */
+};
+/* Direct launches (GSHARE_DIRECT; docs/runtime.md). */
+enum {
+	GS__DIRECT_OFF,		/* off: always the persistent loop */
+	GS__DIRECT_AUTO,	/* auto (default): standalone, and attached
+				 * while no other allocation contends */
+	GS__DIRECT_CONTENDED,	/* contended: also in contended holds, in
+				 * chunks that end well before the slice */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {

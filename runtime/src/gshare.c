@@ -521,20 +521,24 @@ direct_complete(const struct gs__launch *l)
  * I/O kernels (a block waits for the host), space partitions, forced
  * suspensions, or a record that ran persistent (its redo ring).
  */
-/* Attached: the next chunk of l, 0 for none.  While another allocation
- * contends, chunks must end well before the slice does
- * (gs__direct_budget); alone, GSHARE_DIRECT_US of work. */
+/* Attached: the next chunk of l, 0 for none: alone, GSHARE_DIRECT_US of
+ * work; while another allocation contends, none, or with
+ * GSHARE_DIRECT=contended chunks that end well before the slice does
+ * (gs__direct_budget). */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
 	uint64_t target = rt->cfg.direct_ns;
 
-	if (contended(rt->page))
+	if (contended(rt->page)) {
+		if (rt->cfg.direct != GS__DIRECT_CONTENDED)
+			return 0;
 		target = gs__direct_budget(
 		    __atomic_load_n(&rt->page->slice_deadline_ns,
 				    __ATOMIC_RELAXED),
 		    now_ns(), rt->dq_end_ns, target);
+	}
 	return gs__direct_rows(&l->grid, l->dnext,
 	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0, target,
 			     l->total - l->dnext));
@@ -544,8 +548,8 @@ static unsigned int
 direct_blocks(const struct gs__launch *l, unsigned int gen,
 	      const struct gs__launch *pred)
 {
-	if (!rt->cfg.direct || !has_direct(l->k) || (l->k->flags & GS_KF_IO) ||
-	    l->pers || l->dnext >= l->total || rt->sm_range != 0)
+	if (rt->cfg.direct == GS__DIRECT_OFF || !has_direct(l->k) ||
+	    (l->k->flags & GS_KF_IO) || l->pers || l->dnext >= l->total || rt->sm_range != 0)
 		return 0;
 	if (gen == GS__IMM_GEN)
 		return l->total - l->dnext;

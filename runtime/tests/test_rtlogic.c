@@ -248,7 +248,7 @@ test_config(void **state)
 	assert_int_equal(gs__evict_smooth(0, 40000), 40000);
 	assert_int_equal(gs__evict_smooth(40000, 440000), 140000);
 	assert_true(c.force_max_ns == 0);
-	assert_int_equal(c.direct, 1);
+	assert_int_equal(c.direct, GS__DIRECT_AUTO);
 	assert_true(c.direct_ns == 500000);
 	assert_true(c.slack_ns == 1000);
 	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
@@ -259,8 +259,11 @@ test_config(void **state)
 	assert_non_null(strstr(err.msg, "GSHARE_TIMER_SLACK_NS"));
 	set_env("GSHARE_DIRECT", "off", "GSHARE_DIRECT_US", "2000");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.direct, 0);
+	assert_int_equal(c.direct, GS__DIRECT_OFF);
 	assert_true(c.direct_ns == 2000000);
+	set_env("GSHARE_DIRECT", "contended", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.direct, GS__DIRECT_CONTENDED);
 	set_env("GSHARE_DIRECT", "on", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_DIRECT='on'"));
