@@ -510,17 +510,6 @@ direct_complete(const struct gs__launch *l)
 	return !l->pers && l->dnext == l->total;
 }
 
-/*
- * Blocks for l's next direct launch in generation gen, 0 for a
- * persistent one.  Standalone without forced suspensions (gen never
- * signalled) the whole rest at once: nothing can suspend it.  Attached,
- * while no other allocation holds or wants the GPU, a chunk that a
- * suspend can wait out (gs__direct_chunk), for a kernel whose block
- * time is known from an earlier run; everything before it on the
- * stream must be done by the time the stream reaches it.  Never for
- * I/O kernels (a block waits for the host), space partitions, forced
- * suspensions, or a record that ran persistent (its redo ring).
- */
 /* Attached: the next chunk of l, 0 for none: alone, GSHARE_DIRECT_US of
  * work; while another allocation contends, none, or with
  * GSHARE_DIRECT=contended chunks that end well before the slice does
@@ -544,12 +533,24 @@ direct_next(const struct gs__launch *l)
 			     l->total - l->dnext));
 }
 
+/*
+ * Blocks for l's next direct launch in generation gen, 0 for a
+ * persistent one.  Standalone without forced suspensions (gen never
+ * signalled) the whole rest at once: nothing can suspend it.  Attached,
+ * while no other allocation holds or wants the GPU, a chunk that a
+ * suspend can wait out (gs__direct_chunk), for a kernel whose block
+ * time is known from an earlier run; everything before it on the
+ * stream must be done by the time the stream reaches it.  Never for
+ * I/O kernels (a block waits for the host), space partitions, forced
+ * suspensions, or a record that ran persistent (its redo ring).
+ */
 static unsigned int
 direct_blocks(const struct gs__launch *l, unsigned int gen,
 	      const struct gs__launch *pred)
 {
 	if (rt->cfg.direct == GS__DIRECT_OFF || !has_direct(l->k) ||
-	    (l->k->flags & GS_KF_IO) || l->pers || l->dnext >= l->total || rt->sm_range != 0)
+	    (l->k->flags & GS_KF_IO) || l->pers || l->dnext >= l->total ||
+	    rt->sm_range != 0)
 		return 0;
 	if (gen == GS__IMM_GEN)
 		return l->total - l->dnext;
