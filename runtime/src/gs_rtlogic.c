@@ -372,6 +372,16 @@ gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 	*rows = 0;
 }
 
+int
+gs__direct_pick(uint64_t task_d, uint64_t task_p)
+{
+	if (task_d == 0)
+		return 1;
+	if (task_p == 0)
+		return 0;
+	return task_d / 105u <= task_p / 100u;
+}
+
 uint64_t
 gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc)
 {

@@ -199,6 +199,10 @@ unsigned int gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
 void gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 		     unsigned int n, struct gs_dim3 *out, unsigned int *rows,
 		     unsigned int *y0);
+/* Launch a kernel direct, from its block times measured direct (task_d)
+ * and persistent (task_p), 0: not yet: direct first, then persistent
+ * once, then direct unless the loop was more than 5 % faster. */
+int gs__direct_pick(uint64_t task_d, uint64_t task_p);
 /* One logical block's time on one slot, from a run of `done` blocks over
  * span_ns on `conc` slots (min(slots, done) of them worked at once),
  * smoothed into est (0: none yet; half the old, half the new). */

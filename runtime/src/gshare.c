@@ -118,8 +118,9 @@ struct gs__occ {
 	struct gs_dim3 block;
 	size_t shmem;
 	int bps;
-	uint64_t task_ns;		/* a logical block's time on one slot
-					 * (gs__task_est), 0: unknown */
+	uint64_t task_d, task_p;	/* a logical block's time on one slot
+					 * (gs__task_est) launched direct and
+					 * persistent, 0: unknown */
 };
 
 struct gs__rt {
@@ -383,6 +384,16 @@ occ_find(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem)
 	return NULL;
 }
 
+/* A logical block's time on one slot for sizing direct chunks: as
+ * measured direct, else persistent, 0: unknown. */
+static uint64_t
+occ_task(const struct gs__occ *o)
+{
+	if (o == NULL)
+		return 0;
+	return o->task_d != 0 ? o->task_d : o->task_p;
+}
+
 static int
 occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	  int *bps)
@@ -404,7 +415,7 @@ occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	rt->occ[i].block = block;
 	rt->occ[i].shmem = shmem;
 	rt->occ[i].bps = *bps;
-	rt->occ[i].task_ns = 0;
+	rt->occ[i].task_d = rt->occ[i].task_p = 0;
 	return 0;
 }
 
@@ -529,7 +540,7 @@ direct_next(const struct gs__launch *l)
 		    now_ns(), rt->dq_end_ns, target);
 	}
 	return gs__direct_rows(&l->grid, l->dnext,
-	    gs__direct_chunk(l->slots, o != NULL ? o->task_ns : 0, target,
+	    gs__direct_chunk(l->slots, occ_task(o), target,
 			     l->total - l->dnext));
 }
 
@@ -548,9 +559,18 @@ static unsigned int
 direct_blocks(const struct gs__launch *l, unsigned int gen,
 	      const struct gs__launch *pred)
 {
+	const struct gs__occ *o;
+
 	if (rt->cfg.direct == GS__DIRECT_OFF || !has_direct(l->k) ||
 	    (l->k->flags & GS_KF_IO) || l->pers || l->dnext >= l->total ||
 	    rt->sm_range != 0)
+		return 0;
+	/* the faster of the two for this kernel, once both were tried
+	 * (one block per hardware block is not always: tiny blocks start
+	 * faster in the loop) */
+	o = occ_find(l->k, l->block, l->shmem);
+	if (!gs__direct_pick(o != NULL ? o->task_d : 0,
+			     o != NULL ? o->task_p : 0))
 		return 0;
 	if (gen == GS__IMM_GEN)
 		return l->total - l->dnext;
@@ -604,10 +624,10 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	if (!CU_OK(e))
 		return cufail(e, "cudaEventRecord");
 	o = occ_find(l->k, l->block, l->shmem);
-	if (o != NULL && o->task_ns != 0) {
+	if (occ_task(o) != 0) {
 		uint64_t now = now_ns(), d;
 
-		d = o->task_ns * n / (n < l->slots ? n : l->slots);
+		d = occ_task(o) * n / (n < l->slots ? n : l->slots);
 		l->dend_ns = (l->dend_ns > now ? l->dend_ns : now) + d;
 		/* streams may overlap: counted one after the other, the
 		 * budget of the next chunk errs on the short side */
@@ -1400,10 +1420,12 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		ns++;
 		if (st->done > 0 && st->tmax > st->tmin) {
 			struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
-			if (o != NULL)
-				o->task_ns = gs__task_est(o->task_ns,
-				    st->tmax - st->tmin, st->done,
-				    l->direct ? l->slots : l->nphys);
+			uint64_t *est = o == NULL ? NULL :
+					l->direct ? &o->task_d : &o->task_p;
+
+			if (est != NULL)
+				*est = gs__task_est(*est, st->tmax - st->tmin,
+				    st->done, l->direct ? l->slots : l->nphys);
 		}
 		*tasks += st->done;
 		rt->stats.yields += st->yields;

@@ -210,6 +210,16 @@ test_direct_chunk(void **state)
 	assert_true(gs__direct_budget(5000000, 1000000, 6000000, 500000) == 0);
 	assert_true(gs__direct_budget(0, 1000000, 0, 500000) == 0);
 
+	/* direct or persistent: try direct, then the loop once, then the
+	 * faster, direct within 5 % */
+	assert_true(gs__direct_pick(0, 0));
+	assert_true(gs__direct_pick(0, 5000));
+	assert_false(gs__direct_pick(5000, 0));
+	assert_true(gs__direct_pick(5000, 6000));
+	assert_true(gs__direct_pick(5200, 5000));
+	assert_false(gs__direct_pick(6000, 5000));
+	assert_false(gs__direct_pick(7300, 4700));
+
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
 	est = gs__task_est(0, 1000000, 1000, 100);
 	assert_true(est == 100000);
