@@ -140,7 +140,9 @@ struct gs_kctx {
  * allocation contends (attached); see docs/runtime.md. */
 struct gs__dctx {
 	struct gs__kstate *ks;		/* next := next_after (block 0) */
-	struct gs__status *st;		/* _rsv[0] := start, when stamp */
+	struct gs__status *st;		/* _rsv[0] := start (block 0, when
+					 * stamp), _rsv[1] := end (the last
+					 * block) */
 	unsigned int *runs;		/* completions per block, or NULL */
 	unsigned int first;		/* 1D launch: blockIdx.x + first */
 	unsigned int gx, gy, gz;	/* logical grid */
@@ -998,7 +1000,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
  * into gs__b before it reads them (a warp reads only its own writes or
  * identical ones), so no barrier is needed.  Block 0 moves the kernel's
  * fresh-block counter past this launch, for a persistent launch that may
- * follow on the stream, and stamps the start.
+ * follow on the stream, and stamps the start; the last block stamps the
+ * end (the GPU time is the span between, as for the loop).
  */
 template <typename F>
 static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
@@ -1039,8 +1042,16 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 	gs__b.tk[0].z = z;
 	gs__b.wpar[gs__tid() >> 5] = 0;
 	body();
-	if (c.runs != NULL && gs__thread0())
-		atomicAdd(&c.runs[lb], 1u);
+	if (gs__thread0()) {
+		if (c.runs != NULL)
+			atomicAdd(&c.runs[lb], 1u);
+		/* the last block dispatched: about the last to end (one
+		 * task's spread at most) */
+		if (blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+		    blockIdx.z == gridDim.z - 1)
+			*(volatile unsigned long long *)&c.st->_rsv[1] =
+			    gs__gtimer();
+	}
 }
 
 #define GS__KERNEL(name, argtype, argname, kflags, bounds)		\

@@ -88,9 +88,8 @@ struct gs__launch {
 	unsigned int *ready, nready;
 	unsigned int io_out;
 	/* direct launches (plain grids, gs__direct): fresh blocks launched
-	 * so far, this round's blocks and chunks, chunks seen done; events
-	 * dev[0] before the round's first chunk, dev[1 + i % 2] after chunk
-	 * i (at most two in flight) */
+	 * so far, this round's blocks and chunks, chunks seen done; event
+	 * dev[i % 2] after chunk i (at most two in flight) */
 	unsigned int slots;		/* block slots: bps * sms */
 	unsigned int dnext;
 	unsigned int dround, dchunks, dseen;
@@ -100,7 +99,7 @@ struct gs__launch {
 	int pers;			/* launched persistent once: stays */
 	uint64_t dend_ns;		/* host time its direct work queued
 					 * this round should end */
-	cudaEvent_t dev[3];
+	cudaEvent_t dev[2];
 };
 
 struct gs__pending_read {
@@ -348,7 +347,7 @@ launch_free(struct gs__launch *l)
 	free(l->args);
 	if (l->ev != NULL)
 		cudaEventDestroy(l->ev);
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		if (l->dev[i] == NULL)
 			continue;
 		if (rt->nevpool < GS__EVPOOL)
@@ -591,17 +590,15 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	cudaError_t e;
 	int i, rc;
 
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 2; i++) {
 		if (l->dev[i] != NULL)
 			continue;
 		if (rt->nevpool > 0)
 			l->dev[i] = rt->evpool[--rt->nevpool];
-		else if (!CU_OK(e = cudaEventCreate(&l->dev[i])))
+		else if (!CU_OK(e = cudaEventCreateWithFlags(&l->dev[i],
+					cudaEventDisableTiming)))
 			return cufail(e, "cudaEventCreate");
 	}
-	if (l->dchunks == 0 &&
-	    !CU_OK(e = cudaEventRecord(l->dev[0], l->stream)))
-		return cufail(e, "cudaEventRecord");
 	memset(&c, 0, sizeof(c));
 	c.ks = rt->d_ks + l->slot;
 	c.st = rt->d_st + l->slot;
@@ -614,13 +611,13 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	c.stamp = l->dchunks == 0;
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
-		rt->st[l->slot]._rsv[0] = 0;
+		rt->st[l->slot]._rsv[0] = rt->st[l->slot]._rsv[1] = 0;
 	rc = l->k->launch_direct(g, l->block, l->shmem, l->stream, &c,
 				 l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
 			    cudaGetErrorString((cudaError_t)rc));
-	e = cudaEventRecord(l->dev[1 + l->dchunks % 2], l->stream);
+	e = cudaEventRecord(l->dev[l->dchunks % 2], l->stream);
 	if (!CU_OK(e))
 		return cufail(e, "cudaEventRecord");
 	o = occ_find(l->k, l->block, l->shmem);
@@ -641,21 +638,18 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	return 0;
 }
 
-/* The span of l's direct chunks this round (all done): block 0's start
- * stamp, plus the events' time. */
-static int
-direct_span(struct gs__launch *l, uint64_t *start, uint64_t *end)
+/* The span of l's direct chunks this round (all done): the first
+ * chunk's block 0 started, the last chunk's last block ended
+ * (%globaltimer, as the loop's spans). */
+static void
+direct_span(const struct gs__launch *l, uint64_t *start, uint64_t *end)
 {
-	float ms = 0;
-	cudaError_t e;
+	const volatile struct gs__status *st = &rt->st[l->slot];
 
-	e = cudaEventElapsedTime(&ms, l->dev[0],
-				 l->dev[1 + (l->dchunks - 1) % 2]);
-	if (!CU_OK(e))
-		return cufail(e, "cudaEventElapsedTime");
-	*start = rt->st[l->slot]._rsv[0];
-	*end = *start + (uint64_t)((double)ms * 1e6);
-	return 0;
+	*start = st->_rsv[0];
+	*end = st->_rsv[1];
+	if (*end < *start)
+		*end = *start;
 }
 
 /*
@@ -675,7 +669,7 @@ direct_poll(struct gs__launch *l, int more)
 	if (*(volatile unsigned int *)&st->seq == l->seq)
 		return 0;
 	while (l->dseen < l->dchunks) {
-		e = cudaEventQuery(l->dev[1 + l->dseen % 2]);
+		e = cudaEventQuery(l->dev[l->dseen % 2]);
 		if (e == cudaErrorNotReady)
 			break;
 		if (!CU_OK(e))
@@ -695,8 +689,7 @@ direct_poll(struct gs__launch *l, int more)
 	}
 	if (l->dseen < l->dchunks || (l->dnext < l->total && more))
 		return 0;
-	if (direct_span(l, &t0, &t1) < 0)
-		return -1;
+	direct_span(l, &t0, &t1);
 	st->tmin = t0;
 	st->tmax = t1;
 	st->done = l->dround;
@@ -1403,9 +1396,8 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		if (l->dmixed) {
 			/* the round's direct chunks, before its persistent
 			 * launch on the same stream */
-			if (direct_span(l, &rt->spans[ns].start,
-					&rt->spans[ns].end) < 0)
-				return -1;
+			direct_span(l, &rt->spans[ns].start,
+				    &rt->spans[ns].end);
 			ns++;
 			*tasks += l->dround;
 			l->dmixed = 0;
