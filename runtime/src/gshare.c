@@ -608,6 +608,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	c.gy = l->grid.y;
 	c.gz = l->grid.z;
 	c.next_after = l->dnext + n == l->total ? 0u : l->dnext + n;
+	c.last_lb = l->dnext + n - 1u;
 	c.stamp = l->dchunks == 0;
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
