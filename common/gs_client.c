@@ -746,6 +746,13 @@ uint64_t gs_client_soon_until(const struct gs_client *c)
 	return c->soon_until;
 }
 
+void gs_client_expect_grant(struct gs_client *c, uint64_t ns)
+{
+	if (ns > GS_CLIENT_SPIN_MAX_NS)
+		ns = GS_CLIENT_SPIN_MAX_NS;
+	c->soon_until = now_ns() + ns;
+}
+
 int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 			 uint64_t *slice_ns, struct gs_error *err)
 {

@@ -103,5 +103,10 @@ int gs_client_wait_grant(struct gs_client *c, int timeout_ms, uint64_t *gen,
 /* When the polling that the last TOKEN_SOON asked for ends (CLOCK_MONOTONIC
  * ns; 0: no hint since the last grant). */
 uint64_t gs_client_soon_until(const struct gs_client *c);
+/* The caller expects a grant within ns (it wanted the token while no
+ * other allocation held or wanted it): gs_client_wait_grant polls for it
+ * as after a TOKEN_SOON of that length (at most GS_CLIENT_SPIN_MAX_NS),
+ * instead of sleeping until a wake-up delivers it. */
+void gs_client_expect_grant(struct gs_client *c, uint64_t ns);
 
 #endif /* GS_CLIENT_H */

@@ -11,6 +11,9 @@
  * (what a plugin does per job step or container): the round-trip
  * percentiles of each, which include the allocation table write (create,
  * close) and the wait for the usage row's commit (close).
+ * Then one job alone wants, waits for and releases the token 4000
+ * times: the want -> grant latency of an uncontended synchronize,
+ * sleeping in poll() for the grant, then polling for it.
  * A last phase attaches 8 busy jobs (weights 1..8) that spin on their
  * control page while holding the token and release on SUSPEND, and
  * prints the agent's CPU use (% of one core), token hand-overs per
@@ -202,6 +205,69 @@ static void *job_main(void *arg)
 }
 
 static int cmp_u64(const void *a, const void *b);
+
+/*
+ * One job alone on the GPU, as an attached job's gs_synchronize does with
+ * nobody else there: want, wait for the grant, release (done).  The
+ * want -> grant time is what every synchronize of an uncontended job
+ * pays before its first kernel.
+ */
+static int run_alone(struct gs_client *root, int n, int spin)
+{
+	static uint64_t lat[LAT_SAMPLES];
+	struct gs_alloc_req req;
+	struct gs_alloc_info info;
+	struct gs_client *c;
+	struct gs_error err;
+	uint64_t gen, slice, t0;
+	int i, m = 0, fd, r;
+
+	memset(&req, 0, sizeof(req));
+	req.gpu = 0;
+	req.shares = 10;
+	req.weight = 1;
+	if (gs_client_alloc_create(root, &req, &info, &err) < 0 ||
+	    gs_client_connect(sock, 5000, &c, &err) < 0) {
+		fprintf(stderr, "alone: %s\n", err.msg);
+		return -1;
+	}
+	if (gs_client_attach(c, info.id, &fd, NULL, &err) < 0) {
+		fprintf(stderr, "alone: %s\n", err.msg);
+		gs_client_free(c);
+		return -1;
+	}
+	close(fd);
+	for (i = 0; i < n; i++) {
+		t0 = now_ns();
+		if (gs_client_token_want(c, &err) < 0)
+			break;
+		if (spin)	/* as gs_session does when nobody contends */
+			gs_client_expect_grant(c, 200000);
+		while ((r = gs_client_wait_grant(c, 1000, &gen, &slice,
+						 &err)) == 0)
+			;
+		if (r < 0)
+			break;
+		if (m < LAT_SAMPLES)
+			lat[m++] = now_ns() - t0;
+		if (gs_client_token_release(c, gen, 1000, 0, GS_REL_IDLE,
+					    &err) < 0)
+			break;
+	}
+	if (i < n) {
+		fprintf(stderr, "alone: %s\n", err.msg);
+		gs_client_free(c);
+		return -1;
+	}
+	qsort(lat, (size_t)m, sizeof(lat[0]), cmp_u64);
+	printf("ALONE   one job alone, %d want -> grant, %s: p50 %.1f us, "
+	       "p90 %.1f us, p99 %.1f us\n", n,
+	       spin ? "polling for it" : "sleeping in poll()",
+	       (double)lat[m / 2] / 1e3,
+	       (double)lat[m * 9 / 10] / 1e3, (double)lat[m * 99 / 100] / 1e3);
+	gs_client_free(c);
+	return 0;
+}
 
 static int run_jobs(struct gs_client *root, double secs)
 {
@@ -509,6 +575,8 @@ jobs:
 	       getenv("BENCH_HANDOFF") ? getenv("BENCH_HANDOFF") : "(default)",
 	       getenv("BENCH_POLL") ? getenv("BENCH_POLL") : "(default)",
 	       (unsigned long long)(evict_ns / 1000));
+	if (run_alone(root, 4000, 0) < 0 || run_alone(root, 4000, 1) < 0)
+		return 1;
 	if (run_jobs(root, secs < 5 ? 5 : secs) < 0)
 		return 1;
 	gs_client_free(root);

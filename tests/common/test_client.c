@@ -364,6 +364,42 @@ static void test_soon_spins(void **state)
 	fake_stop(&f);
 }
 
+/* A job that wanted the token while nobody else held or wanted it
+ * expects the grant at once: the wait polls (CPU time) for the time it
+ * said, capped at GS_CLIENT_SPIN_MAX_NS, then sleeps. */
+static void test_expect_spins(void **state)
+{
+	struct fake f;
+	struct gs_client *c;
+	struct gs_error err;
+	uint64_t gen = 0, slice = 0, cpu, until;
+	int64_t t0;
+
+	(void)state;
+	fake_start(&f, script_silent);
+	assert_int_equal(gs_client_connect(sock_path, 2000, &c, &err), 0);
+	assert_int_equal(gs_client_token_want(c, &err), 0);
+	t0 = mono_ms();
+	gs_client_expect_grant(c, 8000000);
+	until = gs_client_soon_until(c);
+	assert_true(until / 1000000 >= (uint64_t)t0 + 7);
+	assert_true(until / 1000000 <= (uint64_t)t0 + 9);
+	cpu = thread_cpu_ns();
+	assert_int_equal(gs_client_wait_grant(c, 100, &gen, &slice, &err), 0);
+	cpu = thread_cpu_ns() - cpu;
+	assert_true(mono_ms() - t0 >= 95);
+	/* ~8 ms of polling, asleep for the rest of the 100 ms */
+	assert_true(cpu >= 3000000ull);
+	assert_true(cpu < 60000000ull);
+	/* capped */
+	t0 = mono_ms();
+	gs_client_expect_grant(c, UINT64_MAX / 2);
+	until = gs_client_soon_until(c);
+	assert_true(until / 1000000 <= (uint64_t)t0 + 11);
+	gs_client_free(c);
+	fake_stop(&f);
+}
+
 static void script_attach(int fd)
 {
 	struct gs_msg m, r;
@@ -427,6 +463,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_expect_spins),
 		cmocka_unit_test(test_request_timeout),
 		cmocka_unit_test(test_events_and_stale),
 		cmocka_unit_test(test_soon_spins),
