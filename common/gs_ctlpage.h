@@ -146,4 +146,15 @@ _Static_assert(offsetof(struct gs_ctlpage, mem_peak) == 232,
 _Static_assert(offsetof(struct gs_ctlpage, sim_mem_ns) == 248,
 	       "sim_mem_ns moved");
 
+/* The agent says no other allocation on this page's GPU holds or wants
+ * the token now (0 also when it does not say: an agent before
+ * contenders). */
+static inline int
+gs_ctl_alone(const volatile struct gs_ctlpage *p)
+{
+	return (__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
+		GS_CTL_CONTEND_VALID) &&
+	       __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0;
+}
+
 #endif /* GS_CTLPAGE_H */

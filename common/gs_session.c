@@ -536,19 +536,6 @@ gs_session_slice_ns(const struct gs_session *s)
 /* How long acquire polls for a grant it expects at once. */
 #define ALONE_SPIN_NS 200000ull
 
-/* The agent says no other allocation on the GPU holds or wants the
- * token. */
-static int
-alone(const struct gs_session *s)
-{
-	const volatile struct gs_ctlpage *p = s->page;
-
-	return p != NULL &&
-	       __atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) ==
-	       GS_CTL_CONTEND_VALID &&
-	       __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0;
-}
-
 int
 gs_session_acquire(struct gs_session *s, struct gs_error *err)
 {
@@ -580,7 +567,7 @@ gs_session_acquire(struct gs_session *s, struct gs_error *err)
 		/* nobody else holds or wants the GPU: the grant comes at
 		 * once; look for it without sleeping (a wake-up on an idle
 		 * node costs tens of us) */
-		if (alone(s))
+		if (s->page != NULL && gs_ctl_alone(s->page))
 			gs_client_expect_grant(s->c, ALONE_SPIN_NS);
 	}
 	PAGE_STORE(state, (uint32_t)GS_CTL_WAITING);

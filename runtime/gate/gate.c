@@ -437,9 +437,7 @@ static const struct gl_params *cur_par(void)
 	if (g.sess == NULL)
 		return &g.par;
 	p = page();
-	if (!(__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
-	      GS_CTL_CONTEND_VALID) ||
-	    __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) != 0)
+	if (!gs_ctl_alone(p))
 		return &g.par;
 	/* a contender that pauses for a moment (between its release and
 	 * its next request, or in a short host phase) is still one: widen

@@ -1153,9 +1153,7 @@ resize_stop(void)
 static int
 contended(volatile struct gs_ctlpage *page)
 {
-	return __atomic_load_n(&page->contend_flags, __ATOMIC_ACQUIRE) !=
-	       GS_CTL_CONTEND_VALID ||
-	       __atomic_load_n(&page->contenders, __ATOMIC_RELAXED) != 0;
+	return !gs_ctl_alone(page);
 }
 
 /*
