@@ -239,8 +239,7 @@ parse_partition(const char *s, struct gs__config *c)
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
 static const char *const release_names[] = { "early", "drained", NULL };
-static const char *const direct_names[] = { "auto", "off", "contended",
-					    NULL };
+static const char *const direct_names[] = { "auto", "off", NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
 					 NULL };
 
@@ -290,11 +289,10 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return -1;
 	c->release_early = rel == 0;
 	dir = 0;
-	if (env_choice(get, "GSHARE_DIRECT", direct_names,
-		       "auto, off or contended", &dir, err) < 0)
+	if (env_choice(get, "GSHARE_DIRECT", direct_names, "auto or off",
+		       &dir, err) < 0)
 		return -1;
-	c->direct = dir == 1 ? GS__DIRECT_OFF : dir == 2 ?
-		    GS__DIRECT_CONTENDED : GS__DIRECT_AUTO;
+	c->direct = dir == 1 ? GS__DIRECT_OFF : GS__DIRECT_AUTO;
 	c->direct_ns = dus * 1000u;
 	c->slack_ns = slack;
 	c->early_max_ns = emax * 1000u;
@@ -320,18 +318,6 @@ gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
 	if (n >= left || left - n < slots / 2u)
 		return left;
 	return (unsigned int)n;
-}
-
-uint64_t
-gs__direct_budget(uint64_t deadline, uint64_t now, uint64_t queued_end,
-		  uint64_t target)
-{
-	uint64_t from = queued_end > now ? queued_end : now, left;
-
-	if (deadline <= from)
-		return 0;
-	left = (deadline - from) / 2u;
-	return left < target ? left : target;
 }
 
 unsigned int

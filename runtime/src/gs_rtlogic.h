@@ -141,8 +141,6 @@ enum {
 	GS__DIRECT_OFF,		/* off: always the persistent loop */
 	GS__DIRECT_AUTO,	/* auto (default): standalone, and attached
 				 * while no other allocation contends */
-	GS__DIRECT_CONTENDED,	/* contended: also in contended holds, in
-				 * chunks that end well before the slice */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
@@ -180,13 +178,6 @@ int gs__config_parse(struct gs__config *c,
  */
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
 			      uint64_t target_ns, unsigned int left);
-/* The GPU time a contended hold may still give a direct chunk: half of
- * what is left of the slice (deadline) after the work already queued
- * ends (queued_end; both host ns), at most target; 0 when the slice's
- * end is unknown or near: the rest then runs persistent, which a suspend
- * stops at its next block. */
-uint64_t gs__direct_budget(uint64_t deadline, uint64_t now,
-			   uint64_t queued_end, uint64_t target);
 /* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
  * whole rows when it holds at least one and is not the rest: a launch
  * of whole rows needs no division per thread (gs__direct_grid).  Other

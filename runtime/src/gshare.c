@@ -94,8 +94,6 @@ struct gs__launch {
 	unsigned int dnext;
 	unsigned int dround, dchunks, dseen;
 	int direct;			/* launched direct this round */
-	int dmixed;			/* ... and the rest persistent after
-					 * it (reap counts both) */
 	int pers;			/* launched persistent once: stays */
 	uint64_t dend_ns;		/* host time its direct work queued
 					 * this round should end */
@@ -217,9 +215,6 @@ struct gs__rt {
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
-	uint64_t dq_end_ns;		/* this round: when all the direct
-					 * work queued so far should end, on
-					 * any stream (host ns) */
 	cudaEvent_t evpool[GS__EVPOOL];	/* direct launches' events of freed
 					 * records, for the next ones */
 	unsigned int nevpool;
@@ -502,8 +497,6 @@ green_prepare(void)
 /* ---- direct launches ---- */
 
 static int contended(volatile struct gs_ctlpage *page);
-static int launch_one(struct gs__launch *l, unsigned int gen,
-		      struct gs__launch *pred);
 
 /* Kernels built with GSHARE_KABI 1 have no direct entry. */
 static int
@@ -520,26 +513,18 @@ direct_complete(const struct gs__launch *l)
 	return !l->pers && l->dnext == l->total;
 }
 
-/* Attached: the next chunk of l, 0 for none: alone, GSHARE_DIRECT_US of
- * work; while another allocation contends, none, or with
- * GSHARE_DIRECT=contended chunks that end well before the slice does
- * (gs__direct_budget). */
+/* Attached: the next chunk of l, about GSHARE_DIRECT_US of work; 0
+ * while another allocation holds or wants the GPU (the loop, which a
+ * suspend stops at its next block), or with no estimate. */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
-	uint64_t target = rt->cfg.direct_ns;
 
-	if (contended(rt->page)) {
-		if (rt->cfg.direct != GS__DIRECT_CONTENDED)
-			return 0;
-		target = gs__direct_budget(
-		    __atomic_load_n(&rt->page->slice_deadline_ns,
-				    __ATOMIC_RELAXED),
-		    now_ns(), rt->dq_end_ns, target);
-	}
+	if (contended(rt->page))
+		return 0;
 	return gs__direct_rows(&l->grid, l->dnext,
-	    gs__direct_chunk(l->slots, occ_task(o), target,
+	    gs__direct_chunk(l->slots, occ_task(o), rt->cfg.direct_ns,
 			     l->total - l->dnext));
 }
 
@@ -627,10 +612,6 @@ launch_direct(struct gs__launch *l, unsigned int n)
 
 		d = occ_task(o) * n / (n < l->slots ? n : l->slots);
 		l->dend_ns = (l->dend_ns > now ? l->dend_ns : now) + d;
-		/* streams may overlap: counted one after the other, the
-		 * budget of the next chunk errs on the short side */
-		rt->dq_end_ns = (rt->dq_end_ns > now ? rt->dq_end_ns : now) +
-				d;
 	}
 	l->dnext += n;
 	l->dround += n;
@@ -680,13 +661,10 @@ direct_poll(struct gs__launch *l, int more)
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
 		if ((n = direct_next(l)) != 0)
 			return launch_direct(l, n);
-		/* no chunk fits (the slice ends soon, or no estimate): the
-		 * rest persistent, after the chunks on the stream; reap
-		 * counts the chunks (dmixed) */
-		l->direct = 0;
-		l->dmixed = 1;
-		l->pers = 1;	/* no direct again: its ring may fill */
-		return launch_one(l, rt->cur_gen, NULL);
+		/* a contender came (or no estimate): no more chunks; the
+		 * round ends with those on the GPU and the next one runs
+		 * the rest in the loop */
+		more = 0;
 	}
 	if (l->dseen < l->dchunks || (l->dnext < l->total && more))
 		return 0;
@@ -1086,8 +1064,7 @@ tmp_add(struct gs__launch *l)
 	if (rt->ntmp == rt->captmp) {
 		size_t nc = rt->captmp ? rt->captmp * 2 : 64;
 		struct gs__launch **n = realloc(rt->tmp, nc * sizeof(*n));
-		/* two spans a record: direct chunks, then the rest */
-		struct gs__span *s = realloc(rt->spans, 2 * nc * sizeof(*s));
+		struct gs__span *s = realloc(rt->spans, nc * sizeof(*s));
 
 		if (n != NULL)
 			rt->tmp = n;
@@ -1392,15 +1369,6 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		if (st->overflow)
 			return fail(GS__EINTERNAL, "kernel %s: redo buffer "
 				    "overflow", l->k->name);
-		if (l->dmixed) {
-			/* the round's direct chunks, before its persistent
-			 * launch on the same stream */
-			direct_span(l, &rt->spans[ns].start,
-				    &rt->spans[ns].end);
-			ns++;
-			*tasks += l->dround;
-			l->dmixed = 0;
-		}
 		rt->spans[ns].start = st->tmin;
 		rt->spans[ns].end = st->tmax;
 		if (st->tmax > rt->last_tmax)
@@ -1729,7 +1697,6 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		}
 		rt->cur_gen = gen;
 		rt->round_launch_ns = now_ns();
-		rt->dq_end_ns = 0;
 		if (rt->trace != NULL && rt->th.launch == 0)
 			rt->th.launch = rt->round_launch_ns;
 		if (launch_queued(gen, 1) < 0)

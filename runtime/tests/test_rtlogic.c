@@ -198,18 +198,6 @@ test_direct_chunk(void **state)
 		assert_int_equal(gs__direct_rows(&g1, 0, 100), 100);
 	}
 
-	/* contended: half of what the slice has left after the queued
-	 * work, at most the target; none at or past its end */
-	assert_true(gs__direct_budget(5000000, 1000000, 0, 500000) == 500000);
-	assert_true(gs__direct_budget(5000000, 1000000, 4000000, 500000) ==
-		    500000);
-	assert_true(gs__direct_budget(5000000, 1000000, 4600000, 500000) ==
-		    200000);
-	assert_true(gs__direct_budget(5000000, 4900000, 0, 500000) == 50000);
-	assert_true(gs__direct_budget(5000000, 5000000, 0, 500000) == 0);
-	assert_true(gs__direct_budget(5000000, 1000000, 6000000, 500000) == 0);
-	assert_true(gs__direct_budget(0, 1000000, 0, 500000) == 0);
-
 	/* direct or persistent: try direct, then the loop once, then the
 	 * faster, direct within 5 % */
 	assert_true(gs__direct_pick(0, 0));
@@ -272,8 +260,8 @@ test_config(void **state)
 	assert_int_equal(c.direct, GS__DIRECT_OFF);
 	assert_true(c.direct_ns == 2000000);
 	set_env("GSHARE_DIRECT", "contended", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.direct, GS__DIRECT_CONTENDED);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "auto or off"));
 	set_env("GSHARE_DIRECT", "on", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	assert_non_null(strstr(err.msg, "GSHARE_DIRECT='on'"));

@@ -122,7 +122,7 @@ def main(o):
         for mode in ('agent0', 'agent1', 'agentw', 'agenta', 'agent',
                      'agenth', 'agentm', 'agente', 'agentme', 'agentd',
                      'agentt', 'agentp', 'agenttp', 'agent2', 'agentt2',
-                     'agentx', 'agentc',
+                     'agentx',
                      'ts'):
             files = sorted(glob.glob(os.path.join(
                 o, 'share%d-%s-*.log' % (s, mode))))
