@@ -70,6 +70,18 @@ def load(paths, drift):
     return holds
 
 
+def steps_between(a, b):
+    """Where the time from hold a's last block to hold b's first goes:
+    a's exit seen, its streams drained, reaped and released, then b's
+    grant, preparation, watcher launch and first block (ns)."""
+    return (('gap', b['tmin'] - a['tmax']), ('seen', a['seen'] - a['tmax']),
+            ('drain', a['exit'] - a['seen']), ('reap', a['end'] - a['exit']),
+            ('handover', b['exec'] - a['end']),
+            ('prep', b['wlaunch'] - b['exec']),
+            ('watcher', b['launch'] - b['wlaunch']),
+            ('start', b['tmin'] - b['launch']))
+
+
 def pct(a, b):
     return 100.0 * a / b if b else 0.0
 
@@ -97,14 +109,8 @@ def main(paths):
             continue
         if a['pid'] == b['pid']:
             same += 1
-        steps['gap'].append(b['tmin'] - a['tmax'])
-        steps['seen'].append(a['seen'] - a['tmax'])
-        steps['drain'].append(a['exit'] - a['seen'])
-        steps['reap'].append(a['end'] - a['exit'])
-        steps['handover'].append(b['exec'] - a['end'])
-        steps['prep'].append(b['wlaunch'] - b['exec'])
-        steps['watcher'].append(b['launch'] - b['wlaunch'])
-        steps['start'].append(b['tmin'] - b['launch'])
+        for k, v in steps_between(a, b):
+            steps[k].append(v)
     spans = sum(h['tmax'] - h['tmin'] for h in inw)
     gpu = sum(h['gpu'] for h in inw)
     print('holds: %d processes, %d holds in a %.3f s window (%d ended by a '
@@ -194,20 +200,12 @@ def alone(paths):
     if not holds:
         print('no holds')
         return 1
-    rows = {'grant -> first launch': [], 'first launch -> first block': [],
-            'first -> last block (GPU)': [], 'last block -> seen': [],
-            'seen -> exit': [], 'exit -> released': [],
-            'released -> next grant': []}
-    for a, b in zip(holds, holds[1:] + [None]):
-        rows['grant -> first launch'].append(a['launch'] - a['exec'])
-        rows['first launch -> first block'].append(a['tmin'] - a['launch'])
-        rows['first -> last block (GPU)'].append(a['tmax'] - a['tmin'])
-        rows['last block -> seen'].append(a['seen'] - a['tmax'])
-        rows['seen -> exit'].append(a['exit'] - a['seen'])
-        rows['exit -> released'].append(a['end'] - a['exit'])
-        if b is not None:
-            rows['released -> next grant'].append(b['exec'] - a['end'])
-    print('%d holds' % len(holds))
+    rows = {'gpu': [h['tmax'] - h['tmin'] for h in holds]}
+    for a, b in zip(holds, holds[1:]):
+        for k, v in steps_between(a, b):
+            rows.setdefault(k, []).append(v)
+    print('%d holds (gpu: first to last block; the others as in the '
+          'hand-over table, between one hold and the next)' % len(holds))
     for k, v in rows.items():
         if v:
             print('  %-28s median %9.1f us  mean %9.1f us' % (
