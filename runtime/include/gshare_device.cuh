@@ -589,9 +589,13 @@ static __device__ __forceinline__ unsigned int gs_block_linear(void)
 /*
  * Scheduling point for long loops (GLoop's postTaskIfNecessary): true
  * only when a suspend is pending.  Called by all threads of the block
- * together.  Thread 0 reads the device flag at most every
- * GS_YIELD_POLL_CYCLES; __syncthreads_or shares the answer.  After true,
- * save the loop state and return from the body.
+ * together.  At most every GS_YIELD_POLL_CYCLES thread 0 looks at the
+ * flag value fetched by the previous look (or at the task's start: the
+ * cp.async into gs__b.flagbuf has long landed) and starts the next
+ * fetch, so no thread waits for the L2 round trip; __syncthreads_or
+ * shares the answer.  A suspend is seen one look later than with a
+ * blocking read: at most max(GS_YIELD_POLL_CYCLES, the calls' interval)
+ * more.  After true, save the loop state and return from the body.
  */
 /* Inside a GS_KERNEL body GS__D is the body's template parameter: true
  * in its direct launch, where no suspend comes and a scheduling point
@@ -610,10 +614,11 @@ static __device__ __forceinline__ bool gs__should_yield(void)
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
 			gs__b.last_poll = t;
-			y = __ldcv(gs__b.flag) >=
-			    gs__b.gen;
+			y = gs__flag_fetched() >= gs__b.gen;
 			if (y)
 				gs__b.event |= GS__EV_YIELD;
+			else
+				gs__flag_fetch(gs__b.flag);
 		}
 	}
 	return __syncthreads_or(y) != 0;

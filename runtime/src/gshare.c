@@ -565,9 +565,12 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
 }
 
 /* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
- * stream, between the round's events. */
+ * stream, between the round's events.  pred: the record before l on
+ * the stream, or NULL; l's work starts after pred's (the expected end
+ * that the wait spins near, direct_due). */
 static int
-launch_direct(struct gs__launch *l, unsigned int n)
+launch_direct(struct gs__launch *l, unsigned int n,
+	      const struct gs__launch *pred)
 {
 	struct gs__dctx c;
 	struct gs_dim3 g;
@@ -608,10 +611,14 @@ launch_direct(struct gs__launch *l, unsigned int n)
 		return cufail(e, "cudaEventRecord");
 	o = occ_find(l->k, l->block, l->shmem);
 	if (occ_task(o) != 0) {
-		uint64_t now = now_ns(), d;
+		uint64_t base = now_ns(), d;
 
 		d = occ_task(o) * n / (n < l->slots ? n : l->slots);
-		l->dend_ns = (l->dend_ns > now ? l->dend_ns : now) + d;
+		if (l->dend_ns > base)
+			base = l->dend_ns;
+		if (pred != NULL && pred->direct && pred->dend_ns > base)
+			base = pred->dend_ns;
+		l->dend_ns = base + d;
 	}
 	l->dnext += n;
 	l->dround += n;
@@ -660,7 +667,7 @@ direct_poll(struct gs__launch *l, int more)
 	}
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
 		if ((n = direct_next(l)) != 0)
-			return launch_direct(l, n);
+			return launch_direct(l, n, NULL);
 		/* a contender came (or no estimate): no more chunks; the
 		 * round ends with those on the GPU and the next one runs
 		 * the rest in the loop */
@@ -695,7 +702,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	rt->acct_range = rt->sm_range;
 	if ((dn = direct_blocks(l, gen, pred)) != 0) {
 		l->run_stream = l->stream;
-		if (launch_direct(l, dn) < 0)
+		if (launch_direct(l, dn, pred) < 0)
 			return -1;
 		l->seq = ++rt->seq;
 		if (l->seq == 0)
@@ -1183,6 +1190,46 @@ direct_due(uint64_t now)
 	return 0;
 }
 
+/* Does the wait query tmp[i]'s stream?  Not for a direct record whose
+ * every chunk's event was seen (done: the event follows the kernel), nor
+ * for a stream queried for an earlier record (each query takes the
+ * driver about a microsecond). */
+static int
+stream_to_query(size_t i)
+{
+	const struct gs__launch *l = rt->tmp[i];
+	size_t j;
+
+	if (l->direct && l->dseen == l->dchunks)
+		return 0;
+	for (j = 0; j < i; j++)
+		if (rt->tmp[j]->run_stream == l->run_stream &&
+		    !(rt->tmp[j]->direct &&
+		      rt->tmp[j]->dseen == rt->tmp[j]->dchunks))
+			return 0;
+	return 1;
+}
+
+/* A kernel failed on one of the records' streams?  spin: also wait
+ * until each stream is idle (the last blocks have left). */
+static int
+streams_check(int spin)
+{
+	size_t i;
+	cudaError_t e;
+
+	for (i = 0; i < rt->ntmp; i++) {
+		if (!stream_to_query(i))
+			continue;
+		while ((e = cudaStreamQuery(rt->tmp[i]->run_stream)) ==
+		       cudaErrorNotReady && spin)
+			;
+		if (e != cudaSuccess && e != cudaErrorNotReady)
+			return cufail(e, "kernel failed");
+	}
+	return 0;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -1190,7 +1237,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	struct gs__waitpol pol = { rt->cfg.spin_ns, 2000, 20000 };
 	uint64_t t0 = now_ns(), cur = 0, deadline = 0, iter = 0;
 	size_t i;
-	cudaError_t e;
 
 	if (page != NULL && rt->fake != NULL && rt->cfg.force_max_ns)
 		deadline = t0 + gs__rand_range(&rt->rng, rt->cfg.force_min_ns,
@@ -1252,13 +1298,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			(void)gs_session_progress(rt->sess, rt->hold_gpu_ns,
 						  rt->hold_tasks, &perr);
 		}
-		if ((iter & 255u) == 0) {
-			for (i = 0; i < rt->ntmp; i++) {
-				e = cudaStreamQuery(rt->tmp[i]->run_stream);
-				if (e != cudaSuccess && e != cudaErrorNotReady)
-					return cufail(e, "kernel failed");
-			}
-		}
+		if ((iter & 255u) == 0 && streams_check(0) < 0)
+			return -1;
 		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
@@ -1301,13 +1342,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	rt->seen_ns = now_ns();
 	/* the last blocks are leaving: spin until the streams say so
 	 * (a blocking synchronize would add a wake-up) */
-	for (i = 0; i < rt->ntmp; i++) {
-		while ((e = cudaStreamQuery(rt->tmp[i]->run_stream)) ==
-		       cudaErrorNotReady)
-			;
-		if (!CU_OK(e))
-			return cufail(e, "kernel failed");
-	}
+	if (streams_check(1) < 0)
+		return -1;
 	*exit_ns = now_ns();
 	*susp = rt->released || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
