@@ -138,6 +138,11 @@ struct gs_kctx {
  * launches a kernel this way when no suspend can come before it is done
  * (standalone), or in chunks short enough to wait out while no other
  * allocation contends (attached); see docs/runtime.md. */
+/* gs__dctx.rows: how a direct launch's blockIdx maps to logical blocks */
+#define GS__DGRID_DIV	0u	/* lb = first + blockIdx.x, divided */
+#define GS__DGRID_ROWS	1u	/* (x, y + y0, z): whole rows */
+#define GS__DGRID_1D	2u	/* a 1D logical grid: first + blockIdx.x */
+
 struct gs__dctx {
 	struct gs__kstate *ks;		/* next := next_after (block 0) */
 	struct gs__status *st;		/* _rsv[0] := start (block 0, when
@@ -150,9 +155,11 @@ struct gs__dctx {
 					 * this launch (0: it ends the
 					 * kernel, the slot is clean) */
 	unsigned int stamp;		/* 1: block 0 writes st->tmin */
-	unsigned int rows;		/* 1: a 2D or 3D launch of whole rows
-					 * (x, y + y0, z) from blockIdx, no
-					 * division; 0: 1D over first.. */
+	unsigned int rows;		/* how blockIdx maps (GS__DGRID_*):
+					 * 2: a 1D grid, first + blockIdx.x;
+					 * 1: whole rows (x, y + y0, z), no
+					 * division; 0: 1D over first.. of
+					 * any grid (a division) */
 	unsigned int y0;
 	unsigned int last_lb;		/* logical block of the grid's last
 					 * block: it stamps the end */
@@ -1017,11 +1024,14 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 {
 	unsigned int lb, x, y, z;
 
-	if (c.gy == 1u && c.gz == 1u) {		/* 1D: launched 1D */
+	/* every instruction here is paid by every warp of every block, and
+	 * short blocks of memory-bound kernels feel each one: one test per
+	 * mapping, none of blockIdx.y or .z for 1D grids */
+	if (c.rows == GS__DGRID_1D) {
 		lb = c.first + blockIdx.x;
 		x = lb;
 		y = z = 0;
-	} else if (c.rows) {
+	} else if (c.rows == GS__DGRID_ROWS) {
 		x = blockIdx.x;
 		y = blockIdx.y + c.y0;
 		z = blockIdx.z;
@@ -1035,7 +1045,9 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 		y = q % c.gy;
 		z = q / c.gy;
 	}
-	if ((blockIdx.x | blockIdx.y | blockIdx.z) == 0 && gs__thread0()) {
+	/* lb == first only in the launch's block (0, 0, 0), in every
+	 * mapping */
+	if (lb == c.first && gs__thread0()) {
 		if (c.stamp)	/* not tmin: a persistent launch of the
 				 * rest may follow in the same round */
 			*(volatile unsigned long long *)&c.st->_rsv[0] =
@@ -1061,10 +1073,13 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 		 * register through it (reduce's 16 bounds checks then
 		 * spill theirs, +3 points) */
 		unsigned int b = lb;
+		struct gs__status *st = c.st;
 
-		asm volatile("" : "+r"(b));
+		/* the status pointer taken afresh: kept from the start
+		 * stamp, it holds two registers through the body */
+		asm volatile("" : "+r"(b), "+l"(st));
 		if (b == c.last_lb)
-			*(volatile unsigned long long *)&c.st->_rsv[1] =
+			*(volatile unsigned long long *)&st->_rsv[1] =
 			    gs__gtimer();
 	}
 }

@@ -340,6 +340,12 @@ gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 	uint64_t total = (uint64_t)grid->x * grid->y * grid->z;
 
 	*y0 = 0;
+	if (grid->y == 1u && grid->z == 1u) {
+		out->x = n;
+		out->y = out->z = 1;
+		*rows = 2;
+		return;
+	}
 	if (first == 0 && n == total) {
 		*out = *grid;
 		*rows = 1;

@@ -184,9 +184,11 @@ unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
  * grids: n. */
 unsigned int gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
 			     unsigned int n);
-/* The launch grid of a direct chunk: the logical grid itself for the
- * whole of it; whole rows (gx, n / gx) from row first / gx of a 2D grid
- * (*rows = 1, *y0); else 1D over n blocks (*rows = 0). */
+/* The launch grid of a direct chunk: 1D over n blocks for a 1D logical
+ * grid (*rows = 2); the logical grid itself for the whole of it; whole
+ * rows (gx, n / gx) from row first / gx of a 2D grid (*rows = 1, *y0);
+ * else 1D over n blocks, divided (*rows = 0).  The values are
+ * GS__DGRID_* of gshare_device.cuh. */
 void gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 		     unsigned int n, struct gs_dim3 *out, unsigned int *rows,
 		     unsigned int *y0);

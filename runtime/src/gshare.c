@@ -598,6 +598,9 @@ launch_direct(struct gs__launch *l, unsigned int n,
 	c.next_after = l->dnext + n == l->total ? 0u : l->dnext + n;
 	c.last_lb = l->dnext + n - 1u;
 	c.stamp = l->dchunks == 0;
+	/* gs_rtlogic.c writes the GS__DGRID_* values as numbers */
+	_Static_assert(GS__DGRID_DIV == 0u && GS__DGRID_ROWS == 1u &&
+		       GS__DGRID_1D == 2u, "gs__direct_grid's modes");
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
 		rt->st[l->slot]._rsv[0] = rt->st[l->slot]._rsv[1] = 0;

@@ -188,7 +188,10 @@ test_direct_chunk(void **state)
 		gs__direct_grid(&g3, 64, 64, &o, &rows, &y0);
 		assert_true(o.x == 64 && o.y == 1 && o.z == 1 && rows == 0);
 		gs__direct_grid(&g1, 5000, 100, &o, &rows, &y0);
-		assert_true(o.x == 100 && o.y == 1 && rows == 0);
+		assert_true(o.x == 100 && o.y == 1 && rows == 2);
+		gs__direct_grid(&g1, 0, 262144, &o, &rows, &y0);
+		assert_true(o.x == 262144 && o.y == 1 && o.z == 1 &&
+			    rows == 2 && y0 == 0);
 		/* chunks of whole rows where that is possible */
 		assert_int_equal(gs__direct_rows(&g2, 0, 52800), 52736);
 		assert_int_equal(gs__direct_rows(&g2, 1024, 300), 300);
