@@ -215,6 +215,8 @@ struct gs__rt {
 		unsigned int rounds;
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
+	uint64_t sync_ns;		/* the gs_synchronize under way began
+					 * (host; the trace's last column) */
 	cudaEvent_t evpool[GS__EVPOOL];	/* direct launches' events of freed
 					 * records, for the next ones */
 	unsigned int nevpool;
@@ -1605,8 +1607,9 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
  * time (union of the kernels' spans), rounds, how it ended, (host) when
  * the watcher's launch began, when the suspend was written (0: none),
  * (%globaltimer) when the watcher raised the flag, (host) when the host
- * copied it, the hold's block-tasks; every 128
- * holds the clocks' offset again (the two clocks drift apart). */
+ * copied it, the hold's block-tasks, (host) when the gs_synchronize that
+ * made the hold began; every 128 holds the clocks' offset again (the two
+ * clocks drift apart). */
 static void
 trace_hold(int rc)
 {
@@ -1616,7 +1619,7 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s %llu %llu %llu %llu %llu\n",
+		"%s %llu %llu %llu %llu %llu %llu\n",
 		(unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
@@ -1630,7 +1633,8 @@ trace_hold(int rc)
 		(unsigned long long)rt->th.sset,
 		(unsigned long long)rt->th.wraise,
 		(unsigned long long)rt->th.hraise,
-		(unsigned long long)rt->hold_tasks);
+		(unsigned long long)rt->hold_tasks,
+		(unsigned long long)rt->sync_ns);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of
@@ -2598,6 +2602,8 @@ gs_synchronize(void)
 
 	if (rt == NULL)
 		return fail(GS_ESTATE, "gs_synchronize before gs_init");
+	if (rt->trace != NULL)
+		rt->sync_ns = now_ns();
 	/* the wait's short sleeps: without this each one lasts the
 	 * thread's timer slack (50 us by default), and the end of the work
 	 * is seen that much later */

@@ -13,7 +13,10 @@
  * close) and the wait for the usage row's commit (close).
  * Then one job alone wants, waits for and releases the token 4000
  * times: the want -> grant latency of an uncontended synchronize,
- * sleeping in poll() for the grant, then polling for it.
+ * sleeping in poll() for the grant, then polling for it
+ * (BENCH_ALONE_GAP_US=N: N us between a release and the next want, as an
+ * application's host work between two synchronizes leaves the agent
+ * idle for; 0 by default).
  * A last phase attaches 8 busy jobs (weights 1..8) that spin on their
  * control page while holding the token and release on SUSPEND, and
  * prints the agent's CPU use (% of one core), token hand-overs per
@@ -221,6 +224,8 @@ static int run_alone(struct gs_client *root, int n, int spin)
 	struct gs_error err;
 	uint64_t gen, slice, t0;
 	int i, m = 0, fd, r;
+	const char *gs = getenv("BENCH_ALONE_GAP_US");
+	long gap_us = gs != NULL ? atol(gs) : 0;
 
 	memset(&req, 0, sizeof(req));
 	req.gpu = 0;
@@ -238,6 +243,12 @@ static int run_alone(struct gs_client *root, int n, int spin)
 	}
 	close(fd);
 	for (i = 0; i < n; i++) {
+		if (gap_us > 0) {
+			struct timespec ts = { gap_us / 1000000,
+					       gap_us % 1000000 * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
 		t0 = now_ns();
 		if (gs_client_token_want(c, &err) < 0)
 			break;
@@ -260,8 +271,9 @@ static int run_alone(struct gs_client *root, int n, int spin)
 		return -1;
 	}
 	qsort(lat, (size_t)m, sizeof(lat[0]), cmp_u64);
-	printf("ALONE   one job alone, %d want -> grant, %s: p50 %.1f us, "
+	printf("ALONE   one job alone, %d want -> grant%s, %s: p50 %.1f us, "
 	       "p90 %.1f us, p99 %.1f us\n", n,
+	       gap_us > 0 ? " after idle gaps" : "",
 	       spin ? "polling for it" : "sleeping in poll()",
 	       (double)lat[m / 2] / 1e3,
 	       (double)lat[m * 9 / 10] / 1e3, (double)lat[m * 99 / 100] / 1e3);

@@ -66,7 +66,8 @@ def load(paths, drift):
                               wraise=to_host(offs, int(v[13]))
                               if len(v) > 13 and int(v[13]) else
                               (int(v[14]) if len(v) > 14 else 0),
-                              tasks=int(v[15]) if len(v) > 15 else -1))
+                              tasks=int(v[15]) if len(v) > 15 else -1,
+                              sync=int(v[17]) if len(v) > 17 else 0))
     return holds
 
 
@@ -204,6 +205,14 @@ def alone(paths):
     for a, b in zip(holds, holds[1:]):
         for k, v in steps_between(a, b):
             rows.setdefault(k, []).append(v)
+    # the synchronize's own steps (traces that have its start): its
+    # start -> the grant (the token's round trip), first launch -> the
+    # first block, the last block -> the executor's end
+    syn = [h for h in holds if h['sync'] and h['sync'] <= h['exec']]
+    if syn:
+        rows['sync -> grant'] = [h['exec'] - h['sync'] for h in syn]
+        rows['grant -> executor end'] = [h['end'] - h['exec']
+                                         for h in syn]
     print('%d holds (gpu: first to last block; the others as in the '
           'hand-over table, between one hold and the next)' % len(holds))
     for k, v in rows.items():
