@@ -28,8 +28,14 @@
 #ifndef GS_CTLPAGE_H
 #define GS_CTLPAGE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 #define GS_CTL_MAGIC	0x4c544347u	/* "GCTL" in little-endian bytes */
 #define GS_CTL_VERSION	1u
@@ -155,6 +161,33 @@ gs_ctl_alone(const volatile struct gs_ctlpage *p)
 	return (__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
 		GS_CTL_CONTEND_VALID) &&
 	       __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0;
+}
+
+/*
+ * A job's thread may sleep until the agent changes the page: the agent
+ * wakes futex waiters on the `suspend` word after it writes the control
+ * fields (a grant, a suspend) or a new `contenders` count.  A waiter
+ * sleeps only while `suspend` is still RUN, and for at most timeout_ns
+ * (an agent without the wake-ups, a wake-up missed between its look and
+ * its sleep: the waiter looks again then).  The page is a shared
+ * mapping, so the futex is the shared kind.
+ */
+static inline void
+gs_ctl_wake(volatile struct gs_ctlpage *p)
+{
+	(void)syscall(SYS_futex, (uint32_t *)&p->suspend, FUTEX_WAKE,
+		      INT_MAX, NULL, NULL, 0);
+}
+
+static inline void
+gs_ctl_wait(volatile struct gs_ctlpage *p, uint64_t timeout_ns)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t)(timeout_ns / 1000000000u);
+	ts.tv_nsec = (long)(timeout_ns % 1000000000u);
+	(void)syscall(SYS_futex, (uint32_t *)&p->suspend, FUTEX_WAIT,
+		      GS_CTL_RUN, &ts, NULL, 0);
 }
 
 #endif /* GS_CTLPAGE_H */

@@ -77,6 +77,9 @@ struct gs_session {
 	uint64_t pub_gpu_ns;	/* published by gs_session_progress in */
 	uint64_t pub_tasks;	/* the current grant */
 	uint64_t pub_held_ns;
+	int kept;		/* holding between runs (ex->keep) */
+	uint64_t kept_gpu_ns;	/* the kept hold's earlier runs: GPU time */
+	uint64_t kept_tasks;	/* and block-tasks */
 
 	char *sock;		/* as given to open (NULL: default) */
 	int timeout_ms;
@@ -631,6 +634,9 @@ gs_session_progress(struct gs_session *s, uint64_t gpu_ns,
 		return gs_error_set(err, GS_ESTATE, "progress: allocation %"
 				    PRIu64 " holds no token", s->alloc_id);
 	held = now > s->grant_rx_ns ? now - s->grant_rx_ns : 0;
+	/* the runs before this one in a kept hold */
+	gpu_ns += s->kept_gpu_ns;
+	block_tasks += s->kept_tasks;
 	if (gpu_ns > s->pub_gpu_ns) {
 		PAGE_ADD(gpu_ns, gpu_ns - s->pub_gpu_ns);
 		s->pub_gpu_ns = gpu_ns;
@@ -692,6 +698,9 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 {
 	uint32_t reason = r->done ? (uint32_t)GS_REL_IDLE : r->reason;
 	uint64_t now = mono_ns(), ev = 0, held;
+	/* with the earlier runs of a kept hold */
+	uint64_t gpu = r->gpu_ns + s->kept_gpu_ns;
+	uint64_t tasks = r->block_tasks + s->kept_tasks;
 	struct gs_error e;
 	uint32_t st;
 	int rv = 0, local, counted;
@@ -719,8 +728,8 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	}
 	s->holding = 0;
 	if (s->c != NULL && !s->solo) {
-		if (gs_client_token_release(s->c, s->gen, r->gpu_ns, ev,
-					    reason, &e) < 0) {
+		if (gs_client_token_release(s->c, s->gen, gpu, ev, reason,
+					    &e) < 0) {
 			if (link_error(&e)) {
 				link_lost(s);
 			} else {
@@ -731,12 +740,12 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	}
 	/* The work was done either way: count it. */
 	held = now > s->grant_rx_ns ? now - s->grant_rx_ns : 0;
-	if (r->gpu_ns > s->pub_gpu_ns)
-		PAGE_ADD(gpu_ns, r->gpu_ns - s->pub_gpu_ns);
+	if (gpu > s->pub_gpu_ns)
+		PAGE_ADD(gpu_ns, gpu - s->pub_gpu_ns);
 	if (held > s->pub_held_ns)
 		PAGE_ADD(held_ns, held - s->pub_held_ns);
-	if (r->block_tasks > s->pub_tasks)
-		PAGE_ADD(block_tasks, r->block_tasks - s->pub_tasks);
+	if (tasks > s->pub_tasks)
+		PAGE_ADD(block_tasks, tasks - s->pub_tasks);
 	if (counted) {
 		PAGE_ADD(suspensions, 1);
 		if (ev != 0)
@@ -757,9 +766,46 @@ gs_session_release(struct gs_session *s, const struct gs_run_result *r,
 	}
 	s->solo = 0;
 	s->lost_in_hold = 0;
+	s->kept = 0;
+	s->kept_gpu_ns = 0;
+	s->kept_tasks = 0;
 	PAGE_STORE(state, st);
 	PAGE_STORE(heartbeat_ns, now);
 	return rv;
+}
+
+int
+gs_session_kept(const struct gs_session *s)
+{
+	return s->kept;
+}
+
+int
+gs_session_give_back(struct gs_session *s, struct gs_error *err)
+{
+	struct gs_run_result r;
+
+	if (!s->kept)
+		return 0;
+	memset(&r, 0, sizeof(r));
+	r.done = 1;		/* the runs' totals are added by release */
+	r.exit_ns = mono_ns();
+	return gs_session_release(s, &r, err);
+}
+
+void
+gs_session_wait_page(struct gs_session *s, uint64_t timeout_ns)
+{
+	gs_ctl_wait(s->page, timeout_ns);
+}
+
+/* May the token stay with us between runs?  Only while attached to a
+ * live agent (a standalone hold has nobody to give it back to). */
+static int
+keepable(const struct gs_session *s)
+{
+	return s->holding && s->c != NULL && !s->solo && !s->lost_in_hold &&
+	       s->link == GS_SESSION_ATTACHED;
 }
 
 int
@@ -809,9 +855,19 @@ gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 
 	if (ex == NULL || ex->run == NULL)
 		return gs_error_set(err, GS_EINVAL, "session: no executor");
+	/* a kept token the agent wants back meanwhile, or another
+	 * allocation came: give it back and ask anew, in line */
+	if (s->kept && (PAGE_LOAD(suspend) == GS_CTL_SUSPEND ||
+			!gs_ctl_alone(s->page) || !keepable(s)) &&
+	    gs_session_give_back(s, err) < 0)
+		return -1;
 	for (;;) {
 		if (!s->holding && gs_session_acquire(s, err) < 0)
 			return -1;
+		if (s->kept) {
+			s->kept = 0;
+			PAGE_STORE(state, (uint32_t)GS_CTL_RUNNING);
+		}
 		memset(&res, 0, sizeof(res));
 		if (ex->run(ctx, s->page, &res, err) < 0) {
 			res.done = 0;
@@ -826,6 +882,16 @@ gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 		}
 		if (res.exit_ns == 0)
 			res.exit_ns = mono_ns();
+		if (res.done && !res.released && keepable(s) &&
+		    ex->keep != NULL && ex->keep(ctx, s->page)) {
+			/* the release reports the hold's total */
+			s->kept = 1;
+			s->kept_gpu_ns += res.gpu_ns;
+			s->kept_tasks += res.block_tasks;
+			PAGE_STORE(state, (uint32_t)GS_CTL_IDLE);
+			PAGE_STORE(heartbeat_ns, mono_ns());
+			return 0;
+		}
 		if (res.released && !s->holding) {
 			/* the executor gave the token back itself, before
 			 * its work had left the GPU, and found none left */

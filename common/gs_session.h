@@ -56,6 +56,14 @@ struct gs_executor {
 	 * block until the executor has work again; then the loop asks for
 	 * the token anew.  Returns 0, or -1 to end the loop with err. */
 	int (*wait)(void *ctx, struct gs_error *err);
+	/* Optional (may be NULL): after a run that finished its work while
+	 * attached, return 1 to keep the token instead of releasing it
+	 * (gs_session_run returns 0 holding it, "kept": the next
+	 * gs_session_run runs at once, with no TOKEN_WANT).  Whoever keeps
+	 * must give it back (gs_session_give_back) when the agent sets
+	 * SUSPEND or another allocation contends, and on its own idle
+	 * deadline. */
+	int (*keep)(void *ctx, volatile struct gs_ctlpage *page);
 };
 
 /* Connect to `sock`, attach to allocation `alloc_id`, map the page. */
@@ -157,10 +165,26 @@ uint64_t gs_session_reattaches(const struct gs_session *s);
 int gs_session_poll_link(struct gs_session *s);
 
 /* The whole loop: returns 0 when the executor reports done (token given
- * back as idle), -1 on error.  When ex->run fails, the token is given
- * back (reason GS_REL_EXIT, with the time it reported) and run's error
- * is returned. */
+ * back as idle, or kept: ex->keep), -1 on error.  When ex->run fails,
+ * the token is given back (reason GS_REL_EXIT, with the time it
+ * reported) and run's error is returned.  A kept token that the agent
+ * has suspended meanwhile is given back first.  The GPU time and
+ * block-tasks of the runs of one kept hold add up: the release (and
+ * gs_session_progress) report the hold's total. */
 int gs_session_run(struct gs_session *s, const struct gs_executor *ex,
 		   void *ctx, struct gs_error *err);
+
+/* A token kept between runs (ex->keep): 1 while kept.  While kept the
+ * page's state is IDLE (nothing runs) and the session is holding. */
+int gs_session_kept(const struct gs_session *s);
+/* Give a kept token back, idle, with the hold's GPU time and
+ * block-tasks (TOKEN_RELEASE, reason idle).  No-op when nothing is
+ * kept. */
+int gs_session_give_back(struct gs_session *s, struct gs_error *err);
+/* Sleep until the agent changes the page (it wakes futex waiters on
+ * `suspend` when it writes the control fields or `contenders`), or
+ * timeout_ns passes; at once when `suspend` is set.  For a thread that
+ * watches a kept token without spinning. */
+void gs_session_wait_page(struct gs_session *s, uint64_t timeout_ns);
 
 #endif /* GS_SESSION_H */

@@ -248,7 +248,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
-	uint64_t emax = 1000, dus = 500, slack = 1000;
+	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
 	const char *s;
 	int rel, dir;
 
@@ -261,6 +261,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_DIRECT_US", 20, 100000, &dus, err) < 0 ||
 	    env_u64(get, "GSHARE_TIMER_SLACK_NS", 0, 1000000, &slack,
 		    err) < 0 ||
+	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -295,6 +296,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->direct = dir == 1 ? GS__DIRECT_OFF : GS__DIRECT_AUTO;
 	c->direct_ns = dus * 1000u;
 	c->slack_ns = slack;
+	c->keep_ns = keep * 1000u;
 	c->early_max_ns = emax * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;

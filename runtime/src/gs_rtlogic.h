@@ -135,6 +135,11 @@ struct gs__config {
 					 * gs_synchronize waits (Linux adds
 					 * up to 50 us to every sleep by
 					 * default); 0: leave it */
+	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
+					 * and alone on the GPU, keep the
+					 * token this long after a
+					 * gs_synchronize; 0: release it at
+					 * once */
 };
 /* Direct launches (GSHARE_DIRECT; docs/runtime.md). */
 enum {

@@ -22,7 +22,9 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
 #include <stdio.h>
@@ -125,6 +127,14 @@ struct gs__rt {
 	int attached;
 	int device, sms;
 	struct gs_session *sess;
+	/* a token kept between synchronizes (GSHARE_KEEP_US): the keeper
+	 * thread gives it back on a suspend, a contender or the deadline;
+	 * kmu guards the session between it and the caller's thread */
+	pthread_mutex_t kmu;
+	pthread_cond_t kcv;
+	pthread_t kth;
+	int kth_up, kquit;
+	uint64_t keep_until;
 	volatile struct gs_ctlpage *page;	/* session page or fake */
 	struct gs_ctlpage *fake;		/* forced mode */
 	volatile struct gs_ctlpage *d_page;	/* device view */
@@ -2016,12 +2026,16 @@ gs__rt_drive(gs__hold_fn fn, void *ctx)
 		struct gs_executor ex;
 		struct gs_error err;
 
+		int rc = 0;
+
 		memset(&ex, 0, sizeof(ex));
 		ex.run = exec_foreign;
 		gs_error_clear(&err);
+		pthread_mutex_lock(&rt->kmu);
 		if (gs_session_run(rt->sess, &ex, &f, &err) < 0)
-			return fail_err(&err);
-		return 0;
+			rc = fail_err(&err);
+		pthread_mutex_unlock(&rt->kmu);
+		return rc;
 	}
 	do {
 		if (rt->fake != NULL)
@@ -2101,21 +2115,127 @@ gs__now_ns(void)
 	return now_ns();
 }
 
+/*
+ * The keeper: while the session keeps the token between synchronizes,
+ * sleep on the control page (the agent wakes it when it writes the page)
+ * and give the token back as soon as the agent suspends it, another
+ * allocation holds or wants the GPU, or the keep's deadline passes.  The
+ * caller's thread holds kmu while it drives the session, so the two
+ * never use it at once.
+ */
+static void *
+keep_main(void *arg)
+{
+	struct gs__rt *r = arg;
+
+	pthread_mutex_lock(&r->kmu);
+	while (!r->kquit) {
+		volatile struct gs_ctlpage *page;
+		uint64_t now, wait;
+
+		if (!gs_session_kept(r->sess)) {
+			pthread_cond_wait(&r->kcv, &r->kmu);
+			continue;
+		}
+		page = gs_session_page(r->sess);
+		now = now_ns();
+		if (__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+		    GS_CTL_SUSPEND || !gs_ctl_alone(page) ||
+		    now >= r->keep_until) {
+			struct gs_error err;
+
+			/* a failure to send: the link is gone, and with it
+			 * the hold (the session knows) */
+			(void)gs_session_give_back(r->sess, &err);
+			continue;
+		}
+		/* a wake-up missed, or an agent that sends none: look
+		 * again within 500 us */
+		wait = r->keep_until - now;
+		if (wait > 500000u)
+			wait = 500000u;
+		pthread_mutex_unlock(&r->kmu);
+		gs_ctl_wait(page, wait);
+		pthread_mutex_lock(&r->kmu);
+	}
+	pthread_mutex_unlock(&r->kmu);
+	return NULL;
+}
+
+/* Executor: keep the token after this synchronize?  While nobody else
+ * holds or wants the GPU, so that the next synchronize needs no round
+ * trip through the agent (whose wake-up from idle costs 60-100 us and
+ * more).  kmu is held. */
+static int
+exec_keep(void *ctx, volatile struct gs_ctlpage *page)
+{
+	(void)ctx;
+	if (rt->cfg.keep_ns == 0 || !gs_ctl_alone(page) ||
+	    __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
+	    GS_CTL_SUSPEND)
+		return 0;
+	if (!rt->kth_up) {
+		pthread_attr_t a;
+		sigset_t all, old;
+		int rc;
+
+		/* the keeper never takes the application's signals */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, 64 * 1024);
+		rc = pthread_create(&rt->kth, &a, keep_main, rt);
+		pthread_attr_destroy(&a);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
+			rt->cfg.keep_ns = 0;	/* release at once from now */
+			return 0;
+		}
+		rt->kth_up = 1;
+	}
+	rt->keep_until = now_ns() + rt->cfg.keep_ns;
+	pthread_cond_signal(&rt->kcv);
+	return 1;
+}
+
+/* Give a kept token back and stop the keeper (gs_finalize). */
+static void
+keep_stop(void)
+{
+	struct gs_error err;
+
+	if (rt->sess == NULL)
+		return;
+	pthread_mutex_lock(&rt->kmu);
+	(void)gs_session_give_back(rt->sess, &err);
+	rt->kquit = 1;
+	pthread_cond_signal(&rt->kcv);
+	pthread_mutex_unlock(&rt->kmu);
+	if (rt->kth_up) {
+		pthread_join(rt->kth, NULL);
+		rt->kth_up = 0;
+	}
+}
+
 static int
 drive_attached(void)
 {
 	struct gs_executor ex;
 	struct gs_error err;
+	int rc = 0;
 
 	memset(&ex, 0, sizeof(ex));
 	ex.run = exec_run;
 	ex.wait = exec_wait;
+	ex.keep = exec_keep;
 	gs_error_clear(&err);
 	if (gs__queues_total(&rt->q) == 0)
 		return 0;
+	pthread_mutex_lock(&rt->kmu);
 	if (gs_session_run(rt->sess, &ex, NULL, &err) < 0)
-		return fail_err(&err);
-	return 0;
+		rc = fail_err(&err);
+	pthread_mutex_unlock(&rt->kmu);
+	return rc;
 }
 
 /* ---- public API ---- */
@@ -2200,6 +2320,8 @@ rt_free(struct gs__rt *r)
 	free(r->tmp);
 	free(r->spans);
 	gs__queues_free(&r->q);
+	pthread_cond_destroy(&r->kcv);
+	pthread_mutex_destroy(&r->kmu);
 	free(r);
 }
 
@@ -2264,6 +2386,8 @@ gs_init(unsigned int flags)
 	rt = calloc(1, sizeof(*rt));
 	if (rt == NULL)
 		return fail(GS_ENOMEM, "out of memory");
+	pthread_mutex_init(&rt->kmu, NULL);
+	pthread_cond_init(&rt->kcv, NULL);
 	gs__queues_init(&rt->q);
 	if (gs__config_parse(&rt->cfg, envget, &err) < 0) {
 		rc = fail_err(&err);
@@ -2672,6 +2796,7 @@ gs_finalize(void)
 		return fail(GS_ESTATE, "gs_finalize before gs_init");
 	if (gs__queues_total(&rt->q) > 0)
 		rc = gs_synchronize();
+	keep_stop();
 	for (i = 0; i < rt->q.n; i++) {
 		while (rt->q.q[i].head != NULL) {
 			struct gs__launch *l =

@@ -252,6 +252,16 @@ test_config(void **state)
 	assert_int_equal(c.direct, GS__DIRECT_AUTO);
 	assert_true(c.direct_ns == 500000);
 	assert_true(c.slack_ns == 1000);
+	assert_true(c.keep_ns == 10000000);
+	set_env("GSHARE_KEEP_US", "0", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(c.keep_ns == 0);
+	set_env("GSHARE_KEEP_US", "2000000", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_KEEP_US"));
+	set_env("GSHARE_KEEP_US", "-1", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, "GSHARE_KEEP_US"));
 	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.slack_ns == 0);

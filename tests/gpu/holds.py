@@ -67,7 +67,7 @@ def load(paths, drift):
                               if len(v) > 13 and int(v[13]) else
                               (int(v[14]) if len(v) > 14 else 0),
                               tasks=int(v[15]) if len(v) > 15 else -1,
-                              sync=int(v[17]) if len(v) > 17 else 0))
+                              sync=int(v[16]) if len(v) > 16 else 0))
     return holds
 
 

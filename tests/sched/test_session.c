@@ -559,6 +559,160 @@ test_run_loop(void **state)
 	assert_int_equal(f.rel[1].gpu_ns, 5 * 1000000ull);
 }
 
+/* ---- a token kept between runs (ex->keep) ---- */
+
+struct kexec {
+	int runs;
+};
+
+static int
+kx_run(void *ctx, volatile struct gs_ctlpage *page, struct gs_run_result *res,
+       struct gs_error *err)
+{
+	struct kexec *k = ctx;
+
+	(void)page;
+	(void)err;
+	k->runs++;
+	res->done = 1;
+	res->gpu_ns = 1000;
+	res->block_tasks = 1;
+	res->exit_ns = mono_ns();
+	return 0;
+}
+
+/* keep while the agent says nobody else wants the GPU, as libgshare */
+static int
+kx_keep(void *ctx, volatile struct gs_ctlpage *page)
+{
+	(void)ctx;
+	return gs_ctl_alone(page);
+}
+
+static void
+set_contenders(volatile struct gs_ctlpage *pg, uint32_t n)
+{
+	__atomic_store_n(&pg->contenders, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->contend_flags, GS_CTL_CONTEND_VALID,
+			 __ATOMIC_RELEASE);
+}
+
+struct waker {
+	volatile struct gs_ctlpage *pg;
+	pthread_t th;
+};
+
+/* the agent's side: a contender comes, the page's waiters are woken */
+static void *
+waker_main(void *arg)
+{
+	struct waker *w = arg;
+
+	sleep_ms(30);
+	set_contenders(w->pg, 1);
+	gs_ctl_wake(w->pg);
+	return NULL;
+}
+
+static void
+test_keep(void **state)
+{
+	struct fake f;
+	struct gs_session *s = NULL;
+	struct gs_error err;
+	struct kexec k = { 0 };
+	struct gs_executor ex = { .run = kx_run, .keep = kx_keep };
+	volatile struct gs_ctlpage *pg;
+	struct waker w;
+	uint64_t t0, el;
+
+	(void)state;
+	fake_start(&f, PG_GOOD);
+	fake_go(&f);
+	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
+			 0);
+	pg = gs_session_page(s);
+	/* nothing kept: giving back is a no-op */
+	assert_false(gs_session_kept(s));
+	assert_int_equal(gs_session_give_back(s, &err), 0);
+	/* an agent that does not say who contends: never kept */
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_false(gs_session_kept(s));
+	assert_false(gs_session_holding(s));
+	assert_int_equal(pg->releases, 1);
+	/* alone: kept after the run, and the next run asks for nothing */
+	set_contenders(pg, 0);
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_true(gs_session_kept(s));
+	assert_true(gs_session_holding(s));
+	assert_int_equal(pg->state, GS_CTL_IDLE);
+	assert_int_equal(pg->releases, 1);
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_true(gs_session_kept(s));
+	assert_int_equal(k.runs, 3);
+	/* progress publishes the kept hold's runs */
+	assert_int_equal(gs_session_progress(s, 0, 0, &err), 0);
+	assert_int_equal(pg->gpu_ns, 3000);
+	assert_int_equal(pg->block_tasks, 3);
+	/* given back: one release with both runs */
+	assert_int_equal(gs_session_give_back(s, &err), 0);
+	assert_false(gs_session_kept(s));
+	assert_false(gs_session_holding(s));
+	assert_int_equal(pg->gpu_ns, 3000);
+	assert_int_equal(pg->block_tasks, 3);
+	assert_int_equal(pg->releases, 2);
+	assert_int_equal(pg->state, GS_CTL_IDLE);
+	/* kept again; another allocation comes: the next run gives it
+	 * back first and asks in line */
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_true(gs_session_kept(s));
+	set_contenders(pg, 1);
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_false(gs_session_kept(s));
+	assert_int_equal(pg->releases, 4);
+	/* kept again; the agent suspends it: given back first as well */
+	set_contenders(pg, 0);
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_true(gs_session_kept(s));
+	__atomic_store_n(&pg->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
+	/* a waiter does not sleep on a suspended page */
+	t0 = mono_ns();
+	gs_session_wait_page(s, 5000000000ull);
+	assert_true(mono_ns() - t0 < 2000000000ull);
+	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
+	assert_true(gs_session_kept(s));
+	assert_int_equal(pg->releases, 5);
+	/* nothing changes: the wait ends at its timeout */
+	t0 = mono_ns();
+	gs_session_wait_page(s, 20000000ull);
+	el = mono_ns() - t0;
+	assert_true(el >= 15000000ull && el < 2000000000ull);
+	/* the agent's wake-up ends it early */
+	w.pg = pg;
+	assert_int_equal(pthread_create(&w.th, NULL, waker_main, &w), 0);
+	t0 = mono_ns();
+	gs_session_wait_page(s, 5000000000ull);
+	el = mono_ns() - t0;
+	pthread_join(w.th, NULL);
+	assert_true(el < 2000000000ull);
+	assert_false(gs_ctl_alone(pg));
+	assert_int_equal(gs_session_give_back(s, &err), 0);
+	assert_int_equal(pg->releases, 6);
+	assert_int_equal(pg->gpu_ns, 7000);
+	gs_session_close(s);
+	fake_stop(&f);
+
+	assert_int_equal(k.runs, 7);
+	/* one WANT per hold: runs 1, 2-3, 4, 5, 6, 7 (4's and 6's kept
+	 * tokens were given back before runs 5 and 7 asked again) */
+	assert_int_equal(f.wants, 6);
+	assert_int_equal(f.releases, 6);
+	assert_int_equal(f.rel[1].gpu_ns, 2000);
+	assert_int_equal(f.rel[1].reason, GS_REL_IDLE);
+	assert_int_equal(f.rel[2].gpu_ns, 1000);
+	assert_int_equal(f.rel[5].gpu_ns, 1000);
+}
+
 /* Counters written to the page: check them on the fake's side. */
 static void
 test_page_counters(void **state)
@@ -830,6 +984,7 @@ main(void)
 		cmocka_unit_test(test_bad_pages),
 		cmocka_unit_test(test_run_loop),
 		cmocka_unit_test(test_early_release),
+		cmocka_unit_test(test_keep),
 		cmocka_unit_test(test_page_counters),
 		cmocka_unit_test(test_executor_error),
 		cmocka_unit_test(test_agent_gone),
