@@ -1245,6 +1245,29 @@ streams_check(int spin)
 	return 0;
 }
 
+/* Only direct chunks are on the GPU: the event after the oldest one not
+ * seen done yet (NULL when a persistent record still runs: its end comes
+ * through its status, not an event). */
+static cudaEvent_t
+direct_wait_event(void)
+{
+	cudaEvent_t ev = NULL;
+	size_t i;
+
+	for (i = 0; i < rt->ntmp; i++) {
+		const struct gs__launch *l = rt->tmp[i];
+
+		if (!l->direct) {
+			if (rt->st[l->slot].seq != l->seq)
+				return NULL;
+			continue;
+		}
+		if (ev == NULL && l->dseen < l->dchunks)
+			ev = l->dev[l->dseen % 2];
+	}
+	return ev;
+}
+
 static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
@@ -1342,6 +1365,22 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* direct work due to end soon: look without sleeping (a
 		 * sleep's wake-up would be seen late) */
 		watch = watch || direct_due(now);
+		/* only direct chunks running, no suspend to watch for (a
+		 * chunk cannot stop anyway), no I/O to serve: wait as the
+		 * driver does, on the oldest chunk's event, which sees it end
+		 * at once (a sleep sees it up to 20 us late, a spin burns a
+		 * core); then top up and look again */
+		if (!pending && rt->npend == 0 && !rt->resize_sent) {
+			cudaEvent_t ev = direct_wait_event();
+
+			if (ev != NULL) {
+				cudaError_t e = cudaEventSynchronize(ev);
+
+				if (!CU_OK(e))
+					return cufail(e, "kernel failed");
+				continue;
+			}
+		}
 		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */
