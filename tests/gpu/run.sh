@@ -20,6 +20,11 @@
 #      gshared is not built);
 #   5. the agent is killed (-9) and restarted while an attached eater runs:
 #      the job must finish and check out;
+#   4b. each example attached alone (it launches direct chunks, long
+#      kernels two at a time on two streams, and keeps the token between
+#      synchronizes), and an always-busy eater arrives 0.3 s into its
+#      run: the kernel in flight goes on in the persistent loop from where
+#      its direct chunks stopped, and everything checks out;
 #   6. a job attached to an allocation whose GPU is not the device it
 #      uses (an agent with a simulated GPU: its UUID is SIM-…) is refused
 #      at gs_init with a clear error (the attached runs above prove the
@@ -135,6 +140,32 @@ attached() {	# label a b
 	kill "$pc" 2>/dev/null; wait "$pc" 2>/dev/null
 	for i in $ia $ib $ic; do ctl close "$i" >/dev/null 2>&1; done
 }
+# 4b. attached alone, then a contender arrives (the 0.3 s is the
+# scenario's arrival time, not a wait for a condition)
+arrive() {	# example
+	a=$1
+	ia=$(ctl create --shares 50 --weight 1) &&
+	ic=$(ctl create --shares 50 --weight 1) || {
+		fail=$((fail + 1)); failed="$failed $a/arrive-create"; return; }
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia env $(alloc_env "$ia") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	    "$EX/gs-$a" --check 2 >"$LOG/$a-arrive.log" 2>&1 &
+	pa=$!
+	sleep 0.3
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic env $(alloc_env "$ic") timeout -k 5 120 \
+	    "$EX/gs-eater" --run 100 >"$LOG/competitor-arrive-$a.log" 2>&1 &
+	pc=$!
+	if wait "$pa" && grep -q "^check $a ok" "$LOG/$a-arrive.log"; then
+		pass=$((pass + 1))
+		printf 'gpu    PASS %-8s %-10s %s\n' "$a" arrive \
+		    "$(grep '^check ' "$LOG/$a-arrive.log" | cut -d' ' -f4-9)"
+	else
+		fail=$((fail + 1)); failed="$failed $a/arrive"
+		printf 'gpu    FAIL %-8s %-10s\n' "$a" arrive
+		tail -n 20 "$LOG/$a-arrive.log" | sed 's/^/    | /'
+	fi
+	kill "$pc" 2>/dev/null; wait "$pc" 2>/dev/null
+	for i in $ia $ic; do ctl close "$i" >/dev/null 2>&1; done
+}
 # 5. the agent dies (kill -9) and comes back while an attached job runs:
 # the job goes on standalone, re-attaches, and still checks out
 restart() {
@@ -222,6 +253,9 @@ if agent_start 1ms; then
 	attached agent stencil server
 	attached agent tasks sgemm
 	attached agent softmax hist
+	for t in vadd stencil sgemm reduce eater softmax hist; do
+		arrive "$t"
+	done
 	restart
 	cp "$TMP/gshared.log" "$LOG/gshared.log"
 	agent_stop
