@@ -40,11 +40,10 @@ extern "C" {
 #define GSHARE_VERSION_MAJOR 1
 #define GSHARE_VERSION_MINOR 2
 /* Layout version of the kernel descriptor and the per-launch context that
- * gshare_device.cuh compiles into the job.  gs_launch takes this one, 2
- * (direct launches whose block 0 moves the kernel's fresh-block counter:
- * their chunks run one after another) and 1 (kernels built before direct
- * launches: they always run persistent), and refuses others. */
-#define GSHARE_KABI 3
+ * gshare_device.cuh compiles into the job.  gs_launch takes this one and
+ * 1 (kernels built before direct launches: they always run persistent),
+ * and refuses others. */
+#define GSHARE_KABI 2
 
 /* Return codes: the negated gshare error codes. */
 enum gshare_status {

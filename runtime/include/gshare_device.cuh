@@ -144,15 +144,14 @@ struct gs_kctx {
 #define GS__DGRID_1D	2u	/* a 1D logical grid: first + blockIdx.x */
 
 struct gs__dctx {
-	struct gs__kstate *ks;		/* KABI 2: next := next_after (block
-					 * 0); unused since KABI 3 */
+	struct gs__kstate *ks;		/* next := next_after (block 0) */
 	struct gs__status *st;		/* _rsv[0] := start (block 0, when
 					 * stamp), _rsv[1] := end (the last
 					 * block) */
 	unsigned int *runs;		/* completions per block, or NULL */
 	unsigned int first;		/* 1D launch: blockIdx.x + first */
 	unsigned int gx, gy, gz;	/* logical grid */
-	unsigned int next_after;	/* KABI 2: fresh blocks start here after
+	unsigned int next_after;	/* fresh blocks start here after
 					 * this launch (0: it ends the
 					 * kernel, the slot is clean) */
 	unsigned int stamp;		/* 1: block 0 writes st->tmin */
@@ -614,29 +613,22 @@ static constexpr bool GS__D = false;
 template <bool D>
 static __device__ __forceinline__ bool gs__should_yield(void)
 {
-	long long t = 0;
-	int y = 0, due = 0;
+	int y = 0;
 
 	if (D)
 		return false;
 	if (gs__thread0()) {
-		t = clock64();
-		due = t - gs__b.last_poll > GS_YIELD_POLL_CYCLES;
-		if (due)
-			y = gs__flag_fetched() >= gs__b.gen;
-	}
-	/* the other warps wait here for thread 0: only the look itself
-	 * comes before the barrier, the next fetch after it */
-	y = __syncthreads_or(y);
-	if (due) {
-		if (y) {
-			gs__b.event |= GS__EV_YIELD;
-		} else {
+		long long t = clock64();
+		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
 			gs__b.last_poll = t;
-			gs__flag_fetch(gs__b.flag);
+			y = gs__flag_fetched() >= gs__b.gen;
+			if (y)
+				gs__b.event |= GS__EV_YIELD;
+			else
+				gs__flag_fetch(gs__b.flag);
 		}
 	}
-	return y != 0;
+	return __syncthreads_or(y) != 0;
 }
 #define gs_should_yield() gs__should_yield<GS__D>()
 
@@ -1054,12 +1046,14 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 		z = q / c.gy;
 	}
 	/* lb == first only in the launch's block (0, 0, 0), in every
-	 * mapping.  Not tmin: a persistent launch of the rest may follow
-	 * in the same round.  (Since KABI 3 the host, not block 0, moves
-	 * the fresh-block counter before such a launch: chunks of one
-	 * kernel may run side by side.) */
-	if (c.stamp && lb == c.first && gs__thread0())
-		*(volatile unsigned long long *)&c.st->_rsv[0] = gs__gtimer();
+	 * mapping */
+	if (lb == c.first && gs__thread0()) {
+		if (c.stamp)	/* not tmin: a persistent launch of the
+				 * rest may follow in the same round */
+			*(volatile unsigned long long *)&c.st->_rsv[0] =
+			    gs__gtimer();
+		c.ks->next = c.next_after;
+	}
 	gs__b.last_poll = 0x7fffffffffffffffLL;	/* never polls */
 	gs__b.gx = c.gx;
 	gs__b.gy = c.gy;

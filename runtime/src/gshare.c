@@ -100,12 +100,6 @@ struct gs__launch {
 	uint64_t dend_ns;		/* host time its direct work queued
 					 * this round should end */
 	cudaEvent_t dev[2];
-	/* KABI 3, chunked: odd chunks run on rt->dstream beside the even
-	 * ones on the record's stream (no tail between two chunks), after
-	 * dpre (recorded before the round's first chunk); daux: one ran
-	 * there this round, the stream must wait for it (direct_join) */
-	cudaEvent_t dpre;
-	int daux;
 };
 
 struct gs__pending_read {
@@ -147,7 +141,6 @@ struct gs__rt {
 	int page_registered;
 	uint64_t page_epoch;	/* gs_session_page_epoch of page */
 	cudaStream_t wstream, iostream;
-	cudaStream_t dstream;	/* odd direct chunks (created when needed) */
 	unsigned int *d_flag;
 	volatile unsigned int *quit, *d_quit;
 	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
@@ -361,15 +354,13 @@ launch_free(struct gs__launch *l)
 	free(l->args);
 	if (l->ev != NULL)
 		cudaEventDestroy(l->ev);
-	for (i = 0; i < 3; i++) {
-		cudaEvent_t ev = i < 2 ? l->dev[i] : l->dpre;
-
-		if (ev == NULL)
+	for (i = 0; i < 2; i++) {
+		if (l->dev[i] == NULL)
 			continue;
 		if (rt->nevpool < GS__EVPOOL)
-			rt->evpool[rt->nevpool++] = ev;
+			rt->evpool[rt->nevpool++] = l->dev[i];
 		else
-			cudaEventDestroy(ev);
+			cudaEventDestroy(l->dev[i]);
 	}
 	if (l->slot != UINT32_MAX) {
 		/* a kernel left unfinished (error, finalize) leaves its
@@ -590,68 +581,23 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
  * the stream, or NULL; l's work starts after pred's (the expected end
  * that the wait spins near, direct_due). */
 static int
-ev_get(cudaEvent_t *ev)
-{
-	cudaError_t e;
-
-	if (*ev != NULL)
-		return 0;
-	if (rt->nevpool > 0)
-		*ev = rt->evpool[--rt->nevpool];
-	else if (!CU_OK(e = cudaEventCreateWithFlags(ev,
-				cudaEventDisableTiming)))
-		return cufail(e, "cudaEventCreate");
-	return 0;
-}
-
-/* What follows l on its stream waits for its chunks on rt->dstream too
- * (the latest of which recorded dev[1]). */
-static int
-direct_join(struct gs__launch *l)
-{
-	cudaError_t e;
-
-	if (!l->daux)
-		return 0;
-	l->daux = 0;
-	e = cudaStreamWaitEvent(l->stream, l->dev[1], 0);
-	return CU_OK(e) ? 0 : cufail(e, "cudaStreamWaitEvent");
-}
-
-static int
 launch_direct(struct gs__launch *l, unsigned int n,
 	      const struct gs__launch *pred)
 {
 	struct gs__dctx c;
 	struct gs_dim3 g;
 	const struct gs__occ *o;
-	cudaStream_t cs = l->stream;
 	cudaError_t e;
-	int i, rc, side;
+	int i, rc;
 
-	for (i = 0; i < 2; i++)
-		if (ev_get(&l->dev[i]) < 0)
-			return -1;
-	/* a chunked kernel of KABI 3: its odd chunks on the side stream,
-	 * after whatever came before the round's first chunk */
-	side = l->k->kabi >= 3u && (l->dchunks > 0 || l->dnext + n < l->total);
-	if (side && l->dchunks == 0) {
-		if (ev_get(&l->dpre) < 0)
-			return -1;
-		e = cudaEventRecord(l->dpre, l->stream);
-		if (!CU_OK(e))
-			return cufail(e, "cudaEventRecord");
-	}
-	if (side && (l->dchunks & 1u)) {
-		if (rt->dstream == NULL &&
-		    !CU_OK(e = cudaStreamCreateWithFlags(&rt->dstream,
-						cudaStreamNonBlocking)))
-			return cufail(e, "cudaStreamCreate");
-		e = cudaStreamWaitEvent(rt->dstream, l->dpre, 0);
-		if (!CU_OK(e))
-			return cufail(e, "cudaStreamWaitEvent");
-		cs = rt->dstream;
-		l->daux = 1;
+	for (i = 0; i < 2; i++) {
+		if (l->dev[i] != NULL)
+			continue;
+		if (rt->nevpool > 0)
+			l->dev[i] = rt->evpool[--rt->nevpool];
+		else if (!CU_OK(e = cudaEventCreateWithFlags(&l->dev[i],
+					cudaEventDisableTiming)))
+			return cufail(e, "cudaEventCreate");
 	}
 	memset(&c, 0, sizeof(c));
 	c.ks = rt->d_ks + l->slot;
@@ -670,16 +616,14 @@ launch_direct(struct gs__launch *l, unsigned int n,
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
 		rt->st[l->slot]._rsv[0] = rt->st[l->slot]._rsv[1] = 0;
-	rc = l->k->launch_direct(g, l->block, l->shmem, cs, &c, l->args);
+	rc = l->k->launch_direct(g, l->block, l->shmem, l->stream, &c,
+				 l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
 			    cudaGetErrorString((cudaError_t)rc));
-	e = cudaEventRecord(l->dev[l->dchunks % 2], cs);
+	e = cudaEventRecord(l->dev[l->dchunks % 2], l->stream);
 	if (!CU_OK(e))
 		return cufail(e, "cudaEventRecord");
-	/* the last chunk: later work on the stream comes after all */
-	if (l->dnext + n == l->total && direct_join(l) < 0)
-		return -1;
 	o = occ_find(l->k, l->block, l->shmem);
 	if (occ_task(o) != 0) {
 		uint64_t base = now_ns(), d;
@@ -744,8 +688,6 @@ direct_poll(struct gs__launch *l, int more)
 		 * the rest in the loop */
 		more = 0;
 	}
-	if (!more && l->dnext < l->total && direct_join(l) < 0)
-		return -1;
 	if (l->dseen < l->dchunks || (l->dnext < l->total && more))
 		return 0;
 	direct_span(l, &t0, &t1);
@@ -761,25 +703,6 @@ direct_poll(struct gs__launch *l, int more)
 	st->yields = 0;
 	__atomic_store_n(&st->seq, l->seq, __ATOMIC_RELEASE);
 	return 0;
-}
-
-/* The rest of a kernel that ran direct so far goes persistent: its
- * fresh-block counter moves past the direct blocks, in stream order
- * (after them; KABI 2 kernels' block 0 did it too). */
-static int
-ks_next_set(struct gs__launch *l)
-{
-	unsigned long long a = (unsigned long long)(uintptr_t)
-			       &(rt->d_ks + l->slot)->next;
-	cudaError_t e;
-
-	if (rt->wv32 != NULL && rt->wv32(l->stream, a, l->dnext, 0) == 0)
-		return 0;
-	/* pageable source: copied out before the call returns */
-	e = cudaMemcpyAsync((void *)(uintptr_t)a, &l->dnext,
-			    sizeof(l->dnext), cudaMemcpyHostToDevice,
-			    l->stream);
-	return CU_OK(e) ? 0 : cufail(e, "fresh-block counter copy");
 }
 
 /* Put one record on the GPU for generation gen. */
@@ -805,8 +728,6 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		l->direct = 1;
 		return 0;
 	}
-	if (!l->pers && l->dnext > 0 && ks_next_set(l) < 0)
-		return -1;
 	l->pers = 1;
 	if (pred != NULL && direct_complete(pred))
 		pred = NULL;	/* the stream orders it */
@@ -1560,7 +1481,6 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->launched = 0;
 		l->direct = 0;
 		l->dround = l->dchunks = l->dseen = 0;
-		l->daux = 0;
 		l->dend_ns = 0;
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
@@ -2429,8 +2349,6 @@ rt_free(struct gs__rt *r)
 		cudaStreamDestroy(r->wstream);
 	if (r->iostream != NULL)
 		cudaStreamDestroy(r->iostream);
-	if (r->dstream != NULL)
-		cudaStreamDestroy(r->dstream);
 	gs__green_free(r->green);
 	while (r->nevpool > 0)
 		cudaEventDestroy(r->evpool[--r->nevpool]);
@@ -2744,7 +2662,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 		return fail(GS_ESTATE, "gs_launch before gs_init");
 	if (k == NULL || (args_size > 0 && args == NULL))
 		return fail(GS_EINVAL, "gs_launch: NULL kernel or args");
-	if (k->kabi != GSHARE_KABI && k->kabi != 2u && k->kabi != 1u)
+	if (k->kabi != GSHARE_KABI && k->kabi != 1u)
 		return fail(GS_EVERSION, "kernel %s built for kernel ABI %u, "
 			    "library has %u", k->name, k->kabi, GSHARE_KABI);
 	if (args_size != k->args_size)
