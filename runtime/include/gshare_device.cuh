@@ -474,11 +474,6 @@ static GS__HD inline unsigned int gs__tredo_carry(const unsigned int *redo_in,
 #ifndef GS_YIELD_POLL_CYCLES
 #define GS_YIELD_POLL_CYCLES 2048
 #endif
-/* gs_should_yield's block-wide look (the barrier) at most about this
- * often: calls in between count per warp and return false (~16 us). */
-#ifndef GS_YIELD_CHECK_CYCLES
-#define GS_YIELD_CHECK_CYCLES 32000
-#endif
 /* A flag value read at the start of a block-task is trusted at its end
  * if the task took fewer cycles than this (~2 us); else it is re-read. */
 #ifndef GS_FLAG_GATE_CYCLES
@@ -515,14 +510,6 @@ struct gs__blk {
 	int from_redo;
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
-	/* gs_should_yield's looks: per warp, calls since its last look
-	 * (bits 0-15), calls per look until the next one (16-23) and the
-	 * look's parity (24); yn[parity]: the calls per look thread 0 chose
-	 * at the look of that parity (two, so a warp late to read one is
-	 * never handed the next); ylast: the last look's clock */
-	unsigned int ywc[32];
-	unsigned int yn[2];
-	long long ylast;
 	const unsigned int *flag;
 	struct gs__kstate *ks;
 	struct gs__rpc *rpc;
@@ -609,16 +596,13 @@ static __device__ __forceinline__ unsigned int gs_block_linear(void)
 /*
  * Scheduling point for long loops (GLoop's postTaskIfNecessary): true
  * only when a suspend is pending.  Called by all threads of the block
- * together.  The block looks (a barrier) only every n-th call, n chosen
- * at each look so that looks come about GS_YIELD_CHECK_CYCLES apart
- * (1..64 calls): the calls in between count per warp and return false
- * without a barrier, which would hold every warp for the slowest.  At a
- * look thread 0 reads the flag value fetched at the previous look (or
- * at the task's start: the cp.async into gs__b.flagbuf has long landed)
- * and starts the next fetch, so no thread waits for the L2 round trip;
- * __syncthreads_or shares the answer.  A suspend is seen at most two
- * looks after it was raised.  After true, save the loop state and
- * return from the body.
+ * together.  At most every GS_YIELD_POLL_CYCLES thread 0 looks at the
+ * flag value fetched by the previous look (or at the task's start: the
+ * cp.async into gs__b.flagbuf has long landed) and starts the next
+ * fetch, so no thread waits for the L2 round trip; __syncthreads_or
+ * shares the answer.  A suspend is seen one look later than with a
+ * blocking read: at most max(GS_YIELD_POLL_CYCLES, the calls' interval)
+ * more.  After true, save the loop state and return from the body.
  */
 /* Inside a GS_KERNEL body GS__D is the body's template parameter: true
  * in its direct launch, where no suspend comes and a scheduling point
@@ -629,37 +613,12 @@ static constexpr bool GS__D = false;
 template <bool D>
 static __device__ __forceinline__ bool gs__should_yield(void)
 {
-	unsigned int w, ws, cnt, n, par;
 	int y = 0;
 
 	if (D)
 		return false;
-	/* a helper's call in a direct launch: never a suspend, and the
-	 * barrier every call as the API promises */
-	if (gs__b.last_poll == 0x7fffffffffffffffLL)
-		return __syncthreads_or(0) != 0;
-	/* every thread calls as often as the others: a warp's count says
-	 * the same as every other warp's whether this call is a look */
-	w = gs__tid() >> 5;
-	ws = gs__b.ywc[w];
-	cnt = (ws & 0xffffu) + 1u;
-	n = (ws >> 16) & 0xffu;
-	par = ws >> 24;
-	if (cnt < n) {
-		gs__b.ywc[w] = (ws & 0xffff0000u) | cnt;	/* same in every lane */
-		return false;
-	}
 	if (gs__thread0()) {
 		long long t = clock64();
-		long long dt = t - gs__b.ylast;
-
-		/* twice as many calls per look while looks come less than
-		 * half the target apart, half as many beyond twice it */
-		gs__b.ylast = t;
-		gs__b.yn[par] = dt < GS_YIELD_CHECK_CYCLES / 2 ?
-				(n < 64u ? n * 2u : 64u) :
-				dt > 2LL * GS_YIELD_CHECK_CYCLES ?
-				(n > 1u ? n / 2u : 1u) : n;
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
 			gs__b.last_poll = t;
 			y = gs__flag_fetched() >= gs__b.gen;
@@ -669,9 +628,7 @@ static __device__ __forceinline__ bool gs__should_yield(void)
 				gs__flag_fetch(gs__b.flag);
 		}
 	}
-	y = __syncthreads_or(y);
-	gs__b.ywc[w] = ((par ^ 1u) << 24) | (gs__b.yn[par] << 16);
-	return y != 0;
+	return __syncthreads_or(y) != 0;
 }
 #define gs_should_yield() gs__should_yield<GS__D>()
 
@@ -977,9 +934,6 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
 		gs__b.last_poll = clock64();
-		gs__b.ylast = gs__b.last_poll;
-		for (unsigned int i = 0; i < 32u; i++)
-			gs__b.ywc[i] = 1u << 16;	/* the first call looks */
 		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
 		gs__b.pre = 0;
 		gs__flag_fetch(c.flag);
