@@ -308,14 +308,16 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 
 unsigned int
 gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
-		 unsigned int left)
+		 uint64_t long_ns, unsigned int left)
 {
 	uint64_t waves, n;
 
 	if (slots == 0 || left == 0 || task_ns == 0 ||
-	    task_ns > target_ns / 4u)
+	    (task_ns > target_ns / 4u && task_ns > long_ns))
 		return 0;
 	waves = target_ns / task_ns;
+	if (waves == 0)
+		waves = 1;
 	n = waves * slots;
 	if (n >= left || left - n < slots / 2u)
 		return left;

@@ -178,11 +178,13 @@ int gs__config_parse(struct gs__config *c,
  * blocks not launched yet on `slots` block slots: about target_ns of
  * work, whole waves, at least one; the rest when less than half a wave
  * would stay behind.  0 (run it persistent) when the task time is
- * unknown or over target_ns / 4: a few such blocks would already hold a
- * suspend past the target.
+ * unknown, or over target_ns / 4 and over long_ns: blocks up to long_ns
+ * (the attached job's slice / 2) run one wave per chunk, so that the two
+ * in flight hold a suspend for at most about a slice.
  */
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
-			      uint64_t target_ns, unsigned int left);
+			      uint64_t target_ns, uint64_t long_ns,
+			      unsigned int left);
 /* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
  * whole rows when it holds at least one and is not the rest: a launch
  * of whole rows needs no division per thread (gs__direct_grid).  Other

@@ -535,8 +535,11 @@ direct_next(const struct gs__launch *l)
 
 	if (contended(rt->page))
 		return 0;
+	/* blocks up to half a slice long: one wave a chunk */
 	return gs__direct_rows(&l->grid, l->dnext,
 	    gs__direct_chunk(l->slots, occ_task(o), rt->cfg.direct_ns,
+			     rt->sess != NULL ?
+			     gs_session_slice_ns(rt->sess) / 2u : 0,
 			     l->total - l->dnext));
 }
 

@@ -151,24 +151,35 @@ test_direct_chunk(void **state)
 
 	(void)state;
 	/* 1 us blocks on 1056 slots, 500 us: 500 waves, more than left */
-	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 262144), 262144);
+	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 0, 262144), 262144);
 	/* 10 us blocks: 50 waves of 1056 */
-	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 262144),
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 0, 262144),
 			 52800);
 	/* under half a wave would stay behind: take it all */
-	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 52800 + 500),
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 0, 52800 + 500),
 			 53300);
-	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 52800 + 600),
+	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 0, 52800 + 600),
 			 52800);
 	/* the limit: a quarter of the target per block */
-	assert_int_equal(gs__direct_chunk(100, 125000, 500000, 1000), 400);
-	assert_int_equal(gs__direct_chunk(100, 125001, 500000, 1000), 0);
+	assert_int_equal(gs__direct_chunk(100, 125000, 500000, 0, 1000), 400);
+	assert_int_equal(gs__direct_chunk(100, 125001, 500000, 0, 1000), 0);
+	/* longer blocks up to long_ns (half the slice): one wave a chunk */
+	assert_int_equal(gs__direct_chunk(528, 700000, 500000, 2000000, 4096),
+			 528);
+	assert_int_equal(gs__direct_chunk(528, 700000, 500000, 2000000, 700),
+			 700);
+	assert_int_equal(gs__direct_chunk(528, 2000000, 500000, 2000000, 4096),
+			 528);
+	assert_int_equal(gs__direct_chunk(528, 2000001, 500000, 2000000, 4096),
+			 0);
+	assert_int_equal(gs__direct_chunk(100, 300000, 500000, 2000000, 1000),
+			 100);
 	/* unknown task time, nothing left, no slots */
-	assert_int_equal(gs__direct_chunk(100, 0, 500000, 1000), 0);
-	assert_int_equal(gs__direct_chunk(100, 1000, 500000, 0), 0);
-	assert_int_equal(gs__direct_chunk(0, 1000, 500000, 1000), 0);
+	assert_int_equal(gs__direct_chunk(100, 0, 500000, 0, 1000), 0);
+	assert_int_equal(gs__direct_chunk(100, 1000, 500000, 0, 0), 0);
+	assert_int_equal(gs__direct_chunk(0, 1000, 500000, 0, 1000), 0);
 	/* fewer blocks than a wave */
-	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 7), 7);
+	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 0, 7), 7);
 
 	/* launch grids: the whole grid, whole rows, else 1D */
 	{
