@@ -100,6 +100,12 @@ struct gs__launch {
 	uint64_t dend_ns;		/* host time its direct work queued
 					 * this round should end */
 	cudaEvent_t dev[2];
+	/* chunked: odd chunks run on rt->dstream beside the even
+	 * ones on the record's stream (no tail between two chunks), after
+	 * dpre (recorded before the round's first chunk); daux: one ran
+	 * there this round, the stream must wait for it (direct_join) */
+	cudaEvent_t dpre;
+	int daux;
 };
 
 struct gs__pending_read {
@@ -141,6 +147,7 @@ struct gs__rt {
 	int page_registered;
 	uint64_t page_epoch;	/* gs_session_page_epoch of page */
 	cudaStream_t wstream, iostream;
+	cudaStream_t dstream;	/* odd direct chunks (created when needed) */
 	unsigned int *d_flag;
 	volatile unsigned int *quit, *d_quit;
 	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
@@ -194,6 +201,9 @@ struct gs__rt {
 	struct gs__status *st, *d_st;
 	struct gs__kstate *d_ks;
 	unsigned int *free_slots, nfree;
+	/* a slot whose fresh-block counter side-by-side direct chunks may
+	 * have left stale (one bit per slot) */
+	unsigned char ks_dirty[GS__SLOTS / 8u];
 	struct gs__queues q;
 	unsigned int gen, seq;
 	unsigned int cur_gen;		/* generation of the current run, 0
@@ -354,13 +364,15 @@ launch_free(struct gs__launch *l)
 	free(l->args);
 	if (l->ev != NULL)
 		cudaEventDestroy(l->ev);
-	for (i = 0; i < 2; i++) {
-		if (l->dev[i] == NULL)
+	for (i = 0; i < 3; i++) {
+		cudaEvent_t ev = i < 2 ? l->dev[i] : l->dpre;
+
+		if (ev == NULL)
 			continue;
 		if (rt->nevpool < GS__EVPOOL)
-			rt->evpool[rt->nevpool++] = l->dev[i];
+			rt->evpool[rt->nevpool++] = ev;
 		else
-			cudaEventDestroy(l->dev[i]);
+			cudaEventDestroy(ev);
 	}
 	if (l->slot != UINT32_MAX) {
 		/* a kernel left unfinished (error, finalize) leaves its
@@ -584,23 +596,72 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
  * the stream, or NULL; l's work starts after pred's (the expected end
  * that the wait spins near, direct_due). */
 static int
+ev_get(cudaEvent_t *ev)
+{
+	cudaError_t e;
+
+	if (*ev != NULL)
+		return 0;
+	if (rt->nevpool > 0)
+		*ev = rt->evpool[--rt->nevpool];
+	else if (!CU_OK(e = cudaEventCreateWithFlags(ev,
+				cudaEventDisableTiming)))
+		return cufail(e, "cudaEventCreate");
+	return 0;
+}
+
+/* What follows l on its stream waits for its chunks on rt->dstream too
+ * (the latest of which recorded dev[1]). */
+static int
+direct_join(struct gs__launch *l)
+{
+	cudaError_t e;
+
+	if (!l->daux)
+		return 0;
+	l->daux = 0;
+	e = cudaStreamWaitEvent(l->stream, l->dev[1], 0);
+	return CU_OK(e) ? 0 : cufail(e, "cudaStreamWaitEvent");
+}
+
+static int
 launch_direct(struct gs__launch *l, unsigned int n,
 	      const struct gs__launch *pred)
 {
 	struct gs__dctx c;
 	struct gs_dim3 g;
 	const struct gs__occ *o;
+	cudaStream_t cs = l->stream;
 	cudaError_t e;
-	int i, rc;
+	int i, rc, side;
 
-	for (i = 0; i < 2; i++) {
-		if (l->dev[i] != NULL)
-			continue;
-		if (rt->nevpool > 0)
-			l->dev[i] = rt->evpool[--rt->nevpool];
-		else if (!CU_OK(e = cudaEventCreateWithFlags(&l->dev[i],
-					cudaEventDisableTiming)))
-			return cufail(e, "cudaEventCreate");
+	for (i = 0; i < 2; i++)
+		if (ev_get(&l->dev[i]) < 0)
+			return -1;
+	/* a chunked kernel: its odd chunks on the side stream,
+	 * after whatever came before the round's first chunk */
+	side = l->dchunks > 0 || l->dnext + n < l->total;
+	if (side && l->dchunks == 0) {
+		if (ev_get(&l->dpre) < 0)
+			return -1;
+		e = cudaEventRecord(l->dpre, l->stream);
+		if (!CU_OK(e))
+			return cufail(e, "cudaEventRecord");
+	}
+	if (side && (l->dchunks & 1u)) {
+		/* block 0 of each chunk moves the fresh-block counter, and
+		 * side by side their writes may land in any order: the host
+		 * sets it before the slot's next persistent launch */
+		rt->ks_dirty[l->slot >> 3] |= (unsigned char)(1u << (l->slot & 7u));
+		if (rt->dstream == NULL &&
+		    !CU_OK(e = cudaStreamCreateWithFlags(&rt->dstream,
+						cudaStreamNonBlocking)))
+			return cufail(e, "cudaStreamCreate");
+		e = cudaStreamWaitEvent(rt->dstream, l->dpre, 0);
+		if (!CU_OK(e))
+			return cufail(e, "cudaStreamWaitEvent");
+		cs = rt->dstream;
+		l->daux = 1;
 	}
 	memset(&c, 0, sizeof(c));
 	c.ks = rt->d_ks + l->slot;
@@ -619,14 +680,16 @@ launch_direct(struct gs__launch *l, unsigned int n,
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
 		rt->st[l->slot]._rsv[0] = rt->st[l->slot]._rsv[1] = 0;
-	rc = l->k->launch_direct(g, l->block, l->shmem, l->stream, &c,
-				 l->args);
+	rc = l->k->launch_direct(g, l->block, l->shmem, cs, &c, l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
 			    cudaGetErrorString((cudaError_t)rc));
-	e = cudaEventRecord(l->dev[l->dchunks % 2], l->stream);
+	e = cudaEventRecord(l->dev[l->dchunks % 2], cs);
 	if (!CU_OK(e))
 		return cufail(e, "cudaEventRecord");
+	/* the last chunk: later work on the stream comes after all */
+	if (l->dnext + n == l->total && direct_join(l) < 0)
+		return -1;
 	o = occ_find(l->k, l->block, l->shmem);
 	if (occ_task(o) != 0) {
 		uint64_t base = now_ns(), d;
@@ -691,6 +754,8 @@ direct_poll(struct gs__launch *l, int more)
 		 * the rest in the loop */
 		more = 0;
 	}
+	if (!more && l->dnext < l->total && direct_join(l) < 0)
+		return -1;
 	if (l->dseen < l->dchunks || (l->dnext < l->total && more))
 		return 0;
 	direct_span(l, &t0, &t1);
@@ -706,6 +771,28 @@ direct_poll(struct gs__launch *l, int more)
 	st->yields = 0;
 	__atomic_store_n(&st->seq, l->seq, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* The rest of a kernel that ran direct so far goes persistent (or a
+ * kernel starts persistent in a slot whose counter side-by-side chunks
+ * may have left stale): its fresh-block counter moves to the first
+ * block not run direct, in stream order, after the chunks (block 0 of
+ * each chunk wrote it too, but chunks side by side may have written it
+ * in any order). */
+static int
+ks_next_set(struct gs__launch *l)
+{
+	unsigned long long a = (unsigned long long)(uintptr_t)
+			       &(rt->d_ks + l->slot)->next;
+	cudaError_t e;
+
+	if (rt->wv32 != NULL && rt->wv32(l->stream, a, l->dnext, 0) == 0)
+		return 0;
+	/* pageable source: copied out before the call returns */
+	e = cudaMemcpyAsync((void *)(uintptr_t)a, &l->dnext,
+			    sizeof(l->dnext), cudaMemcpyHostToDevice,
+			    l->stream);
+	return CU_OK(e) ? 0 : cufail(e, "fresh-block counter copy");
 }
 
 /* Put one record on the GPU for generation gen. */
@@ -730,6 +817,12 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		l->launched = 1;
 		l->direct = 1;
 		return 0;
+	}
+	if (!l->pers && (l->dnext > 0 ||
+	    (rt->ks_dirty[l->slot >> 3] & (1u << (l->slot & 7u))))) {
+		if (ks_next_set(l) < 0)
+			return -1;
+		rt->ks_dirty[l->slot >> 3] &= (unsigned char)~(1u << (l->slot & 7u));
 	}
 	l->pers = 1;
 	if (pred != NULL && direct_complete(pred))
@@ -1484,6 +1577,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->launched = 0;
 		l->direct = 0;
 		l->dround = l->dchunks = l->dseen = 0;
+		l->daux = 0;
 		l->dend_ns = 0;
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
@@ -2352,6 +2446,8 @@ rt_free(struct gs__rt *r)
 		cudaStreamDestroy(r->wstream);
 	if (r->iostream != NULL)
 		cudaStreamDestroy(r->iostream);
+	if (r->dstream != NULL)
+		cudaStreamDestroy(r->dstream);
 	gs__green_free(r->green);
 	while (r->nevpool > 0)
 		cudaEventDestroy(r->evpool[--r->nevpool]);
