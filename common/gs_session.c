@@ -78,8 +78,8 @@ struct gs_session {
 	uint64_t pub_tasks;	/* the current grant */
 	uint64_t pub_held_ns;
 	int kept;		/* holding between runs (ex->keep) */
-	uint64_t kept_gpu_ns;	/* the kept hold's earlier runs: GPU time */
-	uint64_t kept_tasks;	/* and block-tasks */
+	uint64_t kept_gpu_ns;	/* the kept hold's earlier runs: GPU */
+	uint64_t kept_tasks;	/* time and block-tasks */
 
 	char *sock;		/* as given to open (NULL: default) */
 	int timeout_ms;

@@ -755,7 +755,7 @@ static void ctl_write(struct gs_alloc *a, unsigned i)
 	__atomic_store_n(&p->suspend_set_ns, a->ctl_suspend_set_ns,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&p->suspend, a->ctl_suspend, __ATOMIC_RELEASE);
-	gs_ctl_wake(p);		/* a job keeping the token idle watches */
+	gs_ctl_wake(p);		/* a job keeping the token idle waits */
 }
 
 static void ctl_write_all(struct gs_alloc *a)

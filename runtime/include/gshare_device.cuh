@@ -141,7 +141,7 @@ struct gs_kctx {
 /* gs__dctx.rows: how a direct launch's blockIdx maps to logical blocks */
 #define GS__DGRID_DIV	0u	/* lb = first + blockIdx.x, divided */
 #define GS__DGRID_ROWS	1u	/* (x, y + y0, z): whole rows */
-#define GS__DGRID_1D	2u	/* a 1D logical grid: first + blockIdx.x */
+#define GS__DGRID_1D	2u	/* a 1D logical grid: first + blockIdx */
 
 struct gs__dctx {
 	struct gs__kstate *ks;		/* next := next_after (block 0) */

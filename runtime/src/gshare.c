@@ -147,7 +147,7 @@ struct gs__rt {
 	int page_registered;
 	uint64_t page_epoch;	/* gs_session_page_epoch of page */
 	cudaStream_t wstream, iostream;
-	cudaStream_t dstream;	/* odd direct chunks (created when needed) */
+	cudaStream_t dstream;	/* odd direct chunks (made when needed) */
 	unsigned int *d_flag;
 	volatile unsigned int *quit, *d_quit;
 	volatile unsigned long long *wtime, *d_wtime;	/* watcher's flag
@@ -652,7 +652,8 @@ launch_direct(struct gs__launch *l, unsigned int n,
 		/* block 0 of each chunk moves the fresh-block counter, and
 		 * side by side their writes may land in any order: the host
 		 * sets it before the slot's next persistent launch */
-		rt->ks_dirty[l->slot >> 3] |= (unsigned char)(1u << (l->slot & 7u));
+		rt->ks_dirty[l->slot >> 3] |=
+		    (unsigned char)(1u << (l->slot & 7u));
 		if (rt->dstream == NULL &&
 		    !CU_OK(e = cudaStreamCreateWithFlags(&rt->dstream,
 						cudaStreamNonBlocking)))
@@ -822,7 +823,8 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	    (rt->ks_dirty[l->slot >> 3] & (1u << (l->slot & 7u))))) {
 		if (ks_next_set(l) < 0)
 			return -1;
-		rt->ks_dirty[l->slot >> 3] &= (unsigned char)~(1u << (l->slot & 7u));
+		rt->ks_dirty[l->slot >> 3] &=
+		    (unsigned char)~(1u << (l->slot & 7u));
 	}
 	l->pers = 1;
 	if (pred != NULL && direct_complete(pred))
@@ -2324,7 +2326,7 @@ exec_keep(void *ctx, volatile struct gs_ctlpage *page)
 		pthread_attr_destroy(&a);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (rc != 0) {
-			rt->cfg.keep_ns = 0;	/* release at once from now */
+			rt->cfg.keep_ns = 0;	/* release at once now */
 			return 0;
 		}
 		rt->kth_up = 1;

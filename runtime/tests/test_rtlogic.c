@@ -151,7 +151,8 @@ test_direct_chunk(void **state)
 
 	(void)state;
 	/* 1 us blocks on 1056 slots, 500 us: 500 waves, more than left */
-	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 0, 262144), 262144);
+	assert_int_equal(gs__direct_chunk(1056, 1000, 500000, 0, 262144),
+			 262144);
 	/* 10 us blocks: 50 waves of 1056 */
 	assert_int_equal(gs__direct_chunk(1056, 10000, 500000, 0, 262144),
 			 52800);
