@@ -140,6 +140,8 @@ struct gs__rt {
 	pthread_cond_t kcv;
 	pthread_t kth;
 	int kth_up, kquit;
+	pid_t kth_pid;		/* the process that started it (a child of
+				 * fork has no keeper) */
 	uint64_t keep_until;
 	volatile struct gs_ctlpage *page;	/* session page or fake */
 	struct gs_ctlpage *fake;		/* forced mode */
@@ -2312,6 +2314,8 @@ exec_keep(void *ctx, volatile struct gs_ctlpage *page)
 	    __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 	    GS_CTL_SUSPEND)
 		return 0;
+	if (rt->kth_up && rt->kth_pid != getpid())
+		return 0;	/* a child of fork: its parent's keeper */
 	if (!rt->kth_up) {
 		pthread_attr_t a;
 		sigset_t all, old;
@@ -2330,6 +2334,7 @@ exec_keep(void *ctx, volatile struct gs_ctlpage *page)
 			return 0;
 		}
 		rt->kth_up = 1;
+		rt->kth_pid = getpid();
 	}
 	rt->keep_until = now_ns() + rt->cfg.keep_ns;
 	pthread_cond_signal(&rt->kcv);
@@ -2349,10 +2354,9 @@ keep_stop(void)
 	rt->kquit = 1;
 	pthread_cond_signal(&rt->kcv);
 	pthread_mutex_unlock(&rt->kmu);
-	if (rt->kth_up) {
+	if (rt->kth_up && rt->kth_pid == getpid())
 		pthread_join(rt->kth, NULL);
-		rt->kth_up = 0;
-	}
+	rt->kth_up = 0;
 }
 
 static int
