@@ -97,8 +97,6 @@ struct gs__launch {
 	unsigned int dround, dchunks, dseen;
 	int direct;			/* launched direct this round */
 	int pers;			/* launched persistent once: stays */
-	uint64_t dend_ns;		/* host time its direct work queued
-					 * this round should end */
 	cudaEvent_t dev[2];
 	/* chunked: odd chunks run on rt->dstream beside the even
 	 * ones on the record's stream (no tail between two chunks), after
@@ -593,10 +591,6 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
 	return direct_next(l);
 }
 
-/* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
- * stream, between the round's events.  pred: the record before l on
- * the stream, or NULL; l's work starts after pred's (the expected end
- * that the wait spins near, direct_due). */
 static int
 ev_get(cudaEvent_t *ev)
 {
@@ -626,13 +620,14 @@ direct_join(struct gs__launch *l)
 	return CU_OK(e) ? 0 : cufail(e, "cudaStreamWaitEvent");
 }
 
+/* Launch blocks dnext .. dnext + n - 1 of l as a plain grid on its
+ * stream (odd chunks of a chunked kernel: beside it), between the
+ * round's events. */
 static int
-launch_direct(struct gs__launch *l, unsigned int n,
-	      const struct gs__launch *pred)
+launch_direct(struct gs__launch *l, unsigned int n)
 {
 	struct gs__dctx c;
 	struct gs_dim3 g;
-	const struct gs__occ *o;
 	cudaStream_t cs = l->stream;
 	cudaError_t e;
 	int i, rc, side;
@@ -693,17 +688,6 @@ launch_direct(struct gs__launch *l, unsigned int n,
 	/* the last chunk: later work on the stream comes after all */
 	if (l->dnext + n == l->total && direct_join(l) < 0)
 		return -1;
-	o = occ_find(l->k, l->block, l->shmem);
-	if (occ_task(o) != 0) {
-		uint64_t base = now_ns(), d;
-
-		d = occ_task(o) * n / (n < l->slots ? n : l->slots);
-		if (l->dend_ns > base)
-			base = l->dend_ns;
-		if (pred != NULL && pred->direct && pred->dend_ns > base)
-			base = pred->dend_ns;
-		l->dend_ns = base + d;
-	}
 	l->dnext += n;
 	l->dround += n;
 	l->dchunks++;
@@ -751,7 +735,7 @@ direct_poll(struct gs__launch *l, int more)
 	}
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
 		if ((n = direct_next(l)) != 0)
-			return launch_direct(l, n, NULL);
+			return launch_direct(l, n);
 		/* a contender came (or no estimate): no more chunks; the
 		 * round ends with those on the GPU and the next one runs
 		 * the rest in the loop */
@@ -810,7 +794,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	rt->acct_range = rt->sm_range;
 	if ((dn = direct_blocks(l, gen, pred)) != 0) {
 		l->run_stream = l->stream;
-		if (launch_direct(l, dn, pred) < 0)
+		if (launch_direct(l, dn) < 0)
 			return -1;
 		l->seq = ++rt->seq;
 		if (l->seq == 0)
@@ -1288,23 +1272,6 @@ release_early(volatile struct gs_ctlpage *page, uint64_t now)
 	return 0;
 }
 
-/* Some direct record of the wait is expected to finish within 40 us
- * (or finished up to 200 us ago by the estimate, and is still there). */
-static int
-direct_due(uint64_t now)
-{
-	size_t i;
-
-	for (i = 0; i < rt->ntmp; i++) {
-		const struct gs__launch *l = rt->tmp[i];
-
-		if (l->direct && l->dend_ns != 0 &&
-		    now + 40000u >= l->dend_ns && now < l->dend_ns + 200000u)
-			return 1;
-	}
-	return 0;
-}
-
 /* Does the wait query tmp[i]'s stream?  Not for a direct record whose
  * every chunk's event was seen (done: the event follows the kernel), nor
  * for a stream queried for an earlier record (each query takes the
@@ -1462,9 +1429,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * others contend, a suspend may come at any time */
 		watch = !pending && page != NULL && rt->host_watch &&
 			rt->cfg.watcher == GS__WATCH_HOST && contended(page);
-		/* direct work due to end soon: look without sleeping (a
-		 * sleep's wake-up would be seen late) */
-		watch = watch || direct_due(now);
 		/* only direct chunks running, no suspend to watch for (a
 		 * chunk cannot stop anyway), no I/O to serve: wait as the
 		 * driver does, on the oldest chunk's event, which sees it end
@@ -1582,7 +1546,6 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->direct = 0;
 		l->dround = l->dchunks = l->dseen = 0;
 		l->daux = 0;
-		l->dend_ns = 0;
 		if (st->finished && l->io_out == 0 && l->nready == 0) {
 			l->finished = 1;
 			if (rt->cfg.check_once && check_once(l) < 0)
