@@ -793,12 +793,6 @@ gs_session_give_back(struct gs_session *s, struct gs_error *err)
 	return gs_session_release(s, &r, err);
 }
 
-void
-gs_session_wait_page(struct gs_session *s, uint64_t timeout_ns)
-{
-	gs_ctl_wait(s->page, timeout_ns);
-}
-
 /* May the token stay with us between runs?  Only while attached to a
  * live agent (a standalone hold has nobody to give it back to). */
 static int

@@ -181,10 +181,5 @@ int gs_session_kept(const struct gs_session *s);
  * block-tasks (TOKEN_RELEASE, reason idle).  No-op when nothing is
  * kept. */
 int gs_session_give_back(struct gs_session *s, struct gs_error *err);
-/* Sleep until the agent changes the page (it wakes futex waiters on
- * `suspend` when it writes the control fields or `contenders`), or
- * timeout_ns passes; at once when `suspend` is set.  For a thread that
- * watches a kept token without spinning. */
-void gs_session_wait_page(struct gs_session *s, uint64_t timeout_ns);
 
 #endif /* GS_SESSION_H */

@@ -677,21 +677,21 @@ test_keep(void **state)
 	__atomic_store_n(&pg->suspend, GS_CTL_SUSPEND, __ATOMIC_RELEASE);
 	/* a waiter does not sleep on a suspended page */
 	t0 = mono_ns();
-	gs_session_wait_page(s, 5000000000ull);
+	gs_ctl_wait(pg, 5000000000ull);
 	assert_true(mono_ns() - t0 < 2000000000ull);
 	assert_int_equal(gs_session_run(s, &ex, &k, &err), 0);
 	assert_true(gs_session_kept(s));
 	assert_int_equal(pg->releases, 5);
 	/* nothing changes: the wait ends at its timeout */
 	t0 = mono_ns();
-	gs_session_wait_page(s, 20000000ull);
+	gs_ctl_wait(pg, 20000000ull);
 	el = mono_ns() - t0;
 	assert_true(el >= 15000000ull && el < 2000000000ull);
 	/* the agent's wake-up ends it early */
 	w.pg = pg;
 	assert_int_equal(pthread_create(&w.th, NULL, waker_main, &w), 0);
 	t0 = mono_ns();
-	gs_session_wait_page(s, 5000000000ull);
+	gs_ctl_wait(pg, 5000000000ull);
 	el = mono_ns() - t0;
 	pthread_join(w.th, NULL);
 	assert_true(el < 2000000000ull);
