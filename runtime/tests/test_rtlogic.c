@@ -238,6 +238,18 @@ test_direct_chunk(void **state)
 		    UINT64_MAX / 2 / 3 * 2 + UINT64_MAX / 2 % 3 * 2 / 3);
 }
 
+/* name=value alone is refused, and the message names `what` */
+static void
+expect_reject(const char *name, const char *value, const char *what)
+{
+	struct gs__config c;
+	struct gs_error err;
+
+	set_env(name, value, NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
+	assert_non_null(strstr(err.msg, what));
+}
+
 static void
 test_config(void **state)
 {
@@ -268,53 +280,36 @@ test_config(void **state)
 	set_env("GSHARE_KEEP_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.keep_ns == 0);
-	set_env("GSHARE_KEEP_US", "2000000", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_KEEP_US"));
-	set_env("GSHARE_KEEP_US", "-1", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_KEEP_US"));
+	expect_reject("GSHARE_KEEP_US", "2000000", "GSHARE_KEEP_US");
+	expect_reject("GSHARE_KEEP_US", "-1", "GSHARE_KEEP_US");
 	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.slack_ns == 0);
-	set_env("GSHARE_TIMER_SLACK_NS", "2000000", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_TIMER_SLACK_NS"));
+	expect_reject("GSHARE_TIMER_SLACK_NS", "2000000",
+		      "GSHARE_TIMER_SLACK_NS");
 	set_env("GSHARE_DIRECT", "off", "GSHARE_DIRECT_US", "2000");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.direct, GS__DIRECT_OFF);
 	assert_true(c.direct_ns == 2000000);
-	set_env("GSHARE_DIRECT", "contended", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "auto or off"));
-	set_env("GSHARE_DIRECT", "on", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_DIRECT='on'"));
-	set_env("GSHARE_DIRECT_US", "5", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_DIRECT_US"));
+	expect_reject("GSHARE_DIRECT", "contended", "auto or off");
+	expect_reject("GSHARE_DIRECT", "on", "GSHARE_DIRECT='on'");
+	expect_reject("GSHARE_DIRECT_US", "5", "GSHARE_DIRECT_US");
 	set_env("GSHARE_EARLY_MAX_US", "100", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));
-	set_env("GSHARE_EARLY_MAX_US", "0", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_EARLY_MAX_US"));
+	expect_reject("GSHARE_EARLY_MAX_US", "0", "GSHARE_EARLY_MAX_US");
 	set_env("GSHARE_RELEASE", "drained", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.release_early, 0);
 	assert_false(gs__early_ok(&c, 40000));
-	set_env("GSHARE_RELEASE", "late", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_RELEASE='late'"));
+	expect_reject("GSHARE_RELEASE", "late", "GSHARE_RELEASE='late'");
 	set_env("GSHARE_WATCHER", "always", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_ALWAYS);
 	set_env("GSHARE_WATCHER", "auto", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_AUTO);
-	set_env("GSHARE_WATCHER", "sometimes", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_WATCHER"));
+	expect_reject("GSHARE_WATCHER", "sometimes", "GSHARE_WATCHER");
 
 	set_env("GSHARE_FORCE_SUSPEND_US", "100:5000", "GSHARE_BATCH", "8");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
@@ -334,9 +329,7 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	set_env("GSHARE_FORCE_SUSPEND_US", "x", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	set_env("GSHARE_BATCH", "65", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
-	assert_non_null(strstr(err.msg, "GSHARE_BATCH"));
+	expect_reject("GSHARE_BATCH", "65", "GSHARE_BATCH");
 	set_env("GSHARE_CHECK_ONCE", "-1", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), -1);
 	set_env("GSHARE_WATCH_NS", "12abc", NULL, NULL);
