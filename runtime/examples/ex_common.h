@@ -177,6 +177,11 @@ static inline void ex_print_resizes(const char *name)
 
 	if (n == 0)
 		return;
+	/* in the order they came (the first sight of a range costs most) */
+	printf("resize_us %s", name);
+	for (size_t i = 0; i < n; i++)
+		printf(" %.0f", (double)v[i] / 1e3);
+	printf("\n");
 	for (size_t i = 0; i < n; i++) {
 		sum += (double)v[i];
 		max = (double)v[i] > max ? (double)v[i] : max;

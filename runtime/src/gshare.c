@@ -861,6 +861,10 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	if (rt->sm_range != 0 && rt->cfg.sm_map == GS__MAP_GREEN &&
 	    (e = green_stream(l)) != cudaSuccess)
 		return cufail(e, "space partition (green stream)");
+	if (l->run_stream != l->stream && (rt->acct_range & 0xffffu) != 0)
+		/* green: the partition's resident blocks only */
+		c.nphys = gs__nphys(l->slots / (unsigned int)rt->sms,
+				    rt->acct_range & 0xffffu, l->total);
 	if (rt->sm_range != 0 && l->run_stream == l->stream) {
 		if (rt->cfg.sm_map == GS__MAP_RAW ||
 		    rt->cfg.sm_map == GS__MAP_RANK)
@@ -1812,7 +1816,7 @@ static int
 run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 {
 	uint64_t gpu, tasks, exit_ns = 0, hold_t0;
-	int susp = 0, runnable, rc;
+	int susp = 0, runnable, rc, queued;
 
 	memset(res, 0, sizeof(*res));
 	rt->hold_gpu_ns = 0;
@@ -1879,8 +1883,13 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			*rt->quit = gen;
 		if (rc < 0)
 			return -1;
+		/* records this round never reached: a resize stops the
+		 * top-ups, and what the round launched may all have
+		 * finished (reap clears launched) */
+		queued = unlaunched();
 		if (reap(&gpu, &tasks, &runnable) < 0)
 			return -1;
+		runnable |= queued;
 		if (rt->trace != NULL)
 			trace_round(gpu, exit_ns);
 		res->gpu_ns += gpu;

@@ -141,7 +141,14 @@ elif mps_up; then
 	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
 	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
-	solo=$(rate "$O/rate-solo.log")
+	solo_d=$(rate "$O/rate-solo.log")
+	# the reference: the same kernels on a partition of every SM (a
+	# partition runs its kernels in the persistent loop, never direct;
+	# what the loop costs against the direct solo rate is reported)
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=0:$SMS timeout 60 \
+	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-solo-all.log" 2>&1
+	solo=$(rate "$O/rate-solo-all.log")
+	note "solo rate: $solo on a partition of all $SMS SMs, $solo_d direct ($(ratio "$solo" "$solo_d") of it)"
 	# green (the default): each round on a green context of the
 	# partition's SMs; blocks: the grid scaled to the partition's share
 	# of the SMs, no SM test (reported, not checked: with latency-bound
@@ -182,7 +189,7 @@ elif mps_up; then
 		    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-$sh_-alone.log" 2>&1
 		al=$(rate "$O/rate-$sh_-alone.log")
 		pr=$(rate "$O/rate-$sh_-green.log")
-		note "share $sh_ (SMs $r): alone on its partition $al, beside the other $pr: $(ratio "$pr" "$al") of alone; alone $(ratio "$al" "$solo") of the whole-GPU solo rate"
+		note "share $sh_ (SMs $r): alone on its partition $al, beside the other $pr: $(ratio "$pr" "$al") of alone; alone $(ratio "$al" "$solo") of the whole-GPU solo rate ($(ratio "$al" "$solo_d") of the direct one)"
 	done
 	grep -h "^gshare:" "$O/rate-30-green.log" "$O/rate-70-green.log" |
 	    sed 's/^/    | /'
