@@ -735,6 +735,16 @@ static void update_wakeup(struct gs_agent *ag)
 	gs_loop_set_spin(ag->loop, ag->cfg.handoff_poll ? spin : 0);
 }
 
+void gs_agent_gpu_kick(struct gs_agent *ag, int32_t gpu)
+{
+	uint32_t i;
+
+	for (i = 0; i < ag->ngpus; i++)
+		if (ag->gpus[i].d.index == gpu)
+			ag->gpus[i].next_ns = gs_now_ns();
+	update_wakeup(ag);
+}
+
 static void set_state(struct gs_agent *ag, struct gs_alloc *a, uint32_t st)
 {
 	if (a->state == st)

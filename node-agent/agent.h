@@ -89,6 +89,9 @@ void gs_agent_forget(struct gs_agent *ag, uint64_t id);
 /* What STATUS tells operators now (gsharectl status prints it), "" for
  * nothing; copied, cut at GS_WARNING_MAX - 1 bytes. */
 void gs_agent_set_warning(struct gs_agent *ag, const char *msg);
+/* Run GPU index gpu's scheduler step from the loop soon (its co-grant
+ * sets changed outside an allocation event: space mode's ticks). */
+void gs_agent_gpu_kick(struct gs_agent *ag, int32_t gpu);
 /* Accounting: the final usage row of an allocation closed just now goes
  * to the usage store with tick `tick`; the CLOSE's reply waits (a short
  * while) until gs_agent_usage_committed reports that tick or a later one

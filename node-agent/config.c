@@ -101,6 +101,9 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "true",
 			"write planned SM partitions into control pages "
 			"(false: co-granted members share all SMs)"),
+	GS_CFG_KEY_BOOL("space_check", C, space_check, "true",
+			"measure co-running space jobs against their rates "
+			"alone: move granules, or let them take turns"),
 	GS_CFG_KEY_BOOL("unmanaged_hold", C, unmanaged_hold, "false",
 			"hold back (SIGSTOP/SIGCONT) GPU processes of an "
 			"allocation that bypass the gate while ahead"),

@@ -77,6 +77,7 @@ struct gs_agent_config {
 	uint32_t sm_count;	/* SMs per GPU for space partitions */
 	uint32_t sm_granule;	/* partition step */
 	int space_partitions;	/* write planned partitions into pages */
+	int space_check;	/* the co-run check (space_agent.c) */
 	/* GPU processes that bypass the gate (node-agent/unman.c) */
 	uint32_t unmanaged_hold;	/* level 0: stop/continue them */
 	uint64_t unmanaged_ahead_ns;	/* lead that stops them */

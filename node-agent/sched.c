@@ -951,6 +951,27 @@ grant_one(struct gs_sched *s, struct ent *h, uint64_t now)
 	s->nhold++;
 }
 
+/* Holders of more than one co-grant set (a set changed while it held:
+ * space mode's co-run check split it)? */
+static int
+holders_mixed(const struct gs_sched *s)
+{
+	uint64_t g = 0;
+	unsigned i, k = 0;
+
+	if (s->nhold < 2)
+		return 0;
+	for (i = 0; i < s->n; i++) {
+		if (!s->e[i].holding)
+			continue;
+		if (k++ == 0)
+			g = s->e[i].group;
+		else if (g == 0 || s->e[i].group != g)
+			return 1;
+	}
+	return 0;
+}
+
 int
 gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	      int max, uint64_t *next_ns)
@@ -965,10 +986,14 @@ gs_sched_step(struct gs_sched *s, uint64_t now, struct gs_sched_action *acts,
 	end_penalties(s, now);
 
 	/* 1. Suspending holders past their grace: charge, revoke, escalate.
-	 * A grant set suspends as one: a holder not yet told is told. */
+	 * A grant set suspends as one: a holder not yet told is told.
+	 * Holders that are no longer one set suspend too (as at a slice
+	 * end; the next grant picks the best set). */
 	for (i = 0; i < s->n; i++)
 		if (s->e[i].holding && s->e[i].suspending)
 			susp = 1;
+	if (!susp && holders_mixed(s))
+		susp = 1;
 	for (i = 0; susp && i < s->n; i++) {
 		h = &s->e[i];
 		if (!h->holding)

@@ -234,7 +234,8 @@ gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 int gs_sched_info(const struct gs_sched *s, uint64_t id,
 		  struct gs_sched_entry_info *out);
 /* Co-grant set of id (0: none, the default; space mode's planner group
- * + 1, space_agent.c).  Takes effect at the next grant or join. */
+ * + 1, space_agent.c).  Takes effect at the next grant or join; holders
+ * left in more than one set by it are suspended at the next step. */
 int gs_sched_set_group(struct gs_sched *s, uint64_t id, uint64_t group);
 
 /* Allocation holding the token (0: none; an escalated overrunner no

@@ -140,6 +140,40 @@ static void split_group(const struct gs_space_params *p,
 		rem[best] = 0;
 		sum++;
 	}
+	/* the co-run check's corrections: the others give or take */
+	for (j = 0; j < k && k > 1; j++) {
+		int64_t c = (int64_t)cnt[j] + in[idx[j]].bias;
+
+		if (c < 1)
+			c = 1;
+		if (c > (int64_t)(G - (k - 1)))
+			c = (int64_t)(G - (k - 1));
+		sum = sum - cnt[j] + (uint32_t)c;
+		cnt[j] = (uint32_t)c;
+	}
+	while (sum > G) {	/* from the largest that was not raised */
+		uint32_t big = k;
+
+		for (j = 0; j < k; j++)
+			if (cnt[j] > 1 && (big == k ||
+			    in[idx[j]].bias < in[idx[big]].bias ||
+			    (in[idx[j]].bias == in[idx[big]].bias &&
+			     cnt[j] > cnt[big])))
+				big = j;
+		if (big == k)
+			break;
+		cnt[big]--;
+		sum--;
+	}
+	while (sum < G) {	/* to the most raised */
+		uint32_t best = 0;
+
+		for (j = 1; j < k; j++)
+			if (in[idx[j]].bias > in[idx[best]].bias)
+				best = j;
+		cnt[best]++;
+		sum++;
+	}
 	for (j = 0; j < k; j++) {
 		struct gs_space_out *o = &out[idx[j]];
 
@@ -200,7 +234,8 @@ int gs_space_plan(const struct gs_space_params *p,
 			continue;
 		}
 		o->mps = 1;
-		for (g = 0; g < ngroups; g++) {
+		/* a probe is measured alone: a group of its own */
+		for (g = in[i2].probe ? ngroups : 0; g < ngroups; g++) {
 			uint32_t bad = n;
 
 			if (gsize[g] >= G)
@@ -209,7 +244,10 @@ int gs_space_plan(const struct gs_space_params *p,
 				if (j == i2 || !out[j].mps ||
 				    out[j].group != g || in[j].id > in[i2].id)
 					continue;
-				if (!gs_space_corun(in[j].cls, in[i2].cls)) {
+				if (!gs_space_corun(in[j].cls, in[i2].cls) ||
+				    in[j].probe ||
+				    (p->apart != NULL &&
+				     p->apart[(size_t)j * n + i2])) {
 					bad = j;
 					break;
 				}
@@ -228,7 +266,19 @@ int gs_space_plan(const struct gs_space_params *p,
 		if (g == ngroups)
 			gsize[ngroups++] = 0;
 		gsize[g]++;
-		if (conflict != n)
+		if (in[i2].probe)
+			snprintf(o->why, sizeof(o->why),
+				 "measured alone first (co-run check)");
+		else if (conflict != n && p->apart != NULL &&
+			 p->apart[(size_t)conflict * n + i2])
+			snprintf(o->why, sizeof(o->why),
+				 "takes turns with %llu: slower side by side",
+				 (unsigned long long)in[conflict].id);
+		else if (conflict != n && in[conflict].probe)
+			snprintf(o->why, sizeof(o->why),
+				 "takes turns with %llu: measured alone first",
+				 (unsigned long long)in[conflict].id);
+		else if (conflict != n)
 			why_pair(o, "takes turns with", in[conflict].id,
 				 in[i2].cls, in[conflict].cls);
 	}
@@ -270,4 +320,83 @@ int gs_space_changed(const struct gs_space_out *old,
 {
 	return old->sm_first != cur->sm_first ||
 	       old->sm_count != cur->sm_count;
+}
+
+/* The split rule: a member well below its share, or the group under one
+ * job's worth with a member below its share. */
+static uint32_t split_or_keep(const struct gs_space_verdict *v)
+{
+	if (v->min_d < GS_SPACE_SPLIT_D_PM ||
+	    (v->sum_n < GS_SPACE_SPLIT_SUM_PM &&
+	     v->min_d < 1000u - GS_SPACE_TOL_PM))
+		return GS_SPACE_SPLIT;
+	return GS_SPACE_KEEP;
+}
+
+int gs_space_check(const struct gs_space_fb *m, uint32_t k,
+		   uint32_t last_from, uint32_t last_to, uint32_t last_min_d,
+		   int settled, struct gs_space_verdict *v)
+{
+	uint64_t S = 0, d[256];
+	uint32_t i, hi = 0;
+
+	if (m == NULL || v == NULL || k < 2 || k > 256)
+		return -1;
+	memset(v, 0, sizeof(*v));
+	for (i = 0; i < k; i++) {
+		if (m[i].shares == 0 || m[i].alone == 0)
+			return -1;
+		S += m[i].shares;
+	}
+	v->min_d = UINT32_MAX;
+	for (i = 0; i < k; i++) {
+		uint64_t n = m[i].corun * 1000u / m[i].alone;
+
+		if (n > 4000)
+			n = 4000;
+		v->sum_n += (uint32_t)n;
+		/* n over shares / S, per mille */
+		d[i] = n * S / m[i].shares;
+		if (d[i] > 1000000u)
+			d[i] = 1000000u;
+		if (d[i] < v->min_d) {
+			v->min_d = (uint32_t)d[i];
+			v->low = i;
+		}
+		if (d[i] > d[hi])
+			hi = i;
+	}
+	if (last_from < k && last_to < k && !settled) {
+		/* the last move made the lowest lower: take it back */
+		if (v->min_d < last_min_d) {
+			v->act = GS_SPACE_MOVE;
+			v->from = last_to;
+			v->to = last_from;
+			v->settle = 1;
+			return 0;
+		}
+		/* the donor is the lowest now: as balanced as it gets */
+		if (v->low == last_from)
+			settled = 1;
+	}
+	if (v->min_d >= 1000u - GS_SPACE_TOL_PM) {
+		v->act = GS_SPACE_KEEP;
+		v->settle = (uint32_t)settled;
+		return 0;
+	}
+	/* the donor must stay at its share within the tolerance, as far
+	 * as a linear prediction says (a member that under-reports its
+	 * progress cannot push the other below that) */
+	if (!settled && d[hi] > 1000u + GS_SPACE_TOL_PM &&
+	    m[hi].granules > 1 && hi != v->low &&
+	    d[hi] * (m[hi].granules - 1) / m[hi].granules >=
+	    1000u - GS_SPACE_TOL_PM) {
+		v->act = GS_SPACE_MOVE;
+		v->from = hi;
+		v->to = v->low;
+		return 0;
+	}
+	v->settle = 1;
+	v->act = split_or_keep(v);
+	return 0;
 }

@@ -41,6 +41,20 @@
  * and a lone busy member gets the whole GPU.  Idle members get no SMs
  * until they are busy again.
  *
+ * The co-run check (gs_space_check, docs/space.md "The co-run check"):
+ * classes say what usually pairs well; what a pair actually does is
+ * measured.  A job that reports progress (libgshare's block-tasks) is
+ * first measured alone (its own slices: `probe`, a group of its own),
+ * then co-runs; its progress per second co-running over its progress
+ * per second of held time alone is its normalized rate n, and n over
+ * its share of the group's shares is d (1.0: exactly its share).  A
+ * member below its share takes a granule from the member furthest above
+ * (`bias`, granules added to its share's count), one per check, until
+ * the order flips (the better of the last two is kept) or nobody is
+ * above; a group that still leaves a member well below its share, or
+ * does less than one job's worth in all, is split: the pair takes turns
+ * (`apart`) until the check is tried again.
+ *
  * Limits: the grouping is greedy in arrival order, not an optimal
  * matching; classes are per allocation, not per kernel.
  */
@@ -83,6 +97,9 @@ struct gs_space_in {
 	uint32_t shares;	/* 1..100 */
 	uint32_t busy;		/* has work now */
 	uint32_t cls;		/* enum gs_space_class */
+	int32_t bias;		/* granules beyond its share's count (the
+				 * co-run check); the others give or take */
+	uint32_t probe;		/* 1: measured alone first, joins no group */
 };
 
 struct gs_space_out {
@@ -100,6 +117,9 @@ struct gs_space_params {
 	uint32_t granule;	/* partition step (8 on H100) */
 	uint32_t mps_uid;	/* uid the MPS server serves; NOUID: the
 				 * first allocation's uid */
+	const uint8_t *apart;	/* NULL, or n x n: apart[i * n + j] 1 when
+				 * in[i] and in[j] were measured to do
+				 * worse side by side (they take turns) */
 };
 
 /* Plan n allocations (in[] in any order; out[i] answers in[i]).
@@ -114,5 +134,45 @@ int gs_space_plan(const struct gs_space_params *p,
  * it at its next relaunch)? */
 int gs_space_changed(const struct gs_space_out *old,
 		     const struct gs_space_out *cur);
+
+/* One busy member of a co-running group, for gs_space_check. */
+struct gs_space_fb {
+	uint32_t shares;	/* 1..100 */
+	uint32_t granules;	/* its partition now */
+	uint64_t alone;		/* progress per second alone (held time) */
+	uint64_t corun;		/* progress per second co-running (wall) */
+};
+
+enum gs_space_act {
+	GS_SPACE_KEEP = 0,	/* stay as they are */
+	GS_SPACE_MOVE = 1,	/* one granule from m[from] to m[to] */
+	GS_SPACE_SPLIT = 2,	/* take turns instead */
+};
+
+struct gs_space_verdict {
+	uint32_t act;		/* enum gs_space_act */
+	uint32_t from, to;	/* MOVE: indices into m[] */
+	uint32_t settle;	/* 1: balanced as well as it gets; move no
+				 * more until the members change */
+	uint32_t min_d;		/* the lowest n / share, per mille */
+	uint32_t sum_n;		/* the members' n summed, per mille */
+	uint32_t low;		/* index of the lowest */
+};
+
+#define GS_SPACE_TOL_PM		50u	/* within 5 % of its share: fine */
+#define GS_SPACE_SPLIT_D_PM	900u	/* below 90 % of its share, or ... */
+#define GS_SPACE_SPLIT_SUM_PM	1000u	/* ... under one job's worth: turns */
+
+/*
+ * One step of the co-run check over the k busy members of a group.
+ * last_from/last_to: the indices of the previous step's move (the
+ * donor, the taker), UINT32_MAX when the last step moved nothing;
+ * last_min_d: the lowest d before that move.  settled: moves are over
+ * (only KEEP or SPLIT).  Returns 0, or -1 on bad input (k < 2, a rate
+ * or share of 0).
+ */
+int gs_space_check(const struct gs_space_fb *m, uint32_t k,
+		   uint32_t last_from, uint32_t last_to, uint32_t last_min_d,
+		   int settled, struct gs_space_verdict *v);
 
 #endif /* GS_AGENT_SPACE_H */

@@ -15,6 +15,16 @@
  * alike; UNKNOWN before GS_SPACE_MIN_SAMPLES).  A sample that changes
  * the class plans the GPU again.
  *
+ * The co-run check (space.h, docs/space.md): with `space_check` on, an
+ * attached job is measured alone first (probe: a group of its own until
+ * it held the token alone GS_SPACE_PROBE_MS), then co-runs; every
+ * GS_SPACE_CHECK_MS of co-running the tick compares each member's
+ * progress per second with its rate alone (space_sample.c counts both)
+ * and applies gs_space_check's verdict: a granule moved (bias), or the
+ * pair split for GS_SPACE_RETRY_S (apart).  A job that counts no
+ * progress (the launch gate, a job without libgshare) is left to its
+ * class.  A member whose partners change starts over (bias 0).
+ *
  * Co-granting: every plan tells the GPU's token scheduler each space
  * allocation's co-grant set (gs_sched_set_group: the planner's group + 1
  * for clients of the GPU's MPS server, 0 — alone, like time mode — for
@@ -37,11 +47,27 @@
 
 #define MAXPLAN 256
 #define GS_SPACE_MEAN_MAX 16u	/* samples the running mean weighs */
+#define NS_PER_MS 1000000ull
+#define GS_SPACE_PROBE_MS 100u	/* held alone before the first co-run */
+#define GS_SPACE_CHECK_MS 300u	/* co-running per check */
+#define GS_SPACE_RETRY_S 30u	/* a split pair tries again after */
+#define GS_SPACE_TICK_MS 50u
+#define NAPART 8u
 
 struct rec {
 	uint64_t id;
 	struct gs_space_out out;
 	struct gs_space_counters cnt;	/* classification inputs */
+	/* the co-run check */
+	int32_t bias;			/* granules beyond its share */
+	uint32_t probe;			/* planned alone to be measured */
+	uint64_t partners;		/* hash of its busy partners' ids */
+	uint64_t apart_id[NAPART];	/* measured slower beside it ... */
+	uint64_t apart_until[NAPART];	/* ... until then (ns) */
+	uint64_t last_from, last_to;	/* the group's last move (ids) */
+	uint32_t last_min_d;
+	int settled;
+	char note[32];			/* the last check, for STATUS */
 };
 
 struct gs_space_agent {
@@ -143,8 +169,69 @@ static struct gs_sched *sched_of(struct gs_space_agent *sa, int32_t gpu)
 	return NULL;
 }
 
+/* Is a measured alone first (the co-run check's probe)? */
+static uint32_t probe_of(struct gs_space_agent *sa, const struct gs_alloc *a)
+{
+	struct gs_space_rates r;
+
+	if (!gs_agent_config(sa->ag)->space_check || a->natt == 0)
+		return 0;
+	(void)gs_space_sample_rates(sa->smp, a->id, &r);
+	return r.solo_ns < GS_SPACE_PROBE_MS * NS_PER_MS;
+}
+
+static int apart_of(const struct rec *r, uint64_t other, uint64_t now)
+{
+	uint32_t k;
+
+	for (k = 0; k < NAPART; k++)
+		if (r->apart_id[k] == other && r->apart_until[k] > now)
+			return 1;
+	return 0;
+}
+
+static void apart_set(struct rec *r, uint64_t other, uint64_t until)
+{
+	uint32_t k, v = 0;
+
+	for (k = 0; k < NAPART; k++) {
+		if (r->apart_id[k] == other) {
+			v = k;
+			break;
+		}
+		if (r->apart_until[k] < r->apart_until[v])
+			v = k;	/* the oldest goes */
+	}
+	r->apart_id[v] = other;
+	r->apart_until[v] = until;
+}
+
+/* A member's check state starts over (new partners). */
+static void check_reset(struct gs_space_agent *sa, struct rec *r)
+{
+	r->bias = 0;
+	r->last_from = r->last_to = 0;
+	r->last_min_d = 0;
+	r->settled = 0;
+	r->note[0] = '\0';
+	gs_space_sample_corun_reset(sa->smp, r->id);
+}
+
+static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
+		      int *again);
+
 /* Plan GPU index gpu again, without allocation `gone` (closing). */
 static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
+{
+	int again = 0;
+
+	plan_once(sa, gpu, gone, &again);
+	if (again)	/* a bias dropped with its partners */
+		plan_once(sa, gpu, gone, &again);
+}
+
+static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
+		      int *again)
 {
 	const struct gs_agent_config *cfg = gs_agent_config(sa->ag);
 	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
@@ -153,8 +240,11 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 	struct gs_sched *sched = sched_of(sa, gpu);
 	struct gs_space_params p;
 	struct gs_alloc *a;
-	uint32_t n = 0, i;
+	uint8_t *apart = NULL;
+	uint64_t now = gs_now_ns();
+	uint32_t n = 0, i, j;
 
+	*again = 0;
 	in = calloc(MAXPLAN, sizeof(*in));
 	out = calloc(MAXPLAN, sizeof(*out));
 	if (in == NULL || out == NULL)
@@ -169,9 +259,13 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 		in[n].shares = a->shares ? a->shares : 1;
 		in[n].busy = (uint32_t)busy_of(a);
 		in[n].cls = GS_SC_UNKNOWN;
-		if (rec_find(sa, a->id) != NULL)
-			in[n].cls = gs_space_classify(
-				&rec_find(sa, a->id)->cnt);
+		if (rec_find(sa, a->id) != NULL) {
+			struct rec *r = rec_find(sa, a->id);
+
+			in[n].cls = gs_space_classify(&r->cnt);
+			in[n].bias = cfg->space_check ? r->bias : 0;
+			r->probe = in[n].probe = probe_of(sa, a);
+		}
 		n++;
 	}
 	if (n == 0)
@@ -179,14 +273,42 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 	p.sm_total = cfg->sm_count;
 	p.granule = cfg->sm_granule;
 	p.mps_uid = gs_mps_uid(sa->mps, gpu);
+	p.apart = NULL;
+	if (cfg->space_check && n > 1 &&
+	    (apart = calloc((size_t)n * n, 1)) != NULL) {
+		for (i = 0; i < n; i++) {
+			const struct rec *r = rec_find(sa, in[i].id);
+
+			for (j = 0; r != NULL && j < n; j++)
+				if (j != i && apart_of(r, in[j].id, now)) {
+					apart[(size_t)i * n + j] = 1;
+					apart[(size_t)j * n + i] = 1;
+				}
+		}
+		p.apart = apart;
+	}
 	if (gs_space_plan(&p, in, n, out) < 0)
 		goto out_free;
 	for (i = 0; i < n; i++) {
 		struct rec *r = rec_get(sa, in[i].id);
+		uint64_t sig = 0;
 
 		a = gs_alloc_get(t, in[i].id);
 		if (r == NULL || a == NULL)
 			continue;
+		/* its busy partners: new ones start the check over */
+		for (j = 0; j < n && out[i].corun; j++)
+			if (j != i && out[j].corun &&
+			    out[j].group == out[i].group)
+				sig += in[j].id * 0x9e3779b97f4a7c15ull;
+		if (sig != r->partners) {
+			r->partners = sig;
+			if (r->bias != 0)
+				*again = 1;
+			check_reset(sa, r);
+		} else if (gs_space_changed(&r->out, &out[i])) {
+			gs_space_sample_corun_reset(sa->smp, r->id);
+		}
 		if (gs_space_changed(&r->out, &out[i]) ||
 		    strcmp(r->out.why, out[i].why) != 0)
 			log_debug("space: gpu %d: allocation %llu: SMs %u+%u "
@@ -204,8 +326,170 @@ static void plan_gpu(struct gs_space_agent *sa, int32_t gpu, uint64_t gone)
 			write_page(a, &out[i]);
 	}
 out_free:
+	free(apart);
 	free(in);
 	free(out);
+}
+
+/* The rates of one member, per second; 0 when not measured enough. */
+static int member_rates(struct gs_space_agent *sa, uint64_t id,
+			uint64_t *alone, uint64_t *corun)
+{
+	struct gs_space_rates r;
+
+	if (gs_space_sample_rates(sa->smp, id, &r) < 0 ||
+	    r.solo_ns < GS_SPACE_PROBE_MS * NS_PER_MS || r.solo_tasks == 0)
+		return -1;	/* never measured alone, or no counter */
+	/* per second of its kernels' time alone (held time for a job
+	 * that counts none) */
+	*alone = r.solo_tasks * 1000000000ull /
+		 (r.solo_gpu_ns > 0 && r.solo_gpu_ns < r.solo_ns ?
+		  r.solo_gpu_ns : r.solo_ns);
+	if (r.corun_ns < GS_SPACE_CHECK_MS * NS_PER_MS)
+		return 0;
+	*corun = r.corun_tasks * 1000000000ull / r.corun_ns;
+	return *alone > 0 ? 1 : -1;
+}
+
+/* One check of co-run group g of gpu: 1 when the plan must change. */
+static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
+		       uint64_t now)
+{
+	const struct gs_agent_config *cfg = gs_agent_config(sa->ag);
+	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
+	struct rec *mr[16];
+	struct gs_space_fb m[16];
+	struct gs_space_verdict v;
+	uint32_t k = 0, i, j, lf = UINT32_MAX, lt = UINT32_MAX;
+	char buf[160];
+	size_t off = 0;
+
+	for (i = 0; i < sa->nrecs && k < 16; i++) {
+		struct rec *r = &sa->recs[i];
+		struct gs_alloc *a = gs_alloc_get(t, r->id);
+
+		if (a == NULL || a->gpu != gpu || !r->out.mps ||
+		    !r->out.corun || r->out.group != g)
+			continue;
+		/* id order, so that every member names the group alike */
+		for (j = k; j > 0 && mr[j - 1]->id > r->id; j--)
+			mr[j] = mr[j - 1];
+		mr[j] = r;
+		k++;
+	}
+	if (k < 2)
+		return 0;
+	for (i = 0; i < k; i++) {
+		int rc = member_rates(sa, mr[i]->id, &m[i].alone,
+				     &m[i].corun);
+
+		if (rc <= 0)
+			return 0;	/* not yet, or not measurable */
+		m[i].shares = gs_alloc_get(t, mr[i]->id)->shares;
+		if (m[i].shares == 0)
+			m[i].shares = 1;
+		m[i].granules = mr[i]->out.sm_count / cfg->sm_granule;
+		if (mr[i]->id == mr[0]->last_from)
+			lf = i;
+		if (mr[i]->id == mr[0]->last_to)
+			lt = i;
+	}
+	if (gs_space_check(m, k, lf, lt, mr[0]->last_min_d, mr[0]->settled,
+			   &v) < 0)
+		return 0;
+	for (i = 0; i < k; i++) {
+		uint64_t n = m[i].corun * 1000u / m[i].alone;
+
+		snprintf(mr[i]->note, sizeof(mr[i]->note),
+			 "%llu.%02llu of alone", (unsigned long long)(n / 1000),
+			 (unsigned long long)(n % 1000 / 10));
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off > 0 ?
+					sizeof(buf) - off : 0,
+					"%s%llu %s", i ? ", " : "",
+					(unsigned long long)mr[i]->id,
+					mr[i]->note);
+		if (off >= sizeof(buf))
+			off = sizeof(buf) - 1;
+		gs_space_sample_corun_reset(sa->smp, mr[i]->id);
+	}
+	for (i = 0; i < k; i++) {
+		mr[i]->settled = (int)v.settle;
+		mr[i]->last_from = mr[i]->last_to = 0;
+		mr[i]->last_min_d = v.min_d;
+	}
+	if (v.act == GS_SPACE_KEEP)
+		return 0;
+	if (v.act == GS_SPACE_MOVE) {
+		log_info("space: gpu %d: co-run check: %s (lowest %u.%03u of "
+			 "its share): a granule from %llu to %llu", gpu, buf,
+			 v.min_d / 1000, v.min_d % 1000,
+			 (unsigned long long)mr[v.from]->id,
+			 (unsigned long long)mr[v.to]->id);
+		mr[v.from]->bias--;
+		mr[v.to]->bias++;
+		for (i = 0; i < k && !v.settle; i++) {
+			mr[i]->last_from = mr[v.from]->id;
+			mr[i]->last_to = mr[v.to]->id;
+		}
+		return 1;
+	}
+	log_info("space: gpu %d: co-run check: %s (lowest %u.%03u of its "
+		 "share, %u.%03u in all): they take turns for %u s", gpu, buf,
+		 v.min_d / 1000, v.min_d % 1000, v.sum_n / 1000,
+		 v.sum_n % 1000, GS_SPACE_RETRY_S);
+	for (i = 0; i < k; i++)
+		for (j = 0; j < k; j++)
+			if (i != j)
+				apart_set(mr[i], mr[j]->id, now +
+					  GS_SPACE_RETRY_S * 1000ull *
+					  NS_PER_MS);
+	return 1;
+}
+
+/* Every GS_SPACE_TICK_MS: probes measured, splits expired, co-run
+ * groups checked; a GPU whose plan must change is planned again. */
+static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
+{
+	struct gs_space_agent *sa = arg;
+	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
+	uint32_t gi, i, k;
+
+	(void)l;
+	if (!gs_agent_config(sa->ag)->space_check)
+		return;
+	for (gi = 0; gi < gs_agent_ngpus(sa->ag); gi++) {
+		int32_t gpu = gs_agent_gpu(sa->ag, gi)->d.index;
+		int replan = 0;
+		uint32_t seen = 0;
+
+		for (i = 0; i < sa->nrecs; i++) {
+			struct rec *r = &sa->recs[i];
+			struct gs_alloc *a = gs_alloc_get(t, r->id);
+
+			if (a == NULL || a->gpu != gpu)
+				continue;
+			seen++;
+			if (r->probe != probe_of(sa, a))
+				replan = 1;
+			for (k = 0; k < NAPART; k++)
+				if (r->apart_until[k] != 0 &&
+				    r->apart_until[k] <= now) {
+					r->apart_until[k] = 0;
+					r->apart_id[k] = 0;
+					replan = 1;
+				}
+		}
+		if (seen < 2)
+			continue;
+		for (i = 0; i < MAXPLAN && !replan; i++)
+			replan = check_group(sa, gpu, i, now);
+		if (replan) {
+			sa->busy = 1;
+			plan_gpu(sa, gpu, 0);
+			sa->busy = 0;
+			gs_agent_gpu_kick(sa->ag, gpu);
+		}
+	}
 }
 
 static void observer(void *ctx, int event, const struct gs_alloc *a)
@@ -264,6 +548,7 @@ static void on_sample(void *ctx, uint64_t id, uint32_t sm_pct,
 	sa->busy = 1;
 	plan_gpu(sa, a->gpu, 0);
 	sa->busy = 0;
+	gs_agent_gpu_kick(sa->ag, a->gpu);	/* sets may have split */
 }
 
 struct gs_space_agent *gs_space_agent_new(struct gs_agent *ag,
@@ -288,6 +573,13 @@ struct gs_space_agent *gs_space_agent_new(struct gs_agent *ag,
 	if (gs_alloc_observe(t, observer, sa) < 0) {
 		gs_space_sample_free(sa->smp);
 		gs_error_set(err, GS_ENOMEM, "too many allocation observers");
+		free(sa);
+		return NULL;
+	}
+	if (gs_loop_add_tick(gs_agent_loop(ag), GS_SPACE_TICK_MS * NS_PER_MS,
+			     on_tick, sa, err) < 0) {
+		gs_alloc_unobserve(t, observer, sa);
+		gs_space_sample_free(sa->smp);
 		free(sa);
 		return NULL;
 	}
@@ -325,5 +617,10 @@ void gs_space_agent_info(struct gs_space_agent *sa, const struct gs_alloc *a,
 		return;
 	info->sm_first = r->out.sm_first;
 	info->sm_count = r->out.sm_count;
-	snprintf(info->space_why, sizeof(info->space_why), "%s", r->out.why);
+	if (r->out.corun && r->note[0] != '\0')
+		snprintf(info->space_why, sizeof(info->space_why), "%.40s; %.20s",
+			 r->out.why, r->note);
+	else
+		snprintf(info->space_why, sizeof(info->space_why), "%s",
+			 r->out.why);
 }

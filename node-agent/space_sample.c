@@ -25,7 +25,14 @@ struct srec {
 	uint64_t solo_ns;	/* held the token alone, this window */
 	uint64_t sim_sm, sim_mem;	/* its pages' counters at the last look */
 	int seen;		/* sim_* valid */
+	/* progress rates (the co-run check) */
+	int rstate;		/* RS_* since `since` */
+	uint64_t since, tasks0;	/* its pages' block-tasks then */
+	uint64_t gpu0;		/* ... and GPU time */
+	struct gs_space_rates rt;
 };
+
+enum { RS_NONE, RS_SOLO, RS_CORUN };
 
 struct sgpu {
 	uint64_t solo_id;	/* only holder now, 0: none or several */
@@ -103,16 +110,122 @@ static void solo_close(struct gs_space_sample *ss, uint32_t i, uint64_t now)
 	g->solo_since = now;
 }
 
+/* The block-tasks an allocation's pages counted (each page's counter
+ * only grows; a page that left takes its part with it). */
+static uint64_t tasks_of(const struct gs_alloc *a, uint64_t *gpu)
+{
+	uint64_t t = 0;
+	unsigned k;
+
+	*gpu = 0;
+	for (k = 0; k < a->natt; k++)
+		if (a->att[k].page != NULL) {
+			t += __atomic_load_n(&a->att[k].page->block_tasks,
+					     __ATOMIC_ACQUIRE);
+			*gpu += __atomic_load_n(&a->att[k].page->gpu_ns,
+						__ATOMIC_ACQUIRE);
+		}
+	return t;
+}
+
+/* The progress of slot i's space allocations since the last look goes
+ * to what each was doing since: holding alone, co-running or neither;
+ * then each one's state now. */
+static void rates_update(struct gs_space_sample *ss, uint32_t i, uint64_t now)
+{
+	struct gs_sched *s = gs_agent_gpu(ss->ag, i)->sched;
+	struct gs_alloc_table *t = gs_agent_allocs(ss->ag);
+	int32_t gpu = gs_agent_gpu(ss->ag, i)->d.index;
+	unsigned nh = gs_sched_holders(s);
+	uint64_t h = nh == 1 ? gs_sched_holder(s) : 0;
+	struct gs_alloc *a;
+
+	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
+		struct srec *r;
+		uint64_t tk, gk;
+
+		if (a->gpu != gpu || a->mode != GS_MODE_SPACE ||
+		    a->state == GS_ASTATE_CLOSED)
+			continue;
+		if ((r = rec_get(ss, a->id, gpu)) == NULL)
+			continue;
+		tk = tasks_of(a, &gk);
+		if (r->rstate != RS_NONE && now > r->since) {
+			uint64_t dt = tk >= r->tasks0 ? tk - r->tasks0 : 0;
+
+			if (r->rstate == RS_SOLO) {
+				r->rt.solo_ns += now - r->since;
+				r->rt.solo_tasks += dt;
+				r->rt.solo_gpu_ns += gk >= r->gpu0 ?
+						     gk - r->gpu0 : 0;
+			} else {
+				r->rt.corun_ns += now - r->since;
+				r->rt.corun_tasks += dt;
+			}
+		}
+		/* a hold ends at its release, which brings the last
+		 * progress (a suspend does not end it) */
+		r->rstate = a->state != GS_ASTATE_RUNNING &&
+			    a->state != GS_ASTATE_SUSPENDING ? RS_NONE :
+			    h == a->id ? RS_SOLO :
+			    nh >= 2 ? RS_CORUN : RS_NONE;
+		r->since = now;
+		r->tasks0 = tk;
+		r->gpu0 = gk;
+	}
+}
+
 /* Look at slot i's holders again. */
 static void solo_update(struct gs_space_sample *ss, uint32_t i, uint64_t now)
 {
 	struct gs_sched *s = gs_agent_gpu(ss->ag, i)->sched;
 	uint64_t h = gs_sched_holders(s) == 1 ? gs_sched_holder(s) : 0;
 
+	rates_update(ss, i, now);
 	if (h == ss->g[i].solo_id)
 		return;
 	solo_close(ss, i, now);
 	ss->g[i].solo_id = h;
+}
+
+int gs_space_sample_rates(struct gs_space_sample *ss, uint64_t id,
+			  struct gs_space_rates *out)
+{
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (ss == NULL)
+		return -1;
+	for (i = 0; i < ss->n; i++)
+		if (ss->r[i].id == id) {
+			*out = ss->r[i].rt;
+			return 0;
+		}
+	return -1;
+}
+
+void gs_space_sample_corun_reset(struct gs_space_sample *ss, uint64_t id)
+{
+	uint32_t i;
+
+	if (ss == NULL)
+		return;
+	for (i = 0; i < ss->n; i++)
+		if (ss->r[i].id == id) {
+			/* the segment under way counts from now */
+			if (ss->r[i].rstate == RS_CORUN) {
+				struct gs_alloc *a = gs_alloc_get(
+				    gs_agent_allocs(ss->ag), id);
+
+				ss->r[i].since = gs_now_ns();
+				if (a != NULL)
+					ss->r[i].tasks0 = tasks_of(a,
+							&ss->r[i].gpu0);
+			}
+			ss->r[i].rt.corun_ns = 0;
+			ss->r[i].rt.corun_tasks = 0;
+			return;
+		}
 }
 
 void gs_space_sample_event(struct gs_space_sample *ss, int event,

@@ -60,4 +60,23 @@ void gs_space_sample_free(struct gs_space_sample *ss);
 void gs_space_sample_event(struct gs_space_sample *ss, int event,
 			   const struct gs_alloc *a);
 
+/* An allocation's progress (the page's block-tasks, which libgshare
+ * counts; jobs without it count none) while it held the token alone
+ * and while it co-ran (holding beside others), with the time of each,
+ * from its first event on the GPU (and, alone, the GPU time its pages
+ * count: the rate alone is per second of its kernels' time, without
+ * the hand-overs of taking turns); kept up to date at every allocation
+ * event and tick.  The co-run part restarts at gs_space_sample_corun_reset
+ * (its partition or partners changed). */
+struct gs_space_rates {
+	uint64_t solo_ns, solo_tasks;
+	uint64_t solo_gpu_ns;	/* the GPU time it reported for them */
+	uint64_t corun_ns, corun_tasks;
+};
+
+/* 0, or -1 when the allocation was never seen (out zeroed). */
+int gs_space_sample_rates(struct gs_space_sample *ss, uint64_t id,
+			  struct gs_space_rates *out);
+void gs_space_sample_corun_reset(struct gs_space_sample *ss, uint64_t id);
+
 #endif /* GS_AGENT_SPACE_SAMPLE_H */

@@ -60,6 +60,9 @@
 #define TSMS 4u			/* --tasks: simulated SMs */
 #define TGROUPS 8u		/* --tasks: task i is in group i % 8 */
 #define SIM_SMS 132u		/* block-tasks: the simulated GPU's SMs */
+#define SIM_MEM_SMS 44u		/* --scaling memory: saturates here */
+
+enum { SCALE_NONE, SCALE_LINEAR, SCALE_MEMORY };
 
 struct sim {
 	/* options */
@@ -74,6 +77,10 @@ struct sim {
 	uint64_t mem;		/* --mem-mib: device memory it reports */
 	uint32_t sm_pct;	/* --profile: SM activity it declares */
 	uint32_t mem_pct;	/* ... and DRAM activity (0 0: none) */
+	int scaling;		/* --scaling: SCALE_* */
+	uint32_t corun_slow;	/* --corun-slow: percent longer tasks on a
+				 * partition narrower than the GPU */
+	uint64_t task_base;	/* --task-us; task_ns: this run's length */
 	int json;
 	uint64_t ntasks;	/* --tasks: 0: block-tasks */
 	/* state */
@@ -156,19 +163,23 @@ sim_activity(const struct sim *m, volatile struct gs_ctlpage *page,
  * and works out where the device stopped, so a late wakeup on a loaded
  * machine neither loses nor invents device time. */
 static int
-sim_run(void *ctx, volatile struct gs_ctlpage *page,
-	struct gs_run_result *res, struct gs_error *err)
+sim_run1(struct sim *m, volatile struct gs_ctlpage *page,
+	 struct gs_run_result *res, const struct gs_run_result *before,
+	 int *resized)
 {
-	struct sim *m = ctx;
 	uint64_t t0 = mono_ns(), now, kmax = UINT64_MAX, k = 0, kn, ks;
-	uint64_t last_pub = t0, done_gpu;
+	uint64_t last_pub = t0, done_gpu, gen = 0;
 	uint32_t why = GS_REL_IDLE;	/* reason if kmax is reached */
 	uint32_t sms = SIM_SMS;	/* its partition, read at each launch */
 	int done_at_kmax = 1;
+	/* a job whose speed follows its partition relaunches on a new
+	 * one, as libgshare does */
+	int follow = m->scaling != SCALE_NONE || m->corun_slow != 0;
 
-	(void)err;
-	if (page != NULL &&
-	    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) != 0) {
+	*resized = 0;
+	if (page != NULL)
+		gen = __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE);
+	if (page != NULL && gen != 0) {
 		uint32_t c = page->sm_count;
 
 		if (c != 0 && c < SIM_SMS)
@@ -181,7 +192,14 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 		__atomic_store_n(&page->mem_peak, m->mem, __ATOMIC_RELEASE);
 		__atomic_store_n(&page->mem_used, m->mem, __ATOMIC_RELEASE);
 	}
-	__atomic_add_fetch(&m->grants, 1, __ATOMIC_RELAXED);
+	/* --scaling, --corun-slow: this run's task length on its SMs */
+	m->task_ns = m->task_base;
+	if (m->scaling == SCALE_LINEAR)
+		m->task_ns = m->task_base * SIM_SMS / sms;
+	else if (m->scaling == SCALE_MEMORY && sms < SIM_MEM_SMS)
+		m->task_ns = m->task_base * SIM_MEM_SMS / sms;
+	if (sms < SIM_SMS)
+		m->task_ns += m->task_ns * m->corun_slow / 100;
 	done_gpu = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED);
 	if (m->end_ns != UINT64_MAX)
 		kmax = m->end_ns > t0 ? tasks_for(m, m->end_ns - t0) : 0;
@@ -239,9 +257,17 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 			res->reason = why;
 			break;
 		}
+		if (follow && __atomic_load_n(&page->part_gen,
+					      __ATOMIC_ACQUIRE) != gen) {
+			*resized = 1;	/* the task in flight is lost */
+			break;
+		}
 		if (m->sess != NULL && !m->report_zero &&
 		    now - last_pub >= PROGRESS_NS) {
-			(void)gs_session_progress(m->sess, k * m->task_ns, k,
+			/* cumulative over the grant's runs */
+			(void)gs_session_progress(m->sess, before->gpu_ns +
+						  k * m->task_ns,
+						  before->block_tasks + k,
 						  NULL);
 			last_pub = now;
 		}
@@ -262,6 +288,29 @@ sim_run(void *ctx, volatile struct gs_ctlpage *page,
 	res->gpu_ns = m->report_zero ? 0 : k * m->task_ns;
 	res->block_tasks = k;
 	res->exit_ns = t0 + k * m->task_ns;
+	return 0;
+}
+
+static int
+sim_run(void *ctx, volatile struct gs_ctlpage *page,
+	struct gs_run_result *res, struct gs_error *err)
+{
+	struct sim *m = ctx;
+	struct gs_run_result r;
+	int resized;
+
+	(void)err;
+	memset(res, 0, sizeof(*res));
+	__atomic_add_fetch(&m->grants, 1, __ATOMIC_RELAXED);
+	do {
+		memset(&r, 0, sizeof(r));
+		(void)sim_run1(m, page, &r, res, &resized);
+		res->gpu_ns += r.gpu_ns;
+		res->block_tasks += r.block_tasks;
+		res->exit_ns = r.exit_ns;
+		res->done = r.done;
+		res->reason = r.reason;
+	} while (resized && !g_stop);
 	return 0;
 }
 
@@ -592,6 +641,11 @@ usage(FILE *f)
 "                        simulated GPU's counters report it: compute\n"
 "                        (SM 95 %%, DRAM 15 %%), memory (60 %%, 85 %%) or\n"
 "                        light (15 %%, 10 %%)\n"
+"      --scaling S       how its task length follows its partition:\n"
+"                        none (default), linear (132/SMs times longer)\n"
+"                        or memory (longer only below 44 SMs)\n"
+"      --corun-slow PCT  tasks PCT %% longer on a partition (beside\n"
+"                        others: their interference)\n"
 "      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
 "                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
@@ -694,7 +748,8 @@ bad:
 }
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
-       OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE };
+       OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE, OPT_SCALING,
+       OPT_SLOW };
 
 int
 main(int argc, char **argv)
@@ -719,6 +774,8 @@ main(int argc, char **argv)
 		{ "now", no_argument, NULL, OPT_NOW },
 		{ "tasks", required_argument, NULL, OPT_TASKS },
 		{ "profile", required_argument, NULL, OPT_PROFILE },
+		{ "scaling", required_argument, NULL, OPT_SCALING },
+		{ "corun-slow", required_argument, NULL, OPT_SLOW },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -833,6 +890,34 @@ main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_SCALING:
+			if (strcmp(optarg, "none") == 0) {
+				m.scaling = SCALE_NONE;
+			} else if (strcmp(optarg, "linear") == 0) {
+				m.scaling = SCALE_LINEAR;
+			} else if (strcmp(optarg, "memory") == 0) {
+				m.scaling = SCALE_MEMORY;
+			} else {
+				fprintf(stderr, "gshare-simjob: --scaling: "
+					"none, linear or memory, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case OPT_SLOW: {
+			uint64_t pct;
+
+			if (parse_u64("--corun-slow", optarg, &pct) < 0)
+				return 2;
+			if (pct > 1000) {
+				fprintf(stderr, "gshare-simjob: --corun-slow: "
+					"0..1000 (percent), not %s\n",
+					optarg);
+				return 2;
+			}
+			m.corun_slow = (uint32_t)pct;
+			break;
+		}
 		case OPT_TASKS:
 			if (parse_u64("--tasks", optarg, &m.ntasks) < 0)
 				return 2;
@@ -862,6 +947,7 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	m.task_base = m.task_ns;
 	if (optind != argc) {
 		fprintf(stderr, "gshare-simjob: unexpected argument '%s'\n",
 			argv[optind]);

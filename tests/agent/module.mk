@@ -81,6 +81,7 @@ INTEG_TESTS += tests/agent/test_mps.sh
 # space mode: the scheduler co-grants a group, accounting, classes from
 # the simulated counters and from (stand-in) NVML (~20 s)
 INTEG_TESTS += tests/agent/test_cogrant.sh
+INTEG_TESTS += tests/agent/test_corun_check.sh
 # a job stand-in that prints its control page's partition (test_mps.sh)
 SPACE_PROBE := $(B)/tests/agent/space_probe
 TEST_HELPERS += $(SPACE_PROBE)

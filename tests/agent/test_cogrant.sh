@@ -60,9 +60,12 @@ within() {	# within GOT WANT TOL (percent points)
 	$PY -c 'import sys; g, w, t = map(float, sys.argv[1:]); sys.exit(abs(g - w) > t)' "$@"
 }
 
+# the co-run check (a probe alone first, then measured rates) has its
+# own test, test_corun_check.sh; here the members co-run from the start
 gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE
+space_check: false
 CONF
 gs_agent_start
 

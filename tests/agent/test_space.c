@@ -26,6 +26,9 @@ struct world {
 	struct gs_space_out out[MAXN], prev[MAXN];
 	uint32_t n, nprev;
 	int ngroups;
+	uint64_t apart[16][2];	/* pairs measured slower side by side */
+	uint32_t napart;
+	uint8_t m[MAXN * MAXN];
 };
 
 static int find(const struct world *w, uint64_t id)
@@ -82,6 +85,23 @@ static void apply(struct world *w, const char *ev)
 		w->in[i].busy = 0;
 	} else if (strcmp(op, "busy") == 0) {
 		w->in[i].busy = 1;
+	} else if (strcmp(op, "probe") == 0) {
+		w->in[i].probe = 1;
+	} else if (strcmp(op, "probed") == 0) {
+		w->in[i].probe = 0;
+	} else if (strcmp(op, "bias") == 0) {
+		int b;
+
+		assert_int_equal(sscanf(ev, "bias %llu %d", &id, &b), 2);
+		w->in[i].bias = b;
+	} else if (strcmp(op, "apart") == 0) {
+		unsigned long long o;
+
+		assert_int_equal(sscanf(ev, "apart %llu %llu", &id, &o), 2);
+		assert_true(w->napart < 16);
+		w->apart[w->napart][0] = id;
+		w->apart[w->napart][1] = o;
+		w->napart++;
 	} else if (strcmp(op, "cls") == 0) {
 		assert_int_equal(sscanf(ev, "cls %llu %7s", &id, c), 2);
 		w->in[i].cls = cls_of(c);
@@ -145,6 +165,17 @@ static void run_trace(const struct step *s, uint32_t sm, uint32_t gran)
 		memcpy(w->prev, w->out, sizeof(w->out));
 		w->nprev = w->n;
 		apply(w, s->ev);
+		memset(w->m, 0, sizeof(w->m));
+		for (uint32_t k = 0; k < w->napart; k++) {
+			int a = find(w, w->apart[k][0]);
+			int b = find(w, w->apart[k][1]);
+
+			if (a >= 0 && b >= 0) {
+				w->m[(size_t)a * w->n + (size_t)b] = 1;
+				w->m[(size_t)b * w->n + (size_t)a] = 1;
+			}
+		}
+		w->p.apart = w->napart ? w->m : NULL;
 		w->ngroups = gs_space_plan(&w->p, w->in, w->n, w->out);
 		assert_true(w->ngroups >= 0);
 		render(w, got, sizeof(got));
@@ -243,11 +274,151 @@ static void test_small_shares_and_granules(void **state)
 	run_trace(a100, 108, 2);
 }
 
+/* The co-run check's inputs: a probe runs alone, a pair measured slower
+ * takes turns, a bias moves granules between co-running members. */
+static void test_check_inputs(void **state)
+{
+	static const struct step t[] = {
+		{ "+ 1 1000 50 ?", "1:0+132/0", NULL },
+		{ "+ 2 1000 50 ?", "1:0+64/0c 2:64+68/0c", "1 2" },
+		/* measured alone first: a group of its own */
+		{ "probe 2", "1:0+132/0 2:0+132/1", "1 2" },
+		/* nobody joins a probe's group either */
+		{ "+ 3 1000 50 ?", "1:0+64/0c 2:0+132/1 3:64+68/0c", "1 3" },
+		/* measured: it joins the first group */
+		{ "probed 2", "1:0+48/0c 2:48+40/0c 3:88+44/0c",
+		  "1 2 3" },
+		{ "- 1", "2:0+64/0c 3:64+68/0c", "2 3" },
+		/* 3 gets two granules more, 2 gives them */
+		{ "bias 3 2", "2:0+48/0c 3:48+84/0c", "2 3" },
+		{ "bias 2 -2", "2:0+48/0c 3:48+84/0c", "" },
+		/* measured slower side by side: turns */
+		{ "apart 2 3", "2:0+132/0 3:0+132/1", "2 3" },
+		{ NULL, NULL, NULL },
+	};
+	/* a bias never takes a member below one granule */
+	static const struct step b[] = {
+		{ "+ 1 1000 10 ?", "1:0+132/0", NULL },
+		{ "+ 2 1000 90 ?", "1:0+16/0c 2:16+116/0c", NULL },
+		{ "bias 2 9", "1:0+8/0c 2:8+124/0c", NULL },
+		{ "bias 1 20", "1:0+120/0c 2:120+12/0c", NULL },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+	run_trace(b, 132, 8);
+}
+
+/* A stand-in pair for the check: rate of a member on g of G granules,
+ * alone = 1000; "compute" scales linearly, "memory" saturates at 5
+ * granules (a bandwidth-bound kernel) and loses 20 % beside a partner. */
+static uint64_t model(int mem, uint32_t g, uint32_t G)
+{
+	if (!mem)
+		return 1000u * g / G;
+	return (g >= 5 ? 800u : 800u * g / 5);
+}
+
+static void test_check_steps(void **state)
+{
+	struct gs_space_fb m[2];
+	struct gs_space_verdict v;
+	uint32_t lf = UINT32_MAX, lt = UINT32_MAX, lm = 0, steps = 0;
+	int settled = 0;
+
+	(void)state;
+	/* compute (0) beside memory (1), 50/50 of 16 granules: the
+	 * compute job is below its share (0.5 of alone at 8 granules is
+	 * exactly 1.0 of share; make it 0.41: as sgemm beside the
+	 * stencil) */
+	m[0].shares = m[1].shares = 50;
+	m[0].granules = 8;
+	m[1].granules = 8;
+	m[0].alone = m[1].alone = 1000;
+	for (;;) {
+		m[0].corun = model(0, m[0].granules, 16) * 83 / 100;
+		m[1].corun = model(1, m[1].granules, 16);
+		assert_int_equal(gs_space_check(m, 2, lf, lt, lm, settled,
+						&v), 0);
+		if (v.act != GS_SPACE_MOVE)
+			break;
+		assert_true(++steps < 16);
+		assert_true(m[v.from].granules > 1);
+		m[v.from].granules--;
+		m[v.to].granules++;
+		lf = v.settle ? UINT32_MAX : v.from;
+		lt = v.settle ? UINT32_MAX : v.to;
+		lm = v.min_d;
+		settled = (int)v.settle;
+	}
+	/* the compute job took granules until it reached its share:
+	 * 10/6 → compute 0.518 of alone (d 1.037), memory 0.8 */
+	assert_int_equal(v.act, GS_SPACE_KEEP);
+	assert_int_equal(m[0].granules, 10);
+	assert_int_equal(m[1].granules, 6);
+	assert_int_equal(steps, 2);
+	assert_true(v.min_d >= 1000 - GS_SPACE_TOL_PM);
+
+	/* two that slow each other: both below their share, nobody to
+	 * give: split */
+	m[0].granules = m[1].granules = 8;
+	m[0].corun = 400;
+	m[1].corun = 420;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_SPLIT);
+	assert_int_equal(v.sum_n, 820);
+	assert_int_equal(v.min_d, 800);
+	assert_int_equal(v.low, 0);
+
+	/* a move that made the lowest lower is taken back, and settles */
+	m[0].corun = 450;	/* d 900 */
+	m[1].corun = 430;	/* d 860: lower than before the move */
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 880, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.to, 1);
+	assert_int_equal(v.settle, 1);
+	/* settled: keep while each is near its share and the sum is
+	 * above one job; split under 90 % */
+	m[0].corun = 480;	/* 960 */
+	m[1].corun = 700;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 1,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_KEEP);
+	m[0].corun = 440;	/* 880 */
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 1,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_SPLIT);
+	/* 30/70 shares: n 0.3/0.7 is exactly the shares */
+	m[0].shares = 30;
+	m[1].shares = 70;
+	m[0].corun = 300;
+	m[1].corun = 700;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_KEEP);
+	assert_int_equal(v.min_d, 1000);
+	/* bad input */
+	assert_int_equal(gs_space_check(m, 1, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), -1);
+	m[1].alone = 0;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), -1);
+	m[1].alone = 1000;
+	m[0].shares = 0;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), -1);
+	assert_int_equal(gs_space_check(NULL, 2, UINT32_MAX, UINT32_MAX, 0,
+					0, &v), -1);
+}
+
 /* Every busy MPS member of a group gets >= one granule, the ranges are
  * disjoint and cover the GPU, whatever the mix (randomized). */
 static void test_invariants(void **state)
 {
-	struct gs_space_params p = { 132, 8, GS_SPACE_NOUID };
+	struct gs_space_params p = { 132, 8, GS_SPACE_NOUID, NULL };
 	struct gs_space_in in[40];
 	struct gs_space_out out[40];
 	unsigned seed = 12345;
@@ -335,11 +506,11 @@ static void test_classify_and_table(void **state)
 
 static void test_reasons_and_errors(void **state)
 {
-	struct gs_space_params p = { 132, 8, 1000 };
+	struct gs_space_params p = { 132, 8, 1000, NULL };
 	struct gs_space_in in[3] = {
-		{ 5, 1000, 50, 1, GS_SC_HC },
-		{ 6, 1000, 50, 1, GS_SC_HC },
-		{ 7, 1001, 50, 1, GS_SC_HM },
+		{ 5, 1000, 50, 1, GS_SC_HC, 0, 0 },
+		{ 6, 1000, 50, 1, GS_SC_HC, 0, 0 },
+		{ 7, 1001, 50, 1, GS_SC_HM, 0, 0 },
 	};
 	struct gs_space_out out[3];
 
@@ -376,6 +547,8 @@ int main(void)
 		cmocka_unit_test(test_other_uid),
 		cmocka_unit_test(test_small_shares_and_granules),
 		cmocka_unit_test(test_invariants),
+		cmocka_unit_test(test_check_inputs),
+		cmocka_unit_test(test_check_steps),
 		cmocka_unit_test(test_classify_and_table),
 		cmocka_unit_test(test_reasons_and_errors),
 	};

@@ -1649,6 +1649,56 @@ test_group_suspend_trace(void **state)
 	gs_sched_free(s);
 }
 
+/* A set split while it holds (space mode's co-run check): its holders
+ * are suspended at the next step, with nobody waiting, and then take
+ * turns; a set that stays whole keeps the GPU. */
+static void
+test_group_split_holding(void **state)
+{
+	struct gs_sched_params p;
+	struct gs_sched *s;
+	struct gs_sched_action a[4];
+	uint64_t next, t = 1 * SEC;
+	int na;
+
+	(void)state;
+	gs_sched_params_default(&p);
+	s = gs_sched_new(&p);
+	assert_non_null(s);
+	assert_int_equal(gs_sched_add_shares(s, 1, 50, 50, 1, t), 0);
+	assert_int_equal(gs_sched_add_shares(s, 2, 50, 50, 1, t), 0);
+	assert_int_equal(gs_sched_set_group(s, 1, 1), 0);
+	assert_int_equal(gs_sched_set_group(s, 2, 1), 0);
+	assert_int_equal(gs_sched_want(s, 1, t), 0);
+	assert_int_equal(gs_sched_want(s, 2, t), 0);
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 2);
+	/* alone as a set: no suspends at the slice end */
+	t += 10 * MS;
+	assert_int_equal(gs_sched_step(s, t, a, 4, &next), 0);
+	/* the same set again: nothing */
+	assert_int_equal(gs_sched_set_group(s, 2, 1), 0);
+	assert_int_equal(gs_sched_step(s, t, a, 4, &next), 0);
+	/* split: both suspended at once */
+	assert_int_equal(gs_sched_set_group(s, 2, 2), 0);
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 2);
+	assert_true(a[0].kind == GS_ACT_SUSPEND &&
+		    a[1].kind == GS_ACT_SUSPEND);
+	assert_int_equal(gs_sched_release(s, 1, 10 * MS, 0, t + MS), 0);
+	assert_int_equal(gs_sched_release(s, 2, 10 * MS, 0, t + MS), 0);
+	/* then one at a time */
+	na = gs_sched_step(s, t + MS, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_GRANT);
+	assert_int_equal(gs_sched_holders(s), 1);
+	t += MS + 4 * MS;
+	na = gs_sched_step(s, t, a, 4, &next);
+	assert_int_equal(na, 1);
+	assert_int_equal(a[0].kind, GS_ACT_SUSPEND);
+	gs_sched_free(s);
+}
+
 /* Random walk with co-grant sets that change under it: grants go only to
  * waiters, several at once or beside holders only within one nonzero
  * set; suspends and escalations only to holders; the holder count and
@@ -1847,6 +1897,7 @@ main(void)
 		cmocka_unit_test(test_group_cogrant),
 		cmocka_unit_test(test_group_guarantee),
 		cmocka_unit_test(test_group_suspend_trace),
+		cmocka_unit_test(test_group_split_holding),
 		cmocka_unit_test(test_group_random),
 	};
 

@@ -1,0 +1,164 @@
+#!/bin/sh
+# Integration test of space mode's co-run check (docs/space.md, "The
+# co-run check") with the simulated GPU and the stand-in MPS control
+# daemon: simulated jobs whose speed follows their partition
+# (gshare-simjob --scaling, --corun-slow) are measured alone, then side
+# by side, and the agent acts on what it measured:
+#   1. a compute-like job (linear in SMs, 20 % slower beside a partner)
+#      and a memory-like one (saturates at a third of the SMs), 50/50:
+#      at 64 SMs the first does 0.40 of its rate alone (0.81 of its
+#      share); the agent moves granules to it (the log says so) until it
+#      reaches its share (80 SMs: 0.505); its measured rate at the end
+#      is at least 95 % of half its rate alone; STATUS names the check;
+#   2. two compute-like jobs, each 20 % slower beside the other: both
+#      below their share and nobody to give: they take turns (STATUS says
+#      "slower side by side"), and each gets about half of its rate alone;
+#   3. with space_check off (SIGHUP) nothing is probed or moved: a new
+#      pair co-runs at once on 64/68 SMs.
+# Polls with deadlines; cleans up on any exit.
+set -u
+. "$(dirname "$0")/../lib/agent.sh"
+gs_agent_init gscheck "$SIM"
+chmod 755 "$dir"
+FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+ck_cleanup() {
+	for f in "$dir"/state/mps/*/*/log/pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	for f in "$dir"/state/mps/*/*/log/servers; do
+		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
+	done
+	gs_agent_cleanup
+}
+trap ck_cleanup EXIT
+field() {	# field ALLOC KEY: from status --json
+	$CTL -s "$sock" status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0][sys.argv[2]] if a else "none")' "$1" "$2"
+}
+until_t() {	# until_t DESC MS CMD...: until CMD succeeds
+	desc=$1; lim=$2; shift 2
+	t0=$(ms)
+	until "$@" >/dev/null 2>&1; do
+		if [ $(( $(ms) - t0 )) -gt "$lim" ]; then
+			bad "$desc: not after $lim ms"
+			return 1
+		fi
+		sleep 0.05
+	done
+	ok "$desc ($(( $(ms) - t0 )) ms)"
+}
+is() { [ "$(field "$1" "$2")" = "$3" ]; }
+has() { field "$1" space | grep -q "$2"; }
+# tasks per second over the job's last two interval lines
+rate() {
+	grep "^event=progress" "$1" | tail -n 3 | $PY -c '
+import sys
+r = [dict(f.split("=", 1) for f in l.split()) for l in sys.stdin]
+a, b = r[0], r[-1]
+print("%.1f" % ((int(b["tasks"]) - int(a["tasks"])) /
+		(float(b["wall_s"]) - float(a["wall_s"]))))'
+}
+
+gs_agent_conf <<CONF
+gpus: {simulated: 1}
+mps_control: $FAKE
+CONF
+GSHARED="$GSHARED -v" gs_agent_start
+
+# alone: 500 us tasks, 2000 tasks/s
+ALONE=2000
+
+# 1. granules move to the job below its share
+a=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+b=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+$SIM -s "$sock" -a "$a" -n a --scaling linear --corun-slow 20 -d 6 -i 250 \
+	> "$dir/a.out" 2>&1 &
+jpids="$!"
+$SIM -s "$sock" -a "$b" -n b --scaling memory --corun-slow 20 -d 6 -i 250 \
+	> "$dir/b.out" 2>&1 &
+jpids="$jpids $!"
+until_t "$a and $b measured alone first" 3000 has "$a" "measured alone"
+until_t "then co-run" 3000 has "$a" "co-runs with $b"
+until_t "$a (below its share) grows to 80 SMs, $b keeps 52" 5000 \
+	sh -c "[ \"\$($CTL -s $sock status --json | $PY -c '
+import json, sys
+s = {a[\"id\"]: a[\"sm_count\"] for a in json.load(sys.stdin)[\"allocations\"]}
+print(s[$a], s[$b])')\" = '80 52' ]"
+n=$(grep -c "co-run check: .*a granule from $b to $a" "$dir/log")
+[ "$n" = 2 ] && ok "the log names both moves ($n)" ||
+	bad "moves logged: $n (want 2): $(grep 'co-run check' "$dir/log")"
+until_t "STATUS shows the measured rate" 2000 has "$a" "of alone"
+echo "     $a: $(field "$a" space)"
+gs_wait_jobs 30
+ra=$(rate "$dir/a.out")
+rb=$(rate "$dir/b.out")
+echo "     rates at the end: $a $ra, $b $rb tasks/s (alone $ALONE)"
+$PY -c 'import sys; r, a = map(float, sys.argv[1:]); sys.exit(r < 0.95 * 0.5 * a)' \
+	"$ra" "$ALONE" && ok "$a at >= 95 % of its share of its rate alone" ||
+	bad "$a at $ra tasks/s (want >= $(( ALONE * 95 / 200 )))"
+$PY -c 'import sys; r, a = map(float, sys.argv[1:]); sys.exit(r < 0.95 * 0.5 * a)' \
+	"$rb" "$ALONE" && ok "$b at >= 95 % of its share of its rate alone" ||
+	bad "$b at $rb tasks/s"
+for x in $a $b; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 2. a pair that does worse side by side takes turns
+c=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+d=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+$SIM -s "$sock" -a "$c" -n c --scaling linear --corun-slow 20 -d 5 -i 250 \
+	> "$dir/c.out" 2>&1 &
+jpids="$!"
+$SIM -s "$sock" -a "$d" -n d --scaling linear --corun-slow 20 -d 5 -i 250 \
+	> "$dir/d.out" 2>&1 &
+jpids="$jpids $!"
+until_t "$c and $d co-run" 3000 has "$c" "co-runs with $d"
+until_t "then take turns: slower side by side" 5000 has "$d" \
+	"takes turns with $c: slower side by side"
+grep -q "co-run check: .*they take turns for 30 s" "$dir/log" &&
+	ok "the log gives the split and its numbers" ||
+	bad "no split in the log"
+[ "$(field "$c" sm_count)" = 132 ] && [ "$(field "$d" sm_count)" = 132 ] &&
+	ok "each takes its turns on the whole GPU" ||
+	bad "SMs: $(field "$c" sm_count) $(field "$d" sm_count)"
+gs_wait_jobs 30
+rc=$(rate "$dir/c.out")
+rd=$(rate "$dir/d.out")
+echo "     rates taking turns: $c $rc, $d $rd tasks/s (alone $ALONE)"
+$PY -c 'import sys; c, d, a = map(float, sys.argv[1:]); sys.exit(min(c, d) < 0.45 * a or max(c, d) > 0.55 * a)' \
+	"$rc" "$rd" "$ALONE" &&
+	ok "taking turns, each near half its rate alone (side by side: 0.40)" ||
+	bad "rates taking turns $rc $rd"
+for x in $c $d; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 3. space_check off: no probe, no check
+gs_agent_conf <<CONF
+gpus: {simulated: 1}
+mps_control: $FAKE
+space_check: false
+CONF
+kill -HUP "$apid"
+until_t "reloaded" 3000 grep -q "configuration reloaded" "$dir/log"
+e=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+f=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+$SIM -s "$sock" -a "$e" -n e --scaling linear --corun-slow 20 -d 2 \
+	> "$dir/e.out" 2>&1 &
+pe=$!
+jpids="$pe"
+$SIM -s "$sock" -a "$f" -n f --scaling linear --corun-slow 20 -d 2 \
+	> "$dir/f.out" 2>&1 &
+jpids="$jpids $!"
+until_t "space_check off: $e and $f co-run at once" 1000 has "$e" \
+	"co-runs with $f"
+# to their end (the check would have split them after 0.3 s)
+split=""
+while kill -0 "$pe" 2>/dev/null; do
+	w=$(field "$f" space)
+	case $w in *"takes turns"*|*"measured alone"*) split=$w;; esac
+	sleep 0.1
+done
+[ -z "$split" ] && ok "no probe, no split with space_check off" ||
+	bad "space_check off but: $split"
+gs_wait_jobs 30
+exit $fail
