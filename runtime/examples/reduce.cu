@@ -173,6 +173,30 @@ int main(int argc, char **argv)
 			 });
 		GK(gs_synchronize());
 	}
+	if (o.run_s > 0) {
+		/* sums of 2^28 floats (1 GiB, memory-bound), 16 per
+		 * synchronize; a unit is one sum */
+		unsigned int n = 1u << 28, np = n / RCHUNK;
+		std::vector<float> in(n);
+		ex_fill(in, &seed);
+		float *din, *dpart, *dout;
+		CK(cudaMalloc(&din, (size_t)n * 4));
+		CK(cudaMalloc(&dpart, np * 4));
+		CK(cudaMalloc(&dout, 4));
+		CK(cudaMemcpy(din, in.data(), (size_t)n * 4,
+			      cudaMemcpyHostToDevice));
+		red1_args a = { din, dpart, n };
+		red2_args b = { dpart, dout, np };
+		ex_run("reduce", o.run_s, 16, [&] {
+			for (int q = 0; q < 16; q++) {
+				GK(gs_launch(&red1, gs3(np), gs3(RT), 0, &a,
+					     sizeof a, NULL));
+				GK(gs_launch(&red2, gs3(np / GROUP), gs3(RT),
+					     0, &b, sizeof b, NULL));
+			}
+			GK(gs_synchronize());
+		});
+	}
 	GK(gs_finalize());
 	return fails ? 1 : 0;
 }

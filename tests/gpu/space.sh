@@ -16,7 +16,8 @@
 #      latency (median within 2 ms), the daemon killed under a running
 #      job is restarted, the allocation keeps its usage and a new job on
 #      it runs through the new daemon;
-#   4. benchmark pairs (sgemm+stencil, eater+stencil, eater+sgemm, and a
+#   4. benchmark pairs (sgemm+stencil, eater+stencil, eater+sgemm,
+#      eater+reduce, and a
 #      PyTorch train+infer pair when torch is there): pair throughput
 #      (sum of rate/solo) under default time-slicing, plain MPS, MPS with
 #      partitions by share, the agent's time mode and the agent's space
@@ -24,7 +25,8 @@
 #      complementary pairs, never below time mode otherwise, no job below
 #      its share of its solo rate.
 # Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
-# Environment: GS_SPACE_PARTS (which of 1-4, default all), GS_SPACE_RUN_S
+# Environment: GS_SPACE_PARTS (which of 1-4, default all), GS_SPACE_PAIRS
+# (the pairs of 4, e.g. "sgemm+stencil eater+reduce"), GS_SPACE_RUN_S
 # (seconds per measured run, 4), GS_SPACE_T1 (timeout of each run of 1,
 # 90 s), GS_SPACE_BLOCKS=0 (leave out the GSHARE_SM_MAP=blocks pairs).
 # Exit status 0 only if every check of 1-3 passed; 4 only reports.
@@ -411,7 +413,8 @@ agent_stop
 have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1
-want 4 && for j in sgemm stencil eater; do
+PAIRS=${GS_SPACE_PAIRS:-"sgemm+stencil eater+stencil eater+sgemm eater+reduce train+infer"}
+want 4 && for j in sgemm stencil eater reduce; do
 	timeout 60 "$EX/gs-$j" --run "$RUN_S" >"$O/solo-$j.log" 2>&1
 	eval "solo_$j=$(rate "$O/solo-$j.log")"
 done
@@ -424,8 +427,8 @@ if want 4 && [ $have_torch = 1 ]; then
 fi
 echo "pair           method          sum  a/solo b/solo" | tee -a "$O/pairs.txt"
 half=$(( (G / 2) * 8 ))
-want 4 && for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer"; do
-	set -- $pr
+want 4 && for pr in $PAIRS; do
+	set -- ${pr%+*} ${pr#*+}
 	case $1 in train) [ $have_torch = 1 ] || continue;; esac
 	run_pair ts "$1" "$2" 50 50 "" ""
 	if mps_up; then
@@ -444,7 +447,11 @@ want 4 && for pr in "sgemm stencil" "eater stencil" "eater sgemm" "train infer";
 	fi
 	if [ -n "$AGENT_PID" ]; then
 		run_pair time "$1" "$2" 50 50 "" ""
+		c0=$(grep -c "co-run check" "$TMP/gshared.log")
 		run_pair space-agent "$1" "$2" 50 50 "" ""
+		# what the co-run check measured and did (docs/space.md)
+		grep "co-run check" "$TMP/gshared.log" | tail -n +$((c0 + 1)) |
+		    sed 's/^/    | /' | tee -a "$O/pairs.txt"
 		[ "$1" != train ] && [ "${GS_SPACE_BLOCKS:-1}" = 1 ] &&
 		    run_pair space-blocks "$1" "$2" 50 50 GSHARE_SM_MAP=blocks \
 			GSHARE_SM_MAP=blocks
