@@ -51,7 +51,7 @@
 #define GS_SPACE_PROBE_MS 100u	/* held alone before the first co-run */
 #define GS_SPACE_CHECK_MS 300u	/* co-running per check */
 #define GS_SPACE_RETRY_S 30u	/* a split pair tries again after */
-#define GS_SPACE_TICK_MS 50u
+#define GS_SPACE_CHECK_EVERY_MS 50u	/* probes, splits, checks */
 #define NAPART 8u
 
 struct rec {
@@ -68,6 +68,8 @@ struct rec {
 	uint32_t last_min_d;
 	int settled;
 	char note[32];			/* the last check, for STATUS */
+	uint64_t busy_until;		/* planned busy until (idle grace) */
+	int in_grace;			/* planned busy while idle */
 };
 
 struct gs_space_agent {
@@ -77,6 +79,7 @@ struct gs_space_agent {
 	uint32_t nrecs, cap;
 	struct gs_space_sample *smp;	/* the counters' source */
 	int busy;		/* re-entrancy guard (notify from plan) */
+	uint64_t next_check;	/* next probe/split/check pass */
 };
 
 static struct rec *rec_find(struct gs_space_agent *sa, uint64_t id)
@@ -262,6 +265,15 @@ static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
 		if (rec_find(sa, a->id) != NULL) {
 			struct rec *r = rec_find(sa, a->id);
 
+			/* an attached job between two synchronizes keeps
+			 * its SMs for idle_grace: a pause of a few us
+			 * must not resize every partition twice */
+			r->in_grace = 0;
+			if (in[n].busy)
+				r->busy_until = now + cfg->idle_grace_ns;
+			else if (a->conn != NULL && now < r->busy_until)
+				in[n].busy = r->in_grace = 1;
+
 			in[n].cls = gs_space_classify(&r->cnt);
 			in[n].bias = cfg->space_check ? r->bias : 0;
 			r->probe = in[n].probe = probe_of(sa, a);
@@ -446,17 +458,21 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 	return 1;
 }
 
-/* Every GS_SPACE_TICK_MS: probes measured, splits expired, co-run
- * groups checked; a GPU whose plan must change is planned again. */
+/* Every ms: idle graces that ran out; every GS_SPACE_CHECK_EVERY_MS
+ * probes measured, splits expired, co-run groups checked.  A GPU whose
+ * plan must change is planned again. */
 static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 {
 	struct gs_space_agent *sa = arg;
 	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
 	uint32_t gi, i, k;
+	int check = 0;
 
 	(void)l;
-	if (!gs_agent_config(sa->ag)->space_check)
-		return;
+	if (gs_agent_config(sa->ag)->space_check && now >= sa->next_check) {
+		check = 1;
+		sa->next_check = now + GS_SPACE_CHECK_EVERY_MS * NS_PER_MS;
+	}
 	for (gi = 0; gi < gs_agent_ngpus(sa->ag); gi++) {
 		int32_t gpu = gs_agent_gpu(sa->ag, gi)->d.index;
 		int replan = 0;
@@ -469,6 +485,10 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 			if (a == NULL || a->gpu != gpu)
 				continue;
 			seen++;
+			if (r->in_grace && now >= r->busy_until)
+				replan = 1;
+			if (!check)
+				continue;
 			if (r->probe != probe_of(sa, a))
 				replan = 1;
 			for (k = 0; k < NAPART; k++)
@@ -481,7 +501,7 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 		}
 		if (seen < 2)
 			continue;
-		for (i = 0; i < MAXPLAN && !replan; i++)
+		for (i = 0; i < MAXPLAN && check && !replan; i++)
 			replan = check_group(sa, gpu, i, now);
 		if (replan) {
 			sa->busy = 1;
@@ -576,8 +596,8 @@ struct gs_space_agent *gs_space_agent_new(struct gs_agent *ag,
 		free(sa);
 		return NULL;
 	}
-	if (gs_loop_add_tick(gs_agent_loop(ag), GS_SPACE_TICK_MS * NS_PER_MS,
-			     on_tick, sa, err) < 0) {
+	if (gs_loop_add_tick(gs_agent_loop(ag), NS_PER_MS, on_tick, sa,
+			     err) < 0) {
 		gs_alloc_unobserve(t, observer, sa);
 		gs_space_sample_free(sa->smp);
 		free(sa);

@@ -143,6 +143,8 @@ static void rates_update(struct gs_space_sample *ss, uint32_t i, uint64_t now)
 	for (a = gs_alloc_first(t); a != NULL; a = gs_alloc_next(t, a)) {
 		struct srec *r;
 		uint64_t tk, gk;
+		uint32_t part;
+		int whole;
 
 		if (a->gpu != gpu || a->mode != GS_MODE_SPACE ||
 		    a->state == GS_ASTATE_CLOSED)
@@ -165,10 +167,16 @@ static void rates_update(struct gs_space_sample *ss, uint32_t i, uint64_t now)
 		}
 		/* a hold ends at its release, which brings the last
 		 * progress (a suspend does not end it) */
+		/* alone only on the whole GPU: a member holding on its
+		 * partition while its partners pause is co-running */
+		part = a->natt > 0 && a->att[0].page != NULL ?
+		       __atomic_load_n(&a->att[0].page->sm_count,
+				       __ATOMIC_RELAXED) : 0;
+		whole = part == 0 || part >= gs_agent_config(ss->ag)->sm_count;
 		r->rstate = a->state != GS_ASTATE_RUNNING &&
 			    a->state != GS_ASTATE_SUSPENDING ? RS_NONE :
-			    h == a->id ? RS_SOLO :
-			    nh >= 2 ? RS_CORUN : RS_NONE;
+			    h == a->id && whole ? RS_SOLO :
+			    nh >= 2 || !whole ? RS_CORUN : RS_NONE;
 		r->since = now;
 		r->tasks0 = tk;
 		r->gpu0 = gk;

@@ -207,9 +207,12 @@ int main(int argc, char **argv)
 		/* eat for run_s seconds: sixteen ~1 ms kernels per
 		 * synchronize (a job that synchronizes often goes idle
 		 * often, and an allocation that goes idle gives up its
-		 * lead under WFQ), each with its own iteration counters */
+		 * lead under WFQ), each with its own iteration counters;
+		 * a grid of --waves full waves of an H100 (one: a partition
+		 * of 70 % of the SMs runs it in 1.4 waves) */
 		eater e;
-		unsigned int nblk = 132 * 8, iters = 3008;
+		unsigned int nblk = 132 * 8 * (unsigned int)o.waves;
+		unsigned int iters = 3008 / (unsigned int)o.waves;
 		unsigned int *its;
 		eater_setup(e, nblk, iters, &seed);
 		CK(cudaMalloc(&its, 16 * nblk * 4));

@@ -61,6 +61,7 @@ struct ex_opts {
 	int rounds, reps;
 	double run_s;
 	unsigned long long seed;
+	int waves;	/* --waves: gs-eater --run's grid, in full waves */
 };
 
 static inline ex_opts ex_parse(int argc, char **argv)
@@ -69,6 +70,7 @@ static inline ex_opts ex_parse(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	o.rounds = 5;
 	o.reps = 30;
+	o.waves = 1;
 	o.seed = (unsigned long long)time(NULL);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--check")) {
@@ -81,6 +83,12 @@ static inline ex_opts ex_parse(int argc, char **argv)
 				o.reps = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--run") && i + 1 < argc) {
 			o.run_s = atof(argv[++i]);
+		} else if (!strcmp(argv[i], "--waves") && i + 1 < argc) {
+			o.waves = atoi(argv[++i]);
+			if (o.waves < 1 || o.waves > 64) {
+				fprintf(stderr, "--waves: 1..64\n");
+				exit(2);
+			}
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
 			o.seed = strtoull(argv[++i], NULL, 10);
 		}

@@ -8,7 +8,8 @@
 #      reference must still check out (and a run on one granule, 0:8);
 #   2. partition rates (needs nvidia-cuda-mps-control): two eaters under
 #      one MPS daemon on 30 %/70 % of the SMs (by granules) must each reach
-#      the solo rate × its SM fraction within 5 %;
+#      the solo rate × its SM fraction within 5 % (grids of eight full
+#      waves; one-wave grids reported);
 #   3. the agent's MPS supervision with the real daemon: a space
 #      allocation starts it, an attached job is an MPS client, a checked
 #      sgemm keeps checking out while allocations come and go around it
@@ -136,45 +137,52 @@ want 1 && for t in vadd stencil sgemm reduce eater server; do
 done
 
 # --- 2. partition rates: 30/70 of the SMs under one MPS daemon ---
+# gs-eater --waves 8: a grid of eight full waves per launch, so that a
+# partition's rate measures its SMs, not how a one-wave grid divides
+# into them (--waves 1, reported: 92 SMs run it in 1.4 waves)
 note "2. partition rates 30/70"
 if ! want 2; then
 	:
 elif mps_up; then
 	ga=$(( (G * 30 + 50) / 100 )); sa=$((ga * 8)); sb=$((SMS - sa))
-	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" \
-	    --run "$RUN_S" >"$O/rate-solo.log" 2>&1
-	solo_d=$(rate "$O/rate-solo.log")
+	for wv in 8 1; do
+	W="--waves $wv"
+	CUDA_MPS_PIPE_DIRECTORY=$MPIPE timeout 60 "$EX/gs-eater" $W \
+	    --run "$RUN_S" >"$O/rate-solo-w$wv.log" 2>&1
+	solo_d=$(rate "$O/rate-solo-w$wv.log")
 	# the reference: the same kernels on a partition of every SM (a
 	# partition runs its kernels in the persistent loop, never direct;
 	# what the loop costs against the direct solo rate is reported)
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=0:$SMS timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-solo-all.log" 2>&1
-	solo=$(rate "$O/rate-solo-all.log")
-	note "solo rate: $solo on a partition of all $SMS SMs, $solo_d direct ($(ratio "$solo" "$solo_d") of it)"
+	    "$EX/gs-eater" $W --run "$RUN_S" >"$O/rate-solo-all-w$wv.log" 2>&1
+	solo=$(rate "$O/rate-solo-all-w$wv.log")
+	note "waves $wv: solo rate $solo on a partition of all $SMS SMs, $solo_d direct ($(ratio "$solo" "$solo_d") of it)"
 	# green (the default): each round on a green context of the
 	# partition's SMs; blocks: the grid scaled to the partition's share
 	# of the SMs, no SM test (reported, not checked: with latency-bound
 	# blocks, fewer blocks run faster each; docs/space.md)
-	for map in green blocks; do
+	maps="green blocks"
+	[ $wv = 1 ] && maps=green
+	for map in $maps; do
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
 	    GSHARE_PARTITION=0:$sa timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-30-$map.log" 2>&1 &
+	    "$EX/gs-eater" $W --run "$RUN_S" >"$O/rate-30-$map-w$wv.log" 2>&1 &
 	p1=$!
 	CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_SM_MAP=$map \
 	    GSHARE_PARTITION=$sa:$sb timeout 60 \
-	    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-70-$map.log" 2>&1 &
+	    "$EX/gs-eater" $W --run "$RUN_S" >"$O/rate-70-$map-w$wv.log" 2>&1 &
 	p2=$!
 	pids="$p1 $p2"
 	wait "$p1"; wait "$p2"; pids=""
-	for x in "30:$sa:rate-30-$map" "70:$sb:rate-70-$map"; do
+	for x in "30:$sa:rate-30-$map-w$wv" "70:$sb:rate-70-$map-w$wv"; do
 		sh_=${x%%:*}; r=${x#*:}; n=${r%%:*}; f=${r#*:}
 		got=$(rate "$O/$f.log")
 		want=$(awk -v s="$solo" -v n="$n" -v t="$SMS" \
 		    'BEGIN { printf "%.2f", s * n / t }')
 		err=$(awk -v g="$got" -v w="$want" \
 		    'BEGIN { printf "%.1f", (w > 0 ? (g / w - 1) * 100 : 999) }')
-		if [ $map != green ]; then
-			note "$map placement: share $sh_: $n SMs, rate $got vs $want ($err %)"
+		if [ $map != green ] || [ $wv != 8 ]; then
+			note "waves $wv, $map placement: share $sh_: $n SMs, rate $got vs $want ($err %)"
 		elif awk -v e="$err" 'BEGIN { exit !(e <= 5 && e >= -5) }'; then
 			ok "share $sh_: $n SMs, rate $got vs solo $solo x $n/$SMS = $want ($err %)"
 		else
@@ -188,13 +196,13 @@ elif mps_up; then
 	for x in "30:0:$sa" "70:$sa:$sb"; do
 		sh_=${x%%:*}; r=${x#*:}
 		CUDA_MPS_PIPE_DIRECTORY=$MPIPE GSHARE_PARTITION=$r timeout 60 \
-		    "$EX/gs-eater" --run "$RUN_S" >"$O/rate-$sh_-alone.log" 2>&1
-		al=$(rate "$O/rate-$sh_-alone.log")
-		pr=$(rate "$O/rate-$sh_-green.log")
-		note "share $sh_ (SMs $r): alone on its partition $al, beside the other $pr: $(ratio "$pr" "$al") of alone; alone $(ratio "$al" "$solo") of the whole-GPU solo rate ($(ratio "$al" "$solo_d") of the direct one)"
+		    "$EX/gs-eater" $W --run "$RUN_S" \
+		    >"$O/rate-$sh_-alone-w$wv.log" 2>&1
+		al=$(rate "$O/rate-$sh_-alone-w$wv.log")
+		pr=$(rate "$O/rate-$sh_-green-w$wv.log")
+		note "waves $wv: share $sh_ (SMs $r): alone on its partition $al, beside the other $pr: $(ratio "$pr" "$al") of alone; alone $(ratio "$al" "$solo") of the whole-GPU solo rate ($(ratio "$al" "$solo_d") of the direct one)"
 	done
-	grep -h "^gshare:" "$O/rate-30-green.log" "$O/rate-70-green.log" |
-	    sed 's/^/    | /'
+	done
 	mps_down
 else
 	bad "mps" "no MPS control daemon (nvidia-cuda-mps-control): 2 and the MPS runs of 4 skipped"
