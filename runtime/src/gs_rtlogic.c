@@ -249,6 +249,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 {
 	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
+	uint64_t rzlog = 0;
 	const char *s;
 	int rel, dir;
 
@@ -262,6 +263,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_TIMER_SLACK_NS", 0, 1000000, &slack,
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
+	    env_u64(get, "GSHARE_RESIZE_LOG", 0, 1, &rzlog, err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -301,6 +303,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->check_once = (int)check;
+	c->resize_log = (int)rzlog;
 	c->spin_ns = spin * 1000u;
 	c->seed = seed;
 	return 0;

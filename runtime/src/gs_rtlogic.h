@@ -111,6 +111,8 @@ struct gs__config {
 	uint64_t force_max_ns;		/* 0: off */
 	unsigned int watch_ns;		/* GSHARE_WATCH_NS (1000) */
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
+	int resize_log;			/* GSHARE_RESIZE_LOG=1: each resize's
+					 * steps to stderr at gs_finalize */
 	uint64_t spin_ns;		/* GSHARE_SPIN_US, default 200 */
 	int watcher;			/* GSHARE_WATCHER: GS__WATCH_* */
 	uint64_t seed;			/* GSHARE_SEED, 0: time */

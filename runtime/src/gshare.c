@@ -194,6 +194,10 @@ struct gs__rt {
 					 * -> relaunch on the new partition
 					 * (gs_resize_samples) */
 	uint64_t rz[GS__RZS];		/* the last ones (ring) */
+	uint64_t rz_seen[GS__RZS];	/* ... write -> stop raised (0: the
+					 * round was not stopped) */
+	uint64_t rz_out[GS__RZS];	/* ... write -> old round gone */
+	uint64_t rz_stop_ns, rz_exit_ns;	/* the last stopped round */
 	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
@@ -1231,6 +1235,7 @@ static int
 resize_stop(void)
 {
 	rt->resize_sent = 1;
+	rt->rz_stop_ns = now_ns();
 	/* the round's watcher may run on wstream */
 	return flag_raise(rt->cur_gen, rt->iostream);
 }
@@ -1872,13 +1877,22 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 			uint64_t t = now_ns(), d = t - set;
 
 			if (set != 0 && set >= hold_t0 && set <= t &&
-			    rt->sm_range != rt->applied_range)
-				rt->rz[rt->nrz++ % GS__RZS] = d;
+			    rt->sm_range != rt->applied_range) {
+				uint64_t k = rt->nrz++ % GS__RZS;
+				int st = rt->rz_stop_ns >= set;
+
+				rt->rz[k] = d;
+				rt->rz_seen[k] = st ? rt->rz_stop_ns - set : 0;
+				rt->rz_out[k] = st && rt->rz_exit_ns > set ?
+						rt->rz_exit_ns - set : 0;
+			}
 			rt->applied_part_gen = rt->round_part_gen;
 			rt->applied_range = rt->sm_range;
 		}
 		rt->resize_sent = 0;
 		rc = wait_launched(page, &exit_ns, &susp);
+		if (rt->resize_sent)
+			rt->rz_exit_ns = now_ns();
 		if (page != NULL)
 			*rt->quit = gen;
 		if (rc < 0)
@@ -2913,6 +2927,18 @@ gs_finalize(void)
 	if (gs__queues_total(&rt->q) > 0)
 		rc = gs_synchronize();
 	keep_stop();
+	if (rt->cfg.resize_log) {	/* GSHARE_RESIZE_LOG=1 */
+		uint64_t r = rt->nrz > GS__RZS ? rt->nrz - GS__RZS : 0;
+
+		for (; r < rt->nrz; r++)
+			fprintf(stderr, "gshare: resize %llu: stop raised "
+				"+%.1f us, old round gone +%.1f us, "
+				"relaunched +%.1f us\n",
+				(unsigned long long)r,
+				(double)rt->rz_seen[r % GS__RZS] / 1e3,
+				(double)rt->rz_out[r % GS__RZS] / 1e3,
+				(double)rt->rz[r % GS__RZS] / 1e3);
+	}
 	for (i = 0; i < rt->q.n; i++) {
 		while (rt->q.q[i].head != NULL) {
 			struct gs__launch *l =

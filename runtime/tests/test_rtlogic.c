@@ -282,6 +282,7 @@ test_config(void **state)
 	assert_true(c.keep_ns == 0);
 	expect_reject("GSHARE_KEEP_US", "2000000", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_KEEP_US", "-1", "GSHARE_KEEP_US");
+	expect_reject("GSHARE_RESIZE_LOG", "2", "GSHARE_RESIZE_LOG");
 	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.slack_ns == 0);

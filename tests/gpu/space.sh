@@ -257,7 +257,7 @@ elif [ -n "$MPSCTL" ] && agent_up; then
 	eater_on() {
 		GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$1 \
 		    CUDA_MPS_PIPE_DIRECTORY=$(field "$1" mps_pipe) \
-		    timeout -k 5 120 "$EX/gs-eater" --run "$2" >"$3" 2>&1 &
+		    GSHARE_RESIZE_LOG=1 timeout -k 5 120 "$EX/gs-eater" --run "$2" >"$3" 2>&1 &
 		pe=$!
 		pids="$pe"
 		t0=$(ms)
