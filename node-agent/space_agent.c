@@ -69,6 +69,7 @@ struct rec {
 	int settled;
 	char note[32];			/* the last check, for STATUS */
 	uint64_t busy_until;		/* planned busy until (idle grace) */
+	int was_busy;			/* busy at the last plan */
 	int in_grace;			/* planned busy while idle */
 };
 
@@ -269,10 +270,16 @@ static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
 			 * its SMs for idle_grace: a pause of a few us
 			 * must not resize every partition twice */
 			r->in_grace = 0;
-			if (in[n].busy)
-				r->busy_until = now + cfg->idle_grace_ns;
-			else if (a->conn != NULL && now < r->busy_until)
-				in[n].busy = r->in_grace = 1;
+			if (in[n].busy) {
+				r->was_busy = 1;
+			} else if (a->conn != NULL) {
+				if (r->was_busy)	/* it just went idle */
+					r->busy_until = now +
+							cfg->idle_grace_ns;
+				r->was_busy = 0;
+				if (now < r->busy_until)
+					in[n].busy = r->in_grace = 1;
+			}
 
 			in[n].cls = gs_space_classify(&r->cnt);
 			in[n].bias = cfg->space_check ? r->bias : 0;

@@ -53,6 +53,8 @@
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
 #define GS__RZS		64u	/* resize latencies kept */
+#define GS__SPACE_CHUNK_NS 1000000u	/* space mode: longest direct
+					 * blocks (a resize waits them out) */
 #define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
 #define GS__SMIDS	1024u	/* rank table: smids kept at most */
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
@@ -549,14 +551,21 @@ direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
 
+	uint64_t long_ns = rt->sess != NULL ?
+			   gs_session_slice_ns(rt->sess) / 2u : 0;
+
 	if (contended(rt->page))
 		return 0;
+	/* space mode (the agent has written a partition): a resize
+	 * waits for the chunks on the GPU, so no chunk of blocks longer
+	 * than GS__SPACE_CHUNK_NS */
+	if (__atomic_load_n(&rt->page->part_gen, __ATOMIC_RELAXED) != 0 &&
+	    long_ns > GS__SPACE_CHUNK_NS)
+		long_ns = GS__SPACE_CHUNK_NS;
 	/* blocks up to half a slice long: one wave a chunk */
 	return gs__direct_rows(&l->grid, l->dnext,
 	    gs__direct_chunk(l->slots, occ_task(o), rt->cfg.direct_ns,
-			     rt->sess != NULL ?
-			     gs_session_slice_ns(rt->sess) / 2u : 0,
-			     l->total - l->dnext));
+			     long_ns, l->total - l->dnext));
 }
 
 /*

@@ -10,6 +10,7 @@
 #      share); the agent moves granules to it (the log says so) until it
 #      reaches its share (80 SMs: 0.505); its measured rate at the end
 #      is at least 95 % of half its rate alone; STATUS names the check;
+#      both pause every 20 ms (a synchronize), which moves no partition;
 #   2. two compute-like jobs, each 20 % slower beside the other: both
 #      below their share and nobody to give: they take turns (STATUS says
 #      "slower side by side"), and each gets about half of its rate alone;
@@ -74,11 +75,13 @@ ALONE=2000
 # 1. granules move to the job below its share
 a=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 b=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+# both pause briefly every 20 ms (a synchronize): their partitions must
+# not follow every pause (idle_grace)
 $SIM -s "$sock" -a "$a" -n a --scaling linear --corun-slow 20 -d 6 -i 250 \
-	> "$dir/a.out" 2>&1 &
+	--busy-ms 20 --idle-ms 0.2 > "$dir/a.out" 2>&1 &
 jpids="$!"
 $SIM -s "$sock" -a "$b" -n b --scaling memory --corun-slow 20 -d 6 -i 250 \
-	> "$dir/b.out" 2>&1 &
+	--busy-ms 20 --idle-ms 0.2 > "$dir/b.out" 2>&1 &
 jpids="$jpids $!"
 until_t "$a and $b measured alone first" 3000 has "$a" "measured alone"
 until_t "then co-run" 3000 has "$a" "co-runs with $b"
@@ -91,6 +94,9 @@ n=$(grep -c "co-run check: .*a granule from $b to $a" "$dir/log")
 [ "$n" = 2 ] && ok "the log names both moves ($n)" ||
 	bad "moves logged: $n (want 2): $(grep 'co-run check' "$dir/log")"
 until_t "STATUS shows the measured rate" 2000 has "$a" "of alone"
+nrs=$(grep -c "space: gpu 0: allocation $a: SMs" "$dir/log")
+[ "$nrs" -le 12 ] && ok "$a's partition changed $nrs times (pauses kept it)" ||
+	bad "$a's partition changed $nrs times: it follows every pause"
 echo "     $a: $(field "$a" space)"
 gs_wait_jobs 30
 ra=$(rate "$dir/a.out")
