@@ -60,8 +60,8 @@ within() {	# within GOT WANT TOL (percent points)
 	$PY -c 'import sys; g, w, t = map(float, sys.argv[1:]); sys.exit(abs(g - w) > t)' "$@"
 }
 
-# the co-run check (a probe alone first, then measured rates) has its
-# own test, test_corun_check.sh; here the members co-run from the start
+# the co-run check (a probe alone first, then measured rates; off by
+# default) has its own test, test_corun_check.sh
 gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE

@@ -66,6 +66,7 @@ print("%.1f" % ((int(b["tasks"]) - int(a["tasks"])) /
 gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE
+space_check: true
 CONF
 GSHARED="$GSHARED -v" gs_agent_start
 
