@@ -350,6 +350,13 @@ out_free:
 	free(out);
 }
 
+static uint64_t rate_of(uint64_t tasks, uint64_t ns)
+{
+	double r = (double)tasks * 1e9 / (double)ns;
+
+	return r >= 1e15 ? 1000000000000000ull : (uint64_t)r;
+}
+
 /* The rates of one member, per second; 0 when not measured enough. */
 static int member_rates(struct gs_space_agent *sa, uint64_t id,
 			uint64_t *alone, uint64_t *corun)
@@ -360,13 +367,14 @@ static int member_rates(struct gs_space_agent *sa, uint64_t id,
 	    r.solo_ns < GS_SPACE_PROBE_MS * NS_PER_MS || r.solo_tasks == 0)
 		return -1;	/* never measured alone, or no counter */
 	/* per second of its kernels' time alone (held time for a job
-	 * that counts none) */
-	*alone = r.solo_tasks * 1000000000ull /
-		 (r.solo_gpu_ns > 0 && r.solo_gpu_ns < r.solo_ns ?
-		  r.solo_gpu_ns : r.solo_ns);
+	 * that counts none); in floating point and clamped: the counters
+	 * are the job's to write */
+	*alone = rate_of(r.solo_tasks, r.solo_gpu_ns > 0 &&
+			 r.solo_gpu_ns < r.solo_ns ? r.solo_gpu_ns :
+			 r.solo_ns);
 	if (r.corun_ns < GS_SPACE_CHECK_MS * NS_PER_MS)
 		return 0;
-	*corun = r.corun_tasks * 1000000000ull / r.corun_ns;
+	*corun = rate_of(r.corun_tasks, r.corun_ns);
 	return *alone > 0 ? 1 : -1;
 }
 

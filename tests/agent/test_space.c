@@ -391,6 +391,22 @@ static void test_check_steps(void **state)
 	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 1,
 					&v), 0);
 	assert_int_equal(v.act, GS_SPACE_SPLIT);
+	/* a member that reports almost no progress (a liar, or a job
+	 * that stalls) takes no granule from a partner that would fall
+	 * below 95 % of its share by a linear prediction (1.06 x 7/8):
+	 * they take turns instead */
+	m[0].granules = m[1].granules = 8;
+	m[0].corun = 50;
+	m[1].corun = 530;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_SPLIT);
+	/* with room above (1.2 x 7/8 = 1.05) it gives one */
+	m[1].corun = 600;
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
 	/* 30/70 shares: n 0.3/0.7 is exactly the shares */
 	m[0].shares = 30;
 	m[1].shares = 70;
