@@ -67,6 +67,7 @@ struct rec {
 	uint64_t last_from, last_to;	/* the group's last move (ids) */
 	uint32_t last_min_d;
 	int settled;
+	int split_votes;		/* split verdicts in a row */
 	char note[32];			/* the last check, for STATUS */
 	uint64_t busy_until;		/* planned busy until (idle grace) */
 	int was_busy;			/* busy at the last plan */
@@ -217,6 +218,7 @@ static void check_reset(struct gs_space_agent *sa, struct rec *r)
 	r->last_from = r->last_to = 0;
 	r->last_min_d = 0;
 	r->settled = 0;
+	r->split_votes = 0;
 	r->note[0] = '\0';
 	gs_space_sample_corun_reset(sa->smp, r->id);
 }
@@ -444,6 +446,16 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 		mr[i]->last_from = mr[i]->last_to = 0;
 		mr[i]->last_min_d = v.min_d;
 	}
+	/* a split lasts GS_SPACE_RETRY_S: only on two verdicts in a row
+	 * (one window can be noise: a loaded host, a job's slow phase) */
+	for (i = 0; i < k; i++)
+		mr[i]->split_votes = v.act == GS_SPACE_SPLIT ?
+				     mr[i]->split_votes + 1 : 0;
+	if (v.act == GS_SPACE_SPLIT && mr[0]->split_votes < 2) {
+		log_debug("space: gpu %d: co-run check: %s: split if the "
+			  "next check says so too", gpu, buf);
+		return 0;
+	}
 	if (v.act == GS_SPACE_KEEP)
 		return 0;
 	if (v.act == GS_SPACE_MOVE) {
@@ -464,12 +476,14 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 		 "share, %u.%03u in all): they take turns for %u s", gpu, buf,
 		 v.min_d / 1000, v.min_d % 1000, v.sum_n / 1000,
 		 v.sum_n % 1000, GS_SPACE_RETRY_S);
-	for (i = 0; i < k; i++)
+	for (i = 0; i < k; i++) {
+		mr[i]->split_votes = 0;
 		for (j = 0; j < k; j++)
 			if (i != j)
 				apart_set(mr[i], mr[j]->id, now +
 					  GS_SPACE_RETRY_S * 1000ull *
 					  NS_PER_MS);
+	}
 	return 1;
 }
 
