@@ -84,6 +84,28 @@ GS_KERNEL(red2, struct red2_args, p)
 	red2_body(p.partial, p.out, p.np, gs_block_idx().x);
 }
 
+/* 2^28 floats (1 GiB) on the device, for --bench and --run */
+struct red_big {
+	red1_args a;
+	red2_args b;
+};
+
+static red_big red_big_setup(uint64_t *seed)
+{
+	unsigned int n = 1u << 28, np = n / RCHUNK;
+	std::vector<float> in(n);
+	float *din, *dpart, *dout;
+
+	ex_fill(in, seed);
+	CK(cudaMalloc(&din, (size_t)n * 4));
+	CK(cudaMalloc(&dpart, np * 4));
+	CK(cudaMalloc(&dout, 4));
+	CK(cudaMemcpy(din, in.data(), (size_t)n * 4,
+		      cudaMemcpyHostToDevice));
+	red_big r = { { din, dpart, n }, { dpart, dout, np } };
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	ex_opts o = ex_parse(argc, argv);
@@ -148,17 +170,12 @@ int main(int argc, char **argv)
 	if (o.bench) {
 		ex_occ("reduce", (const void *)red1_plain,
 		       (const void *)red1__k, RT, 0);
-		unsigned int n = 1u << 28, np = n / RCHUNK;
-		std::vector<float> in(n);
-		ex_fill(in, &seed);
-		float *din, *dpart, *dout;
-		CK(cudaMalloc(&din, (size_t)n * 4));
-		CK(cudaMalloc(&dpart, np * 4));
-		CK(cudaMalloc(&dout, 4));
-		CK(cudaMemcpy(din, in.data(), (size_t)n * 4,
-			      cudaMemcpyHostToDevice));
-		red1_args a = { din, dpart, n };
-		red2_args b = { dpart, dout, np };
+		red_big r = red_big_setup(&seed);
+		unsigned int n = r.a.n, np = r.b.np;
+		const float *din = r.a.in;
+		float *dpart = r.a.partial, *dout = r.b.out;
+		red1_args a = r.a;
+		red2_args b = r.b;
 		ex_bench("reduce", o.reps, 0,
 			 [&] {
 				 red1_plain<<<np, RT>>>(din, dpart, n);
@@ -176,17 +193,10 @@ int main(int argc, char **argv)
 	if (o.run_s > 0) {
 		/* sums of 2^28 floats (1 GiB, memory-bound), 16 per
 		 * synchronize; a unit is one sum */
-		unsigned int n = 1u << 28, np = n / RCHUNK;
-		std::vector<float> in(n);
-		ex_fill(in, &seed);
-		float *din, *dpart, *dout;
-		CK(cudaMalloc(&din, (size_t)n * 4));
-		CK(cudaMalloc(&dpart, np * 4));
-		CK(cudaMalloc(&dout, 4));
-		CK(cudaMemcpy(din, in.data(), (size_t)n * 4,
-			      cudaMemcpyHostToDevice));
-		red1_args a = { din, dpart, n };
-		red2_args b = { dpart, dout, np };
+		red_big r = red_big_setup(&seed);
+		unsigned int np = r.b.np;
+		red1_args a = r.a;
+		red2_args b = r.b;
 		ex_run("reduce", o.run_s, 16, [&] {
 			for (int q = 0; q < 16; q++) {
 				GK(gs_launch(&red1, gs3(np), gs3(RT), 0, &a,

@@ -21,16 +21,7 @@ gs_agent_init gscogrant "$SIM" "$PROBE" "$B/node-agent/gsacct/gsacct" \
 chmod 755 "$dir"
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-cg_cleanup() {
-	for f in "$dir"/state/mps/*/*/log/pid; do
-		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-	done
-	for f in "$dir"/state/mps/*/*/log/servers; do
-		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
-	done
-	gs_agent_cleanup
-}
-trap cg_cleanup EXIT
+trap gs_mps_cleanup EXIT
 until5() {	# until CMD succeeds (5 s): until5 DESC CMD...
 	desc=$1; shift
 	t0=$(ms)

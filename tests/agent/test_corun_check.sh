@@ -23,16 +23,7 @@ gs_agent_init gscheck "$SIM"
 chmod 755 "$dir"
 FAKE=$(cd "$(dirname "$0")" && pwd)/fake_mps_control.sh
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-ck_cleanup() {
-	for f in "$dir"/state/mps/*/*/log/pid; do
-		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-	done
-	for f in "$dir"/state/mps/*/*/log/servers; do
-		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
-	done
-	gs_agent_cleanup
-}
-trap ck_cleanup EXIT
+trap gs_mps_cleanup EXIT
 field() {	# field ALLOC KEY: from status --json
 	$CTL -s "$sock" status --json | $PY -c '
 import json, sys

@@ -28,16 +28,7 @@ pipe0=$dir/state/mps/0/1000/pipe
 cur=1000	# the uid GPU 0's daemon serves now (dpid)
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # the stand-ins this test may have left: killed by pid, on any exit
-mps_cleanup() {
-	for f in "$dir"/state/mps/*/*/log/pid; do
-		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
-	done
-	for f in "$dir"/state/mps/*/*/log/servers; do
-		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
-	done
-	gs_agent_cleanup
-}
-trap mps_cleanup EXIT
+trap gs_mps_cleanup EXIT
 # until CMD succeeds (5 s): until5 DESC CMD...
 until5() {
 	desc=$1; shift

@@ -46,6 +46,16 @@ gs_agent_cleanup() {
 	rm -rf "$dir"
 }
 
+gs_mps_cleanup() {	# trap: the stand-in MPS daemons and servers, then
+	# the agent (tests/agent/fake_mps_control.sh writes their pids)
+	for f in "$dir"/state/mps/*/*/log/pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	for f in "$dir"/state/mps/*/*/log/servers; do
+		[ -f "$f" ] && kill -9 $(cat "$f") 2>/dev/null
+	done
+	gs_agent_cleanup
+}
 gs_agent_init() {	# NAME [BIN...]: temp dir, socket, traps, binaries built
 	dir=$(mktemp -d "/tmp/$1.XXXXXX") || { bad "mktemp"; exit 1; }
 	shift
