@@ -56,6 +56,7 @@
 #define GS__SPACE_CHUNK_NS 1000000u	/* space mode: longest direct
 					 * blocks (a resize waits them out) */
 #define GS__ISTAGE_MAX	(64u << 20)	/* inline staging per kernel */
+#define GS__HCACHE	8		/* I/O buffers kept for reuse */
 #define GS__SMIDS	1024u	/* rank table: smids kept at most */
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
@@ -87,10 +88,14 @@ struct gs__launch {
 	/* I/O kernels */
 	struct gs__rpc *rpc, *d_rpc;
 	unsigned char *istage, *d_istage;	/* inline staging, or NULL */
+	void *iobuf;			/* host-mapped: rpc, ring, istage */
+	size_t iobuf_bytes;
 	unsigned int *ring, *d_ring;
 	unsigned int ring_head;
 	unsigned int *ready, nready;
 	unsigned int io_out;
+	int fresh_left;			/* blocks never started remain (as
+					 * the last round left it) */
 	/* direct launches (plain grids, gs__direct): fresh blocks launched
 	 * so far, this round's blocks and chunks, chunks seen done; event
 	 * dev[i % 2] after chunk i (at most two in flight) */
@@ -217,6 +222,10 @@ struct gs__rt {
 	uint64_t rng;
 	struct gs__devbuf *cache;
 	size_t ncache, capcache;
+	/* host-mapped I/O buffers of finished I/O records, kept for the
+	 * next (cudaHostAlloc and cudaFreeHost cost milliseconds) */
+	struct gs__devbuf hcache[GS__HCACHE];
+	size_t nhcache;
 	struct gs__occ occ[32];
 	unsigned int nocc;
 	void *stage;
@@ -349,6 +358,58 @@ devbuf_put(void *p, size_t bytes)
 	rt->ncache++;
 }
 
+/* Host-mapped memory for an I/O record: a kept buffer large enough, or a
+ * new one. */
+static int
+hostbuf_get(size_t bytes, void **out)
+{
+	size_t i, best = SIZE_MAX;
+	cudaError_t e;
+
+	for (i = 0; i < rt->nhcache; i++)
+		if (rt->hcache[i].bytes >= bytes &&
+		    (best == SIZE_MAX ||
+		     rt->hcache[i].bytes < rt->hcache[best].bytes))
+			best = i;
+	if (best != SIZE_MAX) {
+		*out = rt->hcache[best].p;
+		rt->hcache[best] = rt->hcache[--rt->nhcache];
+		return 0;
+	}
+	e = cudaHostAlloc(out, bytes, cudaHostAllocMapped |
+			  cudaHostAllocPortable);
+	if (!CU_OK(e))
+		return cufail(e, "cudaHostAlloc(I/O slots)");
+	return 0;
+}
+
+/* Keep it for the next I/O record; with the cache full, free the
+ * smallest of it and the kept ones. */
+static void
+hostbuf_put(void *p, size_t bytes)
+{
+	size_t i, small = 0;
+
+	if (p == NULL)
+		return;
+	if (rt->nhcache < GS__HCACHE) {
+		rt->hcache[rt->nhcache].p = p;
+		rt->hcache[rt->nhcache].bytes = bytes;
+		rt->nhcache++;
+		return;
+	}
+	for (i = 1; i < rt->nhcache; i++)
+		if (rt->hcache[i].bytes < rt->hcache[small].bytes)
+			small = i;
+	if (rt->hcache[small].bytes < bytes) {
+		cudaFreeHost(rt->hcache[small].p);
+		rt->hcache[small].p = p;
+		rt->hcache[small].bytes = bytes;
+	} else {
+		cudaFreeHost(p);
+	}
+}
+
 /* ---- launch records ---- */
 
 static void
@@ -360,12 +421,7 @@ launch_free(struct gs__launch *l)
 		return;
 	devbuf_put(l->d_redo, l->redo_bytes);
 	devbuf_put(l->d_runs, l->runs_bytes);
-	if (l->rpc != NULL)
-		cudaFreeHost(l->rpc);
-	if (l->ring != NULL)
-		cudaFreeHost(l->ring);
-	if (l->istage != NULL)
-		cudaFreeHost(l->istage);
+	hostbuf_put(l->iobuf, l->iobuf_bytes);
 	free(l->ready);
 	free(l->args);
 	if (l->ev != NULL)
@@ -888,6 +944,17 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 			c.nphys = gs__part_blocks(l->nphys, rt->sm_range,
 						  (unsigned int)rt->sms);
 	}
+	if (!l->fresh_left) {
+		/* only the ring's blocks are left (continuations, the rest
+		 * of a stopped round): one hardware block each at most, not
+		 * a grid of idle ones that start, find nothing and leave */
+		unsigned int q = l->redo_tail - l->redo_head;
+
+		if (q == 0)
+			q = 1;
+		if (q < c.nphys)
+			c.nphys = q;
+	}
 	c.gen = gen;
 	c.seq = ++rt->seq;
 	if (c.seq == 0)
@@ -987,10 +1054,11 @@ serve_pread(struct gs__launch *l, unsigned int lb)
  * (oldest first) that ask for the same length share one read(2), each
  * taking its length of the bytes in order (what consecutive reads would
  * have returned); the last may get a short read.  Returns how many
- * waiters were served, or -1.
+ * waiters were served, or -1; *full: the read took all it asked for
+ * (more may be there).
  */
 static int
-serve_fd(int fd)
+serve_fd(int fd, int *full)
 {
 	size_t idx[256], k = 0, j, q;
 	unsigned long long len = 0;
@@ -1018,6 +1086,7 @@ serve_fd(int fd)
 	} while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
+	*full = n > 0 && (unsigned long long)n == k * len;
 	for (q = 0; q < k; q++) {
 		struct gs__pending_read *p = &rt->pend[idx[q]];
 		volatile struct gs__rpc *s = &p->l->rpc[p->lb];
@@ -1074,8 +1143,11 @@ serve_fd(int fd)
 }
 
 /* Serve pending stream reads: wait up to timeout_ms (as poll(2)) for the
- * first, then take everything readable now.  Returns how many were
- * served, or -1. */
+ * first, then take what is readable now: one read per stream, again only
+ * where a read took all it asked for (more waiters than one read serves).
+ * Bytes that arrive meanwhile wait for the next call: a writer that keeps
+ * writing would otherwise hold the continuations back until every waiter
+ * had its bytes.  Returns how many were served, or -1. */
 static int
 poll_streams(int timeout_ms)
 {
@@ -1108,15 +1180,17 @@ poll_streams(int timeout_ms)
 		if (r == 0)
 			return served;
 		for (i = 0; i < n; i++) {
+			int full = 0;
+
 			if (pf[i].revents == 0)
 				continue;
-			r = serve_fd(pf[i].fd);
+			r = serve_fd(pf[i].fd, &full);
 			if (r < 0)
 				return -1;
-			if (r > 0) {
+			if (r > 0)
 				served += r;
+			if (r > 0 && full)
 				progress = 1;
-			}
 		}
 		if (!progress)
 			return served;
@@ -1484,8 +1558,10 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	*susp = rt->released || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 		GS_CTL_SUSPEND);
-	/* requests posted just before the exit */
-	return service_io(0);
+	/* requests posted just before the exit, and the streams' bytes
+	 * for them that are there now: the next round runs every
+	 * continuation that can run (polled only every 32nd look above) */
+	return service_io(1);
 }
 
 /* Check the run counters of a finished record (GSHARE_CHECK_ONCE). */
@@ -1574,6 +1650,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		}
 		l->redo_head = st->redo_head;
 		l->redo_tail = st->redo_tail;
+		l->fresh_left = st->fresh_left != 0;
 		if (st->done > 0 && st->tmax > st->tmin)
 			l->batch = gs__batch_adapt(l->batch,
 			    (st->tmax - st->tmin) * l->nphys / st->done,
@@ -1913,8 +1990,20 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		if (reap(&gpu, &tasks, &runnable) < 0)
 			return -1;
 		runnable |= queued;
-		if (rt->trace != NULL)
+		if (rt->trace != NULL) {
 			trace_round(gpu, exit_ns);
+			/* one line per round: its first launch, first block,
+			 * last block, exits seen, streams done, reaped */
+			fprintf(rt->trace, "round %llu %llu %llu %llu %llu "
+				"%llu %llu\n",
+				(unsigned long long)rt->round_launch_ns,
+				(unsigned long long)rt->round_tmin,
+				(unsigned long long)rt->last_tmax,
+				(unsigned long long)rt->seen_ns,
+				(unsigned long long)exit_ns,
+				(unsigned long long)now_ns(),
+				(unsigned long long)tasks);
+		}
 		res->gpu_ns += gpu;
 		res->block_tasks += tasks;
 		if (page != NULL && page != rt->fake)
@@ -1989,9 +2078,18 @@ drive_standalone(void)
 		if (page != NULL)
 			__atomic_store_n(&page->suspend, GS_CTL_RUN,
 					 __ATOMIC_RELEASE);
+		if (rt->trace != NULL) {
+			/* standalone holds are few and long: the clocks'
+			 * offset at each, for the round lines */
+			trace_offset(4);
+			memset(&rt->th, 0, sizeof(rt->th));
+			rt->th.exec = now_ns();
+		}
 		rc = run_hold(page, &res);
 		if (rc < 0)
 			return -1;
+		if (rt->trace != NULL)
+			trace_hold(rc);
 		if (rc == RUN_IOWAIT) {
 			rt->stats.iowaits++;
 			if (wait_io() < 0)
@@ -2432,6 +2530,8 @@ rt_free(struct gs__rt *r)
 	free(r->fake);
 	for (i = 0; i < r->ncache; i++)
 		cudaFree(r->cache[i].p);
+	for (i = 0; i < r->nhcache; i++)
+		cudaFreeHost(r->hcache[i].p);
 	free(r->cache);
 	if (r->d_flag != NULL)
 		cudaFree(r->d_flag);
@@ -2681,44 +2781,40 @@ trace_open(void)
 static int
 setup_io(struct gs__launch *l)
 {
-	void *h = NULL, *d = NULL;
+	/* one host-mapped buffer: the RPC slots, the ring, and inline
+	 * staging for small reads when that stays small */
+	size_t rpc_b = (size_t)l->total * sizeof(struct gs__rpc);
+	size_t ring_off = (rpc_b + 255u) & ~(size_t)255u;
+	size_t ring_b = (size_t)l->total * sizeof(unsigned int);
+	size_t st_off = (ring_off + ring_b + 4095u) & ~(size_t)4095u;
+	size_t st_b = (size_t)l->total * GS__INLINE;
+	int inl = st_b <= GS__ISTAGE_MAX;
+	size_t bytes = inl ? st_off + st_b : ring_off + ring_b;
+	unsigned char *h, *d;
+	void *hv = NULL, *dv = NULL;
 	cudaError_t e;
 
-	e = cudaHostAlloc(&h, (size_t)l->total * sizeof(struct gs__rpc),
-			  cudaHostAllocMapped | cudaHostAllocPortable);
+	if (hostbuf_get(bytes, &hv) < 0)
+		return -1;
+	l->iobuf = hv;
+	l->iobuf_bytes = bytes;
+	e = cudaHostGetDevicePointer(&dv, hv, 0);
 	if (!CU_OK(e))
-		return cufail(e, "cudaHostAlloc(rpc slots)");
-	l->rpc = h;
-	memset(h, 0, (size_t)l->total * sizeof(struct gs__rpc));
-	e = cudaHostGetDevicePointer(&d, h, 0);
-	if (!CU_OK(e))
-		return cufail(e, "cudaHostGetDevicePointer(rpc)");
-	l->d_rpc = d;
-	e = cudaHostAlloc(&h, (size_t)l->total * sizeof(unsigned int),
-			  cudaHostAllocMapped | cudaHostAllocPortable);
-	if (!CU_OK(e))
-		return cufail(e, "cudaHostAlloc(rpc ring)");
-	l->ring = h;
-	memset(h, 0, (size_t)l->total * sizeof(unsigned int));
-	e = cudaHostGetDevicePointer(&d, h, 0);
-	if (!CU_OK(e))
-		return cufail(e, "cudaHostGetDevicePointer(ring)");
-	l->d_ring = d;
+		return cufail(e, "cudaHostGetDevicePointer(I/O slots)");
+	h = hv;
+	d = dv;
+	memset(h, 0, ring_off + ring_b);
+	l->rpc = (struct gs__rpc *)h;
+	l->d_rpc = (struct gs__rpc *)d;
+	l->ring = (unsigned int *)(h + ring_off);
+	l->d_ring = (unsigned int *)(d + ring_off);
+	if (inl) {
+		l->istage = h + st_off;
+		l->d_istage = d + st_off;
+	}
 	l->ready = malloc((size_t)l->total * sizeof(unsigned int));
 	if (l->ready == NULL)
 		return fail(GS_ENOMEM, "out of memory");
-	/* inline staging for small reads, when it stays small */
-	if ((size_t)l->total * GS__INLINE <= GS__ISTAGE_MAX) {
-		e = cudaHostAlloc(&h, (size_t)l->total * GS__INLINE,
-				  cudaHostAllocMapped | cudaHostAllocPortable);
-		if (!CU_OK(e))
-			return cufail(e, "cudaHostAlloc(inline staging)");
-		l->istage = h;
-		e = cudaHostGetDevicePointer(&d, h, 0);
-		if (!CU_OK(e))
-			return cufail(e, "cudaHostGetDevicePointer(staging)");
-		l->d_istage = d;
-	}
 	return 0;
 }
 
@@ -2798,6 +2894,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 	l->stream = (cudaStream_t)stream;
 	l->run_stream = l->stream;
 	l->total = (unsigned int)total;
+	l->fresh_left = 1;
 	l->nphys = gs__nphys((unsigned int)bps, (unsigned int)rt->sms, total);
 	l->slots = (unsigned int)bps * (unsigned int)rt->sms;
 	l->batch = gs__batch(total, l->nphys, rt->cfg.batch);
