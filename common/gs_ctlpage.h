@@ -48,6 +48,15 @@
 /* contend_flags */
 #define GS_CTL_CONTEND_VALID	1u
 
+/* job_kind: what kind of runtime the job runs, as the job reports it */
+enum gs_ctl_job_kind {
+	GS_CTL_JOB_UNKNOWN = 0,	/* said nothing (an older runtime) */
+	GS_CTL_JOB_LIBGSHARE = 1, /* libgshare: keeps to sm_first/sm_count,
+				   * resized live */
+	GS_CTL_JOB_GATE = 2,	/* the launch gate: kernel boundaries only,
+				 * no live partition */
+};
+
 /* job state, as the job reports it */
 enum gs_ctl_state {
 	GS_CTL_IDLE = 0,	/* nothing to run */
@@ -131,7 +140,14 @@ struct gs_ctlpage {
 	uint64_t part_set_ns;		/* when sm_* last changed (written
 					 * before part_gen; 0: never): the
 					 * runtime's resize latency */
-	uint8_t _rsv3[GS_CTL_SIZE - 272];
+
+	/* --- job writes, once after its attach (the agent zeroes it
+	 * when it gives the page to a new process) --- */
+	uint32_t job_kind;		/* enum gs_ctl_job_kind: whether the
+					 * job can keep a partition (space
+					 * mode plans a gated job alone) */
+	uint32_t _pad3;
+	uint8_t _rsv3[GS_CTL_SIZE - 280];
 };
 
 _Static_assert(sizeof(struct gs_ctlpage) == GS_CTL_SIZE,
@@ -143,6 +159,8 @@ _Static_assert(offsetof(struct gs_ctlpage, contenders) == 120,
 	       "contenders moved");
 _Static_assert(offsetof(struct gs_ctlpage, part_set_ns) == 264,
 	       "control page layout changed");
+_Static_assert(offsetof(struct gs_ctlpage, job_kind) == 272,
+	       "job_kind moved");
 _Static_assert(offsetof(struct gs_ctlpage, contend_seen_ns) == 256,
 	       "contend_seen_ns moved");
 _Static_assert(offsetof(struct gs_ctlpage, mem_used) == 224,

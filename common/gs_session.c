@@ -94,6 +94,7 @@ struct gs_session {
 	char gpu_uuid[GS_UUID_MAX];	/* the allocation's GPU (ATTACHED) */
 	volatile struct gs_mempage *mem;	/* the allocation's memory
 						 * page, NULL: none sent */
+	uint32_t kind;		/* enum gs_ctl_job_kind, on every page */
 };
 
 static uint64_t
@@ -332,6 +333,13 @@ gs_session_close(struct gs_session *s)
 	free(s);
 }
 
+void
+gs_session_set_kind(struct gs_session *s, uint32_t kind)
+{
+	s->kind = kind;
+	PAGE_STORE(job_kind, kind);
+}
+
 volatile struct gs_mempage *
 gs_session_mempage(struct gs_session *s)
 {
@@ -404,6 +412,7 @@ adopt_page(struct gs_session *s, volatile struct gs_ctlpage *np)
 	CARRY(releases);
 #undef CARRY
 	__atomic_store_n(&np->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&np->job_kind, s->kind, __ATOMIC_RELEASE);
 	__atomic_store_n(&np->state, (uint32_t)GS_CTL_IDLE, __ATOMIC_RELEASE);
 	__atomic_store_n(&np->heartbeat_ns, mono_ns(), __ATOMIC_RELEASE);
 	if (s->nretired == RETIRED_MAX) {

@@ -78,6 +78,13 @@ int gs_session_open_env(int timeout_ms, struct gs_session **out,
  * counters of the outage. */
 void gs_session_close(struct gs_session *s);
 
+/* Say what runs the job (enum gs_ctl_job_kind: libgshare, which keeps
+ * to a partition, or the launch gate, which cannot): written into the
+ * control page now and into every page of a later re-attach.  Space mode
+ * plans a gated job alone (docs/space.md).  Call it right after open,
+ * before the first acquire. */
+void gs_session_set_kind(struct gs_session *s, uint32_t kind);
+
 /* Borrowed; valid until gs_session_close.  After a re-attach (the agent
  * restarted) this is a new page; the earlier one stays mapped, but only
  * the new one is read by the agent: a caller that keeps the pointer (or

@@ -365,8 +365,14 @@ int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
 		return -1;
 
 	for (i = 0; i < a->natt; i++)
-		if (a->att[i].conn == NULL)
+		if (a->att[i].conn == NULL) {
+			/* a new process: it says again what it runs */
+			if (a->att[i].page != NULL)
+				__atomic_store_n(&a->att[i].page->job_kind,
+						 (uint32_t)GS_CTL_JOB_UNKNOWN,
+						 __ATOMIC_RELEASE);
 			return (int)i;
+		}
 	if (a->natt >= GS_ALLOC_MAX_ATTACH)
 		return gs_error_set(err, GS_EBUSY, "allocation %llu already "
 				    "has %u attached processes (the most)",

@@ -18,6 +18,7 @@ static const char *const escalation_names[] = { "hold", "kill", NULL };
 static const char *const log_names[] = { "stderr", "syslog", "file", NULL };
 static const char *const memory_names[] = { "proportional", "unlimited",
 					    NULL };
+static const char *const space_unmod_names[] = { "turns", "cap", NULL };
 
 #define C struct gs_agent_config
 const struct gs_cfg_key gs_agent_keys[] = {
@@ -104,6 +105,12 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("space_check", C, space_check, "false",
 			"measure co-running space jobs against their rates "
 			"alone: move granules, or let them take turns"),
+	GS_CFG_KEY_ENUM("space_unmodified", C, space_unmodified,
+			space_unmod_names, "turns",
+			"space-mode jobs without libgshare (the launch "
+			"gate): take turns on the whole GPU (turns), or "
+			"co-run under MPS's thread cap sized by share, "
+			"fixed at their start (cap)"),
 	GS_CFG_KEY_BOOL("unmanaged_hold", C, unmanaged_hold, "false",
 			"hold back (SIGSTOP/SIGCONT) GPU processes of an "
 			"allocation that bypass the gate while ahead"),

@@ -30,6 +30,8 @@ enum gs_gpu_source { GS_GPUS_NVML = 0, GS_GPUS_AUTO = 1, GS_GPUS_SIM = 2,
 		     GS_GPUS_LIST = 3 };
 
 enum gs_mem_policy { GS_MEM_PROPORTIONAL = 0, GS_MEM_UNLIMITED = 1 };
+/* space mode's jobs without libgshare (docs/space.md) */
+enum gs_space_unmod { GS_SPACE_UNMOD_TURNS = 0, GS_SPACE_UNMOD_CAP = 1 };
 
 struct gs_gpu_conf {
 	uint32_t index;
@@ -78,6 +80,7 @@ struct gs_agent_config {
 	uint32_t sm_granule;	/* partition step */
 	int space_partitions;	/* write planned partitions into pages */
 	int space_check;	/* the co-run check (space_agent.c) */
+	uint32_t space_unmodified;	/* enum gs_space_unmod */
 	/* GPU processes that bypass the gate (node-agent/unman.c) */
 	uint32_t unmanaged_hold;	/* level 0: stop/continue them */
 	uint64_t unmanaged_ahead_ns;	/* lead that stops them */

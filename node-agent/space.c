@@ -234,8 +234,10 @@ int gs_space_plan(const struct gs_space_params *p,
 			continue;
 		}
 		o->mps = 1;
-		/* a probe is measured alone: a group of its own */
-		for (g = in[i2].probe ? ngroups : 0; g < ngroups; g++) {
+		/* a probe is measured alone, a job that keeps no
+		 * partition runs alone: a group of its own */
+		for (g = in[i2].probe || in[i2].fixed ? ngroups : 0;
+		     g < ngroups; g++) {
 			uint32_t bad = n;
 
 			if (gsize[g] >= G)
@@ -245,7 +247,7 @@ int gs_space_plan(const struct gs_space_params *p,
 				    out[j].group != g || in[j].id > in[i2].id)
 					continue;
 				if (!gs_space_corun(in[j].cls, in[i2].cls) ||
-				    in[j].probe ||
+				    in[j].probe || in[j].fixed ||
 				    (p->apart != NULL &&
 				     p->apart[(size_t)j * n + i2])) {
 					bad = j;
@@ -266,13 +268,20 @@ int gs_space_plan(const struct gs_space_params *p,
 		if (g == ngroups)
 			gsize[ngroups++] = 0;
 		gsize[g]++;
-		if (in[i2].probe)
+		if (in[i2].fixed)
+			snprintf(o->why, sizeof(o->why),
+				 "takes turns: no libgshare, no partition");
+		else if (in[i2].probe)
 			snprintf(o->why, sizeof(o->why),
 				 "measured alone first (co-run check)");
 		else if (conflict != n && p->apart != NULL &&
 			 p->apart[(size_t)conflict * n + i2])
 			snprintf(o->why, sizeof(o->why),
 				 "takes turns with %llu: slower side by side",
+				 (unsigned long long)in[conflict].id);
+		else if (conflict != n && in[conflict].fixed)
+			snprintf(o->why, sizeof(o->why),
+				 "takes turns with %llu: it keeps no partition",
 				 (unsigned long long)in[conflict].id);
 		else if (conflict != n && in[conflict].probe)
 			snprintf(o->why, sizeof(o->why),

@@ -28,10 +28,14 @@
  * compute, two memory-bound, heavy compute with moderate memory and
  * moderate compute with moderate memory take turns instead.
  *
- * Grouping (gs_space_plan): allocations of a uid other than the MPS
- * server's cannot be clients of that server (MPS runs one server per
- * user per GPU): each is a group of its own that takes turns with the
- * others ("time-shared: uid ...").  The server's allocations are taken in
+ * Grouping (gs_space_plan): an allocation whose job cannot keep a
+ * partition (`fixed`: the launch gate, whose kernels the driver places
+ * on any SM) is a group of its own ("takes turns: ..."): beside a
+ * partner it would take the partner's SMs too.  Allocations of a uid
+ * other than the MPS server's cannot be clients of that server (MPS
+ * runs one server per user per GPU): each is a group of its own that
+ * takes turns with the others ("time-shared: uid ...").  The server's
+ * allocations are taken in
  * id order (arrival order) and each joins the first group whose every
  * member it co-runs with and that still has a free granule, else opens a
  * new group.  Within a group, the busy members split the GPU's granules
@@ -100,6 +104,9 @@ struct gs_space_in {
 	int32_t bias;		/* granules beyond its share's count (the
 				 * co-run check); the others give or take */
 	uint32_t probe;		/* 1: measured alone first, joins no group */
+	uint32_t fixed;		/* 1: its job keeps no partition (the
+				 * launch gate): a group of its own, it
+				 * takes turns with everyone */
 };
 
 struct gs_space_out {

@@ -61,6 +61,7 @@ struct rec {
 	/* the co-run check */
 	int32_t bias;			/* granules beyond its share */
 	uint32_t probe;			/* planned alone to be measured */
+	uint32_t fixed;			/* planned alone: keeps no partition */
 	uint64_t partners;		/* hash of its busy partners' ids */
 	uint64_t apart_id[NAPART];	/* measured slower beside it ... */
 	uint64_t apart_until[NAPART];	/* ... until then (ns) */
@@ -185,6 +186,26 @@ static uint32_t probe_of(struct gs_space_agent *sa, const struct gs_alloc *a)
 	return r.solo_ns < GS_SPACE_PROBE_MS * NS_PER_MS;
 }
 
+/* Does a run alone, because its job cannot keep a partition?  A job
+ * under the launch gate says so in its page (job_kind); with
+ * `space_unmodified: cap` it co-runs under its thread cap instead.  The
+ * word is the job's to write: claiming the gate only makes its own
+ * allocation take turns, and a gated job that claims libgshare co-runs
+ * on SMs it does not keep to, as a job that bypasses the gate would. */
+static uint32_t fixed_of(struct gs_space_agent *sa, const struct gs_alloc *a)
+{
+	unsigned k;
+
+	if (gs_agent_config(sa->ag)->space_unmodified != GS_SPACE_UNMOD_TURNS)
+		return 0;
+	for (k = 0; k < a->natt; k++)
+		if (a->att[k].conn != NULL && a->att[k].page != NULL &&
+		    __atomic_load_n(&a->att[k].page->job_kind,
+				    __ATOMIC_RELAXED) == GS_CTL_JOB_GATE)
+			return 1;
+	return 0;
+}
+
 static int apart_of(const struct rec *r, uint64_t other, uint64_t now)
 {
 	uint32_t k;
@@ -265,6 +286,7 @@ static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
 		in[n].shares = a->shares ? a->shares : 1;
 		in[n].busy = (uint32_t)busy_of(a);
 		in[n].cls = GS_SC_UNKNOWN;
+		in[n].fixed = fixed_of(sa, a);
 		if (rec_find(sa, a->id) != NULL) {
 			struct rec *r = rec_find(sa, a->id);
 
@@ -337,6 +359,7 @@ static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
 				  out[i].sm_first, out[i].sm_count,
 				  out[i].why);
 		r->out = out[i];
+		r->fixed = in[i].fixed;
 		/* the scheduler grants a group's members together (a
 		 * just-created allocation enters the scheduler after this
 		 * plan: it gets its set at the next one, its attach) */
@@ -516,6 +539,10 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 			seen++;
 			if (r->in_grace && now >= r->busy_until)
 				replan = 1;
+			/* a job said what it runs (after its attach), or
+			 * the configuration changed */
+			if (r->fixed != fixed_of(sa, a))
+				replan = 2;
 			if (!check)
 				continue;
 			if (r->probe != probe_of(sa, a))
@@ -528,7 +555,7 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 					replan = 1;
 				}
 		}
-		if (seen < 2)
+		if (seen < 2 && replan != 2)
 			continue;
 		for (i = 0; i < MAXPLAN && check && !replan; i++)
 			replan = check_group(sa, gpu, i, now);
@@ -654,8 +681,12 @@ void gs_space_agent_info(struct gs_space_agent *sa, const struct gs_alloc *a,
 
 	if (sa == NULL || a->mode != GS_MODE_SPACE)
 		return;
-	/* unmodified jobs: a static cap sized by share, at client start */
-	if (info->mps_pipe[0] != '\0' && shares_total > 0) {
+	/* unmodified jobs: a static cap sized by share, at client start,
+	 * when they co-run (`space_unmodified: cap`); taking turns, they
+	 * run uncapped */
+	if (info->mps_pipe[0] != '\0' && shares_total > 0 &&
+	    gs_agent_config(sa->ag)->space_unmodified ==
+		    GS_SPACE_UNMOD_CAP) {
 		uint32_t pct = (a->shares * 100u + shares_total / 2) /
 			       shares_total;
 

@@ -414,6 +414,10 @@ static void session_open_locked(void)
 		g.enabled = 0;
 		return;
 	}
+	/* kernels the driver places on any SM: space mode plans this job
+	 * alone (libgshare's own session says it keeps a partition) */
+	if (!__atomic_load_n(&g.launch_off, __ATOMIC_ACQUIRE))
+		gs_session_set_kind(g.sess, GS_CTL_JOB_GATE);
 	if (g.debug)
 		gate_warn("attached to allocation %s", alloc);
 }

@@ -646,6 +646,9 @@ usage(FILE *f)
 "                        or memory (longer only below 44 SMs)\n"
 "      --corun-slow PCT  tasks PCT %% longer on a partition (beside\n"
 "                        others: their interference)\n"
+"      --kind K          what it tells the agent it runs: libgshare\n"
+"                        (default; keeps a partition) or gate (the\n"
+"                        launch gate: space mode plans it alone)\n"
 "      --tasks N         run N narrow tasks (1..--task-us us each) on a\n"
 "                        simulated task pool; check each ran once\n"
 "  -i, --interval-ms N   print a progress line every N ms\n"
@@ -749,7 +752,7 @@ bad:
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
        OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE, OPT_SCALING,
-       OPT_SLOW };
+       OPT_SLOW, OPT_KIND };
 
 int
 main(int argc, char **argv)
@@ -776,6 +779,7 @@ main(int argc, char **argv)
 		{ "profile", required_argument, NULL, OPT_PROFILE },
 		{ "scaling", required_argument, NULL, OPT_SCALING },
 		{ "corun-slow", required_argument, NULL, OPT_SLOW },
+		{ "kind", required_argument, NULL, OPT_KIND },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -791,7 +795,7 @@ main(int argc, char **argv)
 	const char *sock = NULL;
 	uint64_t alloc = 0, dur = 10 * NS_PER_S, at = 0, v, interval = 0;
 	uint64_t created = 0, gpu = UINT64_MAX;
-	uint32_t shares = 0, weight = 0;
+	uint32_t shares = 0, weight = 0, kind = GS_CTL_JOB_LIBGSHARE;
 	int c, rc = 1, have_thr = 0;
 
 	memset(&m, 0, sizeof(m));
@@ -871,6 +875,18 @@ main(int argc, char **argv)
 			if (parse_u64("--overrun-ms", optarg, &v) < 0)
 				return 2;
 			m.overrun_ns = v * NS_PER_MS;
+			break;
+		case OPT_KIND:
+			if (strcmp(optarg, "libgshare") == 0) {
+				kind = GS_CTL_JOB_LIBGSHARE;
+			} else if (strcmp(optarg, "gate") == 0) {
+				kind = GS_CTL_JOB_GATE;
+			} else {
+				fprintf(stderr, "gshare-simjob: --kind: "
+					"libgshare or gate, not '%s'\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case OPT_PROFILE:
 			/* what a kernel of that kind achieves alone */
@@ -1011,6 +1027,8 @@ main(int argc, char **argv)
 		goto out_err;
 	}
 
+	if (m.sess != NULL)
+		gs_session_set_kind(m.sess, kind);
 	if (at != 0)
 		sleep_until(at);
 	m.start_ns = at != 0 && mono_ns() < at + NS_PER_S ? at : mono_ns();

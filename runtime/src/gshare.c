@@ -2657,6 +2657,8 @@ gs_init(unsigned int flags)
 	if (rt->attached && (rc = check_gpu()) < 0)
 		goto out_free;
 	if (rt->attached) {
+		/* keeps to the partition the agent writes (space mode) */
+		gs_session_set_kind(rt->sess, GS_CTL_JOB_LIBGSHARE);
 		rt->page = gs_session_page(rt->sess);
 	} else if (rt->cfg.force_max_ns) {
 		rt->fake = aligned_alloc(GS_CTL_SIZE, GS_CTL_SIZE);

@@ -10,6 +10,7 @@
 # the other (its control page rewritten within a few ms of the partner's
 # exit); two compute-heavy jobs (simulated profiles) take turns and say
 # so in STATUS, while a compute-heavy one and a memory-heavy one co-run;
+# a job under the launch gate takes turns with its partner, uncapped;
 # gsacct bills the co-running jobs kernel time x partition; the NVML
 # source (stand-in libnvidia-ml.so.1) classifies a job that runs alone.
 # Polls with deadlines; cleans up on any exit.
@@ -154,11 +155,13 @@ for j in "$x compute compute-heavy" "$y compute compute-heavy" \
 	gs_wait_jobs 10
 done
 says() { [ "$(field "$1" space)" = "$2" ]; }
-pair() {	# pair ID ID WHY: device-time shares over one 2 s window;
-		# STATUS gives the second WHY while both run
+pair() {	# pair ID ID WHY [ARGS]: device-time shares over one 2 s
+		# window; STATUS gives the second WHY while both run; the
+		# second job gets ARGS
 	at=$(( $($SIM --now) + 200000000 ))
 	for i in "$1" "$2"; do
-		$SIM -s "$sock" -a "$i" -n "p$i" --at "$at" -d 2 \
+		more=""; [ "$i" = "$2" ] && more=${4:-}
+		$SIM -s "$sock" -a "$i" -n "p$i" --at "$at" -d 2 $more \
 			> "$dir/p$i.out" 2>&1 &
 		jpids="$jpids $!"
 	done
@@ -181,6 +184,15 @@ case $(field "$z" space) in
 "idle: its SMs go to the others") ok "STATUS after the run: $z idle";;
 *)	bad "space of $z: $(field "$z" space)";;
 esac
+# the same pair with z's job under the launch gate (it says so in its
+# control page): no partition to keep, so it takes turns (uncapped)
+pair "$x" "$z" "takes turns: no libgshare, no partition" "--kind gate"
+echo "     compute-heavy + gated memory-heavy: $(pct "$s1") % + $(pct "$s2") %"
+$PY -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a + b < 1.02 and abs(a - b) < 0.08))' "$s1" "$s2" &&
+	ok "$x and gated $z take turns: $(pct "$s1") + $(pct "$s2") % of the time" ||
+	bad "gated pair: $s1 + $s2 (want turns, 50/50)"
+[ "$(field "$z" mps_pct)" = 0 ] && ok "gated job's thread cap: none" ||
+	bad "mps_pct of $z: $(field "$z" mps_pct)"
 kill -TERM "$apid"; wait "$apid" 2>/dev/null; apid=""
 
 # 4. the NVML source (gpus: nvml, the stand-in libnvidia-ml.so.1 of

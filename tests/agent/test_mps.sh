@@ -95,11 +95,22 @@ c=$($CTL -s "$sock" create --shares 20 --gpu 0 --uid 1001 --mode space)
 	bad "pipes: $b '$(field "$b" mps_pipe)', $c '$(field "$c" mps_pipe)'"
 # the planner's decisions (classes unknown: co-run; 30:20 of 16 granules)
 sp() { echo "$(field "$1" sm_first)+$(field "$1" sm_count) $(field "$1" mps_pct) $(field "$1" space)"; }
-[ "$(sp "$a")" = "0+80 30 co-runs with $b: unknown + unknown" ] &&
-[ "$(sp "$b")" = "80+52 20 co-runs with $a: unknown + unknown" ] &&
+[ "$(sp "$a")" = "0+80 0 co-runs with $b: unknown + unknown" ] &&
+[ "$(sp "$b")" = "80+52 0 co-runs with $a: unknown + unknown" ] &&
 [ "$(sp "$c")" = "0+132 0 time-shared: uid 1001, MPS serves uid 1000" ] &&
-	ok "partitions 80/52 SMs, thread percentages 30/20, uid 1001 time-shared" ||
+	ok "partitions 80/52 SMs, no thread cap (space_unmodified: turns), uid 1001 time-shared" ||
 	bad "plan: $(sp "$a") / $(sp "$b") / $(sp "$c")"
+# space_unmodified: cap (reloaded): jobs without libgshare get a thread
+# cap sized by share
+gs_agent_conf <<CONF
+gpus: {simulated: 2}
+mps_control: $FAKE
+space_partitions: false
+space_unmodified: cap
+CONF
+kill -HUP "$apid"
+capped() { [ "$(field "$a" mps_pct) $(field "$b" mps_pct) $(field "$c" mps_pct)" = "30 20 0" ]; }
+until5 "reloaded with space_unmodified: cap: thread percentages 30/20, uid 1001 none" capped
 # without space_partitions the plan stays out of the control pages
 PROBE=$B/tests/agent/space_probe
 $PROBE "$sock" "$a" 1 > "$dir/probe0" 2>&1 < /dev/null

@@ -54,7 +54,8 @@ static uint32_t cls_of(const char *s)
 }
 
 /* Apply one event line: "+ id uid shares class" (arrive busy),
- * "- id" (leave), "idle id", "busy id", "cls id class". */
+ * "- id" (leave), "idle id", "busy id", "cls id class", "gate id" (its
+ * job keeps no partition), "lib id" (libgshare: it keeps one). */
 static void apply(struct world *w, const char *ev)
 {
 	char op[8], c[8];
@@ -89,6 +90,10 @@ static void apply(struct world *w, const char *ev)
 		w->in[i].probe = 1;
 	} else if (strcmp(op, "probed") == 0) {
 		w->in[i].probe = 0;
+	} else if (strcmp(op, "gate") == 0) {
+		w->in[i].fixed = 1;
+	} else if (strcmp(op, "lib") == 0) {
+		w->in[i].fixed = 0;
 	} else if (strcmp(op, "bias") == 0) {
 		int b;
 
@@ -520,13 +525,40 @@ static void test_classify_and_table(void **state)
 	assert_string_equal(gs_space_class_name(GS_SC_HM), "memory-heavy");
 }
 
+/* Jobs under the launch gate keep no partition: each is planned alone
+ * and takes turns, whatever its class; the libgshare jobs beside them
+ * still pair among themselves. */
+static void test_gated_jobs(void **state)
+{
+	static const struct step t[] = {
+		{ "+ 1 1000 50 HC", "1:0+132/0", "1" },
+		/* complementary by class, but gated: turns */
+		{ "+ 2 1000 50 HM", "1:0+64/0c 2:64+68/0c", "1 2" },
+		{ "gate 2", "1:0+132/0 2:0+132/1", "1 2" },
+		/* a libgshare partner pairs with 1, not with 2 */
+		{ "+ 3 1000 50 HM", "1:0+64/0c 2:0+132/1 3:64+68/0c", "1 3" },
+		/* the gated job stays alone while the others come and go */
+		{ "- 1", "2:0+132/0 3:0+132/1", "3" },
+		{ "+ 4 1000 50 LC", "2:0+132/0 3:0+64/1c 4:64+68/1c", "3 4" },
+		/* two gated jobs: two groups */
+		{ "gate 4", "2:0+132/0 3:0+132/1 4:0+132/2", "3 4" },
+		{ "idle 2", "2:0+0/0 3:0+132/1 4:0+132/2", "2" },
+		/* a job that turns out to be libgshare pairs again */
+		{ "lib 4", "2:0+0/0 3:0+64/1c 4:64+68/1c", "3 4" },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+}
+
 static void test_reasons_and_errors(void **state)
 {
 	struct gs_space_params p = { 132, 8, 1000, NULL };
 	struct gs_space_in in[3] = {
-		{ 5, 1000, 50, 1, GS_SC_HC, 0, 0 },
-		{ 6, 1000, 50, 1, GS_SC_HC, 0, 0 },
-		{ 7, 1001, 50, 1, GS_SC_HM, 0, 0 },
+		{ 5, 1000, 50, 1, GS_SC_HC, 0, 0, 0 },
+		{ 6, 1000, 50, 1, GS_SC_HC, 0, 0, 0 },
+		{ 7, 1001, 50, 1, GS_SC_HM, 0, 0, 0 },
 	};
 	struct gs_space_out out[3];
 
@@ -547,6 +579,25 @@ static void test_reasons_and_errors(void **state)
 	assert_int_equal(gs_space_plan(&p, in, 3, out), 2);
 	assert_string_equal(out[0].why, "whole GPU: its partners are idle");
 	assert_string_equal(out[2].why, "idle: its SMs go to the others");
+	/* a gated job beside a complementary partner: turns, both ways */
+	in[2].busy = 1;
+	in[0].fixed = 1;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), 2);
+	assert_string_equal(out[0].why,
+			    "takes turns: no libgshare, no partition");
+	assert_int_equal(out[0].sm_count, 132);
+	assert_int_equal(out[0].corun, 0);
+	assert_int_equal(out[0].mps, 1);
+	assert_string_equal(out[1].why,
+			    "co-runs with 7: compute-heavy + memory-heavy");
+	in[2].fixed = 1;
+	assert_int_equal(gs_space_plan(&p, in, 3, out), 3);
+	assert_string_equal(out[1].why, "takes turns with 5: it keeps no "
+			    "partition");
+	assert_string_equal(out[2].why,
+			    "takes turns: no libgshare, no partition");
+	assert_int_equal(out[2].sm_count, 132);
+	in[0].fixed = in[2].fixed = 0;
 	p.granule = 0;
 	assert_int_equal(gs_space_plan(&p, in, 3, out), -1);
 	p.granule = 8;
@@ -566,6 +617,7 @@ int main(void)
 		cmocka_unit_test(test_check_inputs),
 		cmocka_unit_test(test_check_steps),
 		cmocka_unit_test(test_classify_and_table),
+		cmocka_unit_test(test_gated_jobs),
 		cmocka_unit_test(test_reasons_and_errors),
 	};
 

@@ -18,7 +18,9 @@
 #   - a job idle most of the time leaves its time to a busy one;
 #   - kill -9 of a gated job mid-slice leaves the agent and the other job
 #     running; a second process on the same allocation is gated beside
-#     the first (they share the allocation's token).
+#     the first (they share the allocation's token);
+#   - in space mode a gated job is planned alone (it keeps no partition)
+#     and its libgshare partner takes turns with it.
 # Cleans up every process and file on any exit.
 set -u
 GS_LOG_TAIL=40
@@ -269,6 +271,56 @@ GSHARE_SOCKET=$sock GSHARE_ALLOC=$e GSHARE_GATE_TRACE=$dir/no/such/dir/tr \
     ok "trace to an unwritable place: a warning, the job ends normally" ||
     bad "unwritable trace: $(cat "$dir/tr2.out")"
 ctl close "$e" >/dev/null
+
+# --- space mode: a gated job keeps no partition, so it takes turns ------
+# (its page says it runs the gate; docs/space.md); a level-2 job's gate
+# session says nothing of the kind
+space_why() {	# ALLOC: the planner's reason in STATUS
+	ctl status --json | $PY -c '
+import json, sys
+a = [a for a in json.load(sys.stdin)["allocations"] if a["id"] == int(sys.argv[1])]
+print(a[0].get("space", "") if a else "none")' "$1"
+}
+until_why() {	# ALLOC WHY: within 5 s
+	i=0
+	until [ "$(space_why "$1")" = "$2" ]; do
+		i=$((i + 1)); [ $i -lt 100 ] || return 1; sleep 0.05
+	done
+}
+s1=$(ctl create --shares 50 --mode space)
+s2=$(ctl create --shares 50 --mode space)
+gated "$s1" sp1 --seconds 1.5
+$SIM -s "$sock" -a "$s2" -n sp2 -d 1.5 >"$dir/sp2.out" 2>&1 &
+jpids="$jpids $!"
+until_why "$s1" "takes turns: no libgshare, no partition" &&
+    until_why "$s2" "takes turns with $s1: it keeps no partition" &&
+    ok "space mode: the gated job takes turns with its libgshare partner" ||
+    bad "space mode, gated: '$(space_why "$s1")' / '$(space_why "$s2")'"
+gs_wait_jobs 30
+# level 2 on s1 (attached, idle: it never asks for the token here) and a
+# busy job on s2: s2 has the whole GPU as a partner of an idle member,
+# never "takes turns" with a gated one, for as long as the job runs
+$SIM -s "$sock" -a "$s2" -n sp4 -d 2 >"$dir/sp4.out" 2>&1 &
+jpids="$jpids $!"
+GSHARE_SOCKET=$sock GSHARE_ALLOC=$s1 \
+    LD_PRELOAD="$GATE $PWD/$B/tests/gate/fake_libgshare.so" \
+    $APP --seconds 1 --expect-ungated >"$dir/sp3.out" 2>&1 &
+l2=$!
+jpids="$jpids $l2"
+seen=""
+while kill -0 "$l2" 2>/dev/null; do
+	w=$(space_why "$s2")
+	case $seen in *"[$w]"*) ;; *) seen="$seen[$w]";; esac
+	sleep 0.05
+done
+gs_wait_jobs 30
+case $seen in
+*"takes turns"*) bad "space mode, libgshare linked: planned as gated: $seen";;
+*"[whole GPU: its partners are idle]"*)
+	ok "space mode, libgshare linked: not planned as gated";;
+*)	bad "space mode, libgshare linked: never seen attached: $seen";;
+esac
+ctl close "$s1" >/dev/null; ctl close "$s2" >/dev/null
 
 [ $fail = 0 ] && echo "integ_gate: all passed"
 exit $fail

@@ -22,7 +22,8 @@
 #      PyTorch train+infer pair when torch is there): pair throughput
 #      (sum of rate/solo) under default time-slicing, plain MPS, MPS with
 #      partitions by share, the agent's time mode and the agent's space
-#      mode, same run.  Targets (issue 12): space >= 1.3x time mode on
+#      mode (for the PyTorch pair also the gated jobs co-running under
+#      thread caps, space_unmodified: cap), same run.  Targets (issue 12): space >= 1.3x time mode on
 #      complementary pairs, never below time mode otherwise, no job below
 #      its share of its solo rate.
 # Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
@@ -231,6 +232,17 @@ YAML
 		sleep 0.1
 	done
 }
+agent_reload() {	# LINE: the configuration plus LINE, SIGHUP, until reloaded
+	sed -i '/^space_unmodified:/d' "$TMP/gshare.yaml"
+	[ -n "$1" ] && echo "$1" >>"$TMP/gshare.yaml"
+	n0=$(grep -c "configuration reloaded" "$TMP/gshared.log")
+	kill -HUP "$AGENT_PID" || return 1
+	t0=$(ms)
+	until [ "$(grep -c "configuration reloaded" "$TMP/gshared.log")" -gt "$n0" ]; do
+		[ $(( $(ms) - t0 )) -gt 5000 ] && return 1
+		sleep 0.05
+	done
+}
 field() {	# ALLOC KEY
 	ctl status --json | python3 -c '
 import json, sys
@@ -382,19 +394,21 @@ run_pair() {	# method a b sa sb envA envB
 		esac
 		pre=""
 		case $m in
-		time|space-agent|space-blocks)
+		time|space-agent|space-blocks|space-cap)
 			mode=time; [ $m != time ] && mode=space
 			id=$(ctl create --shares "$sh_" --mode $mode --gpu 0) || return 1
 			ids="$ids $id"
 			pre="GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$id"
 			[ $mode = space ] && pre="$pre CUDA_MPS_PIPE_DIRECTORY=$(field "$id" mps_pipe)"
 			# unmodified programs: the launch gate, and in space
-			# mode the share as MPS's static cap (what the plugins
-			# give them)
+			# mode the thread cap the agent gives them (what the
+			# plugins export: none with space_unmodified: turns,
+			# the share with cap)
 			case $j in train|infer)
 				pre="$pre LD_PRELOAD=$GATE"
-				[ $mode = space ] &&
-				    pre="$pre CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$sh_";;
+				pct=$(field "$id" mps_pct)
+				[ $mode = space ] && [ "${pct:-0}" != 0 ] &&
+				    pre="$pre CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$pct";;
 			esac
 			;;
 		esac
@@ -460,6 +474,16 @@ want 4 && for pr in $PAIRS; do
 		# what the co-run check measured and did (docs/space.md)
 		grep "co-run check" "$TMP/gshared.log" | tail -n +$((c0 + 1)) |
 		    sed 's/^/    | /' | tee -a "$O/pairs.txt"
+		# gated jobs: the planner's reasons (space_unmodified: turns,
+		# the default), then co-running under thread caps instead
+		if [ "$1" = train ]; then
+			grep "space: gpu 0: allocation .*(takes turns" \
+			    "$TMP/gshared.log" | tail -n 2 |
+			    sed 's/^/    | /' | tee -a "$O/pairs.txt"
+			agent_reload "space_unmodified: cap" &&
+			    run_pair space-cap "$1" "$2" 50 50 "" ""
+			agent_reload ""
+		fi
 		[ "$1" != train ] && [ "${GS_SPACE_BLOCKS:-1}" = 1 ] &&
 		    run_pair space-blocks "$1" "$2" 50 50 GSHARE_SM_MAP=blocks \
 			GSHARE_SM_MAP=blocks

@@ -889,6 +889,8 @@ test_reattach(void **state)
 	assert_int_equal(gs_session_open(f.path, ALLOC_ID, 2000, &s, &err),
 			 0);
 	p0 = gs_session_page(s);
+	gs_session_set_kind(s, GS_CTL_JOB_GATE);
+	assert_int_equal(p0->job_kind, GS_CTL_JOB_GATE);
 	solo_hold(s, 7000, 7);
 	assert_int_equal(gs_session_link(s), GS_SESSION_RECONNECTING);
 	/* the next scheduling point re-attaches and waits for a grant */
@@ -905,6 +907,8 @@ test_reattach(void **state)
 	assert_int_equal(p->gpu_ns, 7000);
 	assert_int_equal(p->block_tasks, 7);
 	assert_int_equal(p->pid, (uint32_t)getpid());
+	/* what runs the job is said on the new page too */
+	assert_int_equal(f.page->job_kind, GS_CTL_JOB_GATE);
 	assert_int_equal(gs_session_grant_gen(s), 1);
 	memset(&res, 0, sizeof(res));
 	res.done = 1;
