@@ -662,13 +662,18 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		struct gs__rpc *s = &gs__b.rpc[lb];
 		unsigned int pos;
 
+		/* the slot with its op, a fence, the ring entry: the host
+		 * reads the slot only after it saw the entry (a fence here
+		 * waits for the writes to reach host memory); the last
+		 * fence makes the entry visible before this block's exit
+		 * is (the host serves what was posted when it sees the
+		 * round end) */
 		s->fd = fd;
 		s->off = off;
 		s->len = len;
 		s->dst = (unsigned long long)(uintptr_t)dst;
 		s->cont = cont;
 		s->result = 0;
-		__threadfence_system();
 		*(volatile unsigned int *)&s->op = GS__RPC_READ;
 		__threadfence_system();
 		pos = atomicAdd(&gs__b.ks->io_posted, 1u);
@@ -790,16 +795,24 @@ static __device__ __forceinline__ void gs__set_task(const struct gs_kctx &c,
 	gs__b.io_res[p] = 0;
 	gs__b.stage_len[p] = 0;
 	if (from_redo) {
+		/* host-mapped: every field in one go (independent loads,
+		 * one round trip over the bus, not one per field).  A slot
+		 * is DONE only from before this launch (the host marks it,
+		 * then queues the launch that runs it), so no field can be
+		 * older than the op read beside it. */
 		volatile struct gs__rpc *s = &c.rpc[lb];
-		if (s->op == GS__RPC_DONE) {
-			gs__b.cont[p] = s->cont;
-			gs__b.io_res[p] = s->result;
-			if (s->staged && s->result > 0 && c.io_stage != NULL) {
+		unsigned int op = s->op, cont = s->cont, staged = s->staged;
+		long long res = s->result;
+		unsigned long long dst = s->dst;
+		if (op == GS__RPC_DONE) {
+			gs__b.cont[p] = cont;
+			gs__b.io_res[p] = res;
+			if (staged && res > 0 && c.io_stage != NULL) {
 				gs__b.stage_src[p] = c.io_stage +
 						     (size_t)lb * GS__INLINE;
 				gs__b.stage_dst[p] =
-				    (unsigned char *)(uintptr_t)s->dst;
-				gs__b.stage_len[p] = (unsigned int)s->result;
+				    (unsigned char *)(uintptr_t)dst;
+				gs__b.stage_len[p] = (unsigned int)res;
 			}
 			s->op = GS__RPC_FREE;
 		}
