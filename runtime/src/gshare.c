@@ -314,22 +314,31 @@ cufail(cudaError_t e, const char *what)
 /* ---- device buffer cache: kernels relaunched with the same sizes reuse
  * their redo/run buffers without cudaMalloc ---- */
 
+/* Take the smallest kept buffer of at least `bytes` out of c[0..*n-1]:
+ * 1 with it in *out, 0 when none is large enough. */
+static int
+cache_take(struct gs__devbuf *c, size_t *n, size_t bytes, void **out)
+{
+	size_t i, best = SIZE_MAX;
+
+	for (i = 0; i < *n; i++)
+		if (c[i].bytes >= bytes &&
+		    (best == SIZE_MAX || c[i].bytes < c[best].bytes))
+			best = i;
+	if (best == SIZE_MAX)
+		return 0;
+	*out = c[best].p;
+	c[best] = c[--*n];
+	return 1;
+}
+
 static int
 devbuf_get(size_t bytes, cudaStream_t stream, void **out)
 {
-	size_t i, best = SIZE_MAX;
 	cudaError_t e;
 
-	for (i = 0; i < rt->ncache; i++)
-		if (rt->cache[i].bytes >= bytes &&
-		    (best == SIZE_MAX ||
-		     rt->cache[i].bytes < rt->cache[best].bytes))
-			best = i;
-	if (best != SIZE_MAX) {
-		*out = rt->cache[best].p;
-		rt->cache[best] = rt->cache[--rt->ncache];
+	if (cache_take(rt->cache, &rt->ncache, bytes, out))
 		return 0;
-	}
 	/* stream-ordered: no device-wide synchronization */
 	e = cudaMallocAsync(out, bytes, stream);
 	if (!CU_OK(e))
@@ -363,19 +372,10 @@ devbuf_put(void *p, size_t bytes)
 static int
 hostbuf_get(size_t bytes, void **out)
 {
-	size_t i, best = SIZE_MAX;
 	cudaError_t e;
 
-	for (i = 0; i < rt->nhcache; i++)
-		if (rt->hcache[i].bytes >= bytes &&
-		    (best == SIZE_MAX ||
-		     rt->hcache[i].bytes < rt->hcache[best].bytes))
-			best = i;
-	if (best != SIZE_MAX) {
-		*out = rt->hcache[best].p;
-		rt->hcache[best] = rt->hcache[--rt->nhcache];
+	if (cache_take(rt->hcache, &rt->nhcache, bytes, out))
 		return 0;
-	}
 	e = cudaHostAlloc(out, bytes, cudaHostAllocMapped |
 			  cudaHostAllocPortable);
 	if (!CU_OK(e))
