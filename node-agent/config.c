@@ -105,6 +105,11 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("space_check", C, space_check, "false",
 			"measure co-running space jobs against their rates "
 			"alone: move granules, or let them take turns"),
+	GS_CFG_KEY_DURATION("space_rotate", C, space_rotate_ns, 0,
+			    3600 * GS_NS_PER_S, "1s",
+			    "co-running space jobs whose shares cannot be "
+			    "split exactly into SM granules take the odd SMs "
+			    "in turns, one step this often (0: never)"),
 	GS_CFG_KEY_ENUM("space_unmodified", C, space_unmodified,
 			space_unmod_names, "turns",
 			"space-mode jobs without libgshare (the launch "

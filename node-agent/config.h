@@ -81,6 +81,7 @@ struct gs_agent_config {
 	int space_partitions;	/* write planned partitions into pages */
 	int space_check;	/* the co-run check (space_agent.c) */
 	uint32_t space_unmodified;	/* enum gs_space_unmod */
+	uint64_t space_rotate_ns;	/* tie-breaks' rotation step, 0: off */
 	/* GPU processes that bypass the gate (node-agent/unman.c) */
 	uint32_t unmanaged_hold;	/* level 0: stop/continue them */
 	uint64_t unmanaged_ahead_ns;	/* lead that stops them */

@@ -83,6 +83,28 @@ static uint32_t next_in_order(const struct gs_space_in *in, uint32_t n,
 	for (uint32_t i = next_in_order(in, n, 0, 0); i < (n);                 \
 	     i = next_in_order(in, n, 1, (in)[i].id))
 
+/* Of the k entries of v[] equal to the largest, the one `rotate` picks:
+ * at rotate 0 the first of them (first_wins) or the last, then the next
+ * one along at each step of rotate (ties take turns as the agent moves
+ * rotate on). */
+static uint32_t pick_top(const int64_t *v, uint32_t k, uint32_t rotate,
+			 int first_wins)
+{
+	uint32_t j, nt = 0, want, seen = 0;
+	int64_t top = v[0];
+
+	for (j = 1; j < k; j++)
+		if (v[j] > top)
+			top = v[j];
+	for (j = 0; j < k; j++)
+		nt += v[j] == top;
+	want = first_wins ? rotate % nt : nt - 1u - rotate % nt;
+	for (j = 0; j < k; j++)
+		if (v[j] == top && seen++ == want)
+			return j;
+	return k - 1u;	/* not reached */
+}
+
 /* Split the GPU among the busy MPS members of group g (see space.h). */
 static void split_group(const struct gs_space_params *p,
 			const struct gs_space_in *in, uint32_t n,
@@ -92,8 +114,9 @@ static void split_group(const struct gs_space_params *p,
 	uint32_t cnt[256];	/* granules per busy member, id order */
 	uint32_t rem[256];
 	uint32_t idx[256];
+	int64_t v[256];		/* what a tie-break compares */
 	uint64_t S = 0;
-	uint32_t k = 0, j, sum = 0, first = 0, members = 0;
+	uint32_t k = 0, j, sum = 0, first = 0, members = 0, last, left;
 
 	FOR_ID_ORDER(i, in, n) {
 		if (!out[i].mps || out[i].group != g)
@@ -129,13 +152,14 @@ static void split_group(const struct gs_space_params *p,
 		cnt[big]--;
 		sum--;
 	}
-	/* leftover granules by largest remainder, earlier id on ties */
+	/* leftover granules by largest remainder; among equal remainders
+	 * the earlier id, or another as p->rotate moves on */
 	while (sum < G) {
-		uint32_t best = 0;
+		uint32_t best;
 
-		for (j = 1; j < k; j++)
-			if (rem[j] > rem[best])
-				best = j;
+		for (j = 0; j < k; j++)
+			v[j] = rem[j];
+		best = pick_top(v, k, p->rotate, 1);
 		cnt[best]++;
 		rem[best] = 0;
 		sum++;
@@ -174,12 +198,29 @@ static void split_group(const struct gs_space_params *p,
 		cnt[best]++;
 		sum++;
 	}
-	for (j = 0; j < k; j++) {
+	/* the SMs beyond the last whole granule go with the range that
+	 * reaches the GPU's end (a green context's leftover SMs do too):
+	 * place last the member furthest below its share's SMs (plus the
+	 * co-run check's granules; the later id on ties, or another as
+	 * p->rotate moves on) */
+	left = p->sm_total - G * p->granule;
+	last = k - 1u;
+	if (left > 0 && k > 1) {
+		for (j = 0; j < k; j++)
+			v[j] = (int64_t)((uint64_t)p->sm_total *
+					 in[idx[j]].shares * 1000u / S) +
+			       ((int64_t)in[idx[j]].bias - (int64_t)cnt[j]) *
+			       (int64_t)p->granule * 1000;
+		last = pick_top(v, k, p->rotate, 0);
+	}
+	for (uint32_t r = 0; r < k; r++) {
+		/* id order, with `last` moved to the end */
+		j = r == k - 1u ? last : r >= last ? r + 1u : r;
 		struct gs_space_out *o = &out[idx[j]];
 
 		o->sm_first = first;
 		o->sm_count = cnt[j] * p->granule;
-		if (j == k - 1)
+		if (r == k - 1u)
 			o->sm_count = p->sm_total - first;
 		first += o->sm_count;
 		o->corun = k > 1;

@@ -39,9 +39,12 @@
  * id order (arrival order) and each joins the first group whose every
  * member it co-runs with and that still has a free granule, else opens a
  * new group.  Within a group, the busy members split the GPU's granules
- * in proportion to their shares (largest remainder, at least one granule
- * each; the SMs beyond the last whole granule go to the last busy
- * member), so an idle member's SMs go to the others (work-conserving)
+ * in proportion to their shares (largest remainder, earlier id on equal
+ * remainders, at least one granule each; the SMs beyond the last whole
+ * granule go with the range that reaches the GPU's end, to the member
+ * furthest below its share's SMs, the later id on ties; members are laid
+ * out in id order with that one last; `rotate` turns the ties over), so
+ * an idle member's SMs go to the others (work-conserving)
  * and a lone busy member gets the whole GPU.  Idle members get no SMs
  * until they are busy again.
  *
@@ -127,6 +130,12 @@ struct gs_space_params {
 	const uint8_t *apart;	/* NULL, or n x n: apart[i * n + j] 1 when
 				 * in[i] and in[j] were measured to do
 				 * worse side by side (they take turns) */
+	uint32_t rotate;	/* tie-breaks: 0 as documented; each step
+				 * hands a tied granule, or the SMs beyond
+				 * the last whole granule, to the next tied
+				 * member (the agent moves it on every
+				 * `space_rotate`, so that what cannot be
+				 * split exactly is shared over time) */
 };
 
 /* Plan n allocations (in[] in any order; out[i] answers in[i]).

@@ -82,8 +82,16 @@ struct gs_space_agent {
 	uint32_t nrecs, cap;
 	struct gs_space_sample *smp;	/* the counters' source */
 	int busy;		/* re-entrancy guard (notify from plan) */
+	uint32_t rot;		/* rotation step of the last plans */
 	uint64_t next_check;	/* next probe/split/check pass */
 };
+
+/* The planner's rotation step now (space.h: ties take turns). */
+static uint32_t rot_of(const struct gs_agent_config *cfg, uint64_t now)
+{
+	return cfg->space_rotate_ns ? (uint32_t)(now / cfg->space_rotate_ns)
+				    : 0u;
+}
 
 static struct rec *rec_find(struct gs_space_agent *sa, uint64_t id)
 {
@@ -317,6 +325,7 @@ static void plan_once(struct gs_space_agent *sa, int32_t gpu, uint64_t gone,
 	p.granule = cfg->sm_granule;
 	p.mps_uid = gs_mps_uid(sa->mps, gpu);
 	p.apart = NULL;
+	p.rotate = rot_of(cfg, now);
 	if (cfg->space_check && n > 1 &&
 	    (apart = calloc((size_t)n * n, 1)) != NULL) {
 		for (i = 0; i < n; i++) {
@@ -517,10 +526,11 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 {
 	struct gs_space_agent *sa = arg;
 	struct gs_alloc_table *t = gs_agent_allocs(sa->ag);
-	uint32_t gi, i, k;
-	int check = 0;
+	uint32_t gi, i, k, rot = rot_of(gs_agent_config(sa->ag), now);
+	int check = 0, turn = rot != sa->rot;
 
 	(void)l;
+	sa->rot = rot;
 	if (gs_agent_config(sa->ag)->space_check && now >= sa->next_check) {
 		check = 1;
 		sa->next_check = now + GS_SPACE_CHECK_EVERY_MS * NS_PER_MS;
@@ -557,6 +567,8 @@ static void on_tick(struct gs_loop *l, uint64_t now, void *arg)
 		}
 		if (seen < 2 && replan != 2)
 			continue;
+		if (turn)	/* the odd SMs change hands (if any tie) */
+			replan = 1;
 		for (i = 0; i < MAXPLAN && check && !replan; i++)
 			replan = check_group(sa, gpu, i, now);
 		if (replan) {

@@ -8,7 +8,8 @@
 # adds up to more than the wall time) while each keeps its share of the
 # GPU's time (30 + 30 as a group, 40 alone); an idle member's SMs go to
 # the other (its control page rewritten within a few ms of the partner's
-# exit); two compute-heavy jobs (simulated profiles) take turns and say
+# exit); two 50-share members hold the odd SMs in turn (space_rotate);
+# two compute-heavy jobs (simulated profiles) take turns and say
 # so in STATUS, while a compute-heavy one and a memory-heavy one co-run;
 # a job under the launch gate takes turns with its partner, uncapped;
 # gsacct bills the co-running jobs kernel time x partition; the NVML
@@ -53,11 +54,13 @@ within() {	# within GOT WANT TOL (percent points)
 }
 
 # the co-run check (a probe alone first, then measured rates; off by
-# default) has its own test, test_corun_check.sh
+# default) has its own test, test_corun_check.sh; the odd SMs stay put
+# (space_rotate: 0) until part 2b, so that part 1's bills are exact
 gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE
 space_check: false
+space_rotate: 0
 CONF
 gs_agent_start
 
@@ -135,6 +138,31 @@ nset=$(awk '$1 == "part" && $2 > 0' "$dir/p.out" "$dir/q.out" | wc -l)
 exec 9>&-
 gs_wait_jobs 10
 for x in $pa $qa; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 2b. two 50-share members: 64 + 68 SMs, and the 68 changes hands every
+# space_rotate (200 ms here, reloaded)
+gs_agent_conf <<CONF
+gpus: {simulated: 1}
+mps_control: $FAKE
+space_check: false
+space_rotate: 200ms
+CONF
+kill -HUP "$apid"
+until5 "reloaded (space_rotate: 200ms)" grep -q "configuration reloaded" "$dir/log"
+ra=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+rb=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+mkfifo "$dir/ra-in" "$dir/rb-in"
+$PROBE "$sock" "$ra" 30 < "$dir/ra-in" > "$dir/ra.out" 2>&1 &
+jpids="$jpids $!"
+$PROBE "$sock" "$rb" 30 < "$dir/rb-in" > "$dir/rb.out" 2>&1 &
+jpids="$jpids $!"
+exec 8> "$dir/ra-in" 9> "$dir/rb-in"
+had() { grep -q "^part [0-9]* $2\( \|\$\)" "$dir/$1.out"; }
+turns() { had ra "0 64" && had ra "64 68" && had rb "0 64" && had rb "64 68"; }
+until5 "50/50: each member held 64 and 68 SMs in turn" turns
+exec 8>&- 9>&-
+gs_wait_jobs 10
+for x in $ra $rb; do $CTL -s "$sock" close "$x" >/dev/null; done
 
 # 3. classes from the simulated GPU's counters (space_sample.c): each job
 # runs alone first and is classified; then two compute-heavy ones take

@@ -55,7 +55,8 @@ static uint32_t cls_of(const char *s)
 
 /* Apply one event line: "+ id uid shares class" (arrive busy),
  * "- id" (leave), "idle id", "busy id", "cls id class", "gate id" (its
- * job keeps no partition), "lib id" (libgshare: it keeps one). */
+ * job keeps no partition), "lib id" (libgshare: it keeps one), "rot n"
+ * (the tie-breaks' rotation step). */
 static void apply(struct world *w, const char *ev)
 {
 	char op[8], c[8];
@@ -64,6 +65,10 @@ static void apply(struct world *w, const char *ev)
 	int i;
 
 	assert_true(sscanf(ev, "%7s %llu", op, &id) == 2);
+	if (strcmp(op, "rot") == 0) {	/* the agent's rotation step */
+		w->p.rotate = (uint32_t)id;
+		return;
+	}
 	i = find(w, id);
 	if (strcmp(op, "+") == 0) {
 		assert_int_equal(sscanf(ev, "+ %llu %u %u %7s", &id, &uid,
@@ -209,10 +214,10 @@ static void test_arrive_leave_idle(void **state)
 		{ "idle 2", "1:0+132/0 2:0+0/0", "1 2" },
 		{ "busy 2", "1:0+40/0c 2:40+92/0c", "1 2" },
 		/* a compute job joins the group: 30:70:20 of 16 */
-		{ "+ 3 1000 20 MC", "1:0+32/0c 2:32+72/0c 3:104+28/0c",
+		{ "+ 3 1000 20 MC", "1:0+32/0c 2:56+76/0c 3:32+24/0c",
 		  "1 2 3" },
 		/* 1 leaves: 70:20 → 12.4:3.6 → 12/4 */
-		{ "- 1", "2:0+96/0c 3:96+36/0c", "2 3" },
+		{ "- 1", "2:32+100/0c 3:0+32/0c", "2 3" },
 		{ "- 2", "3:0+132/0", "3" },
 		{ NULL, NULL, NULL },
 	};
@@ -250,8 +255,8 @@ static void test_other_uid(void **state)
 		/* another user: cannot join uid 1000's MPS server */
 		{ "+ 2 1001 60 HM", "1:0+132/0 2:0+132/1", NULL },
 		/* 40:60 of 16 granules: 6.4/9.6 → 6/10 */
-		{ "+ 3 1000 60 HM", "1:0+48/0c 2:0+132/1 3:48+84/0c", NULL },
-		{ "idle 2", "1:0+48/0c 2:0+0/1 3:48+84/0c", "2" },
+		{ "+ 3 1000 60 HM", "1:80+52/0c 2:0+132/1 3:0+80/0c", NULL },
+		{ "idle 2", "1:80+52/0c 2:0+0/1 3:0+80/0c", "2" },
 		{ NULL, NULL, NULL },
 	};
 
@@ -264,7 +269,7 @@ static void test_small_shares_and_granules(void **state)
 	static const struct step t[] = {
 		/* 1 share beside 99: at least one granule */
 		{ "+ 1 1000 99 LC", "1:0+132/0", NULL },
-		{ "+ 2 1000 1 LC", "1:0+120/0c 2:120+12/0c", NULL },
+		{ "+ 2 1000 1 LC", "1:8+124/0c 2:0+8/0c", NULL },
 		{ NULL, NULL, NULL },
 	};
 	/* A100-like: 108 SMs, 2-SM granules: 54 granules */
@@ -295,8 +300,8 @@ static void test_check_inputs(void **state)
 		  "1 2 3" },
 		{ "- 1", "2:0+64/0c 3:64+68/0c", "2 3" },
 		/* 3 gets two granules more, 2 gives them */
-		{ "bias 3 2", "2:0+48/0c 3:48+84/0c", "2 3" },
-		{ "bias 2 -2", "2:0+48/0c 3:48+84/0c", "" },
+		{ "bias 3 2", "2:80+52/0c 3:0+80/0c", "2 3" },
+		{ "bias 2 -2", "2:0+48/0c 3:48+84/0c", "2 3" },
 		/* measured slower side by side: turns */
 		{ "apart 2 3", "2:0+132/0 3:0+132/1", "2 3" },
 		{ NULL, NULL, NULL },
@@ -439,7 +444,7 @@ static void test_check_steps(void **state)
  * disjoint and cover the GPU, whatever the mix (randomized). */
 static void test_invariants(void **state)
 {
-	struct gs_space_params p = { 132, 8, GS_SPACE_NOUID, NULL };
+	struct gs_space_params p = { 132, 8, GS_SPACE_NOUID, NULL, 0 };
 	struct gs_space_in in[40];
 	struct gs_space_out out[40];
 	unsigned seed = 12345;
@@ -450,12 +455,15 @@ static void test_invariants(void **state)
 		uint32_t n = 1 + (uint32_t)(rand_r(&seed) % 40), i, g;
 		int ng;
 
+		memset(in, 0, sizeof(in));
+		p.rotate = (uint32_t)rand_r(&seed);
 		for (i = 0; i < n; i++) {
 			in[i].id = 1 + (uint64_t)i * 3;
 			in[i].uid = 1000 + (uint32_t)(rand_r(&seed) % 2);
 			in[i].shares = 1 + (uint32_t)(rand_r(&seed) % 100);
 			in[i].busy = (uint32_t)(rand_r(&seed) % 4 != 0);
 			in[i].cls = (uint32_t)(rand_r(&seed) % 6);
+			in[i].fixed = (uint32_t)(rand_r(&seed) % 6 == 0);
 		}
 		ng = gs_space_plan(&p, in, n, out);
 		assert_true(ng >= 1);
@@ -486,9 +494,13 @@ static void test_invariants(void **state)
 				sum += out[i].sm_count;
 				for (uint32_t j = 0; j < n; j++)
 					if (j != i && out[j].group == g &&
-					    in[j].busy)
+					    in[j].busy) {
 						assert_true(gs_space_corun(
 						    in[i].cls, in[j].cls));
+						/* a gated job runs alone */
+						assert_false(in[i].fixed ||
+							     in[j].fixed);
+					}
 			}
 			assert_true(busy == 0 || sum == 132);
 		}
@@ -525,6 +537,43 @@ static void test_classify_and_table(void **state)
 	assert_string_equal(gs_space_class_name(GS_SC_HM), "memory-heavy");
 }
 
+/* What cannot be split exactly: the SMs beyond the last whole granule
+ * go to the member furthest below its share (whoever arrived first), and
+ * ties take turns as the agent steps the rotation on, so that each member
+ * gets its share over time. */
+static void test_remainder_turns(void **state)
+{
+	static const struct step t[] = {
+		/* 70 arrives first: it still gets the 4 SMs (92.4 wanted) */
+		{ "+ 1 1000 70 HM", "1:0+132/0", "1" },
+		{ "+ 2 1000 30 LC", "1:40+92/0c 2:0+40/0c", "1 2" },
+		{ "- 2", "1:0+132/0", "1" },
+		/* 50/50: 64 + 68, the 68 taking turns */
+		{ "+ 3 1000 70 LC", "1:0+64/0c 3:64+68/0c", "1 3" },
+		{ "rot 1", "1:64+68/0c 3:0+64/0c", "1 3" },
+		{ "rot 2", "1:0+64/0c 3:64+68/0c", "1 3" },
+		{ NULL, NULL, NULL },
+	};
+	/* three equal shares of 16.5 granules: 48 / 40 / 44 SMs, each
+	 * member 44 on average over six steps (rot 4 and 5: 40/48/44 and
+	 * 44/40/48) */
+	static const struct step e[] = {
+		{ "+ 1 1000 30 LC", "1:0+132/0", "1" },
+		{ "+ 2 1000 30 LC", "1:0+64/0c 2:64+68/0c", "1 2" },
+		{ "+ 3 1000 30 LC", "1:0+48/0c 2:48+40/0c 3:88+44/0c",
+		  "1 2 3" },
+		{ "rot 1", "1:88+44/0c 2:0+48/0c 3:48+40/0c", "1 2 3" },
+		{ "rot 2", "1:0+40/0c 2:88+44/0c 3:40+48/0c", "1 2 3" },
+		{ "rot 3", "1:0+48/0c 2:88+44/0c 3:48+40/0c", "1 3" },
+		{ "rot 6", "1:0+48/0c 2:48+40/0c 3:88+44/0c", "2 3" },
+		{ NULL, NULL, NULL },
+	};
+
+	(void)state;
+	run_trace(t, 132, 8);
+	run_trace(e, 132, 8);
+}
+
 /* Jobs under the launch gate keep no partition: each is planned alone
  * and takes turns, whatever its class; the libgshare jobs beside them
  * still pair among themselves. */
@@ -554,7 +603,7 @@ static void test_gated_jobs(void **state)
 
 static void test_reasons_and_errors(void **state)
 {
-	struct gs_space_params p = { 132, 8, 1000, NULL };
+	struct gs_space_params p = { 132, 8, 1000, NULL, 0 };
 	struct gs_space_in in[3] = {
 		{ 5, 1000, 50, 1, GS_SC_HC, 0, 0, 0 },
 		{ 6, 1000, 50, 1, GS_SC_HC, 0, 0, 0 },
@@ -617,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_check_inputs),
 		cmocka_unit_test(test_check_steps),
 		cmocka_unit_test(test_classify_and_table),
+		cmocka_unit_test(test_remainder_turns),
 		cmocka_unit_test(test_gated_jobs),
 		cmocka_unit_test(test_reasons_and_errors),
 	};
