@@ -214,10 +214,11 @@ static void split_group(const struct gs_space_params *p,
 		last = pick_top(v, k, p->rotate, 0);
 	}
 	for (uint32_t r = 0; r < k; r++) {
+		struct gs_space_out *o;
+
 		/* id order, with `last` moved to the end */
 		j = r == k - 1u ? last : r >= last ? r + 1u : r;
-		struct gs_space_out *o = &out[idx[j]];
-
+		o = &out[idx[j]];
 		o->sm_first = first;
 		o->sm_count = cnt[j] * p->granule;
 		if (r == k - 1u)
