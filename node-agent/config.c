@@ -304,6 +304,11 @@ static int validate(const struct gs_agent_config *c, const char *file,
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: grace: must be at least a quarter "
 				    "of the slice", file);
+	/* each step resizes the members concerned (an eviction each) */
+	if (c->space_rotate_ns != 0 && c->space_rotate_ns < 100 * GS_NS_PER_MS)
+		return gs_error_set(err, GS_ECONFIG,
+				    "%s: space_rotate: 0 (never) or at least "
+				    "100ms", file);
 	if (c->root_reserved_clients >= c->max_clients)
 		return gs_error_set(err, GS_ECONFIG,
 				    "%s: root_reserved_clients: must be less "
