@@ -15,6 +15,12 @@
  * alike; UNKNOWN before GS_SPACE_MIN_SAMPLES).  A sample that changes
  * the class plans the GPU again.
  *
+ * Jobs that keep no partition (the launch gate says so in its page's
+ * job_kind) are planned alone with `space_unmodified: turns` (fixed_of);
+ * the tick plans again when a job says it after its attach.  Ties in the
+ * split take turns: the planner's rotation step is the time over
+ * `space_rotate`, and the tick plans again at each new step.
+ *
  * The co-run check (space.h, docs/space.md): with `space_check` on, an
  * attached job is measured alone first (probe: a group of its own until
  * it held the token alone GS_SPACE_PROBE_MS), then co-runs; every
