@@ -149,7 +149,11 @@ GS_PLUGSTACK=$PLUGSTACK_BASE
 gs_cluster_up
 # srun and slurmstepd read plugstack.conf afresh each time
 set_plugstack() {
-	printf '%s %s\n' "${PLUGSTACK_BASE//@T@/$GS_T}" "$*" >"$GS_T/plugstack.conf"
+	# whole or not at all: slurmd reads it for a job's epilog at any
+	# moment (a truncated file there left an allocation open)
+	printf '%s %s\n' "${PLUGSTACK_BASE//@T@/$GS_T}" "$*" \
+	    >"$GS_T/plugstack.conf.new" &&
+	    mv -f "$GS_T/plugstack.conf.new" "$GS_T/plugstack.conf"
 }
 
 # ---------------------------------------------------------------- options
