@@ -367,6 +367,7 @@ int gs_alloc_attach_slot(struct gs_alloc *a, uint32_t gpu_index,
 	for (i = 0; i < a->natt; i++)
 		if (a->att[i].conn == NULL) {
 			/* a new process: it says again what it runs */
+			a->att[i].kind = GS_CTL_JOB_UNKNOWN;
 			if (a->att[i].page != NULL)
 				__atomic_store_n(&a->att[i].page->job_kind,
 						 (uint32_t)GS_CTL_JOB_UNKNOWN,

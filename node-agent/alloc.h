@@ -37,6 +37,10 @@ struct gs_attach {
 	int ctl_fd;		/* memfd of this slot's page, -1: none */
 	struct gs_ctlpage *page;	/* agent's own mapping */
 	int wants;		/* sent TOKEN_WANT, not released idle */
+	uint32_t kind;		/* the page's job_kind as the process first
+				 * said it (0: not yet); later writes are
+				 * not read, so a job that flips it cannot
+				 * make its partners' partitions flap */
 	int granted;		/* holds the current grant, no release yet */
 	uint64_t grant_at;	/* when it got it */
 };

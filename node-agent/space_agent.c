@@ -205,19 +205,26 @@ static uint32_t probe_of(struct gs_space_agent *sa, const struct gs_alloc *a)
  * `space_unmodified: cap` it co-runs under its thread cap instead.  The
  * word is the job's to write: claiming the gate only makes its own
  * allocation take turns, and a gated job that claims libgshare co-runs
- * on SMs it does not keep to, as a job that bypasses the gate would. */
-static uint32_t fixed_of(struct gs_space_agent *sa, const struct gs_alloc *a)
+ * on SMs it does not keep to, as a job that bypasses the gate would.
+ * The first word each attached process says is kept (gs_attach.kind):
+ * one plan per attach, however often the job rewrites it. */
+static uint32_t fixed_of(struct gs_space_agent *sa, struct gs_alloc *a)
 {
 	unsigned k;
+	uint32_t fixed = 0;
 
-	if (gs_agent_config(sa->ag)->space_unmodified != GS_SPACE_UNMOD_TURNS)
-		return 0;
-	for (k = 0; k < a->natt; k++)
-		if (a->att[k].conn != NULL && a->att[k].page != NULL &&
-		    __atomic_load_n(&a->att[k].page->job_kind,
-				    __ATOMIC_RELAXED) == GS_CTL_JOB_GATE)
-			return 1;
-	return 0;
+	for (k = 0; k < a->natt; k++) {
+		struct gs_attach *t = &a->att[k];
+
+		if (t->conn == NULL || t->page == NULL)
+			continue;
+		if (t->kind == GS_CTL_JOB_UNKNOWN)
+			t->kind = __atomic_load_n(&t->page->job_kind,
+						  __ATOMIC_RELAXED);
+		fixed |= t->kind == GS_CTL_JOB_GATE;
+	}
+	return gs_agent_config(sa->ag)->space_unmodified ==
+		       GS_SPACE_UNMOD_TURNS && fixed;
 }
 
 static int apart_of(const struct rec *r, uint64_t other, uint64_t now)

@@ -6,8 +6,10 @@
  * for up to SECONDS (default 20) or until stdin closes.  With `stamp`
  * (test_cogrant.sh) it looks every 0.2 ms, adds the CLOCK_MONOTONIC ns
  * of each change to its line and prints `exit NS` just before it closes
- * its connection.
- * Usage: space_probe SOCKET ALLOC [SECONDS [stamp]]
+ * its connection.  With `flap` (a job that lies) it says "gate" in its
+ * page's job_kind for 200 ms, then rewrites it at every look, libgshare
+ * and gate in turn, looking every 0.2 ms.
+ * Usage: space_probe SOCKET ALLOC [SECONDS [stamp|flap]]
  */
 #include <inttypes.h>
 #include <poll.h>
@@ -33,11 +35,13 @@ int main(int argc, char **argv)
 {
 	struct gs_client *c = NULL;
 	struct gs_error err;
-	const volatile struct gs_ctlpage *p;
+	volatile struct gs_ctlpage *p;
 	uint64_t last = UINT64_MAX;
 	time_t end;
 	void *m;
 	int fd = -1, stamp = argc > 4 && strcmp(argv[4], "stamp") == 0;
+	int flap = argc > 4 && strcmp(argv[4], "flap") == 0;
+	uint32_t looks = 0;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: space_probe SOCKET ALLOC [SECONDS]\n");
@@ -52,7 +56,8 @@ int main(int argc, char **argv)
 		gs_client_free(c);
 		return 1;
 	}
-	m = mmap(NULL, GS_CTL_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	m = mmap(NULL, GS_CTL_SIZE, PROT_READ | (flap ? PROT_WRITE : 0),
+		 MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		perror("space_probe: mmap");
 		return 1;
@@ -75,7 +80,13 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			last = g;
 		}
-		if (stamp) {
+		if (flap)
+			__atomic_store_n(&p->job_kind,
+					 ++looks < 1000u || (looks & 1u) ?
+					 (uint32_t)GS_CTL_JOB_GATE :
+					 (uint32_t)GS_CTL_JOB_LIBGSHARE,
+					 __ATOMIC_RELEASE);
+		if (stamp || flap) {
 			struct timespec ts = { 0, 200000 };
 
 			if (poll(&in, 1, 0) > 0 &&

@@ -9,6 +9,8 @@
 # GPU's time (30 + 30 as a group, 40 alone); an idle member's SMs go to
 # the other (its control page rewritten within a few ms of the partner's
 # exit); two 50-share members hold the odd SMs in turn (space_rotate);
+# a job that flips its page's job_kind every 0.2 ms moves nobody's
+# partition but once;
 # two compute-heavy jobs (simulated profiles) take turns and say
 # so in STATUS, while a compute-heavy one and a memory-heavy one co-run;
 # a job under the launch gate takes turns with its partner, uncapped;
@@ -163,6 +165,50 @@ until5 "50/50: each member held 64 and 68 SMs in turn" turns
 exec 8>&- 9>&-
 gs_wait_jobs 10
 for x in $ra $rb; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 2c. a job that lies: it says "gate" in its page's job_kind, then
+# rewrites it every 0.2 ms, libgshare and gate in turn.  The agent keeps the first word of each
+# attach, so its partner's partition does not follow the flips (it
+# would change at every 1 ms tick), and the agent stays up.
+gs_agent_conf <<CONF
+gpus: {simulated: 1}
+mps_control: $FAKE
+space_check: false
+space_rotate: 0
+CONF
+n0=$(grep -c "configuration reloaded" "$dir/log")
+kill -HUP "$apid"
+reloaded() { [ "$(grep -c "configuration reloaded" "$dir/log")" -gt "$n0" ]; }
+until5 "reloaded (space_rotate: 0)" reloaded
+fb=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+mkfifo "$dir/fa-in" "$dir/fb-in"
+$PROBE "$sock" "$fb" 30 stamp < "$dir/fb-in" > "$dir/fb.out" 2>&1 &
+jpids="$jpids $!"
+exec 9> "$dir/fb-in"
+until5 "$fb alone on the whole GPU" seen fb "0 132"
+fa=$($CTL -s "$sock" create --shares 30 --gpu 0 --uid 1000 --mode space)
+$PROBE "$sock" "$fa" 30 flap < "$dir/fa-in" > "$dir/fa.out" 2>&1 &
+jpids="$jpids $!"
+exec 8> "$dir/fa-in"
+settled() { [ "$(field "$fa" space)" = "takes turns: no libgshare, no partition" ] &&
+	seen fb "0 132"; }
+until5 "the liar's first word (gate) planned: it takes turns" settled
+# its flips start 200 ms after its start: let them begin
+t0=$(ms)
+while [ $(( $(ms) - t0 )) -lt 300 ]; do sleep 0.05; done
+# a second of flips (about 5000) after that plan: the partner's
+# partition does not change again (it would at every 1 ms tick if the
+# agent followed the flips)
+n1=$(grep -c "^part " "$dir/fb.out")
+t0=$(ms)
+while [ $(( $(ms) - t0 )) -lt 1000 ]; do sleep 0.1; done
+nf=$(( $(grep -c "^part " "$dir/fb.out") - n1 ))
+kill -0 "$apid" 2>/dev/null && [ "$nf" = 0 ] &&
+	ok "job_kind flipped every 0.2 ms for 1 s: the partner's partition did not move, the agent is up" ||
+	bad "flipping liar: the partner's partition changed $nf times in 1 s (agent alive: $(kill -0 "$apid" 2>/dev/null && echo yes || echo no))"
+exec 8>&- 9>&-
+gs_wait_jobs 10
+for x in $fa $fb; do $CTL -s "$sock" close "$x" >/dev/null; done
 
 # 3. classes from the simulated GPU's counters (space_sample.c): each job
 # runs alone first and is classified; then two compute-heavy ones take
