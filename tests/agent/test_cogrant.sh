@@ -149,8 +149,13 @@ mps_control: $FAKE
 space_check: false
 space_rotate: 200ms
 CONF
-kill -HUP "$apid"
-until5 "reloaded (space_rotate: 200ms)" grep -q "configuration reloaded" "$dir/log"
+reload() {	# DESC: SIGHUP, until the agent says it reloaded
+	n0=$(grep -c "configuration reloaded" "$dir/log")
+	kill -HUP "$apid"
+	until5 "$1" reloaded
+}
+reloaded() { [ "$(grep -c "configuration reloaded" "$dir/log")" -gt "$n0" ]; }
+reload "reloaded (space_rotate: 200ms)"
 ra=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 rb=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 mkfifo "$dir/ra-in" "$dir/rb-in"
@@ -176,10 +181,7 @@ mps_control: $FAKE
 space_check: false
 space_rotate: 0
 CONF
-n0=$(grep -c "configuration reloaded" "$dir/log")
-kill -HUP "$apid"
-reloaded() { [ "$(grep -c "configuration reloaded" "$dir/log")" -gt "$n0" ]; }
-until5 "reloaded (space_rotate: 0)" reloaded
+reload "reloaded (space_rotate: 0)"
 fb=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 mkfifo "$dir/fa-in" "$dir/fb-in"
 $PROBE "$sock" "$fb" 30 stamp < "$dir/fb-in" > "$dir/fb.out" 2>&1 &
