@@ -102,7 +102,7 @@ const struct gs_cfg_key gs_agent_keys[] = {
 	GS_CFG_KEY_BOOL("space_partitions", C, space_partitions, "true",
 			"write planned SM partitions into control pages "
 			"(false: co-granted members share all SMs)"),
-	GS_CFG_KEY_BOOL("space_check", C, space_check, "false",
+	GS_CFG_KEY_BOOL("space_check", C, space_check, "true",
 			"measure co-running space jobs against their rates "
 			"alone: move granules, or let them take turns"),
 	GS_CFG_KEY_DURATION("space_rotate", C, space_rotate_ns, 0,

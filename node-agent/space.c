@@ -418,8 +418,20 @@ int gs_space_check(const struct gs_space_fb *m, uint32_t k,
 			hi = i;
 	}
 	if (last_from < k && last_to < k && !settled) {
-		/* the last move made the lowest lower: take it back */
-		if (v->min_d < last_min_d) {
+		const struct gs_space_fb *dn = &m[last_from];
+
+		/* the last move made the lowest lower (beyond the noise of
+		 * a 300 ms window), or the donor lost
+		 * its rate with its SMs (more than GS_SPACE_DONOR_PM of the
+		 * fraction it gave: it was not bound by the memory
+		 * bandwidth, so the granule took from it as much as it
+		 * gave, whatever the reference rates say): take it back */
+		if (v->min_d + GS_SPACE_NOISE_PM < last_min_d ||
+		    (dn->before > 0 && dn->corun < dn->before &&
+		     dn->before_sms > dn->sms &&
+		     (dn->before - dn->corun) * 1000u * dn->before_sms >
+		     (uint64_t)GS_SPACE_DONOR_PM * dn->before *
+		     (dn->before_sms - dn->sms))) {
 			v->act = GS_SPACE_MOVE;
 			v->from = last_to;
 			v->to = last_from;

@@ -157,6 +157,10 @@ struct gs_space_fb {
 	uint32_t granules;	/* its partition now */
 	uint64_t alone;		/* progress per second alone (held time) */
 	uint64_t corun;		/* progress per second co-running (wall) */
+	uint64_t before;	/* corun at the check before the last move
+				 * (0: not known) */
+	uint32_t sms, before_sms;	/* its SMs now and then (the odd
+					 * SMs rotate: granules say less) */
 };
 
 enum gs_space_act {
@@ -176,6 +180,10 @@ struct gs_space_verdict {
 };
 
 #define GS_SPACE_TOL_PM		50u	/* within 5 % of its share: fine */
+#define GS_SPACE_DONOR_PM	750u	/* a donor may lose at most 3/4 of the
+					 * fraction of SMs it gave */
+#define GS_SPACE_NOISE_PM	30u	/* a lowest that fell less than this
+					 * after a move: noise, not the move */
 #define GS_SPACE_SPLIT_D_PM	900u	/* below 90 % of its share, or ... */
 #define GS_SPACE_SPLIT_SUM_PM	1000u	/* ... under one job's worth: turns */
 

@@ -73,6 +73,8 @@ struct rec {
 	uint64_t apart_until[NAPART];	/* ... until then (ns) */
 	uint64_t last_from, last_to;	/* the group's last move (ids) */
 	uint32_t last_min_d;
+	uint64_t last_corun;		/* its co-run rate at the last check */
+	uint32_t last_sms;		/* and its SMs then */
 	int settled;
 	int split_votes;		/* split verdicts in a row */
 	char note[32];			/* the last check, for STATUS */
@@ -259,6 +261,8 @@ static void check_reset(struct gs_space_agent *sa, struct rec *r)
 	r->bias = 0;
 	r->last_from = r->last_to = 0;
 	r->last_min_d = 0;
+	r->last_corun = 0;
+	r->last_sms = 0;
 	r->settled = 0;
 	r->split_votes = 0;
 	r->note[0] = '\0';
@@ -463,6 +467,9 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 		if (m[i].shares == 0)
 			m[i].shares = 1;
 		m[i].granules = mr[i]->out.sm_count / cfg->sm_granule;
+		m[i].before = mr[i]->last_corun;
+		m[i].sms = mr[i]->out.sm_count;
+		m[i].before_sms = mr[i]->last_sms;
 		if (mr[i]->id == mr[0]->last_from)
 			lf = i;
 		if (mr[i]->id == mr[0]->last_to)
@@ -486,10 +493,19 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 			off = sizeof(buf) - 1;
 		gs_space_sample_corun_reset(sa->smp, mr[i]->id);
 	}
+	/* the latest move stays on trial (each check may take it back,
+	 * against the rates before it) until the next move, a take-back,
+	 * a settled pair or a split: one window that read well is not
+	 * enough to keep it */
 	for (i = 0; i < k; i++) {
 		mr[i]->settled = (int)v.settle;
-		mr[i]->last_from = mr[i]->last_to = 0;
-		mr[i]->last_min_d = v.min_d;
+		if (v.settle || v.act == GS_SPACE_SPLIT)
+			mr[i]->last_from = mr[i]->last_to = 0;
+		if (v.act == GS_SPACE_MOVE && !v.settle) {
+			mr[i]->last_min_d = v.min_d;
+			mr[i]->last_corun = m[i].corun;
+			mr[i]->last_sms = m[i].sms;
+		}
 	}
 	/* a split lasts GS_SPACE_RETRY_S: only on two verdicts in a row
 	 * (one window can be noise: a loaded host, a job's slow phase) */
@@ -501,8 +517,12 @@ static int check_group(struct gs_space_agent *sa, int32_t gpu, uint32_t g,
 			  "next check says so too", gpu, buf);
 		return 0;
 	}
-	if (v.act == GS_SPACE_KEEP)
+	if (v.act == GS_SPACE_KEEP) {
+		log_debug("space: gpu %d: co-run check: %s (lowest %u.%03u of "
+			  "its share): they stay%s", gpu, buf, v.min_d / 1000,
+			  v.min_d % 1000, v.settle ? " (settled)" : "");
 		return 0;
+	}
 	if (v.act == GS_SPACE_MOVE) {
 		log_info("space: gpu %d: co-run check: %s (lowest %u.%03u of "
 			 "its share): a granule from %llu to %llu", gpu, buf,

@@ -46,7 +46,7 @@ else
 
 LIBGSHARE   := $(B)/runtime/libgshare.so
 LIBGSHARE1  := $(B)/runtime/libgshare.so.1
-RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks softmax hist
+RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks softmax hist triad
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
 RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
 		 $(B)/runtime/bench/gs-loopab \

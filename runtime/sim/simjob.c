@@ -54,7 +54,9 @@
 
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
-#define PROGRESS_NS (50 * NS_PER_MS)
+/* progress on the page this often: the co-run check reads it over 300 ms
+ * windows (at 50 ms a window read up to a sixth too much or too little) */
+#define PROGRESS_NS (5 * NS_PER_MS)
 #define TICK_NS 1000ull		/* --tasks: one device tick */
 #define TPOLL_NS 100000ull	/* --tasks: the host looks this often */
 #define TSMS 4u			/* --tasks: simulated SMs */
@@ -80,6 +82,9 @@ struct sim {
 	int scaling;		/* --scaling: SCALE_* */
 	uint32_t corun_slow;	/* --corun-slow: percent longer tasks on a
 				 * partition narrower than the GPU */
+	uint32_t alone_slow;	/* --alone-slow: percent longer tasks on
+				 * the whole GPU (its rate alone reads low,
+				 * as a kernel's in short turns can) */
 	uint64_t task_base;	/* --task-us; task_ns: this run's length */
 	int json;
 	uint64_t ntasks;	/* --tasks: 0: block-tasks */
@@ -174,7 +179,8 @@ sim_run1(struct sim *m, volatile struct gs_ctlpage *page,
 	int done_at_kmax = 1;
 	/* a job whose speed follows its partition relaunches on a new
 	 * one, as libgshare does */
-	int follow = m->scaling != SCALE_NONE || m->corun_slow != 0;
+	int follow = m->scaling != SCALE_NONE || m->corun_slow != 0 ||
+		     m->alone_slow != 0;
 
 	*resized = 0;
 	if (page != NULL)
@@ -200,6 +206,8 @@ sim_run1(struct sim *m, volatile struct gs_ctlpage *page,
 		m->task_ns = m->task_base * SIM_MEM_SMS / sms;
 	if (sms < SIM_SMS)
 		m->task_ns += m->task_ns * m->corun_slow / 100;
+	else
+		m->task_ns += m->task_ns * m->alone_slow / 100;
 	done_gpu = __atomic_load_n(&m->gpu_ns, __ATOMIC_RELAXED);
 	if (m->end_ns != UINT64_MAX)
 		kmax = m->end_ns > t0 ? tasks_for(m, m->end_ns - t0) : 0;
@@ -646,6 +654,8 @@ usage(FILE *f)
 "                        or memory (longer only below 44 SMs)\n"
 "      --corun-slow PCT  tasks PCT %% longer on a partition (beside\n"
 "                        others: their interference)\n"
+"      --alone-slow PCT  tasks PCT %% longer on the whole GPU (a rate\n"
+"                        alone that reads low)\n"
 "      --kind K          what it tells the agent it runs: libgshare\n"
 "                        (default; keeps a partition) or gate (the\n"
 "                        launch gate: space mode plans it alone)\n"
@@ -752,7 +762,7 @@ bad:
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
        OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE, OPT_SCALING,
-       OPT_SLOW, OPT_KIND };
+       OPT_SLOW, OPT_KIND, OPT_ASLOW };
 
 int
 main(int argc, char **argv)
@@ -779,6 +789,7 @@ main(int argc, char **argv)
 		{ "profile", required_argument, NULL, OPT_PROFILE },
 		{ "scaling", required_argument, NULL, OPT_SCALING },
 		{ "corun-slow", required_argument, NULL, OPT_SLOW },
+		{ "alone-slow", required_argument, NULL, OPT_ASLOW },
 		{ "kind", required_argument, NULL, OPT_KIND },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -932,6 +943,20 @@ main(int argc, char **argv)
 				return 2;
 			}
 			m.corun_slow = (uint32_t)pct;
+			break;
+		}
+		case OPT_ASLOW: {
+			uint64_t pct;
+
+			if (parse_u64("--alone-slow", optarg, &pct) < 0)
+				return 2;
+			if (pct > 1000) {
+				fprintf(stderr, "gshare-simjob: --alone-slow: "
+					"0..1000 (percent), not %s\n",
+					optarg);
+				return 2;
+			}
+			m.alone_slow = (uint32_t)pct;
 			break;
 		}
 		case OPT_TASKS:

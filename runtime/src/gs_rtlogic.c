@@ -318,7 +318,13 @@ gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
 	if (slots == 0 || left == 0 || task_ns == 0 ||
 	    (task_ns > target_ns / 4u && task_ns > long_ns))
 		return 0;
-	waves = target_ns / task_ns;
+	/* long blocks: whole waves of up to long_ns (one at least) — a
+	 * one-wave chunk left its last blocks' SMs idle until the next
+	 * (sgemm attached alone +1.9..2.6 % over its plain twin at 500 us
+	 * chunks, -0.5 % at 2 ms: docs/benchmarks.md, run 101); the bound
+	 * on a suspend's wait stays two chunks of at most long_ns */
+	waves = (task_ns > target_ns / 4u && long_ns > target_ns ? long_ns :
+		 target_ns) / task_ns;
 	if (waves == 0)
 		waves = 1;
 	n = waves * slots;

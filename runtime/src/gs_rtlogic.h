@@ -181,8 +181,9 @@ int gs__config_parse(struct gs__config *c,
  * work, whole waves, at least one; the rest when less than half a wave
  * would stay behind.  0 (run it persistent) when the task time is
  * unknown, or over target_ns / 4 and over long_ns: blocks up to long_ns
- * (the attached job's slice / 2) run one wave per chunk, so that the two
- * in flight hold a suspend for at most about a slice.
+ * (the attached job's slice / 2) run in chunks of whole waves of up to
+ * long_ns of work (one wave at least), so that the two in flight hold a
+ * suspend for at most about a slice.
  */
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
 			      uint64_t target_ns, uint64_t long_ns,

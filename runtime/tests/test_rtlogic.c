@@ -164,9 +164,12 @@ test_direct_chunk(void **state)
 	/* the limit: a quarter of the target per block */
 	assert_int_equal(gs__direct_chunk(100, 125000, 500000, 0, 1000), 400);
 	assert_int_equal(gs__direct_chunk(100, 125001, 500000, 0, 1000), 0);
-	/* longer blocks up to long_ns (half the slice): one wave a chunk */
+	/* longer blocks up to long_ns (half the slice): whole waves of up
+	 * to long_ns, one at least */
 	assert_int_equal(gs__direct_chunk(528, 700000, 500000, 2000000, 4096),
-			 528);
+			 1056);
+	assert_int_equal(gs__direct_chunk(528, 1000001, 500000, 2000000,
+					  4096), 528);
 	assert_int_equal(gs__direct_chunk(528, 700000, 500000, 2000000, 700),
 			 700);
 	assert_int_equal(gs__direct_chunk(528, 2000000, 500000, 2000000, 4096),
@@ -174,7 +177,10 @@ test_direct_chunk(void **state)
 	assert_int_equal(gs__direct_chunk(528, 2000001, 500000, 2000000, 4096),
 			 0);
 	assert_int_equal(gs__direct_chunk(100, 300000, 500000, 2000000, 1000),
-			 100);
+			 600);
+	/* space mode caps long_ns at 1 ms */
+	assert_int_equal(gs__direct_chunk(100, 300000, 500000, 1000000, 1000),
+			 300);
 	/* unknown task time, nothing left, no slots */
 	assert_int_equal(gs__direct_chunk(100, 0, 500000, 0, 1000), 0);
 	assert_int_equal(gs__direct_chunk(100, 1000, 500000, 0, 0), 0);

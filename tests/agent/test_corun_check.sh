@@ -13,6 +13,9 @@
 #   2. two compute-like jobs, each 20 % slower beside the other: both
 #      below their share and nobody to give: they take turns (STATUS says
 #      "slower side by side"), one at a time;
+#   2b. a job whose rate alone reads low (--alone-slow) looks above its
+#      share and gives a granule, but its rate falls with its SMs: the
+#      move is taken back (the donor rule) and the pair settles;
 #   3. with space_check off (SIGHUP) nothing is probed or moved: a new
 #      pair co-runs at once on 64/68 SMs; both pause every 20 ms (a
 #      synchronize), which moves no partition (idle_grace).
@@ -130,6 +133,37 @@ $PY -c 'import sys; c, d, a = map(float, sys.argv[1:]); sys.exit(c + d > 1.05 * 
 	"$rc" "$rd" "$ALONE" && ok "taking turns: one at a time" ||
 	bad "rates taking turns $rc $rd"
 for x in $c $d; do $CTL -s "$sock" close "$x" >/dev/null; done
+
+# 2b. the donor rule: a job whose rate alone reads low (30 %) looks well
+# above its share beside its partner (at 64 SMs 0.63 of "alone") and
+# gives a granule to the partner below its share (0.46: 0.92 of it); its
+# rate falls with the SMs it gave (linear), so the move is taken back
+# and the pair settles at 64/68 instead of moving on to 80/52
+g=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+h=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+$SIM -s "$sock" -a "$g" -n g --scaling linear --corun-slow 5 -d 5 -i 250 \
+	> "$dir/g.out" 2>&1 &
+jpids="$!"
+$SIM -s "$sock" -a "$h" -n h --scaling linear --alone-slow 30 -d 5 -i 250 \
+	> "$dir/h.out" 2>&1 &
+jpids="$jpids $!"
+until_t "$g takes a granule from $h" 5000 \
+	grep -q "co-run check: .*a granule from $h to $g" "$dir/log"
+until_t "and gives it back: $h lost its rate with it" 4000 \
+	grep -q "co-run check: .*a granule from $g to $h" "$dir/log"
+# settled: no more moves while they run (64/68, the odd SMs in turns)
+sleep_until=$(( $(ms) + 1500 ))
+moves=0
+while [ "$(ms)" -lt $sleep_until ]; do
+	sg=$(field "$g" sm_count)
+	case $sg in 64|68) ;; *) moves=$((moves + 1));; esac
+	sleep 0.1
+done
+nm=$(grep -c "co-run check: .*a granule" "$dir/log")
+[ $moves = 0 ] && ok "settled at 64/68 for 1.5 s (moves logged in all: $nm)" ||
+	bad "$g's SMs left 64/68 $moves times after the take-back: $(field "$g" space)"
+gs_wait_jobs 30
+for x in $g $h; do $CTL -s "$sock" close "$x" >/dev/null; done
 
 # 3. space_check off: no probe, no check
 gs_agent_conf <<CONF

@@ -330,6 +330,106 @@ static uint64_t model(int mem, uint32_t g, uint32_t G)
 	return (g >= 5 ? 800u : 800u * g / 5);
 }
 
+/*
+ * The donor rule: a member whose reference rate is too low looks above
+ * its share, and a granule taken from it must come back when its rate
+ * fell with its SMs (a kernel that scales with the SMs is not the
+ * bandwidth-bound half of a pair), but stay when it lost little (one
+ * that is).  As on the H100: sgemm beside the stencil (the stencil's
+ * reference in 4 ms turns 0.8 of its solo rate) and sgemm beside the
+ * triad (docs/benchmarks.md, runs 89 and 102).
+ */
+static void test_check_donor(void **state)
+{
+	struct gs_space_fb m[2];
+	struct gs_space_verdict v;
+
+	(void)state;
+	memset(m, 0, sizeof(m));
+	m[0].shares = m[1].shares = 50;
+	m[0].alone = m[1].alone = 1000;
+	m[0].granules = m[1].granules = 8;
+	m[0].corun = 460;	/* d 920: 8 % below */
+	m[1].corun = 590;	/* d 1180: looks well above */
+	assert_int_equal(gs_space_check(m, 2, UINT32_MAX, UINT32_MAX, 0, 0,
+					&v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.to, 0);
+	/* 9/7: the receiver rose, the donor lost 11 % of its rate for the
+	 * 12.5 % of its SMs it gave (more than half of that): back */
+	m[0].granules = 9;
+	m[1].granules = 7;
+	m[0].before = 460;
+	m[1].before = 590;
+	m[0].before_sms = m[1].before_sms = 64;
+	m[0].sms = 72;
+	m[1].sms = 56;
+	m[0].corun = 513;
+	m[1].corun = 525;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, v.min_d, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.to, 1);
+	assert_int_equal(v.settle, 1);
+	/* the same move where the donor lost 4 % (bandwidth-bound): kept,
+	 * and the receiver, still below, takes the next */
+	m[0].corun = 470;
+	m[1].corun = 566;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.to, 0);
+	assert_int_equal(v.settle, 0);
+	/* within the noise: a lowest 20 per mille lower is not the move's */
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 960, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 971, 0, &v), 0);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.settle, 1);
+	/* exactly 3/4 of the fraction given (9.375 % of 12.5 %) is kept;
+	 * a rate that rose is kept */
+	m[1].before = 800;
+	m[1].corun = 725;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
+	m[1].corun = 724;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.settle, 1);
+	m[1].corun = 900;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
+	/* by SMs, not granules: the odd SMs rotate, so a donor measured
+	 * on 68 before and on 60 after gave 8 of 68 (11.8 %): a loss of
+	 * 9.2 % is more than 3/4 of that (8.8 %); one measured on the
+	 * same SMs before and after (64, then 64 once the odd SMs came
+	 * back) cannot be judged: kept */
+	m[1].before = 1000;
+	m[1].corun = 908;
+	m[1].before_sms = 68;
+	m[1].sms = 60;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.settle, 1);
+	m[1].corun = 913;	/* 8.7 %: kept */
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
+	m[1].before_sms = 64;
+	m[1].sms = 64;
+	m[1].corun = 900;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
+}
+
 static void test_check_steps(void **state)
 {
 	struct gs_space_fb m[2];
@@ -338,6 +438,7 @@ static void test_check_steps(void **state)
 	int settled = 0;
 
 	(void)state;
+	memset(m, 0, sizeof(m));
 	/* compute (0) beside memory (1), 50/50 of 16 granules: the
 	 * compute job is below its share (0.5 of alone at 8 granules is
 	 * exactly 1.0 of share; make it 0.41: as sgemm beside the
@@ -347,6 +448,13 @@ static void test_check_steps(void **state)
 	m[1].granules = 8;
 	m[0].alone = m[1].alone = 1000;
 	for (;;) {
+		/* what the agent passes: each rate at the check before */
+		m[0].before = m[0].corun;
+		m[1].before = m[1].corun;
+		m[0].before_sms = m[0].sms;
+		m[1].before_sms = m[1].sms;
+		m[0].sms = m[0].granules * 8;
+		m[1].sms = m[1].granules * 8;
 		m[0].corun = model(0, m[0].granules, 16) * 83 / 100;
 		m[1].corun = model(1, m[1].granules, 16);
 		assert_int_equal(gs_space_check(m, 2, lf, lt, lm, settled,
@@ -372,6 +480,7 @@ static void test_check_steps(void **state)
 
 	/* two that slow each other: both below their share, nobody to
 	 * give: split */
+	m[0].before = m[1].before = 0;
 	m[0].granules = m[1].granules = 8;
 	m[0].corun = 400;
 	m[1].corun = 420;
@@ -384,7 +493,8 @@ static void test_check_steps(void **state)
 
 	/* a move that made the lowest lower is taken back, and settles */
 	m[0].corun = 450;	/* d 900 */
-	m[1].corun = 430;	/* d 860: lower than before the move */
+	m[1].corun = 420;	/* d 840: lower than before the move by
+				 * more than the noise */
 	assert_int_equal(gs_space_check(m, 2, 1, 0, 880, 0, &v), 0);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
 	assert_int_equal(v.from, 0);
@@ -665,6 +775,7 @@ int main(void)
 		cmocka_unit_test(test_invariants),
 		cmocka_unit_test(test_check_inputs),
 		cmocka_unit_test(test_check_steps),
+		cmocka_unit_test(test_check_donor),
 		cmocka_unit_test(test_classify_and_table),
 		cmocka_unit_test(test_remainder_turns),
 		cmocka_unit_test(test_gated_jobs),

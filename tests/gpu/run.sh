@@ -83,7 +83,7 @@ run() {	# name label env-assignment args...
 	fi
 }
 
-for t in vadd stencil sgemm reduce eater server tasks softmax hist; do
+for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	if [ ! -x "$EX/gs-$t" ]; then
 		echo "gpu: $EX/gs-$t missing (build with nvcc first)" >&2
 		exit 2
@@ -102,7 +102,7 @@ if [ -x "$B/runtime/tests/test_api" ]; then
 	fi
 fi
 
-for t in vadd stencil sgemm reduce eater server tasks softmax hist; do
+for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
@@ -253,7 +253,7 @@ if agent_start 1ms; then
 	attached agent stencil server
 	attached agent tasks sgemm
 	attached agent softmax hist
-	for t in vadd stencil sgemm reduce eater softmax hist; do
+	for t in vadd stencil sgemm reduce eater softmax hist triad; do
 		arrive "$t"
 	done
 	restart

@@ -25,9 +25,16 @@
 #      mode (for the PyTorch pair also the gated jobs co-running under
 #      thread caps, space_unmodified: cap), same run.  Targets (issue 12): space >= 1.3x time mode on
 #      complementary pairs, never below time mode otherwise, no job below
-#      its share of its solo rate.
+#      its share of its solo rate;
+#   5. scaling: each example's rate on the first 16..96 SMs over its rate
+#      on all of them (what makes a pair complementary on this GPU), and
+#      its direct rate (no partition) over that (the loop's cost).
+# GS_SPACE_ONLY="time space-agent ..." runs only those methods of part 4.
+# GS_SPACE_NOCHECK=0 leaves out part 4's run with `space_check: false`.
+# GS_SPACE_SPLITS="N ...": part 4 also runs each pair under MPS with the
+# second job on the last N SMs and the first on the rest.
 # Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
-# Environment: GS_SPACE_PARTS (which of 1-4, default all), GS_SPACE_PAIRS
+# Environment: GS_SPACE_PARTS (which of 1-5, default all), GS_SPACE_PAIRS
 # (the pairs of 4, e.g. "sgemm+stencil eater+reduce"), GS_SPACE_RUN_S
 # (seconds per measured run, 4), GS_SPACE_T1 (timeout of each run of 1,
 # 90 s), GS_SPACE_BLOCKS=0 (leave out the GSHARE_SM_MAP=blocks pairs).
@@ -52,7 +59,7 @@ pids=""
 pass=0; fail=0; failed=""
 
 # GS_SPACE_PARTS: which of 1-4 to run (default all)
-want() { case " ${GS_SPACE_PARTS:-1 2 3 4} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${GS_SPACE_PARTS:-1 2 3 4 5} " in *" $1 "*) return 0;; esac; return 1; }
 ok() { pass=$((pass + 1)); echo "space  PASS $*"; }
 bad() { fail=$((fail + 1)); failed="$failed [$1]"; echo "space  FAIL $*"; }
 note() { echo "space: [$(( $(date +%s) - T0 ))s] $*"; }
@@ -233,7 +240,7 @@ YAML
 	done
 }
 agent_reload() {	# LINE: the configuration plus LINE, SIGHUP, until reloaded
-	sed -i '/^space_unmodified:/d' "$TMP/gshare.yaml"
+	sed -i '/^space_unmodified:/d; /^space_check:/d' "$TMP/gshare.yaml"
 	[ -n "$1" ] && echo "$1" >>"$TMP/gshare.yaml"
 	n0=$(grep -c "configuration reloaded" "$TMP/gshared.log")
 	kill -HUP "$AGENT_PID" || return 1
@@ -385,6 +392,8 @@ note "4. benchmark pairs"
 solo_of() { eval echo "\${solo_$1:-0}"; }
 run_pair() {	# method a b sa sb envA envB
 	m=$1; ja=$2; jb=$3
+	# GS_SPACE_ONLY: the methods to run (default all)
+	case " ${GS_SPACE_ONLY:-$m} " in *" $m "*) ;; *) return 0;; esac
 	for side in a b; do
 		if [ $side = a ]; then j=$ja; sh_=$4; e=$6; else j=$jb; sh_=$5; e=$7; fi
 		lf="$O/pair-$ja-$jb-$m-$side.log"
@@ -394,7 +403,7 @@ run_pair() {	# method a b sa sb envA envB
 		esac
 		pre=""
 		case $m in
-		time|space-agent|space-blocks|space-cap)
+		time|space-agent|space-blocks|space-cap|space-nocheck)
 			mode=time; [ $m != time ] && mode=space
 			id=$(ctl create --shares "$sh_" --mode $mode --gpu 0) || return 1
 			ids="$ids $id"
@@ -436,7 +445,10 @@ have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1
 PAIRS=${GS_SPACE_PAIRS:-"sgemm+stencil eater+stencil eater+sgemm eater+reduce train+infer"}
-want 4 && for j in sgemm stencil eater reduce; do
+# every example some pair names (libgshare ones; train/infer below)
+EXJ=$(for pr in $PAIRS; do echo "${pr%+*}"; echo "${pr#*+}"; done |
+    grep -vx 'train\|infer' | sort -u)
+want 4 && for j in $EXJ; do
 	timeout 60 "$EX/gs-$j" --run "$RUN_S" >"$O/solo-$j.log" 2>&1
 	eval "solo_$j=$(rate "$O/solo-$j.log")"
 done
@@ -464,6 +476,13 @@ want 4 && for pr in $PAIRS; do
 			run_pair mps-part "$1" "$2" 50 50 \
 			    "$M GSHARE_PARTITION=0:$half" \
 			    "$M GSHARE_PARTITION=$half:$((SMS - half))"
+			# GS_SPACE_SPLITS: more splits, the second job on the
+			# last N SMs (what a split by measured rates would pick)
+			for sn in ${GS_SPACE_SPLITS:-}; do
+				run_pair "mps-b$sn" "$1" "$2" 50 50 \
+				    "$M GSHARE_PARTITION=0:$((SMS - sn))" \
+				    "$M GSHARE_PARTITION=$((SMS - sn)):$sn"
+			done
 		fi
 		mps_down
 	fi
@@ -472,7 +491,7 @@ want 4 && for pr in $PAIRS; do
 		c0=$(grep -c "co-run check" "$TMP/gshared.log")
 		run_pair space-agent "$1" "$2" 50 50 "" ""
 		# what the co-run check measured and did (docs/space.md)
-		grep "co-run check" "$TMP/gshared.log" | tail -n +$((c0 + 1)) |
+		grep "co-run check" "$TMP/gshared.log" | tail -n +$((c0 + 1)) | grep -v "they stay" |
 		    sed 's/^/    | /' | tee -a "$O/pairs.txt"
 		# gated jobs: the planner's reasons (space_unmodified: turns,
 		# the default), then co-running under thread caps instead
@@ -484,12 +503,51 @@ want 4 && for pr in $PAIRS; do
 			    run_pair space-cap "$1" "$2" 50 50 "" ""
 			agent_reload ""
 		fi
+		# the same without the co-run check (space_check: false)
+		if [ "$1" != train ] && [ "${GS_SPACE_NOCHECK:-1}" = 1 ]; then
+			agent_reload "space_check: false" &&
+			    run_pair space-nocheck "$1" "$2" 50 50 "" ""
+			agent_reload ""
+		fi
 		[ "$1" != train ] && [ "${GS_SPACE_BLOCKS:-1}" = 1 ] &&
 		    run_pair space-blocks "$1" "$2" 50 50 GSHARE_SM_MAP=blocks \
 			GSHARE_SM_MAP=blocks
 	fi
 done
 note "pairs: $O/pairs.txt (sum of rate/solo; 1.0 = one job's worth)"
+
+# --- 5. scaling: each example's rate on the first N SMs (a green
+# partition, standalone) over its rate on all of them: a kernel that
+# keeps most of its rate on a third of the SMs is bandwidth-bound, one
+# that loses it in proportion is compute- or latency-bound ---
+if want 5; then
+	note "5. rate on N SMs / rate on all"
+	SC=${GS_SPACE_SCALE_N:-"16 32 48 64 96"}
+	printf '%-8s' example | tee "$O/scale.txt"
+	for n in $SC; do printf ' %6s' "$n"; done | tee -a "$O/scale.txt"
+	printf ' %6s\n' "$SMS" | tee -a "$O/scale.txt"
+	for j in ${GS_SPACE_SCALE_EX:-eater sgemm stencil reduce softmax triad}; do
+		[ -x "$EX/gs-$j" ] || continue
+		GSHARE_PARTITION=0:$SMS timeout -k 5 60 "$EX/gs-$j" \
+		    --run "${GS_SPACE_SCALE_S:-3}" >"$O/scale-$j-all.log" 2>&1
+		all=$(rate "$O/scale-$j-all.log")
+		printf '%-8s' "$j" | tee -a "$O/scale.txt"
+		for n in $SC; do
+			GSHARE_PARTITION=0:$n timeout -k 5 60 "$EX/gs-$j" \
+			    --run "${GS_SPACE_SCALE_S:-3}" \
+			    >"$O/scale-$j-$n.log" 2>&1
+			printf ' %6.3f' "$(ratio "$(rate "$O/scale-$j-$n.log")" "$all")" |
+			    tee -a "$O/scale.txt"
+		done
+		# the same alone without a partition (direct launches) over
+		# the persistent run on all SMs: the loop's cost
+		timeout -k 5 60 "$EX/gs-$j" --run "${GS_SPACE_SCALE_S:-3}" \
+		    >"$O/scale-$j-direct.log" 2>&1
+		printf ' %6s  direct/all %6.3f\n' "1.000" \
+		    "$(ratio "$(rate "$O/scale-$j-direct.log")" "$all")" |
+		    tee -a "$O/scale.txt"
+	done
+fi
 
 echo "space: $pass passed, $fail failed${failed:+:$failed}"
 [ $fail = 0 ]

@@ -46,8 +46,10 @@ gs_agent_cleanup() {
 	rm -rf "$dir"
 }
 
-gs_mps_cleanup() {	# trap: the stand-in MPS daemons and servers, then
-	# the agent (tests/agent/fake_mps_control.sh writes their pids)
+gs_mps_cleanup() {	# trap: the agent first (it restarts a daemon that
+	# dies), then the stand-in MPS daemons and servers
+	# (tests/agent/fake_mps_control.sh writes their pids), then the rest
+	[ -n "$apid" ] && kill -9 "$apid" 2>/dev/null && wait "$apid" 2>/dev/null
 	for f in "$dir"/state/mps/*/*/log/pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
