@@ -429,9 +429,12 @@ int gs_space_check(const struct gs_space_fb *m, uint32_t k,
 		if (v->min_d + GS_SPACE_NOISE_PM < last_min_d ||
 		    (dn->before > 0 && dn->corun < dn->before &&
 		     dn->before_sms > dn->sms &&
-		     (dn->before - dn->corun) * 1000u * dn->before_sms >
-		     (uint64_t)GS_SPACE_DONOR_PM * dn->before *
-		     (dn->before_sms - dn->sms))) {
+		     /* in floating point: rates are the jobs' to report
+		      * (up to 1e15 a second) and would overflow */
+		     (double)(dn->before - dn->corun) * 1000.0 *
+		     (double)dn->before_sms >
+		     (double)GS_SPACE_DONOR_PM * (double)dn->before *
+		     (double)(dn->before_sms - dn->sms))) {
 			v->act = GS_SPACE_MOVE;
 			v->from = last_to;
 			v->to = last_from;

@@ -428,6 +428,23 @@ static void test_check_donor(void **state)
 	assert_int_equal(v.act, GS_SPACE_MOVE);
 	assert_int_equal(v.from, 1);
 	assert_int_equal(v.settle, 0);
+	/* the largest rates the agent passes (1e15 a second, what a job
+	 * that writes huge counters gets) on the most SMs a GPU may have
+	 * do not overflow the rule: a 10 % loss for 512 of 4096 SMs is
+	 * still a take-back, a 1 % one is not */
+	m[1].alone = 1000000000000000ull;
+	m[1].before = 1000000000000000ull;
+	m[1].corun = 900000000000000ull;
+	m[1].before_sms = 4096;
+	m[1].sms = 3584;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.settle, 1);
+	m[1].corun = 990000000000000ull;
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.from, 1);
+	assert_int_equal(v.settle, 0);
 }
 
 static void test_check_steps(void **state)
