@@ -17,15 +17,18 @@
 #      latency (median within 2 ms), the daemon killed under a running
 #      job is restarted, the allocation keeps its usage and a new job on
 #      it runs through the new daemon;
-#   4. benchmark pairs (sgemm+stencil, eater+stencil, eater+sgemm,
-#      eater+reduce, and a
-#      PyTorch train+infer pair when torch is there): pair throughput
-#      (sum of rate/solo) under default time-slicing, plain MPS, MPS with
-#      partitions by share, the agent's time mode and the agent's space
-#      mode (for the PyTorch pair also the gated jobs co-running under
-#      thread caps, space_unmodified: cap), same run.  Targets (issue 12): space >= 1.3x time mode on
-#      complementary pairs, never below time mode otherwise, no job below
-#      its share of its solo rate;
+#   4. benchmark pairs (sgemm+triad and eater+triad: complementary, the
+#      triad bound by the memory bandwidth; sgemm+stencil, eater+stencil,
+#      eater+sgemm: kernels whose rate follows their SMs; and a PyTorch
+#      train+infer pair when torch is there): pair throughput (sum of
+#      rate/solo) under default time-slicing, plain MPS, MPS with
+#      partitions by share, the agent's time mode, the agent's space mode
+#      (the shipped default: the co-run check on) and the same with
+#      space_check: false (for the PyTorch pair instead the gated jobs
+#      co-running under thread caps, space_unmodified: cap), same run.
+#      Targets (issue 12): space >= 1.3x time mode on complementary
+#      pairs, never below time mode otherwise, no job below its share of
+#      its solo rate;
 #   5. scaling: each example's rate on the first 16..96 SMs over its rate
 #      on all of them (what makes a pair complementary on this GPU), and
 #      its direct rate (no partition) over that (the loop's cost).
@@ -33,7 +36,7 @@
 # GS_SPACE_NOCHECK=0 leaves out part 4's run with `space_check: false`.
 # GS_SPACE_SPLITS="N ...": part 4 also runs each pair under MPS with the
 # second job on the last N SMs and the first on the rest.
-# Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~6 minutes on an H100)
+# Usage: tests/gpu/space.sh [BUILD_DIR [OUT_DIR]]  (~9 minutes on an H100)
 # Environment: GS_SPACE_PARTS (which of 1-5, default all), GS_SPACE_PAIRS
 # (the pairs of 4, e.g. "sgemm+stencil eater+reduce"), GS_SPACE_RUN_S
 # (seconds per measured run, 4), GS_SPACE_T1 (timeout of each run of 1,
@@ -444,7 +447,7 @@ agent_stop
 have_torch=0
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
     2>/dev/null && have_torch=1
-PAIRS=${GS_SPACE_PAIRS:-"sgemm+stencil eater+stencil eater+sgemm eater+reduce train+infer"}
+PAIRS=${GS_SPACE_PAIRS:-"sgemm+triad eater+triad sgemm+stencil eater+stencil eater+sgemm train+infer"}
 # every example some pair names (libgshare ones; train/infer below)
 EXJ=$(for pr in $PAIRS; do echo "${pr%+*}"; echo "${pr#*+}"; done |
     grep -vx 'train\|infer' | sort -u)
