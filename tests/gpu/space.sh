@@ -30,8 +30,8 @@
 #      pairs, never below time mode otherwise, no job below its share of
 #      its solo rate;
 #   5. scaling: each example's rate on the first 16..96 SMs over its rate
-#      on all of them (what makes a pair complementary on this GPU), and
-#      its direct rate (no partition) over that (the loop's cost).
+#      on all of them (what makes a pair complementary on this GPU; a
+#      partition of all SMs is none: the whole-GPU run launches direct).
 # GS_SPACE_ONLY="time space-agent ..." runs only those methods of part 4.
 # GS_SPACE_NOCHECK=0 leaves out part 4's run with `space_check: false`.
 # GS_SPACE_SPLITS="N ...": part 4 also runs each pair under MPS with the
@@ -542,13 +542,7 @@ if want 5; then
 			printf ' %6.3f' "$(ratio "$(rate "$O/scale-$j-$n.log")" "$all")" |
 			    tee -a "$O/scale.txt"
 		done
-		# the same alone without a partition (direct launches) over
-		# the persistent run on all SMs: the loop's cost
-		timeout -k 5 60 "$EX/gs-$j" --run "${GS_SPACE_SCALE_S:-3}" \
-		    >"$O/scale-$j-direct.log" 2>&1
-		printf ' %6s  direct/all %6.3f\n' "1.000" \
-		    "$(ratio "$(rate "$O/scale-$j-direct.log")" "$all")" |
-		    tee -a "$O/scale.txt"
+		printf ' %6s\n' "1.000" | tee -a "$O/scale.txt"
 	done
 fi
 
