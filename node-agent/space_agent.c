@@ -71,10 +71,12 @@ struct rec {
 	uint64_t partners;		/* hash of its busy partners' ids */
 	uint64_t apart_id[NAPART];	/* measured slower beside it ... */
 	uint64_t apart_until[NAPART];	/* ... until then (ns) */
-	uint64_t last_from, last_to;	/* the group's last move (ids) */
+	uint64_t last_from, last_to;	/* the group's move on trial (ids) */
+	/* at the check that made that move: the lowest n / share, and its
+	 * own co-run rate and SMs (what the move is judged against) */
 	uint32_t last_min_d;
-	uint64_t last_corun;		/* its co-run rate at the last check */
-	uint32_t last_sms;		/* and its SMs then */
+	uint64_t last_corun;
+	uint32_t last_sms;
 	int settled;
 	int split_votes;		/* split verdicts in a row */
 	char note[32];			/* the last check, for STATUS */

@@ -148,9 +148,7 @@ int main(int argc, char **argv)
 		}
 		ex_print_stats("softmax", fails);
 	}
-	if (o.bench) {
-		ex_occ("softmax", (const void *)softmax_plain,
-		       (const void *)softmax__k, SMT, 0);
+	if (o.bench || o.run_s > 0) {
 		/* 64 Ki rows of 1024: 256 MiB in, 256 MiB out */
 		unsigned int rows = 1u << 16, cols = 1024;
 		size_t n = (size_t)rows * cols;
@@ -161,29 +159,25 @@ int main(int argc, char **argv)
 		CK(cudaMalloc(&dout, n * 4));
 		CK(cudaMemcpy(din, in.data(), n * 4, cudaMemcpyHostToDevice));
 		sm_args a = { din, dout, rows, cols };
-		ex_bench("softmax", o.reps, 0,
-			 [&] { softmax_plain<<<rows, SMT>>>(din, dout, cols); },
-			 [&] { GK(gs_launch(&softmax, gs3(rows), gs3(SMT), 0,
-					    &a, sizeof a, NULL)); });
-		GK(gs_synchronize());
-	}
-	if (o.run_s > 0) {
-		/* the bench's matrix, 32 launches per synchronize */
-		unsigned int rows = 1u << 16, cols = 1024;
-		size_t n = (size_t)rows * cols;
-		std::vector<float> in(n);
-		ex_fill(in, &seed);
-		float *din, *dout;
-		CK(cudaMalloc(&din, n * 4));
-		CK(cudaMalloc(&dout, n * 4));
-		CK(cudaMemcpy(din, in.data(), n * 4, cudaMemcpyHostToDevice));
-		sm_args a = { din, dout, rows, cols };
-		ex_run("softmax", o.run_s, 32, [&] {
-			for (int q = 0; q < 32; q++)
-				GK(gs_launch(&softmax, gs3(rows), gs3(SMT), 0,
-					     &a, sizeof a, NULL));
+		if (o.bench) {
+			ex_occ("softmax", (const void *)softmax_plain,
+			       (const void *)softmax__k, SMT, 0);
+			ex_bench("softmax", o.reps, 0,
+				 [&] { softmax_plain<<<rows, SMT>>>(din, dout,
+								   cols); },
+				 [&] { GK(gs_launch(&softmax, gs3(rows),
+						    gs3(SMT), 0, &a, sizeof a,
+						    NULL)); });
 			GK(gs_synchronize());
-		});
+		}
+		if (o.run_s > 0)	/* 32 launches per synchronize */
+			ex_run("softmax", o.run_s, 32, [&] {
+				for (int q = 0; q < 32; q++)
+					GK(gs_launch(&softmax, gs3(rows),
+						     gs3(SMT), 0, &a, sizeof a,
+						     NULL));
+				GK(gs_synchronize());
+			});
 		CK(cudaFree(din));
 		CK(cudaFree(dout));
 	}

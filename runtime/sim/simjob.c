@@ -690,6 +690,23 @@ bad:
 	return -1;
 }
 
+/* A percentage of 0..1000 (--corun-slow, --alone-slow). */
+static int
+parse_pct(const char *opt, const char *v, uint32_t *out)
+{
+	uint64_t pct;
+
+	if (parse_u64(opt, v, &pct) < 0)
+		return -1;
+	if (pct > 1000) {
+		fprintf(stderr, "gshare-simjob: %s: 0..1000 (percent), not %s\n",
+			opt, v);
+		return -1;
+	}
+	*out = (uint32_t)pct;
+	return 0;
+}
+
 static int
 parse_sec(const char *opt, const char *v, uint64_t *out)
 {
@@ -931,34 +948,16 @@ main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case OPT_SLOW: {
-			uint64_t pct;
-
-			if (parse_u64("--corun-slow", optarg, &pct) < 0)
+		case OPT_SLOW:
+			if (parse_pct("--corun-slow", optarg,
+				      &m.corun_slow) < 0)
 				return 2;
-			if (pct > 1000) {
-				fprintf(stderr, "gshare-simjob: --corun-slow: "
-					"0..1000 (percent), not %s\n",
-					optarg);
-				return 2;
-			}
-			m.corun_slow = (uint32_t)pct;
 			break;
-		}
-		case OPT_ASLOW: {
-			uint64_t pct;
-
-			if (parse_u64("--alone-slow", optarg, &pct) < 0)
+		case OPT_ASLOW:
+			if (parse_pct("--alone-slow", optarg,
+				      &m.alone_slow) < 0)
 				return 2;
-			if (pct > 1000) {
-				fprintf(stderr, "gshare-simjob: --alone-slow: "
-					"0..1000 (percent), not %s\n",
-					optarg);
-				return 2;
-			}
-			m.alone_slow = (uint32_t)pct;
 			break;
-		}
 		case OPT_TASKS:
 			if (parse_u64("--tasks", optarg, &m.ntasks) < 0)
 				return 2;

@@ -70,6 +70,19 @@ GSHARED="$GSHARED -v" gs_agent_start
 # alone: 500 us tasks, 2000 tasks/s
 ALONE=2000
 
+# the simulated job's knobs refuse bad values (exit 2, the option named)
+for bad_opt in "--alone-slow 1001" "--alone-slow x" "--corun-slow -1" \
+    "--corun-slow 1001"; do
+	# shellcheck disable=SC2086
+	$SIM $bad_opt -d 1 >/dev/null 2>"$dir/opt.err"
+	rc=$?
+	if [ $rc = 2 ] && grep -q "gshare-simjob: ${bad_opt% *}:" "$dir/opt.err"; then
+		ok "gshare-simjob $bad_opt refused"
+	else
+		bad "gshare-simjob $bad_opt: rc $rc, $(cat "$dir/opt.err")"
+	fi
+done
+
 # 1. granules move to the job below its share
 a=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 b=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)

@@ -445,6 +445,36 @@ static void test_check_donor(void **state)
 	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
 	assert_int_equal(v.from, 1);
 	assert_int_equal(v.settle, 0);
+
+	/* jobs that lie in their counters: a take-back only ever returns
+	 * the moved granule to its giver, so a giver that fakes a drop
+	 * keeps its own SMs (no more), and a receiver that fakes one gives
+	 * back what it got; neither takes a granule from the other */
+	memset(m, 0, sizeof(m));
+	m[0].shares = m[1].shares = 50;
+	m[0].alone = m[1].alone = 1000;
+	m[0].granules = 9;			/* received one from 1 */
+	m[1].granules = 7;
+	m[0].sms = 72;
+	m[1].sms = 60;
+	m[0].before_sms = 64;
+	m[1].before_sms = 68;
+	m[0].before = 460;
+	m[1].before = 600;
+	m[0].corun = 520;
+	m[1].corun = 1;			/* the giver "stopped" */
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 0);	/* back to the giver */
+	assert_int_equal(v.to, 1);
+	assert_int_equal(v.settle, 1);
+	m[1].corun = 580;
+	m[0].corun = 1;			/* the receiver "stopped" */
+	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	assert_int_equal(v.act, GS_SPACE_MOVE);
+	assert_int_equal(v.from, 0);
+	assert_int_equal(v.to, 1);
+	assert_int_equal(v.settle, 1);
 }
 
 static void test_check_steps(void **state)
