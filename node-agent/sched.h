@@ -27,12 +27,13 @@
  * none anywhere, this is plain WFQ by weight.
  *
  * Charging: the scheduler charges what it observed, the wall time from
- * grant to release; the job's reported gpu_ns may move that by at most
+ * grant to release; the job's reported gpu_ns may lower that by at most
  * min(held/GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS) per
- * grant, down (the signalling between grant, kernels and release) or up
- * (the tail of an earlier early release, which a libgshare job reports
- * with its next release: its blocks ran after the token went back),
- * never more (gs_sched_charge).
+ * grant (the signalling between grant, kernels and release), and raise
+ * it by at most held + GS_SCHED_REPORT_UP_NS (the tail of an earlier
+ * early release, which a libgshare job reports with its next release:
+ * its blocks ran after the token went back; an over-report costs only
+ * the job that makes it), never more (gs_sched_charge).
  *
  * Policies (DESIGN §3):
  *  - WFQ: virtual time per allocation; the active allocation with the least
@@ -133,9 +134,11 @@ enum gs_escalation { GS_ESC_HOLD = 0, GS_ESC_KILL = 1 };
 #define GS_SCHED_PRIO_MAX	31u	/* larger priorities are clamped */
 #define GS_SCHED_BOOST_MAX	32u	/* DYNPRIO aging cap (classes) */
 /* a release's reported GPU time may lower the charge below the held wall
- * time by held/16, at most 250 us (gs_sched_charge) */
+ * time by held/16, at most 250 us, and raise it by held + 2 ms
+ * (gs_sched_charge) */
 #define GS_SCHED_REPORT_SLACK_DIV	16u
 #define GS_SCHED_REPORT_SLACK_NS	250000ull
+#define GS_SCHED_REPORT_UP_NS		2000000ull
 
 struct gs_sched_params {
 	uint32_t policy;	/* enum gs_policy */
@@ -216,19 +219,26 @@ int gs_sched_step(struct gs_sched *s, uint64_t now,
 		  struct gs_sched_action *acts, int max, uint64_t *next_ns);
 
 /* What a grant held for held_ns and reported as reported_ns is charged:
- * held_ns, moved to reported_ns by at most
- * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS)
- * either way.  Nondecreasing in held_ns. */
+ * held_ns, moved down to reported_ns by at most
+ * min(held_ns / GS_SCHED_REPORT_SLACK_DIV, GS_SCHED_REPORT_SLACK_NS),
+ * up by at most held_ns + GS_SCHED_REPORT_UP_NS (a direct chunk's tail
+ * after an early release runs up to ~1.3 ms: docs/benchmarks.md, run
+ * 110).  Nondecreasing in held_ns. */
 static inline uint64_t
 gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 {
-	uint64_t slack = held_ns / GS_SCHED_REPORT_SLACK_DIV;
+	uint64_t slack = held_ns / GS_SCHED_REPORT_SLACK_DIV, up;
 
 	if (slack > GS_SCHED_REPORT_SLACK_NS)
 		slack = GS_SCHED_REPORT_SLACK_NS;
 	if (reported_ns < held_ns - slack)
 		return held_ns - slack;
-	return reported_ns > held_ns + slack ? held_ns + slack : reported_ns;
+	up = held_ns + held_ns;		/* saturating: nondecreasing */
+	if (up < held_ns)
+		up = UINT64_MAX;
+	up = up + GS_SCHED_REPORT_UP_NS < up ? UINT64_MAX :
+	     up + GS_SCHED_REPORT_UP_NS;
+	return reported_ns > up ? up : reported_ns;
 }
 
 int gs_sched_info(const struct gs_sched *s, uint64_t id,

@@ -239,7 +239,8 @@ parse_partition(const char *s, struct gs__config *c)
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
 static const char *const release_names[] = { "early", "drained", NULL };
-static const char *const direct_names[] = { "auto", "off", NULL };
+static const char *const direct_names[] = { "auto", "off", "alone",
+					    NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
 					 NULL };
 
@@ -292,10 +293,11 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		return -1;
 	c->release_early = rel == 0;
 	dir = 0;
-	if (env_choice(get, "GSHARE_DIRECT", direct_names, "auto or off",
-		       &dir, err) < 0)
+	if (env_choice(get, "GSHARE_DIRECT", direct_names,
+		       "auto, off or alone", &dir, err) < 0)
 		return -1;
-	c->direct = dir == 1 ? GS__DIRECT_OFF : GS__DIRECT_AUTO;
+	c->direct = dir == 1 ? GS__DIRECT_OFF : dir == 2 ? GS__DIRECT_ALONE :
+		    GS__DIRECT_AUTO;
 	c->direct_ns = dus * 1000u;
 	c->slack_ns = slack;
 	c->keep_ns = keep * 1000u;
@@ -378,17 +380,20 @@ gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 }
 
 int
-gs__direct_pick(uint64_t task_d, uint64_t task_p)
+gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries)
 {
 	if (task_d == 0)
 		return 1;
 	if (task_p == 0)
 		return 0;
-	return task_d / 105u <= task_p / 100u;
+	if (task_d / 105u <= task_p / 100u)
+		return 1;
+	return ++*tries % GS__PICK_RETRY == 0;
 }
 
 uint64_t
-gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc)
+gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc,
+	     int contended)
 {
 	uint64_t t;
 
@@ -399,6 +404,8 @@ gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc)
 	t = span_ns / done * conc + span_ns % done * conc / done;
 	if (t == 0)
 		t = 1;
+	if (contended && est != 0 && t >= est)
+		return est;
 	return est == 0 ? t : (est + t) / 2u;
 }
 

@@ -147,7 +147,10 @@ struct gs__config {
 enum {
 	GS__DIRECT_OFF,		/* off: always the persistent loop */
 	GS__DIRECT_AUTO,	/* auto (default): standalone, and attached
-				 * while no other allocation contends */
+				 * in chunks, contended holds included */
+	GS__DIRECT_ALONE,	/* alone: attached chunks only while no
+				 * other allocation contends (the loop in
+				 * contended holds) */
 };
 /* Who raises the suspend flag in attached rounds (GSHARE_WATCHER). */
 enum {
@@ -204,13 +207,20 @@ void gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
 		     unsigned int *y0);
 /* Launch a kernel direct, from its block times measured direct (task_d)
  * and persistent (task_p), 0: not yet: direct first, then persistent
- * once, then direct unless the loop was more than 5 % faster. */
-int gs__direct_pick(uint64_t task_d, uint64_t task_p);
+ * once, then direct unless the loop was more than 5 % faster; while the
+ * loop is picked, every GS__PICK_RETRY-th launch (counted in *tries)
+ * goes direct anyway, so that a direct estimate taken under contention
+ * (too high) gets its chance to come down. */
+#define GS__PICK_RETRY 16u
+int gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries);
 /* One logical block's time on one slot, from a run of `done` blocks over
  * span_ns on `conc` slots (min(slots, done) of them worked at once),
- * smoothed into est (0: none yet; half the old, half the new). */
+ * smoothed into est (0: none yet; half the old, half the new).
+ * contended: the span may include another job's blocks or time slices
+ * (too long, never too short): it only gives a first estimate or lowers
+ * one. */
 uint64_t gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done,
-		      unsigned int conc);
+		      unsigned int conc, int contended);
 
 /* The job's eviction time, smoothed (3/4 the old, 1/4 the new; the first
  * taken as it is). */

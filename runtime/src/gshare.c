@@ -59,6 +59,8 @@
 #define GS__HCACHE	8		/* I/O buffers kept for reuse */
 #define GS__SMIDS	1024u	/* rank table: smids kept at most */
 #define GS__DEPTH	3u	/* kernels in flight per stream (queued) */
+#define GS__DEPTH_CONT	2u	/* the same in contended rounds: a
+				 * suspend waits for direct ones */
 #define GS__IMM_GEN	0xffffffffu	/* never signalled */
 #define GS__EINTERNAL	17	/* runtime-only code: GSHARE_EINTERNAL */
 #define GS__EVPOOL	96u	/* direct launch events kept for reuse */
@@ -131,6 +133,7 @@ struct gs__occ {
 	uint64_t task_d, task_p;	/* a logical block's time on one slot
 					 * (gs__task_est) launched direct and
 					 * persistent, 0: unknown */
+	unsigned int tries;		/* gs__direct_pick's retries */
 };
 
 struct gs__rt {
@@ -186,6 +189,10 @@ struct gs__rt {
 					 * (gs__evict_smooth) */
 	uint64_t seen_ns;		/* last wait: all exits seen */
 	uint64_t last_tmax;		/* last reap: latest block exit */
+	int round_cont;			/* another allocation held or wanted
+					 * the GPU during this round: its
+					 * spans may include the other's
+					 * blocks (MPS) or time slices */
 	uint64_t hold_gpu_ns, hold_tasks;	/* current hold so far */
 	unsigned int sm_range;		/* partition of this round (space
 					 * mode), first << 16 | count of SM
@@ -496,6 +503,7 @@ occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	rt->occ[i].shmem = shmem;
 	rt->occ[i].bps = *bps;
 	rt->occ[i].task_d = rt->occ[i].task_p = 0;
+	rt->occ[i].tries = 0;
 	return 0;
 }
 
@@ -599,19 +607,26 @@ direct_complete(const struct gs__launch *l)
 	return !l->pers && l->dnext == l->total;
 }
 
-/* Attached: the next chunk of l, about GSHARE_DIRECT_US of work; 0
- * while another allocation holds or wants the GPU (the loop, which a
- * suspend stops at its next block), or with no estimate. */
+/* Attached: the next chunk of l, about GSHARE_DIRECT_US of work, or 0
+ * (the loop, which a suspend stops at its next block) with no
+ * estimate.  While another allocation holds or wants the GPU a suspend
+ * may come at any time: chunks of about half GSHARE_DIRECT_US, of
+ * blocks no longer than that (a suspend waits for the chunks in
+ * flight, GS__DEPTH_CONT records a stream), or none with
+ * GSHARE_DIRECT=alone. */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
-
+	uint64_t target = rt->cfg.direct_ns;
 	uint64_t long_ns = rt->sess != NULL ?
 			   gs_session_slice_ns(rt->sess) / 2u : 0;
 
-	if (contended(rt->page))
-		return 0;
+	if (contended(rt->page)) {
+		if (rt->cfg.direct == GS__DIRECT_ALONE)
+			return 0;
+		target = long_ns = target / 2u;
+	}
 	/* space mode (the agent has written a partition): a resize
 	 * waits for the chunks on the GPU, so no chunk of blocks longer
 	 * than GS__SPACE_CHUNK_NS */
@@ -620,8 +635,8 @@ direct_next(const struct gs__launch *l)
 		long_ns = GS__SPACE_CHUNK_NS;
 	/* blocks up to half a slice long: one wave a chunk */
 	return gs__direct_rows(&l->grid, l->dnext,
-	    gs__direct_chunk(l->slots, occ_task(o), rt->cfg.direct_ns,
-			     long_ns, l->total - l->dnext));
+	    gs__direct_chunk(l->slots, occ_task(o), target, long_ns,
+			     l->total - l->dnext));
 }
 
 /*
@@ -639,7 +654,7 @@ static unsigned int
 direct_blocks(const struct gs__launch *l, unsigned int gen,
 	      const struct gs__launch *pred)
 {
-	const struct gs__occ *o;
+	struct gs__occ *o;
 
 	if (rt->cfg.direct == GS__DIRECT_OFF || !has_direct(l->k) ||
 	    (l->k->flags & GS_KF_IO) || l->pers || l->dnext >= l->total ||
@@ -649,8 +664,7 @@ direct_blocks(const struct gs__launch *l, unsigned int gen,
 	 * (one block per hardware block is not always: tiny blocks start
 	 * faster in the loop) */
 	o = occ_find(l->k, l->block, l->shmem);
-	if (!gs__direct_pick(o != NULL ? o->task_d : 0,
-			     o != NULL ? o->task_p : 0))
+	if (o != NULL && !gs__direct_pick(o->task_d, o->task_p, &o->tries))
 		return 0;
 	if (gen == GS__IMM_GEN)
 		return l->total - l->dnext;
@@ -805,9 +819,10 @@ direct_poll(struct gs__launch *l, int more)
 	if (more && l->dnext < l->total && l->dchunks - l->dseen < 2) {
 		if ((n = direct_next(l)) != 0)
 			return launch_direct(l, n);
-		/* a contender came (or no estimate): no more chunks; the
-		 * round ends with those on the GPU and the next one runs
-		 * the rest in the loop */
+		/* no chunk (a contender came and the blocks are too long
+		 * for a contended chunk, or GSHARE_DIRECT=alone, or no
+		 * estimate): the round ends with those on the GPU and the
+		 * next one runs the rest in the loop */
 		more = 0;
 	}
 	if (!more && l->dnext < l->total && direct_join(l) < 0)
@@ -1331,6 +1346,14 @@ contended(volatile struct gs_ctlpage *page)
 	return !gs_ctl_alone(page);
 }
 
+/* An attached round with others on the GPU. */
+static int
+round_contended(void)
+{
+	return rt->attached && rt->page != NULL && rt->page != rt->fake &&
+	       contended(rt->page);
+}
+
 /*
  * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving; give
  * the token back now, so that the next holder's launch overlaps this
@@ -1521,12 +1544,15 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * others contend, a suspend may come at any time */
 		watch = !pending && page != NULL && rt->host_watch &&
 			rt->cfg.watcher == GS__WATCH_HOST && contended(page);
-		/* only direct chunks running, no suspend to watch for (a
-		 * chunk cannot stop anyway), no I/O to serve: wait as the
+		/* only direct chunks running, no suspend to watch for (no
+		 * contender: while others contend, a suspend seen late is
+		 * a late release, and more chunks queued meanwhile), no I/O
+		 * to serve: wait as the
 		 * driver does, on the oldest chunk's event, which sees it end
 		 * at once (a sleep sees it up to 20 us late, a spin burns a
 		 * core); then top up and look again */
-		if (!pending && rt->npend == 0 && !rt->resize_sent) {
+		if (!pending && !watch && rt->npend == 0 &&
+		    !rt->resize_sent) {
 			cudaEvent_t ev = direct_wait_event();
 
 			if (ev != NULL) {
@@ -1604,6 +1630,7 @@ static int
 reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 {
 	size_t i, ns = 0;
+	int cont = rt->round_cont || round_contended();
 
 	rt->last_tmax = 0;
 	rt->round_tmin = 0;
@@ -1630,9 +1657,14 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 			uint64_t *est = o == NULL ? NULL :
 					l->direct ? &o->task_d : &o->task_p;
 
+			/* a contended round's spans may hold another job's
+			 * blocks or time slices: one such sample made the
+			 * direct copy look slower than the loop, and the
+			 * pick then never tried it again */
 			if (est != NULL)
 				*est = gs__task_est(*est, st->tmax - st->tmin,
-				    st->done, l->direct ? l->slots : l->nphys);
+				    st->done, l->direct ? l->slots : l->nphys,
+				    cont);
 		}
 		*tasks += st->done;
 		rt->stats.yields += st->yields;
@@ -1738,8 +1770,12 @@ launch_queued(unsigned int gen, int first)
 {
 	size_t i;
 
-	if (first)
+	if (first) {
 		rt->ntmp = 0;
+		rt->round_cont = round_contended();
+	} else if (!rt->round_cont) {
+		rt->round_cont = round_contended();
+	}
 	for (i = 0; i < rt->q.n; i++) {
 		struct gs__qnode *n;
 		struct gs__launch *prev = NULL;
@@ -1754,7 +1790,8 @@ launch_queued(unsigned int gen, int first)
 				if (rt->st[l->slot].seq != l->seq)
 					inflight++;
 			} else {
-				if (inflight >= GS__DEPTH)
+				if (inflight >= (rt->round_cont ?
+						 GS__DEPTH_CONT : GS__DEPTH))
 					break;
 				if (launch_one(l, gen, prev) < 0)
 					return -1;

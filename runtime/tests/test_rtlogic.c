@@ -148,6 +148,7 @@ static void
 test_direct_chunk(void **state)
 {
 	uint64_t est;
+	unsigned int tries, i, n;
 
 	(void)state;
 	/* 1 us blocks on 1056 slots, 500 us: 500 waves, more than left */
@@ -221,26 +222,39 @@ test_direct_chunk(void **state)
 
 	/* direct or persistent: try direct, then the loop once, then the
 	 * faster, direct within 5 % */
-	assert_true(gs__direct_pick(0, 0));
-	assert_true(gs__direct_pick(0, 5000));
-	assert_false(gs__direct_pick(5000, 0));
-	assert_true(gs__direct_pick(5000, 6000));
-	assert_true(gs__direct_pick(5200, 5000));
-	assert_false(gs__direct_pick(6000, 5000));
-	assert_false(gs__direct_pick(7300, 4700));
+	tries = 0;
+	assert_true(gs__direct_pick(0, 0, &tries));
+	assert_true(gs__direct_pick(0, 5000, &tries));
+	assert_false(gs__direct_pick(5000, 0, &tries));
+	assert_true(gs__direct_pick(5000, 6000, &tries));
+	assert_true(gs__direct_pick(5200, 5000, &tries));
+	assert_int_equal(tries, 0);
+	assert_false(gs__direct_pick(6000, 5000, &tries));
+	assert_false(gs__direct_pick(7300, 4700, &tries));
+	/* the loop picked: every GS__PICK_RETRY-th launch tries direct */
+	tries = 0;
+	for (i = 1, n = 0; i <= 4 * GS__PICK_RETRY; i++)
+		n += gs__direct_pick(7300, 4700, &tries);
+	assert_int_equal(n, 4);
+	assert_true(gs__direct_pick(7300, 4700, &tries) == 0);
 
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
-	est = gs__task_est(0, 1000000, 1000, 100);
+	est = gs__task_est(0, 1000000, 1000, 100, 0);
 	assert_true(est == 100000);
 	/* smoothed: half the old, half the new */
-	assert_true(gs__task_est(est, 500000, 1000, 100) == 75000);
+	assert_true(gs__task_est(est, 500000, 1000, 100, 0) == 75000);
+	assert_true(gs__task_est(est, 3000000, 1000, 100, 0) == 200000);
+	/* contended: a first estimate, or a lower one; never a higher */
+	assert_true(gs__task_est(0, 3000000, 1000, 100, 1) == 300000);
+	assert_true(gs__task_est(est, 3000000, 1000, 100, 1) == est);
+	assert_true(gs__task_est(est, 500000, 1000, 100, 1) == 75000);
 	/* fewer blocks than slots: they all ran at once */
-	assert_true(gs__task_est(0, 3000, 10, 1056) == 3000);
+	assert_true(gs__task_est(0, 3000, 10, 1056, 0) == 3000);
 	/* nothing measured: the old estimate stays */
-	assert_true(gs__task_est(est, 0, 1000, 100) == est);
-	assert_true(gs__task_est(est, 1000, 0, 100) == est);
+	assert_true(gs__task_est(est, 0, 1000, 100, 0) == est);
+	assert_true(gs__task_est(est, 1000, 0, 100, 0) == est);
 	/* no overflow with long spans and many slots */
-	assert_true(gs__task_est(0, UINT64_MAX / 2, 3, 2) ==
+	assert_true(gs__task_est(0, UINT64_MAX / 2, 3, 2, 0) ==
 		    UINT64_MAX / 2 / 3 * 2 + UINT64_MAX / 2 % 3 * 2 / 3);
 }
 
@@ -298,7 +312,10 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.direct, GS__DIRECT_OFF);
 	assert_true(c.direct_ns == 2000000);
-	expect_reject("GSHARE_DIRECT", "contended", "auto or off");
+	set_env("GSHARE_DIRECT", "alone", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.direct, GS__DIRECT_ALONE);
+	expect_reject("GSHARE_DIRECT", "contended", "auto, off or alone");
 	expect_reject("GSHARE_DIRECT", "on", "GSHARE_DIRECT='on'");
 	expect_reject("GSHARE_DIRECT_US", "5", "GSHARE_DIRECT_US");
 	set_env("GSHARE_EARLY_MAX_US", "100", NULL, NULL);

@@ -1107,16 +1107,22 @@ test_lying_report(void **state)
 	assert_int_equal(gs_sched_charge(10 * MS, 0), 10 * MS - 250000);
 	assert_int_equal(gs_sched_charge(10 * MS, 9 * MS), 10 * MS - 250000);
 	assert_int_equal(gs_sched_charge(10 * MS, 9800000), 9800000);
-	/* an over-report (an earlier hold's tail) raises it as far */
-	assert_int_equal(gs_sched_charge(10 * MS, 11 * MS), 10 * MS + 250000);
+	/* an over-report (an earlier hold's tail, which costs only the
+	 * job that reports it) raises it by up to held + 2 ms */
+	assert_int_equal(gs_sched_charge(10 * MS, 11 * MS), 11 * MS);
 	assert_int_equal(gs_sched_charge(10 * MS, 10 * MS + 40000),
 			 10 * MS + 40000);
-	assert_int_equal(gs_sched_charge(1 * MS, 2 * MS), 1 * MS + 62500);
+	assert_int_equal(gs_sched_charge(1 * MS, 2 * MS), 2 * MS);
+	assert_int_equal(gs_sched_charge(1 * MS, 5 * MS), 4 * MS);
+	assert_int_equal(gs_sched_charge(0, 5 * MS), 2 * MS);
 	/* a report of anything, however large, only moves it that far */
-	assert_int_equal(gs_sched_charge(10 * MS, UINT64_MAX),
-			 10 * MS + 250000);
+	assert_int_equal(gs_sched_charge(10 * MS, UINT64_MAX), 22 * MS);
+	assert_true(gs_sched_charge(UINT64_MAX / 2, UINT64_MAX) ==
+		    UINT64_MAX);
+	assert_true(gs_sched_charge(UINT64_MAX, 0) ==
+		    UINT64_MAX - 250000);
 	assert_int_equal(gs_sched_charge(320000, 0), 300000);
-	assert_int_equal(gs_sched_charge(0, 5), 0);
+	assert_int_equal(gs_sched_charge(0, 5), 5);
 
 	s = gs_sched_new(NULL);
 	assert_int_equal(gs_sched_add_shares(s, 1, 50, 50, 1, now), 0);
