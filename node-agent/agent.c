@@ -912,6 +912,7 @@ static void do_grant(struct gs_agent *ag, struct gs_gpu *g,
 	a->grant_at = now;
 	a->suspending = 0;
 	a->grant_gpu_ns = 0;
+	a->grant_gpu_max_ns = 0;
 	a->grant_suspended = 0;
 	a->grant_escalated = 0;
 	a->ctl_deadline_ns = now + slice_ns;
@@ -1093,7 +1094,7 @@ static void alloc_released(struct gs_agent *ag, struct gs_gpu *g,
 		a->evict_est_ns = a->evict_est_ns == 0 ? d :
 				  (3 * a->evict_est_ns + d) / 4;
 	}
-	gs_sched_release(g->sched, a->id, a->grant_gpu_ns, idle, now);
+	gs_sched_release(g->sched, a->id, a->grant_gpu_max_ns, idle, now);
 	/* billed: what its processes reported, at least 7/8 of the hold;
 	 * an escalated hold all of it */
 	a->gpu_ns += a->grant_escalated && a->grant_gpu_ns < now - a->grant_at
@@ -1120,7 +1121,11 @@ static void detach_att(struct gs_agent *ag, struct gs_alloc *a, unsigned k,
 	unsigned i;
 
 	if (t->granted) {
-		a->grant_gpu_ns += now - t->grant_at;
+		uint64_t d = now - t->grant_at;
+
+		a->grant_gpu_ns += d;
+		if (d > a->grant_gpu_max_ns)
+			a->grant_gpu_max_ns = d;
 		t->granted = 0;
 	}
 	t->wants = 0;
@@ -1659,6 +1664,8 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	t->granted = 0;
 	t->wants = !idle;
 	a->grant_gpu_ns += r->gpu_ns;
+	if (r->gpu_ns > a->grant_gpu_max_ns)
+		a->grant_gpu_max_ns = r->gpu_ns;
 	a->reported_gpu_ns += r->gpu_ns;
 	if (r->reason == GS_REL_SUSPENDED) {
 		a->grant_suspended = 1;

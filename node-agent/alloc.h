@@ -82,6 +82,10 @@ struct gs_alloc {
 	int suspending;		/* SUSPEND written for this grant */
 	uint64_t grant_gpu_ns;	/* GPU time the releases of this grant
 				 * reported so far */
+	uint64_t grant_gpu_max_ns;	/* the largest of them: what the
+					 * scheduler charges against (several
+					 * processes run side by side in one
+					 * hold, their sum exceeds it) */
 	int grant_suspended;	/* one of them left on a suspend */
 	int grant_escalated;	/* this grant was escalated */
 	/* control fields, mirrored into every slot's page */
