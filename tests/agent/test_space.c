@@ -339,6 +339,21 @@ static uint64_t model(int mem, uint32_t g, uint32_t G)
  * reference in 4 ms turns 0.8 of its solo rate) and sgemm beside the
  * triad (docs/benchmarks.md, runs 89 and 102).
  */
+/* gs_space_check of a 2-member plan on trial (member 1 gave member 0
+ * a granule), lowest d min_d before the move: asserts who gives the
+ * next granule (from) and whether the plan settles */
+static struct gs_space_verdict donor_check(const struct gs_space_fb *m,
+					   uint32_t min_d, uint32_t from,
+					   uint32_t settle)
+{
+	struct gs_space_verdict v;
+
+	assert_int_equal(gs_space_check(m, 2, 1, 0, min_d, 0, &v), 0);
+	assert_int_equal(v.from, from);
+	assert_int_equal(v.settle, settle);
+	return v;
+}
+
 static void test_check_donor(void **state)
 {
 	struct gs_space_fb m[2];
@@ -367,44 +382,30 @@ static void test_check_donor(void **state)
 	m[1].sms = 56;
 	m[0].corun = 513;
 	m[1].corun = 525;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, v.min_d, 0, &v), 0);
+	v = donor_check(m, v.min_d, 0, 1);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 0);
 	assert_int_equal(v.to, 1);
-	assert_int_equal(v.settle, 1);
 	/* the same move where the donor lost 4 % (bandwidth-bound): kept,
 	 * and the receiver, still below, takes the next */
 	m[0].corun = 470;
 	m[1].corun = 566;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 1, 0);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 1);
 	assert_int_equal(v.to, 0);
-	assert_int_equal(v.settle, 0);
 	/* within the noise: a lowest 20 per mille lower is not the move's */
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 960, 0, &v), 0);
+	v = donor_check(m, 960, 1, 0);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 971, 0, &v), 0);
-	assert_int_equal(v.from, 0);
-	assert_int_equal(v.settle, 1);
+	v = donor_check(m, 971, 0, 1);
 	/* exactly 3/4 of the fraction given (9.375 % of 12.5 %) is kept;
 	 * a rate that rose is kept */
 	m[1].before = 800;
 	m[1].corun = 725;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 1, 0);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
 	m[1].corun = 724;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
-	assert_int_equal(v.from, 0);
-	assert_int_equal(v.settle, 1);
+	v = donor_check(m, 920, 0, 1);
 	m[1].corun = 900;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
+	v = donor_check(m, 920, 1, 0);
 	/* by SMs, not granules: the odd SMs rotate, so a donor measured
 	 * on 68 before and on 60 after gave 8 of 68 (11.8 %): a loss of
 	 * 9.2 % is more than 3/4 of that (8.8 %); one measured on the
@@ -414,20 +415,14 @@ static void test_check_donor(void **state)
 	m[1].corun = 908;
 	m[1].before_sms = 68;
 	m[1].sms = 60;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
-	assert_int_equal(v.from, 0);
-	assert_int_equal(v.settle, 1);
+	v = donor_check(m, 920, 0, 1);
 	m[1].corun = 913;	/* 8.7 %: kept */
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
+	v = donor_check(m, 920, 1, 0);
 	m[1].before_sms = 64;
 	m[1].sms = 64;
 	m[1].corun = 900;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 1, 0);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
 	/* the largest rates the agent passes (1e15 a second, what a job
 	 * that writes huge counters gets) on the most SMs a GPU may have
 	 * do not overflow the rule: a 10 % loss for 512 of 4096 SMs is
@@ -437,14 +432,10 @@ static void test_check_donor(void **state)
 	m[1].corun = 900000000000000ull;
 	m[1].before_sms = 4096;
 	m[1].sms = 3584;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 0, 1);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 0);
-	assert_int_equal(v.settle, 1);
 	m[1].corun = 990000000000000ull;
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
-	assert_int_equal(v.from, 1);
-	assert_int_equal(v.settle, 0);
+	v = donor_check(m, 920, 1, 0);
 
 	/* jobs that lie in their counters: a take-back only ever returns
 	 * the moved granule to its giver, so a giver that fakes a drop
@@ -463,18 +454,14 @@ static void test_check_donor(void **state)
 	m[1].before = 600;
 	m[0].corun = 520;
 	m[1].corun = 1;			/* the giver "stopped" */
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 0, 1);	/* back to the giver */
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 0);	/* back to the giver */
 	assert_int_equal(v.to, 1);
-	assert_int_equal(v.settle, 1);
 	m[1].corun = 580;
 	m[0].corun = 1;			/* the receiver "stopped" */
-	assert_int_equal(gs_space_check(m, 2, 1, 0, 920, 0, &v), 0);
+	v = donor_check(m, 920, 0, 1);
 	assert_int_equal(v.act, GS_SPACE_MOVE);
-	assert_int_equal(v.from, 0);
 	assert_int_equal(v.to, 1);
-	assert_int_equal(v.settle, 1);
 }
 
 static void test_check_steps(void **state)
