@@ -55,15 +55,18 @@ within() {	# within GOT WANT TOL (percent points)
 	$PY -c 'import sys; g, w, t = map(float, sys.argv[1:]); sys.exit(abs(g - w) > t)' "$@"
 }
 
-# the co-run check (a probe alone first, then measured rates; off by
-# default) has its own test, test_corun_check.sh; the odd SMs stay put
-# (space_rotate: 0) until part 2b, so that part 1's bills are exact
-gs_agent_conf <<CONF
+# the co-run check (a probe alone first, then measured rates) has its
+# own test, test_corun_check.sh; the odd SMs stay put (space_rotate: 0)
+# until part 2b, so that part 1's bills are exact
+base_conf() {
+	gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE
 space_check: false
 space_rotate: 0
 CONF
+}
+base_conf
 gs_agent_start
 
 # 1. co-run beside a time-mode job: 30 + 30 together, 40 alone
@@ -175,12 +178,7 @@ for x in $ra $rb; do $CTL -s "$sock" close "$x" >/dev/null; done
 # rewrites it every 0.2 ms, libgshare and gate in turn.  The agent keeps the first word of each
 # attach, so its partner's partition does not follow the flips (it
 # would change at every 1 ms tick), and the agent stays up.
-gs_agent_conf <<CONF
-gpus: {simulated: 1}
-mps_control: $FAKE
-space_check: false
-space_rotate: 0
-CONF
+base_conf
 reload "reloaded (space_rotate: 0)"
 fb=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
 mkfifo "$dir/fa-in" "$dir/fb-in"

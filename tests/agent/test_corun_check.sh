@@ -60,6 +60,16 @@ print("%.1f" % ((int(b["tasks"]) - int(a["tasks"])) /
 		(float(b["wall_s"]) - float(a["wall_s"]))))'
 }
 
+# an allocation of 50 shares in space mode
+space50() { $CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space; }
+# job NAME ALLOC OPTIONS...: a simulated job in the background, its
+# output in $dir/NAME.out, its pid added to $jpids
+job() {
+	_n=$1; _a=$2; shift 2
+	$SIM -s "$sock" -a "$_a" -n "$_n" "$@" > "$dir/$_n.out" 2>&1 &
+	jpids="$jpids $!"
+}
+
 gs_agent_conf <<CONF
 gpus: {simulated: 1}
 mps_control: $FAKE
@@ -84,14 +94,11 @@ for bad_opt in "--alone-slow 1001" "--alone-slow x" "--corun-slow -1" \
 done
 
 # 1. granules move to the job below its share
-a=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-b=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-$SIM -s "$sock" -a "$a" -n a --scaling linear --corun-slow 20 -d 6 -i 250 \
-	> "$dir/a.out" 2>&1 &
-jpids="$!"
-$SIM -s "$sock" -a "$b" -n b --scaling memory --corun-slow 20 -d 6 -i 250 \
-	> "$dir/b.out" 2>&1 &
-jpids="$jpids $!"
+a=$(space50)
+b=$(space50)
+jpids=""
+job a "$a" --scaling linear --corun-slow 20 -d 6 -i 250
+job b "$b" --scaling memory --corun-slow 20 -d 6 -i 250
 until_t "$a and $b measured alone first" 3000 has "$a" "measured alone"
 until_t "then co-run" 3000 has "$a" "co-runs with $b"
 until_t "$a (below its share) grows to 80 SMs, $b keeps 52" 5000 \
@@ -118,14 +125,11 @@ $PY -c 'import sys; b = float(sys.argv[1]); sys.exit(b < 1200)' "$rb" &&
 for x in $a $b; do $CTL -s "$sock" close "$x" >/dev/null; done
 
 # 2. a pair that does worse side by side takes turns
-c=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-d=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-$SIM -s "$sock" -a "$c" -n c --scaling linear --corun-slow 20 -d 5 -i 250 \
-	> "$dir/c.out" 2>&1 &
-jpids="$!"
-$SIM -s "$sock" -a "$d" -n d --scaling linear --corun-slow 20 -d 5 -i 250 \
-	> "$dir/d.out" 2>&1 &
-jpids="$jpids $!"
+c=$(space50)
+d=$(space50)
+jpids=""
+job c "$c" --scaling linear --corun-slow 20 -d 5 -i 250
+job d "$d" --scaling linear --corun-slow 20 -d 5 -i 250
 until_t "$c and $d co-run" 3000 has "$c" "co-runs with $d"
 until_t "then take turns: slower side by side" 5000 has "$d" \
 	"takes turns with $c: slower side by side"
@@ -152,14 +156,11 @@ for x in $c $d; do $CTL -s "$sock" close "$x" >/dev/null; done
 # gives a granule to the partner below its share (0.46: 0.92 of it); its
 # rate falls with the SMs it gave (linear), so the move is taken back
 # and the pair settles at 64/68 instead of moving on to 80/52
-g=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-h=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-$SIM -s "$sock" -a "$g" -n g --scaling linear --corun-slow 5 -d 5 -i 250 \
-	> "$dir/g.out" 2>&1 &
-jpids="$!"
-$SIM -s "$sock" -a "$h" -n h --scaling linear --alone-slow 30 -d 5 -i 250 \
-	> "$dir/h.out" 2>&1 &
-jpids="$jpids $!"
+g=$(space50)
+h=$(space50)
+jpids=""
+job g "$g" --scaling linear --corun-slow 5 -d 5 -i 250
+job h "$h" --scaling linear --alone-slow 30 -d 5 -i 250
 until_t "$g takes a granule from $h" 5000 \
 	grep -q "co-run check: .*a granule from $h to $g" "$dir/log"
 until_t "and gives it back: $h lost its rate with it" 4000 \
@@ -187,18 +188,15 @@ verbose: true
 CONF
 kill -HUP "$apid"
 until_t "reloaded" 3000 grep -q "configuration reloaded" "$dir/log"
-e=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
-f=$($CTL -s "$sock" create --shares 50 --gpu 0 --uid 1000 --mode space)
+e=$(space50)
+f=$(space50)
 # both pause briefly every 20 ms (a synchronize): their partitions must
 # not follow every pause (idle_grace; following them: 200 changes)
 n0=$(grep -c "space: gpu 0: allocation $e: SMs" "$dir/log")
-$SIM -s "$sock" -a "$e" -n e --scaling linear --corun-slow 20 -d 2 \
-	--busy-ms 20 --idle-ms 0.2 > "$dir/e.out" 2>&1 &
+jpids=""
+job e "$e" --scaling linear --corun-slow 20 -d 2 --busy-ms 20 --idle-ms 0.2
 pe=$!
-jpids="$pe"
-$SIM -s "$sock" -a "$f" -n f --scaling linear --corun-slow 20 -d 2 \
-	--busy-ms 20 --idle-ms 0.2 > "$dir/f.out" 2>&1 &
-jpids="$jpids $!"
+job f "$f" --scaling linear --corun-slow 20 -d 2 --busy-ms 20 --idle-ms 0.2
 until_t "space_check off: $e and $f co-run at once" 1000 has "$e" \
 	"co-runs with $f"
 # to their end (the check would have split them after 0.3 s)
