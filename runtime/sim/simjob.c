@@ -76,6 +76,8 @@ struct sim {
 	uint64_t idle_ns;	/* ... then idle this long (0: no cycle) */
 	uint64_t overrun_ns;	/* >0: ignore SUSPEND this long */
 	int report_zero;	/* lie: report 0 ns of GPU time */
+	uint64_t report_more_ns;	/* lie: report this much more GPU
+					 * time with every release */
 	uint64_t mem;		/* --mem-mib: device memory it reports */
 	uint32_t sm_pct;	/* --profile: SM activity it declares */
 	uint32_t mem_pct;	/* ... and DRAM activity (0 0: none) */
@@ -293,7 +295,7 @@ sim_run1(struct sim *m, volatile struct gs_ctlpage *page,
 	if (m->idle_ns != 0)
 		m->busy_left = m->busy_left > k * m->task_ns
 				       ? m->busy_left - k * m->task_ns : 0;
-	res->gpu_ns = m->report_zero ? 0 : k * m->task_ns;
+	res->gpu_ns = m->report_zero ? 0 : k * m->task_ns + m->report_more_ns;
 	res->block_tasks = k;
 	res->exit_ns = t0 + k * m->task_ns;
 	return 0;
@@ -644,6 +646,8 @@ usage(FILE *f)
 "      --idle-ms N       N ms idle (released as IOWAIT; fractions: 0.02)\n"
 "      --overrun-ms N    ignore SUSPEND for N ms (misbehaving job)\n"
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
+"      --report-more-ms N  report N ms more GPU time with every release\n"
+"                        than it ran (a job that over-reports)\n"
 "      --mem-mib N       report holding N MiB of device memory\n"
 "      --profile P       declare what its kernels stress, as the\n"
 "                        simulated GPU's counters report it: compute\n"
@@ -779,7 +783,7 @@ bad:
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
        OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE, OPT_SCALING,
-       OPT_SLOW, OPT_KIND, OPT_ASLOW };
+       OPT_SLOW, OPT_KIND, OPT_ASLOW, OPT_MORE };
 
 int
 main(int argc, char **argv)
@@ -798,6 +802,7 @@ main(int argc, char **argv)
 		{ "idle-ms", required_argument, NULL, OPT_IDLE },
 		{ "overrun-ms", required_argument, NULL, OPT_OVERRUN },
 		{ "report-zero", no_argument, NULL, OPT_ZERO },
+		{ "report-more-ms", required_argument, NULL, OPT_MORE },
 		{ "mem-mib", required_argument, NULL, OPT_MEM },
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
@@ -887,6 +892,11 @@ main(int argc, char **argv)
 			break;
 		case OPT_ZERO:
 			m.report_zero = 1;
+			break;
+		case OPT_MORE:
+			if (parse_ms("--report-more-ms", optarg,
+				     &m.report_more_ns) < 0)
+				return 2;
 			break;
 		case OPT_MEM:
 			if (parse_u64("--mem-mib", optarg, &v) < 0)

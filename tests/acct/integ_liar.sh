@@ -67,4 +67,40 @@ g, h = map(float, re.search(r"gpu time ([0-9.]+) s, held ([0-9.]+) s",
 print("liar's close: gpu %.3f s, held %.3f s" % (g, h))
 assert h > 1.5 and g >= 7 / 8 * h - 0.002, "close reply bills less than 7/8"
 PY
+
+# 2. a job that over-reports: 1 s more GPU time with every release than
+# it ran.  The scheduler lets a report raise a hold's charge by at most
+# held + 2 ms (an early release's tail, reported later), so the lie costs
+# the liar itself (charged about twice what it held: a third of the
+# pair's time, where an uncapped report would leave it a seventh) and
+# takes nothing from the honest job; the agent stays up.
+"$SIM" --report-more-ms x -d 1 >/dev/null 2>"$T/opt.err"
+rc=$?
+[ $rc = 2 ] && grep -q -- --report-more-ms "$T/opt.err" ||
+	fail "--report-more-ms x: rc $rc, $(cat "$T/opt.err")"
+at=$(( $("$SIM" --now) + 1500000000 ))
+"$SIM" -s "$T/sock" --create 50 -n over --report-more-ms 1000 -d 4 \
+	--at $at > "$T/over.out" 2>&1 &
+over=$!
+"$SIM" -s "$T/sock" --create 50 -n honest2 -d 4 --at $at \
+	> "$T/honest2.out" 2>&1 &
+honest=$!
+PIDS="$over $honest"
+wait "$over" || fail "over: $(cat "$T/over.out")"
+wait "$honest" || fail "honest2: $(cat "$T/honest2.out")"
+PIDS=""
+/usr/bin/python3 - "$T/over.out" "$T/honest2.out" <<'PY' || fail "over-reporter's share"
+import sys
+def done(path):
+    for l in open(path):
+        if "event=done" in l:
+            return dict(x.split("=", 1) for x in l.split() if "=" in x)
+    raise SystemExit("no final line in " + path)
+o, h = float(done(sys.argv[1])["share"]), float(done(sys.argv[2])["share"])
+print("over-reporter: share %.3f; honest: %.3f; its part %.3f"
+      % (o, h, o / (o + h)))
+assert o + h >= 0.5, "the pair ran less than half the time"
+assert 0.22 <= o / (o + h) <= 0.42, "over-reporter's part"
+PY
+kill -0 "$AGENT" 2>/dev/null || fail "agent gone after the over-reporter"
 echo "liar: ok"
