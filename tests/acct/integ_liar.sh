@@ -14,20 +14,27 @@ set -u
 . tests/acct/lib.sh
 SIM=$B/runtime/sim/gshare-simjob
 
+# pair LIAR "OPTIONS" HONEST: the two jobs (50 shares each) over one
+# 4 s window, to their end; their lines in $T/NAME.out
+pair() {
+	_at=$(( $("$SIM" --now) + 1500000000 ))
+	# shellcheck disable=SC2086
+	"$SIM" -s "$T/sock" --create 50 -n "$1" $2 -d 4 --at $_at \
+		> "$T/$1.out" 2>&1 &
+	_l=$!
+	"$SIM" -s "$T/sock" --create 50 -n "$3" -d 4 --at $_at \
+		> "$T/$3.out" 2>&1 &
+	_h=$!
+	PIDS="$_l $_h"
+	wait "$_l" || fail "$1: $(cat "$T/$1.out")"
+	wait "$_h" || fail "$3: $(cat "$T/$3.out")"
+	PIDS=""
+}
+
 write_conf 200ms 1 ""
 start_agent
 db=$T/state/usage.db
-at=$(( $("$SIM" --now) + 1500000000 ))
-"$SIM" -s "$T/sock" --create 50 -n liar --report-zero -d 4 --at $at \
-	> "$T/liar.out" 2>&1 &
-liar=$!
-"$SIM" -s "$T/sock" --create 50 -n honest -d 4 --at $at \
-	> "$T/honest.out" 2>&1 &
-honest=$!
-PIDS="$liar $honest"
-wait "$liar" || fail "liar: $(cat "$T/liar.out")"
-wait "$honest" || fail "honest: $(cat "$T/honest.out")"
-PIDS=""
+pair liar --report-zero honest
 wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' $db \"SELECT COUNT(*) FROM allocs WHERE end_ns > 0\") = 2 ]" ||
 	fail "closes not stored"
 "$GSACCT" --store "$db" -j liar,honest -X -P -n -o JobID,GPUSec,HeldSec \
@@ -78,17 +85,7 @@ PY
 rc=$?
 [ $rc = 2 ] && grep -q -- --report-more-ms "$T/opt.err" ||
 	fail "--report-more-ms x: rc $rc, $(cat "$T/opt.err")"
-at=$(( $("$SIM" --now) + 1500000000 ))
-"$SIM" -s "$T/sock" --create 50 -n over --report-more-ms 1000 -d 4 \
-	--at $at > "$T/over.out" 2>&1 &
-over=$!
-"$SIM" -s "$T/sock" --create 50 -n honest2 -d 4 --at $at \
-	> "$T/honest2.out" 2>&1 &
-honest=$!
-PIDS="$over $honest"
-wait "$over" || fail "over: $(cat "$T/over.out")"
-wait "$honest" || fail "honest2: $(cat "$T/honest2.out")"
-PIDS=""
+pair over "--report-more-ms 1000" honest2
 /usr/bin/python3 - "$T/over.out" "$T/honest2.out" <<'PY' || fail "over-reporter's share"
 import sys
 def done(path):
