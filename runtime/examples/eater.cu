@@ -77,6 +77,57 @@ GS_KERNEL(eat, struct eat_args, p)
 		p.it[lb] = i;
 }
 
+/* The same over a 3D logical grid, with the block index and the yield
+ * point in helper functions: outside the body, accessors take the
+ * helpers' own path, in the loop and in direct launches alike (check
+ * mode only).  A wrong index leaves its block's counter short. */
+struct eath_args {
+	unsigned int *x, *it;
+	unsigned int iters, nblk;
+};
+
+static __device__ __forceinline__ unsigned int eath_block(unsigned int nblk)
+{
+	dim3 b = gs_block_idx(), g = gs_grid_dim();
+	unsigned int lb = (b.z * g.y + b.y) * g.x + b.x;
+
+	return lb == gs_block_linear() ? lb : nblk;
+}
+
+static __device__ __forceinline__ bool eath_yield(void)
+{
+	return gs_should_yield();
+}
+
+GS_KERNEL(eath, struct eath_args, p)
+{
+	unsigned int lb = eath_block(p.nblk);
+
+	if (lb >= p.nblk)	/* the grid's padding, or a wrong index */
+		return;
+	size_t idx = (size_t)lb * blockDim.x + threadIdx.x;
+	unsigned int x = p.x[idx];
+	unsigned int i = p.it[lb];
+
+	while (i < p.iters) {
+#pragma unroll
+		for (int j = 0; j < CHUNK; j++)
+			x = step8(x);
+		i += CHUNK;
+		if (i < p.iters && eath_yield()) {
+			p.x[idx] = x;
+			__syncthreads();
+			if (threadIdx.x == 0)
+				p.it[lb] = i;
+			return;
+		}
+	}
+	p.x[idx] = x;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		p.it[lb] = i;
+}
+
 static unsigned int cpu_run(unsigned int x, unsigned int iters)
 {
 	for (unsigned int i = 0; i < iters; i++)
@@ -151,6 +202,15 @@ int main(int argc, char **argv)
 				     NULL));
 			GK(gs_synchronize());
 			fails += eater_verify(e, "eater gs", 1);
+			/* helpers, over a 3D grid with padding */
+			eater_reset(e);
+			eath_args ph = { e.dx, e.dit, e.iters, nblk };
+			unsigned int hx = 7, hy = 5;
+			unsigned int hz = (nblk + hx * hy - 1) / (hx * hy);
+			GK(gs_launch(&eath, gs3(hx, hy, hz), gs3(ET), 0, &ph,
+				     sizeof ph, NULL));
+			GK(gs_synchronize());
+			fails += eater_verify(e, "eater helpers gs", 1);
 			eater_reset(e);
 			eat_plain<<<nblk, ET>>>(e.dx, e.iters);
 			CK(cudaGetLastError());

@@ -570,28 +570,139 @@ static __device__ __forceinline__ unsigned int gs__tid(void)
 					   threadIdx.z);
 }
 
-/* Logical block index and grid size (1D, 2D or 3D). */
+/*
+ * Logical block index and grid size (1D, 2D or 3D).  Where they are read
+ * decides how:
+ *  - in a GS_KERNEL body, gs__x is the body's second parameter: in its
+ *    loop copy an empty gs__lx (the task buffers in gs__b), in its direct
+ *    copy a gs__dx holding them in registers (no shared memory: each
+ *    instruction before a short block's first load costs a memory-bound
+ *    kernel, and shared stores contend with its loads in the L1 pipe);
+ *  - in a helper function, gs__x is the int below: a direct launch has
+ *    left its mapping in gs__dh (two stores a warp) and the loop cleared
+ *    gs__dh.mode, so one shared read tells which.
+ */
+struct gs__lx {
+};
+struct gs__dx {
+	unsigned int lb, x, y, z, gx, gy, gz;
+};
+static constexpr int gs__x = 0;
+
+/* A direct launch's mapping, for helpers (every thread writes the same
+ * words before its body runs: a warp reads its own writes). */
+struct gs__dhelp {
+	unsigned int mode;		/* 0: the loop; else 1 + GS__DGRID_* */
+	unsigned int first, y0, _pad;
+	unsigned int gx, gy, gz, _pad2;
+};
+static __shared__ __align__(16) struct gs__dhelp gs__dh;
+
 static __device__ __forceinline__ unsigned int gs__par(void)
 {
 	return gs__b.wpar[gs__tid() >> 5];
 }
 
-static __device__ __forceinline__ dim3 gs_block_idx(void)
+/* The logical block of hardware block blockIdx in a direct launch. */
+static __device__ __forceinline__ void
+gs__dmap(unsigned int rows, unsigned int first, unsigned int y0,
+	 unsigned int gx, unsigned int gy, struct gs__dx *d)
+{
+	if (rows == GS__DGRID_1D) {
+		d->lb = first + blockIdx.x;
+		d->x = d->lb;
+		d->y = d->z = 0;
+	} else if (rows == GS__DGRID_ROWS) {
+		d->x = blockIdx.x;
+		d->y = blockIdx.y + y0;
+		d->z = blockIdx.z;
+		d->lb = d->x + gx * (d->y + gy * d->z);
+	} else {
+		unsigned int q;
+
+		d->lb = first + blockIdx.x;
+		q = d->lb / gx;
+		d->x = d->lb - q * gx;
+		d->y = q % gy;
+		d->z = q / gy;
+	}
+}
+
+/* A helper's view: the direct launch's mapping from gs__dh, or the
+ * loop's task buffer. */
+static __device__ __forceinline__ struct gs__dx gs__helper_dx(void)
+{
+	struct gs__dx d;
+	unsigned int m = gs__dh.mode;
+
+	if (m != 0u) {
+		gs__dmap(m - 1u, gs__dh.first, gs__dh.y0, gs__dh.gx,
+			 gs__dh.gy, &d);
+		d.gx = gs__dh.gx;
+		d.gy = gs__dh.gy;
+		d.gz = gs__dh.gz;
+	} else {
+		unsigned int p = gs__par();
+
+		d.lb = gs__b.tk[p].lb;
+		d.x = gs__b.tk[p].x;
+		d.y = gs__b.tk[p].y;
+		d.z = gs__b.tk[p].z;
+		d.gx = gs__b.gx;
+		d.gy = gs__b.gy;
+		d.gz = gs__b.gz;
+	}
+	return d;
+}
+
+static __device__ __forceinline__ dim3 gs__block_idx(const struct gs__lx &)
 {
 	unsigned int p = gs__par();
 	return dim3(gs__b.tk[p].x, gs__b.tk[p].y, gs__b.tk[p].z);
 }
+static __device__ __forceinline__ dim3 gs__block_idx(const struct gs__dx &d)
+{
+	return dim3(d.x, d.y, d.z);
+}
+static __device__ __forceinline__ dim3 gs__block_idx(int)
+{
+	struct gs__dx d = gs__helper_dx();
+	return dim3(d.x, d.y, d.z);
+}
 
-static __device__ __forceinline__ dim3 gs_grid_dim(void)
+static __device__ __forceinline__ dim3 gs__grid_dim(const struct gs__lx &)
 {
 	return dim3(gs__b.gx, gs__b.gy, gs__b.gz);
 }
+static __device__ __forceinline__ dim3 gs__grid_dim(const struct gs__dx &d)
+{
+	return dim3(d.gx, d.gy, d.gz);
+}
+static __device__ __forceinline__ dim3 gs__grid_dim(int)
+{
+	struct gs__dx d = gs__helper_dx();
+	return dim3(d.gx, d.gy, d.gz);
+}
 
-/* Linear logical block index: x + gx * (y + gy * z). */
-static __device__ __forceinline__ unsigned int gs_block_linear(void)
+static __device__ __forceinline__ unsigned int
+gs__block_linear(const struct gs__lx &)
 {
 	return gs__b.tk[gs__par()].lb;
 }
+static __device__ __forceinline__ unsigned int
+gs__block_linear(const struct gs__dx &d)
+{
+	return d.lb;
+}
+static __device__ __forceinline__ unsigned int gs__block_linear(int)
+{
+	return gs__helper_dx().lb;
+}
+
+#define gs_block_idx() gs__block_idx(gs__x)
+#define gs_grid_dim() gs__grid_dim(gs__x)
+/* Linear logical block index: x + gx * (y + gy * z). */
+#define gs_block_linear() gs__block_linear(gs__x)
 
 /*
  * Scheduling point for long loops (GLoop's postTaskIfNecessary): true
@@ -605,18 +716,14 @@ static __device__ __forceinline__ unsigned int gs_block_linear(void)
  * more.  After true, save the loop state and return from the body.
  */
 /* Inside a GS_KERNEL body GS__D is the body's template parameter: true
- * in its direct launch, where no suspend comes and a scheduling point
- * costs nothing.  Elsewhere (a helper function) it is this one, and a
- * direct launch's blocks never poll (gs__direct sets last_poll so). */
+ * in its direct copy.  Elsewhere (a helper function) it is this one. */
 static constexpr bool GS__D = false;
 
-template <bool D>
-static __device__ __forceinline__ bool gs__should_yield(void)
+/* the loop's scheduling point */
+static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
 {
 	int y = 0;
 
-	if (D)
-		return false;
 	if (gs__thread0()) {
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
@@ -630,20 +737,35 @@ static __device__ __forceinline__ bool gs__should_yield(void)
 	}
 	return __syncthreads_or(y) != 0;
 }
-#define gs_should_yield() gs__should_yield<GS__D>()
+/* a direct launch: no suspend comes before it is done, and a
+ * scheduling point costs nothing */
+static __device__ __forceinline__ bool gs__should_yield(const struct gs__dx &)
+{
+	return false;
+}
+/* a helper: gs__dh says which (block-uniform, so no barrier is skipped
+ * by some threads only) */
+static __device__ __forceinline__ bool gs__should_yield(int)
+{
+	if (gs__dh.mode != 0u)
+		return false;
+	return gs__should_yield(gs__lx());
+}
+#define gs_should_yield() gs__should_yield(gs__x)
 
 /* gs_should_yield() on every 2^log2_every-th value of i, a loop counter
  * that is the same in every thread of the block: the barrier is paid only
  * there.  Typical: if (gs_yield_every(i, 4)) { save; return; } */
-template <bool D>
-static __device__ __forceinline__ bool gs__yield_every(unsigned int i,
+template <typename X>
+static __device__ __forceinline__ bool gs__yield_every(const X &x,
+						       unsigned int i,
 						       unsigned int log2_every)
 {
 	return (i & ((1u << log2_every) - 1u)) == 0u &&
-	       gs__should_yield<D>();
+	       gs__should_yield(x);
 }
 #define gs_yield_every(i, log2_every) \
-	gs__yield_every<GS__D>((i), (log2_every))
+	gs__yield_every(gs__x, (i), (log2_every))
 
 /*
  * Ask the host to read len bytes from fd at off (off < 0: the next bytes
@@ -941,6 +1063,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.gy = c.gy;
 		gs__b.gz = c.gz;
 		gs__b.gen = c.gen;
+		gs__dh.mode = 0;	/* helpers: the task buffers */
 		gs__b.flag = c.flag;
 		gs__b.ks = c.ks;
 		gs__b.rpc = c.rpc;
@@ -1024,68 +1147,49 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 
 /*
  * A direct launch: hardware block b runs logical block c.first + b once,
- * as the plain kernel would.  Every thread writes the same task words
- * into gs__b before it reads them (a warp reads only its own writes or
- * identical ones), so no barrier is needed.  Block 0 moves the kernel's
- * fresh-block counter past this launch, for a persistent launch that may
- * follow on the stream, and stamps the start; the last block stamps the
- * end (the GPU time is the span between, as for the loop).
+ * as the plain kernel would.  The body gets its indices in registers;
+ * for helper functions every thread writes the same mapping into gs__dh
+ * (two 16-byte stores) before the body runs (a warp reads only its own
+ * writes or identical ones), so no barrier is needed.  Block 0 moves the
+ * kernel's fresh-block counter past this launch, for a persistent launch
+ * that may follow on the stream, and stamps the start; the last block
+ * stamps the end (the GPU time is the span between, as for the loop).
  */
 template <typename F>
 static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 						  F body)
 {
-	unsigned int lb, x, y, z;
+	struct gs__dx d;
 
 	/* every instruction here is paid by every warp of every block, and
 	 * short blocks of memory-bound kernels feel each one: one test per
 	 * mapping, none of blockIdx.y or .z for 1D grids */
-	if (c.rows == GS__DGRID_1D) {
-		lb = c.first + blockIdx.x;
-		x = lb;
-		y = z = 0;
-	} else if (c.rows == GS__DGRID_ROWS) {
-		x = blockIdx.x;
-		y = blockIdx.y + c.y0;
-		z = blockIdx.z;
-		lb = x + c.gx * (y + c.gy * z);
-	} else {
-		unsigned int q;
-
-		lb = c.first + blockIdx.x;
-		q = lb / c.gx;
-		x = lb - q * c.gx;
-		y = q % c.gy;
-		z = q / c.gy;
-	}
+	gs__dmap(c.rows, c.first, c.y0, c.gx, c.gy, &d);
+	d.gx = c.gx;
+	d.gy = c.gy;
+	d.gz = c.gz;
 	/* lb == first only in the launch's block (0, 0, 0), in every
 	 * mapping */
-	if (lb == c.first && gs__thread0()) {
+	if (d.lb == c.first && gs__thread0()) {
 		if (c.stamp)	/* not tmin: a persistent launch of the
 				 * rest may follow in the same round */
 			*(volatile unsigned long long *)&c.st->_rsv[0] =
 			    gs__gtimer();
 		c.ks->next = c.next_after;
 	}
-	gs__b.last_poll = 0x7fffffffffffffffLL;	/* never polls */
-	gs__b.gx = c.gx;
-	gs__b.gy = c.gy;
-	gs__b.gz = c.gz;
-	gs__b.tk[0].lb = lb;
-	gs__b.tk[0].x = x;
-	gs__b.tk[0].y = y;
-	gs__b.tk[0].z = z;
-	gs__b.wpar[gs__tid() >> 5] = 0;
-	body();
+	*(uint4 *)&gs__dh.mode = make_uint4((c.rows & 3u) + 1u, c.first, c.y0,
+						0u);
+	*(uint4 *)&gs__dh.gx = make_uint4(c.gx, c.gy, c.gz, 0u);
+	body(d);
 	if (gs__thread0()) {
 		if (c.runs != NULL)
-			atomicAdd(&c.runs[lb], 1u);
+			atomicAdd(&c.runs[d.lb], 1u);
 		/* the last block dispatched: about the last to end (one
 		 * task's spread at most).  Compared here, not before the
 		 * body: a flag kept from the start holds a predicate
 		 * register through it (reduce's 16 bounds checks then
 		 * spill theirs, +3 points) */
-		unsigned int b = lb;
+		unsigned int b = d.lb;
 		struct gs__status *st = c.st;
 
 		/* the status pointer taken afresh: kept from the start
@@ -1098,18 +1202,22 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 }
 
 #define GS__KERNEL(name, argtype, argname, kflags, bounds)		\
-	template <bool GS__D>						\
+	template <bool GS__D, typename GS__X>				\
 	static __device__ __forceinline__ void name##__body(		\
-	    const argtype &argname);					\
+	    const argtype &argname, const GS__X &gs__x);		\
 	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__loop(gs__c, [&] { name##__body<false>(gs__a); });	\
+		gs__loop(gs__c, [&] {					\
+			name##__body<false>(gs__a, gs__lx());		\
+		});							\
 	}								\
 	__global__ void bounds name##__d(const struct gs__dctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__direct(gs__c, [&] { name##__body<true>(gs__a); });	\
+		gs__direct(gs__c, [&](const struct gs__dx &gs__d) {	\
+			name##__body<true>(gs__a, gs__d);		\
+		});							\
 	}								\
 	static int name##__occ(int *n, struct gs_dim3 b, size_t sh)	\
 	{								\
@@ -1138,9 +1246,9 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 	extern "C" const struct gs_kernel name = {			\
 		GSHARE_KABI, (kflags), (uint32_t)sizeof(argtype), #name, \
 		name##__occ, name##__launch, name##__dlaunch };		\
-	template <bool GS__D>						\
+	template <bool GS__D, typename GS__X>				\
 	static __device__ __forceinline__ void name##__body(		\
-	    const argtype &argname)
+	    const argtype &argname, [[maybe_unused]] const GS__X &gs__x)
 
 /* GS_KERNEL(name, argtype, argname) { body }: a persistent kernel `name`
  * (a const struct gs_kernel for gs_launch) whose body sees its arguments
