@@ -1155,35 +1155,38 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
  * that may follow on the stream, and stamps the start; the last block
  * stamps the end (the GPU time is the span between, as for the loop).
  */
-template <typename F>
+template <unsigned int M, typename F>
 static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 						  F body)
 {
 	struct gs__dx d;
 
 	/* every instruction here is paid by every warp of every block, and
-	 * short blocks of memory-bound kernels feel each one: one test per
-	 * mapping, none of blockIdx.y or .z for 1D grids */
-	gs__dmap(c.rows, c.first, c.y0, c.gx, c.gy, &d);
+	 * short blocks of memory-bound kernels feel each one (and each
+	 * latency before the body's first load): the mapping is the
+	 * kernel's (M: one copy per GS__DGRID_*, picked by the host), none
+	 * of blockIdx.y or .z for 1D grids, no read of threadIdx.y or .z
+	 * but for the run counters */
+	gs__dmap(M, c.first, c.y0, c.gx, c.gy, &d);
 	d.gx = c.gx;
 	d.gy = c.gy;
 	d.gz = c.gz;
 	/* lb == first only in the launch's block (0, 0, 0), in every
-	 * mapping */
-	if (d.lb == c.first && gs__thread0()) {
+	 * mapping; the threads of its column x == 0 write the same word
+	 * and about the same time */
+	if (d.lb == c.first && threadIdx.x == 0) {
 		if (c.stamp)	/* not tmin: a persistent launch of the
 				 * rest may follow in the same round */
 			*(volatile unsigned long long *)&c.st->_rsv[0] =
 			    gs__gtimer();
 		c.ks->next = c.next_after;
 	}
-	*(uint4 *)&gs__dh.mode = make_uint4((c.rows & 3u) + 1u, c.first, c.y0,
-						0u);
+	*(uint4 *)&gs__dh.mode = make_uint4(M + 1u, c.first, c.y0, 0u);
 	*(uint4 *)&gs__dh.gx = make_uint4(c.gx, c.gy, c.gz, 0u);
 	body(d);
-	if (gs__thread0()) {
-		if (c.runs != NULL)
-			atomicAdd(&c.runs[d.lb], 1u);
+	if (c.runs != NULL && gs__thread0())
+		atomicAdd(&c.runs[d.lb], 1u);
+	if (threadIdx.x == 0) {
 		/* the last block dispatched: about the last to end (one
 		 * task's spread at most).  Compared here, not before the
 		 * body: a flag kept from the start holds a predicate
@@ -1212,10 +1215,12 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 			name##__body<false>(gs__a, gs__lx());		\
 		});							\
 	}								\
+	template <unsigned int GS__M>					\
 	__global__ void bounds name##__d(const struct gs__dctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__direct(gs__c, [&](const struct gs__dx &gs__d) {	\
+		gs__direct<GS__M>(gs__c,				\
+				  [&](const struct gs__dx &gs__d) {	\
 			name##__body<true>(gs__a, gs__d);		\
 		});							\
 	}								\
@@ -1238,9 +1243,16 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 				   const struct gs__dctx *c,		\
 				   const void *a)			\
 	{								\
-		name##__d<<<dim3(g.x, g.y, g.z), dim3(b.x, b.y, b.z), sh, \
-			    (cudaStream_t)st>>>(*c,			\
-						*(const argtype *)a);	\
+		dim3 gg(g.x, g.y, g.z), bb(b.x, b.y, b.z);		\
+		cudaStream_t ss = (cudaStream_t)st;			\
+		const argtype &aa = *(const argtype *)a;		\
+									\
+		if (c->rows == GS__DGRID_1D)				\
+			name##__d<GS__DGRID_1D><<<gg, bb, sh, ss>>>(*c, aa); \
+		else if (c->rows == GS__DGRID_ROWS)			\
+			name##__d<GS__DGRID_ROWS><<<gg, bb, sh, ss>>>(*c, aa); \
+		else							\
+			name##__d<GS__DGRID_DIV><<<gg, bb, sh, ss>>>(*c, aa); \
 		return (int)cudaGetLastError();				\
 	}								\
 	extern "C" const struct gs_kernel name = {			\
