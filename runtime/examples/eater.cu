@@ -50,31 +50,43 @@ __global__ void eat_plain(unsigned int *xs, unsigned int iters)
 	xs[idx] = x;
 }
 
-/* a yield point every CHUNK iterations (iters is a multiple of it) */
-GS_KERNEL(eat, struct eat_args, p)
+/* One logical block's run from its saved state: with `on`, a yield
+ * point every CHUNK iterations (iters is a multiple of it), yield()
+ * asked there; on true the state is saved and the block returns. */
+template <typename Y>
+static __device__ __forceinline__ void eat_block(unsigned int *xs,
+						 unsigned int *its,
+						 unsigned int iters,
+						 unsigned int lb, int on,
+						 Y yield)
 {
-	unsigned int lb = gs_block_linear();
 	size_t idx = (size_t)lb * blockDim.x + threadIdx.x;
-	unsigned int x = p.x[idx];
-	unsigned int i = p.it[lb];
+	unsigned int x = xs[idx];
+	unsigned int i = its[lb];
 
-	while (i < p.iters) {
+	while (i < iters) {
 #pragma unroll
 		for (int j = 0; j < CHUNK; j++)
 			x = step8(x);
 		i += CHUNK;
-		if (p.yield && i < p.iters && gs_should_yield()) {
-			p.x[idx] = x;
+		if (on && i < iters && yield()) {
+			xs[idx] = x;
 			__syncthreads();
 			if (threadIdx.x == 0)
-				p.it[lb] = i;
+				its[lb] = i;
 			return;
 		}
 	}
-	p.x[idx] = x;
+	xs[idx] = x;
 	__syncthreads();
 	if (threadIdx.x == 0)
-		p.it[lb] = i;
+		its[lb] = i;
+}
+
+GS_KERNEL(eat, struct eat_args, p)
+{
+	eat_block(p.x, p.it, p.iters, gs_block_linear(), p.yield,
+		  [&] { return gs_should_yield(); });
 }
 
 /* The same over a 3D logical grid, with the block index and the yield
@@ -105,27 +117,7 @@ GS_KERNEL(eath, struct eath_args, p)
 
 	if (lb >= p.nblk)	/* the grid's padding, or a wrong index */
 		return;
-	size_t idx = (size_t)lb * blockDim.x + threadIdx.x;
-	unsigned int x = p.x[idx];
-	unsigned int i = p.it[lb];
-
-	while (i < p.iters) {
-#pragma unroll
-		for (int j = 0; j < CHUNK; j++)
-			x = step8(x);
-		i += CHUNK;
-		if (i < p.iters && eath_yield()) {
-			p.x[idx] = x;
-			__syncthreads();
-			if (threadIdx.x == 0)
-				p.it[lb] = i;
-			return;
-		}
-	}
-	p.x[idx] = x;
-	__syncthreads();
-	if (threadIdx.x == 0)
-		p.it[lb] = i;
+	eat_block(p.x, p.it, p.iters, lb, 1, [] { return eath_yield(); });
 }
 
 static unsigned int cpu_run(unsigned int x, unsigned int iters)
