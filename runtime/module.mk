@@ -49,6 +49,7 @@ LIBGSHARE1  := $(B)/runtime/libgshare.so.1
 RT_EXAMPLES := vadd stencil sgemm reduce eater server tasks softmax hist triad
 RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
 RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
+		 $(B)/runtime/bench/gs-mech-probe \
 		 $(B)/runtime/bench/gs-loopab \
 		 $(B)/runtime/bench/gs-taskbench $(B)/runtime/bench/gs-smprobe
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
@@ -105,6 +106,13 @@ $(B)/runtime/bench/gs-smprobe: runtime/bench/smprobe.cu $(RT_EX_DEPS)
 $(B)/runtime/bench/gs-mech-nogate: runtime/bench/mech.cu $(RT_EX_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -DGS_FLAG_GATE_CYCLES=0 -cudart shared -o $@ $< \
+	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
+	    -Xlinker -rpath,$(CUDA_LIB)
+
+# diagnostic twin: device timestamps of each eviction (GS_EVPROBE)
+$(B)/runtime/bench/gs-mech-probe: runtime/bench/mech.cu $(RT_EX_DEPS)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -DGS_EVPROBE -cudart shared -o $@ $< \
 	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
 	    -Xlinker -rpath,$(CUDA_LIB)
 

@@ -3,15 +3,21 @@
  * suspensions play the agent; the agent-attached numbers come from
  * tests/gpu/bench):
  *
- *   evict    eviction latency (suspend written -> kernels exited, both
- *            CLOCK_MONOTONIC) for 1.7, 16 and 160 us block-tasks
+ *   evict    eviction latency (suspend written -> the host sees the last
+ *            block's exit report, or the streams idle with
+ *            GSHARE_EVICT_END=idle; both CLOCK_MONOTONIC) for 1.7, 16 and
+ *            160 us block-tasks
  *   evictj   the same with task lengths spread over 0.75..1.25 x
  *   cycle    suspend+resume cycle cost and overhead at 1, 4, 10 ms slices
  *   acct     GPU time the runtime reports vs CUDA events around solo runs
  *
  * Usage: gs-mech [evict|evictj|cycle|acct ...] [--raw DIR]
  * Prints "mech ..." lines; with --raw, eviction samples go to
- * DIR/evict_<us>.txt (one latency in ns per line).
+ * DIR/evict_<us>.txt (one latency in ns per line).  The gs-mech-probe
+ * build (GS_EVPROBE) also writes DIR/evp_<us>.txt: per suspended round,
+ * when its blocks saw the flag and when the last one entered and left
+ * gs__finish (%globaltimer); with GSHARE_TRACE beside it, the host's
+ * side of each eviction (tests/gpu/evict_split.py joins the two).
  */
 #include "../examples/ex_common.h"
 
@@ -51,6 +57,42 @@ static unsigned int nphys_of(const void *k, int threads)
 	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 	return (unsigned)(bps * sms);
 }
+
+#ifdef GS_EVPROBE
+/* the probe's records of one run into DIR/evp_<task>.txt, then cleared:
+ * gen first_seen last_seen fin_in fin_seq (%globaltimer ns) */
+static void evp_dump(const char *raw, double t)
+{
+	static struct gs__evp d[4096];
+	char path[512];
+
+	CK(cudaMemcpyFromSymbol(d, gs__evp_buf, sizeof d));
+	snprintf(path, sizeof path, "%s/evp_%g.txt", raw ? raw : ".", t);
+	FILE *f = fopen(path, "w");
+	for (int i = 0; f && i < 4096; i++)
+		if (d[i].seen_max)
+			fprintf(f, "%u %llu %llu %llu %llu\n", d[i].gen,
+				~d[i].neg_seen_min, d[i].seen_max,
+				d[i].fin_in, d[i].fin_seq);
+	if (f)
+		fclose(f);
+	memset(d, 0, sizeof d);
+	CK(cudaMemcpyToSymbol(gs__evp_buf, d, sizeof d));
+}
+
+/* the smallest step of %globaltimer one thread sees */
+static __global__ void gtres_k(unsigned long long *out)
+{
+	unsigned long long a = gtimer(), best = ~0ull;
+	for (int i = 0; i < 100000; i++) {
+		unsigned long long b = gtimer();
+		if (b != a && b - a < best)
+			best = b - a;
+		a = b;
+	}
+	*out = best;
+}
+#endif
 
 static double pct(std::vector<double> v, double p)
 {
@@ -129,6 +171,9 @@ static void do_evict(const char *raw, int jitter)
 				fclose(f);
 			}
 		}
+#ifdef GS_EVPROBE
+		evp_dump(raw, t);
+#endif
 		GK(gs_finalize());
 	}
 	set_force(NULL);
@@ -235,6 +280,16 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--raw") && i + 1 < argc)
 			raw = argv[++i];
 	CK(cudaSetDevice(0));
+#ifdef GS_EVPROBE
+	{
+		unsigned long long *d, h = 0;
+		CK(cudaMalloc(&d, 8));
+		gtres_k<<<1, 1>>>(d);
+		CK(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost));
+		CK(cudaFree(d));
+		printf("mech globaltimer_step_ns=%llu\n", h);
+	}
+#endif
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--raw")) {
 			i++;

@@ -47,16 +47,31 @@
 extern "C" {
 #endif
 
+/* A counter alone on a 128-byte line. */
+struct gs__kline {
+	unsigned long long v;
+	unsigned long long _pad[15];
+};
+
 /* Per-launch device state (device memory).  The redo ring holds logical
  * blocks to run again (yielded, or claimed and not started when a suspend
- * came): [redo_head, redo_end + redo_added) modulo redo_cap. */
+ * came): [redo_head, redo_end + redo_added) modulo redo_cap.
+ *
+ * The counters that every physical block adds to at a launch's start
+ * (tmin) and as it leaves (redo, done, exited) sit on lines of their
+ * own: all blocks leave within a few microseconds of a suspend, and the
+ * atomics on one line are done one at a time (about one per nanosecond on
+ * the H200), so on one shared line the last block's exit waited behind
+ * every other block's three (docs/benchmarks.md, run 122).  The fields of
+ * the first line with the same names are what kernels built before the
+ * lines used; the library reads only next and finished. */
 struct gs__kstate {
 	unsigned int next;		/* next fresh logical block */
 	unsigned int redo_head;		/* ring: next entry to take */
-	unsigned int redo_added;	/* ring: entries pushed this launch */
-	unsigned int exited;		/* physical blocks that left */
-	unsigned long long done;	/* logical blocks completed */
-	unsigned long long neg_tmin;	/* max of ~start (globaltimer) */
+	unsigned int redo_added0;	/* (older kernels) */
+	unsigned int exited0;		/* (older kernels) */
+	unsigned long long done0;	/* (older kernels) */
+	unsigned long long neg_tmin0;	/* (older kernels) */
 	unsigned long long _rsv0;
 	unsigned int parked;		/* blocks parked on I/O */
 	unsigned int overflow;		/* redo ring overflow (bug) */
@@ -65,6 +80,11 @@ struct gs__kstate {
 					 * the kernel, else 0 */
 	unsigned int yields;		/* logical blocks yielded */
 	unsigned int _pad;
+	unsigned long long _rsv1[8];
+	struct gs__kline redo_added;	/* ring: entries pushed this launch */
+	struct gs__kline exited;	/* physical blocks that left */
+	struct gs__kline done;		/* logical blocks completed */
+	struct gs__kline neg_tmin;	/* max of ~start (globaltimer) */
 };
 
 /* Per-launch report (host-mapped), written by the last block to leave;
@@ -547,6 +567,21 @@ static __device__ __forceinline__ unsigned long long gs__gtimer(void)
 	return t;
 }
 
+#ifdef GS_EVPROBE
+/* Diagnostic builds only (gs-mech-probe): per round generation, when the
+ * blocks saw the suspend flag (first and last; the last is also when
+ * the last task ended) and when the last block entered gs__finish and
+ * stored its report's seq.  The two maxima are on lines of their own
+ * (see struct gs__kstate). */
+struct gs__evp {
+	unsigned long long neg_seen_min, _p0[15];
+	unsigned long long seen_max, _p1[15];
+	unsigned long long fin_in, fin_seq;
+	unsigned int gen, _p2[27];
+};
+__device__ struct gs__evp gs__evp_buf[4096];
+#endif
+
 /* Space mode (Slate §III-C): is this block on an SM outside the
  * allocation's partition?  range: first << 16 | count, 0: no partition. */
 static __device__ __forceinline__ bool gs__off_partition(unsigned int range)
@@ -830,7 +865,8 @@ static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 
 	if (n == 0)
 		return;
-	j = c.redo_end + atomicAdd(&ks->redo_added, n);
+	j = c.redo_end + (unsigned int)atomicAdd(&ks->redo_added.v,
+						   (unsigned long long)n);
 	head = *(volatile unsigned int *)&ks->redo_head;
 	if (head - c.redo_begin > c.redo_end - c.redo_begin)
 		head = c.redo_end;	/* overshoot of takers */
@@ -971,12 +1007,15 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	volatile struct gs__status *st = c.st;
 	unsigned int head, tail, fresh_left, fin;
 
+#ifdef GS_EVPROBE
+	gs__evp_buf[c.gen & 4095u].fin_in = gs__gtimer();
+#endif
 	__threadfence();
 	head = vks->redo_head;
 	if (head - c.redo_begin > c.redo_end - c.redo_begin)
 		head = c.redo_end;
 	vks->redo_head = head;
-	tail = c.redo_end + vks->redo_added;
+	tail = c.redo_end + (unsigned int)vks->redo_added.v;
 	fresh_left = vks->next < c.total;
 	fin = !fresh_left && head == tail && vks->parked == 0u &&
 	      c.io_out == 0u;
@@ -988,13 +1027,13 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	st->overflow = vks->overflow;
 	st->parked = vks->parked;
 	st->yields = vks->yields;
-	st->tmin = ~vks->neg_tmin;
+	st->tmin = ~vks->neg_tmin.v;
 	st->tmax = gs__gtimer();
-	st->done = vks->done;
-	vks->redo_added = 0;
-	vks->exited = 0;
-	vks->done = 0;
-	vks->neg_tmin = 0;
+	st->done = vks->done.v;
+	vks->redo_added.v = 0;
+	vks->exited.v = 0;
+	vks->done.v = 0;
+	vks->neg_tmin.v = 0;
 	vks->parked = 0;
 	vks->yields = 0;
 	if (fin) {	/* clean for the slot's next user */
@@ -1003,9 +1042,15 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 		vks->io_posted = 0;
 		vks->overflow = 0;
 	}
-	__threadfence_system();
-	st->seq = c.seq;
-	__threadfence_system();
+#ifdef GS_EVPROBE
+	gs__evp_buf[c.gen & 4095u].fin_seq = gs__gtimer();
+#endif
+	/* the report's fields before its seq (a release store: one fence
+	 * of the store's own, not a full one); nothing after it: the
+	 * block's exit is the kernel's, and the kernel's end makes every
+	 * write visible */
+	asm volatile("st.release.sys.u32 [%0], %1;" ::
+		     "l"(&st->seq), "r"(c.seq) : "memory");
 }
 
 /* Thread 0, between two tasks: decide whether the block goes on and, if
@@ -1070,7 +1115,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
 		gs__b.last_poll = clock64();
-		atomicMax(&c.ks->neg_tmin, ~gs__gtimer());
+		atomicMax(&c.ks->neg_tmin.v, ~gs__gtimer());
 		gs__b.pre = 0;
 		gs__flag_fetch(c.flag);
 		if (c.pred_finished != NULL &&
@@ -1127,6 +1172,16 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		}
 		k++;
 	}
+#ifdef GS_EVPROBE
+	if (t0 && stop == 1) {
+		struct gs__evp *e = &gs__evp_buf[c.gen & 4095u];
+		unsigned long long t = gs__gtimer();
+
+		atomicMax(&e->neg_seen_min, ~t);
+		atomicMax(&e->seen_max, t);
+		e->gen = c.gen;
+	}
+#endif
 	if (t0) {
 		/* claimed but not started: back for the next launch */
 		unsigned int n1 = end - cur, n2 = 0;
@@ -1134,13 +1189,13 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			n2 = min(gs__b.pf + gs__b.pf_len, c.total) - gs__b.pf;
 		gs__push_redo(c, cur, n1, gs__b.pf, n1 + n2);
 		if (done)
-			atomicAdd(&c.ks->done, (unsigned long long)done);
+			atomicAdd(&c.ks->done.v, (unsigned long long)done);
 		if (gs__b.yields)
 			atomicAdd(&c.ks->yields, gs__b.yields);
 		if (gs__b.parked_n)
 			atomicAdd(&c.ks->parked, gs__b.parked_n);
 		__threadfence();
-		if (atomicAdd(&c.ks->exited, 1u) == c.nphys - 1u)
+		if (atomicAdd(&c.ks->exited.v, 1ull) == c.nphys - 1u)
 			gs__finish(c);
 	}
 }

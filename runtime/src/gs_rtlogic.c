@@ -239,6 +239,7 @@ parse_partition(const char *s, struct gs__config *c)
 /* in the order of GS__WATCH_* and GS__MAP_* */
 static const char *const watch_names[] = { "host", "auto", "always", NULL };
 static const char *const release_names[] = { "early", "drained", NULL };
+static const char *const evict_end_names[] = { "report", "idle", NULL };
 static const char *const direct_names[] = { "auto", "off", "alone",
 					    NULL };
 static const char *const map_names[] = { "green", "blocks", "raw", "rank",
@@ -248,7 +249,7 @@ int
 gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
-	uint64_t batch = 0, watch = 1000, check = 0, spin = 200, seed = 0;
+	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
 	uint64_t rzlog = 0;
 	const char *s;
@@ -292,6 +293,10 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		       "early or drained", &rel, err) < 0)
 		return -1;
 	c->release_early = rel == 0;
+	c->evict_idle = 0;
+	if (env_choice(get, "GSHARE_EVICT_END", evict_end_names,
+		       "report or idle", &c->evict_idle, err) < 0)
+		return -1;
 	dir = 0;
 	if (env_choice(get, "GSHARE_DIRECT", direct_names,
 		       "auto, off or alone", &dir, err) < 0)

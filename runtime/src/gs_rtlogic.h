@@ -109,7 +109,7 @@ struct gs__config {
 	unsigned int batch;		/* GSHARE_BATCH, 0: adaptive */
 	uint64_t force_min_ns;		/* GSHARE_FORCE_SUSPEND_US */
 	uint64_t force_max_ns;		/* 0: off */
-	unsigned int watch_ns;		/* GSHARE_WATCH_NS (1000) */
+	unsigned int watch_ns;		/* GSHARE_WATCH_NS (0) */
 	int check_once;			/* GSHARE_CHECK_ONCE=1 */
 	int resize_log;			/* GSHARE_RESIZE_LOG=1: each resize's
 					 * steps to stderr at gs_finalize */
@@ -137,6 +137,11 @@ struct gs__config {
 					 * gs_synchronize waits (Linux adds
 					 * up to 50 us to every sleep by
 					 * default); 0: leave it */
+	int evict_idle;			/* GSHARE_EVICT_END: report (0,
+					 * default) ends a suspended round at
+					 * the last block's exit report; idle
+					 * (1) also waits until the streams
+					 * say the kernels are done */
 	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
 					 * and alone on the GPU, keep the
 					 * token this long after a

@@ -50,6 +50,15 @@
 #define GS_API __attribute__((visibility("default")))
 
 #define GS__SLOTS	4096u
+#define GS__QUERY_NS	1000000u	/* the wait's stream queries */
+
+/* struct gs__kstate: the fields older kernels use keep their offsets; the
+ * counters of the exit path start lines of their own (slots are 640
+ * bytes apart from a 256-byte aligned cudaMalloc) */
+_Static_assert(offsetof(struct gs__kstate, finished) == 52 &&
+	       offsetof(struct gs__kstate, redo_added) == 128 &&
+	       offsetof(struct gs__kstate, neg_tmin) == 512 &&
+	       sizeof(struct gs__kstate) == 640, "struct gs__kstate layout");
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
 #define GS__RZS		64u	/* resize latencies kept */
@@ -212,6 +221,8 @@ struct gs__rt {
 					 * round was not stopped) */
 	uint64_t rz_out[GS__RZS];	/* ... write -> old round gone */
 	uint64_t rz_stop_ns, rz_exit_ns;	/* the last stopped round */
+	int unspun;		/* the last round ended at its exit
+				 * reports, the streams not queried */
 	int green_off;			/* unavailable: blocks instead */
 	uint16_t smid[GS__SMIDS];	/* present %smid values, ascending */
 	unsigned int smid_n;		/* 0: no rank table (raw smids) */
@@ -1456,6 +1467,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 {
 	struct gs__waitpol pol = { rt->cfg.spin_ns, 2000, 20000 };
 	uint64_t t0 = now_ns(), cur = 0, deadline = 0, iter = 0;
+	uint64_t next_query = t0 + GS__QUERY_NS;
+	int pend_seen = 0;
 	size_t i;
 
 	if (page != NULL && rt->fake != NULL && rt->cfg.force_max_ns)
@@ -1518,8 +1531,21 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			(void)gs_session_progress(rt->sess, rt->hold_gpu_ns,
 						  rt->hold_tasks, &perr);
 		}
-		if ((iter & 255u) == 0 && streams_check(0) < 0)
-			return -1;
+		/* a kernel that failed writes no report: query the streams
+		 * about every ms.  Each query is a driver call of a
+		 * microsecond or more (now and then ten), so none in the
+		 * first ms of a suspend's wait, where it would delay seeing
+		 * the last block's report */
+		if (pending && !pend_seen) {
+			pend_seen = 1;
+			if (next_query < now + GS__QUERY_NS)
+				next_query = now + GS__QUERY_NS;
+		}
+		if (now >= next_query) {
+			next_query = now + GS__QUERY_NS;
+			if (streams_check(0) < 0)
+				return -1;
+		}
 		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
@@ -1576,14 +1602,26 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		}
 	}
 	rt->seen_ns = now_ns();
-	/* the last blocks are leaving: spin until the streams say so
-	 * (a blocking synchronize would add a wake-up) */
-	if (streams_check(1) < 0)
-		return -1;
-	*exit_ns = now_ns();
 	*susp = rt->released || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 		GS_CTL_SUSPEND);
+	/* Every persistent kernel's last block wrote its report as its
+	 * last act, and every direct chunk's end event was seen: no block
+	 * of ours is on an SM.  A suspended round ends here (the next
+	 * round, or the next holder, queues behind the kernels' retirement
+	 * on the GPU; a kernel that failed wrote no report and is caught by
+	 * the periodic query above).  Otherwise spin until the streams say
+	 * the kernels are done, as the caller's synchronize promises (a
+	 * blocking synchronize would add a wake-up). */
+	rt->unspun = *susp && page != NULL && !rt->cfg.evict_idle &&
+		     !rt->resize_sent;
+	if (rt->unspun) {
+		*exit_ns = rt->seen_ns;
+	} else {
+		if (streams_check(1) < 0)
+			return -1;
+		*exit_ns = now_ns();
+	}
 	/* requests posted just before the exit, and the streams' bytes
 	 * for them that are there now: the next round runs every
 	 * continuation that can run (polled only every 32nd look above) */
@@ -2052,6 +2090,10 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		rt->hold_tasks = res->block_tasks;
 		res->exit_ns = exit_ns;
 		if (gs__queues_total(&rt->q) == 0) {
+			/* a suspend that came as the work ended: the
+			 * synchronize still promises done kernels */
+			if (rt->unspun && streams_check(1) < 0)
+				return -1;
 			res->done = 1;
 			return RUN_DONE;
 		}
@@ -2808,7 +2850,9 @@ trace_open(void)
 	if (pfx == NULL || *pfx == '\0')
 		return GSHARE_OK;
 	snprintf(path, sizeof(path), "%s.%d", pfx, (int)getpid());
-	rt->trace = fopen(path, "we");
+	/* appended: a process that calls gs_init again keeps its earlier
+	 * records */
+	rt->trace = fopen(path, "ae");
 	if (rt->trace == NULL)
 		return fail(GS_ECONFIG, "GSHARE_TRACE: cannot write %s: %s",
 			    path, strerror(errno));

@@ -280,7 +280,7 @@ test_config(void **state)
 	set_env(NULL, NULL, NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.batch, 0);
-	assert_int_equal(c.watch_ns, 1000);
+	assert_int_equal(c.watch_ns, 0);
 	assert_int_equal(c.spin_ns, 200000);
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	assert_int_equal(c.release_early, 1);
@@ -297,6 +297,14 @@ test_config(void **state)
 	assert_true(c.direct_ns == 500000);
 	assert_true(c.slack_ns == 1000);
 	assert_true(c.keep_ns == 10000000);
+	assert_int_equal(c.evict_idle, 0);
+	set_env("GSHARE_EVICT_END", "idle", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.evict_idle, 1);
+	set_env("GSHARE_EVICT_END", "report", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.evict_idle, 0);
+	expect_reject("GSHARE_EVICT_END", "drained", "report or idle");
 	set_env("GSHARE_KEEP_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.keep_ns == 0);
