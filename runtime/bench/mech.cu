@@ -9,6 +9,7 @@
  *            160 us block-tasks
  *   evictj   the same with task lengths spread over 0.75..1.25 x
  *   cycle    suspend+resume cycle cost and overhead at 1, 4, 10 ms slices
+ *            (16 us block-tasks; cycle=US: tasks of US, 0.5..1000)
  *   acct     GPU time the runtime reports vs CUDA events around solo runs
  *
  * Usage: gs-mech [evict|evictj|cycle|acct ...] [--raw DIR]
@@ -180,15 +181,15 @@ static void do_evict(const char *raw, int jitter)
 	CK(cudaFree(sink));
 }
 
-static void do_cycle(void)
+static void do_cycle(double task_us)
 {
-	/* 16 us tasks, ~0.6 s of work */
+	/* task_us tasks (16 by default), ~0.6 s of work */
 	const char *cfg[] = { NULL, "60000000", "1000", "4000", "10000" };
 	const char *name[] = { "immediate", "queued", "1ms", "4ms", "10ms" };
 	unsigned int *sink;
 	CK(cudaMalloc(&sink, 4096));
 	unsigned int np = nphys_of((const void *)spin__k, 128);
-	unsigned long long total = (unsigned long long)(0.6e6 / 16 * np);
+	unsigned long long total = (unsigned long long)(0.6e6 / task_us * np);
 	double base = 0;
 	for (int i = 0; i < 5; i++) {
 		std::vector<double> w;
@@ -196,10 +197,10 @@ static void do_cycle(void)
 		set_force(cfg[i]);
 		GK(gs_init(GS_INIT_STANDALONE));
 		struct gs_stats s0;
-		run_spin(16, total / 20, sink);	/* warm */
+		run_spin(task_us, total / 20, sink);	/* warm */
 		GK(gs_stats(&s0));
 		for (int r = 0; r < 3; r++)
-			w.push_back(run_spin(16, total, sink));
+			w.push_back(run_spin(task_us, total, sink));
 		GK(gs_stats(&st));
 		st.suspensions -= s0.suspensions;
 		double m = ex_median(w);
@@ -209,8 +210,8 @@ static void do_cycle(void)
 		unsigned long long susp = st.suspensions;
 		if (i >= 2 && susp)
 			cyc = (m - base) / ((double)susp / 3.0) * 1e6;
-		printf("mech cycle mode=%s wall_s=%.4f suspensions=%llu "
-		       "overhead_pct=%.2f cycle_us=%.1f\n", name[i], m, susp,
+		printf("mech cycle task_us=%.1f mode=%s wall_s=%.4f suspensions=%llu "
+		       "overhead_pct=%.2f cycle_us=%.1f\n", task_us, name[i], m, susp,
 		       i >= 1 && base > 0 ? (m / base - 1) * 100 : 0.0, cyc);
 		GK(gs_finalize());
 	}
@@ -301,11 +302,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "evictj"))
 			do_evict(raw, 1);
 		else if (!strcmp(argv[i], "cycle"))
-			do_cycle();
+			do_cycle(16);
+		else if (!strncmp(argv[i], "cycle=", 6) &&
+			 atof(argv[i] + 6) >= 0.5 && atof(argv[i] + 6) <= 1000)
+			do_cycle(atof(argv[i] + 6));
 		else if (!strcmp(argv[i], "acct"))
 			do_acct();
 		else {
-			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|"
+			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|cycle=US|"
 				"acct]... "
 				"[--raw DIR]\n");
 			return 2;
@@ -314,7 +318,7 @@ int main(int argc, char **argv)
 	if (!any) {
 		do_evict(raw, 0);
 		do_evict(raw, 1);
-		do_cycle();
+		do_cycle(16);
 		do_acct();
 	}
 	return 0;
