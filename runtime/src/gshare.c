@@ -1607,14 +1607,15 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		GS_CTL_SUSPEND);
 	/* Every persistent kernel's last block wrote its report as its
 	 * last act, and every direct chunk's end event was seen: no block
-	 * of ours is on an SM.  A suspended round ends here (the next
-	 * round, or the next holder, queues behind the kernels' retirement
-	 * on the GPU; a kernel that failed wrote no report and is caught by
-	 * the periodic query above).  Otherwise spin until the streams say
-	 * the kernels are done, as the caller's synchronize promises (a
-	 * blocking synchronize would add a wake-up). */
-	rt->unspun = *susp && page != NULL && !rt->cfg.evict_idle &&
-		     !rt->resize_sent;
+	 * of ours is on an SM.  The round ends here: whatever comes next (the
+	 * next round, the next holder, a wait for I/O) queues behind the
+	 * kernels' retirement on the GPU, and a kernel that failed wrote no
+	 * report and is caught by the periodic query above.  Only a round
+	 * that finishes the work (run_hold), a resize, and the wait for
+	 * immediate launches spin until the streams say the kernels are
+	 * done, as the caller's synchronize promises (a blocking
+	 * synchronize would add a wake-up). */
+	rt->unspun = page != NULL && !rt->cfg.evict_idle && !rt->resize_sent;
 	if (rt->unspun) {
 		*exit_ns = rt->seen_ns;
 	} else {
@@ -2090,8 +2091,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		rt->hold_tasks = res->block_tasks;
 		res->exit_ns = exit_ns;
 		if (gs__queues_total(&rt->q) == 0) {
-			/* a suspend that came as the work ended: the
-			 * synchronize still promises done kernels */
+			/* the work is done: the synchronize promises
+			 * kernels that are done */
 			if (rt->unspun && streams_check(1) < 0)
 				return -1;
 			res->done = 1;
