@@ -5,6 +5,7 @@
 #   D/node-agent, D/runtime (library, examples, bench, gate, test_api), and
 #   D/lib (libyaml, libsqlite3, libcmocka) for tests/gpu/run.sh, agent.sh,
 #   space.sh, space_probe.sh, bench;
+#   D/commit.txt (HEAD when staged, "+" if tracked files had changes);
 #   D/bin (gshared, gsharectl, libgshare-gate.so, fake_libgshare.so, standin,
 #   lib/) for tests/gpu/gate/run.sh and tests/gpu/mem/run.sh.
 set -eu
@@ -37,4 +38,9 @@ cp "$D/node-agent/gshared" "$D/node-agent/gsharectl" \
    "$D/bin/"
 cp "$B/tests/gate/standin/libcuda.so.1" "$D/bin/standin/"
 cp -r "$D/lib" "$D/bin/lib"
+# the commit the build is of, for the benchmarks' headers ("+": with
+# changes to tracked files not committed yet)
+c=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- 2>/dev/null || c="$c+"
+echo "$c" > "$D/commit.txt"
 du -sh "$D"
