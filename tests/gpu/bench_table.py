@@ -29,6 +29,22 @@ def lines(path, prefix):
         return []
 
 
+def evict_split(path):
+    """[(task_us, [(step, p50, p99)...])...] from evict_split.py's output"""
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 2 and w[0] == 'task':
+                    out.append((w[1], []))
+                elif out and len(w) == 9 and w[1] == 'p10':
+                    out[-1][1].append((w[0], w[4], w[8]))
+    except OSError:
+        pass
+    return [t for t in out if t[1]]
+
+
 def windows(path):
     """rates of the full windows, first and last dropped"""
     w = [float(d['rate']) for d in lines(path, 'window ')]
@@ -71,10 +87,14 @@ def main(o):
               d['task_us'], ' +-25%' if 'jitter' in d['name'] else '',
               d['p50_us'], d['p90_us'], d['p99_us'], d['max_us'],
               d['samples'], d.get('task_meas_us', '?')))
+    for task, steps in evict_split(os.path.join(o, 'evict_split.txt')):
+        p('2 eviction %6s us tasks, steps p50/p99 us: %s' % (
+            task, ', '.join('%s %s/%s' % (k, a, b) for k, a, b in steps)))
     for d in lines(os.path.join(o, 'mech.log'), 'mech cycle'):
-        p('3 slices %-9s wall %s s  suspensions %6s  overhead %6s %%  '
-          'cycle %s us' % (d['mode'], d['wall_s'], d['suspensions'],
-                          d['overhead_pct'], d['cycle_us']))
+        p('3 slices %5s us tasks %-9s wall %s s  suspensions %6s  '
+          'overhead %6s %%  cycle %s us' % (
+              d.get('task_us', '16.0'), d['mode'], d['wall_s'],
+              d['suspensions'], d['overhead_pct'], d['cycle_us']))
     ratios = []
     for d in ov:
         if 'plain_ms' in d:
