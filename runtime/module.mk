@@ -116,6 +116,9 @@ $(B)/runtime/bench/gs-mech-probe: runtime/bench/mech.cu $(RT_EX_DEPS)
 	    -L$(B)/runtime -lgshare -Xlinker -rpath,'$$ORIGIN/..' \
 	    -Xlinker -rpath,$(CUDA_LIB)
 
+# The eviction-split tool (tests/gpu/evict_split.py) on made-up records.
+INTEG_TESTS += runtime/tests/evict_split_test.py
+
 # The C API on any machine (no GPU: gs_init must fail cleanly).
 RT_API_TEST := $(B)/runtime/tests/test_api
 UNIT_TESTS  += $(RT_API_TEST)

@@ -35,14 +35,18 @@ def holds(d):
     with open(os.path.join(d, names[0])) as f:
         for line in f:
             w = line.split()
-            if w and w[0] == 'offset':
-                off = int(w[2])
-            elif w and w[0] == 'hold' and len(w) >= 14 and w[10] == 'susp':
-                if off is None or int(w[13]) == 0:
-                    continue
-                out.append({'seen': int(w[5]), 'exit': int(w[6]),
-                            'sset': int(w[12]), 'wraise': int(w[13]),
-                            'off': off})
+            try:
+                if w and w[0] == 'offset':
+                    off = int(w[2])
+                elif (w and w[0] == 'hold' and len(w) >= 14 and
+                      w[10] == 'susp'):
+                    if off is None or int(w[13]) == 0:
+                        continue
+                    out.append({'seen': int(w[5]), 'exit': int(w[6]),
+                                'sset': int(w[12]), 'wraise': int(w[13]),
+                                'off': off})
+            except ValueError:
+                continue
     out.sort(key=lambda h: h['wraise'])
     return out
 
@@ -53,10 +57,14 @@ def pct(v, p):
 
 def split(d, task, hs):
     keys = [h['wraise'] for h in hs]
-    rows = []
+    rows, bad = [], 0
     with open(os.path.join(d, f'evp_{task}.txt')) as f:
         for line in f:
-            _, first, last, fin_in, fin_seq = map(int, line.split())
+            try:
+                _, first, last, fin_in, fin_seq = map(int, line.split())
+            except ValueError:
+                bad += 1
+                continue
             i = bisect.bisect_right(keys, first) - 1
             if i < 0 or first - keys[i] > 100000:
                 continue
@@ -71,7 +79,8 @@ def split(d, task, hs):
                 'hostsee': h['seen'] - (fin_seq + o),
                 'total': h['exit'] - h['sset'],
             })
-    print(f'task {task} us: {len(rows)} evictions')
+    print(f'task {task} us: {len(rows)} evictions' +
+          (f' ({bad} malformed records skipped)' if bad else ''))
     if not rows:
         return
     for k in rows[0]:
