@@ -16,8 +16,9 @@
  * Prints "mech ..." lines; with --raw, eviction samples go to
  * DIR/evict_<us>.txt (one latency in ns per line).  The gs-mech-probe
  * build (GS_EVPROBE) also writes DIR/evp_<us>.txt: per suspended round,
- * when its blocks saw the flag and when the last one entered and left
- * gs__finish (%globaltimer); with GSHARE_TRACE beside it, the host's
+ * when its blocks saw the flag, when the last one entered gs__finish and
+ * when it stored its report's seq (%globaltimer); with GSHARE_TRACE
+ * beside it, the host's
  * side of each eviction (tests/gpu/evict_split.py joins the two).
  */
 #include "../examples/ex_common.h"
@@ -210,8 +211,9 @@ static void do_cycle(double task_us)
 		unsigned long long susp = st.suspensions;
 		if (i >= 2 && susp)
 			cyc = (m - base) / ((double)susp / 3.0) * 1e6;
-		printf("mech cycle task_us=%.1f mode=%s wall_s=%.4f suspensions=%llu "
-		       "overhead_pct=%.2f cycle_us=%.1f\n", task_us, name[i], m, susp,
+		printf("mech cycle task_us=%.1f mode=%s wall_s=%.4f "
+		       "suspensions=%llu overhead_pct=%.2f cycle_us=%.1f\n",
+		       task_us, name[i], m, susp,
 		       i >= 1 && base > 0 ? (m / base - 1) * 100 : 0.0, cyc);
 		GK(gs_finalize());
 	}
@@ -276,6 +278,7 @@ static void do_acct(void)
 int main(int argc, char **argv)
 {
 	const char *raw = NULL;
+	double us;
 	int any = 0;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--raw") && i + 1 < argc)
@@ -304,14 +307,13 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "cycle"))
 			do_cycle(16);
 		else if (!strncmp(argv[i], "cycle=", 6) &&
-			 atof(argv[i] + 6) >= 0.5 && atof(argv[i] + 6) <= 1000)
-			do_cycle(atof(argv[i] + 6));
+			 (us = atof(argv[i] + 6)) >= 0.5 && us <= 1000)
+			do_cycle(us);
 		else if (!strcmp(argv[i], "acct"))
 			do_acct();
 		else {
-			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|cycle=US|"
-				"acct]... "
-				"[--raw DIR]\n");
+			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|"
+				"cycle=US|acct]... [--raw DIR]\n");
 			return 2;
 		}
 	}

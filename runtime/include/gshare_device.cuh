@@ -62,9 +62,10 @@ struct gs__kline {
  * own: all blocks leave within a few microseconds of a suspend, and the
  * atomics on one line are done one at a time (about one per nanosecond on
  * the H200), so on one shared line the last block's exit waited behind
- * every other block's three (docs/benchmarks.md, run 122).  The fields of
- * the first line with the same names are what kernels built before the
- * lines used; the library reads only next and finished. */
+ * every other block's three (docs/benchmarks.md, run 122).  The first
+ * line's *0 fields are where kernels built before the lines kept those
+ * counters (their offsets stay); the library reads only next and
+ * finished. */
 struct gs__kstate {
 	unsigned int next;		/* next fresh logical block */
 	unsigned int redo_head;		/* ring: next entry to take */

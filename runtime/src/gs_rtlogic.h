@@ -138,10 +138,12 @@ struct gs__config {
 					 * up to 50 us to every sleep by
 					 * default); 0: leave it */
 	int evict_idle;			/* GSHARE_EVICT_END: report (0,
-					 * default) ends a suspended round at
-					 * the last block's exit report; idle
-					 * (1) also waits until the streams
-					 * say the kernels are done */
+					 * default) ends a round at the last
+					 * block's exit report (the one that
+					 * finishes the work waits for the
+					 * streams anyway); idle (1) always
+					 * waits until the streams say the
+					 * kernels are done */
 	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
 					 * and alone on the GPU, keep the
 					 * token this long after a
