@@ -317,15 +317,18 @@ int main(int argc, char **argv)
 		 * their medians are the steady state a server sees. */
 		enum { R = 11 };
 		double tg[R], tp[R], cg, cp;
+		struct gs_stats s0, s1;
 		fails += run_server(20000, 264, 0, 0, 64, &seed, &cg);
 		double cl = launch_secs;
 		fails += run_server(20000, 264, 0, 1, 64, &seed, &cp);
+		GK(gs_stats(&s0));
 		for (int r = 0; r < R; r++) {
 			fails += run_server(20000, 264, 0, 0, 64, &seed,
 					    &tg[r]);
 			fails += run_server(20000, 264, 0, 1, 64, &seed,
 					    &tp[r]);
 		}
+		GK(gs_stats(&s1));
 		std::sort(tg, tg + R);
 		std::sort(tp, tp + R);
 		printf("bench server cold_plain_ms=%.4f cold_gs_ms=%.4f "
@@ -337,6 +340,12 @@ int main(int argc, char **argv)
 		printf("bench server plain_ms=%.4f gs_ms=%.4f "
 		       "overhead_pct=%.2f\n", tp[R / 2] * 1e3,
 		       tg[R / 2] * 1e3, (tg[R / 2] / tp[R / 2] - 1) * 100);
+		/* per run of 20,000 requests: how often the kernel was
+		 * launched and the GPU given back for want of requests */
+		printf("bench server kernel_runs_per_run=%.1f "
+		       "iowaits_per_run=%.1f\n",
+		       (double)(s1.kernel_runs - s0.kernel_runs) / R,
+		       (double)(s1.iowaits - s0.iowaits) / R);
 	}
 	GK(gs_finalize());
 	return fails ? 1 : 0;
