@@ -1465,17 +1465,10 @@ static int
 wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 	      int *susp)
 {
-	/* no spin while an I/O kernel is queued: a loop that sees each
-	 * round's end at once relaunches for every few requests, and its
-	 * reads of the streams between them slow their writers (gs-server:
-	 * ~230 rounds a run and +18..21 % with the spin, 98..140 and
-	 * -0.2..+4.7 % with the backoff's 2..20 us sleeps at once,
-	 * docs/benchmarks.md runs 136-137).  A suspend still turns the spin
-	 * on; forced suspensions (the tests) keep it, or the I/O rounds
-	 * end before their suspend is due and none is tested */
+	/* no spin while an I/O kernel is queued (gs__wait_spin_ns); a
+	 * suspend still turns the spin on */
 	struct gs__waitpol pol = {
-		rt->io_kernels > 0 && rt->cfg.force_max_ns == 0 ? 0 :
-		rt->cfg.spin_ns, 2000, 20000 };
+		gs__wait_spin_ns(&rt->cfg, rt->io_kernels > 0), 2000, 20000 };
 	uint64_t t0 = now_ns(), cur = 0, deadline = 0, iter = 0;
 	uint64_t next_query = t0 + GS__QUERY_NS;
 	int pend_seen = 0;

@@ -311,6 +311,20 @@ test_config(void **state)
 	expect_reject("GSHARE_KEEP_US", "2000000", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_KEEP_US", "-1", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_RESIZE_LOG", "2", "GSHARE_RESIZE_LOG");
+	/* the wait's spin: none while an I/O kernel is queued, unless
+	 * suspensions are forced */
+	set_env(NULL, NULL, NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(gs__wait_spin_ns(&c, 0) == 200000);
+	assert_true(gs__wait_spin_ns(&c, 1) == 0);
+	set_env("GSHARE_SPIN_US", "50", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(gs__wait_spin_ns(&c, 0) == 50000);
+	assert_true(gs__wait_spin_ns(&c, 1) == 0);
+	set_env("GSHARE_FORCE_SUSPEND_US", "100:300", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(gs__wait_spin_ns(&c, 1) == 200000);
+	assert_true(gs__wait_spin_ns(&c, 0) == 200000);
 	set_env("GSHARE_TIMER_SLACK_NS", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.slack_ns == 0);
