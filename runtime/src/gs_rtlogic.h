@@ -104,12 +104,6 @@ struct gs__waitpol {
 uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
 		       int suspend_pending, uint64_t *cur);
 
-struct gs__config;
-/* The wait's spin (struct gs__waitpol's spin_ns): GSHARE_SPIN_US, but
- * none while an I/O kernel is queued (io_queued), unless suspensions are
- * forced (docs/runtime.md, *Host wait*). */
-uint64_t gs__wait_spin_ns(const struct gs__config *c, int io_queued);
-
 /* Runtime configuration from the environment. */
 struct gs__config {
 	unsigned int batch;		/* GSHARE_BATCH, 0: adaptive */
@@ -156,6 +150,12 @@ struct gs__config {
 					 * gs_synchronize; 0: release it at
 					 * once */
 };
+
+/* The wait's spin (struct gs__waitpol's spin_ns): GSHARE_SPIN_US, but
+ * none while an I/O kernel is queued (io_queued), unless suspensions are
+ * forced (docs/runtime.md, *Host wait*). */
+uint64_t gs__wait_spin_ns(const struct gs__config *c, int io_queued);
+
 /* Direct launches (GSHARE_DIRECT; docs/runtime.md). */
 enum {
 	GS__DIRECT_OFF,		/* off: always the persistent loop */
