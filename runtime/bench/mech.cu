@@ -11,8 +11,12 @@
  *   cycle    suspend+resume cycle cost and overhead at 1, 4, 10 ms slices
  *            (16 us block-tasks; cycle=US: tasks of US, 0.5..1000)
  *   acct     GPU time the runtime reports vs CUDA events around solo runs
+ *   spin     the spin tasks' own lengths in plain grids (both spins), and
+ *            under libgshare: direct, and the persistent loop's blocks
  *
- * Usage: gs-mech [evict|evictj|cycle|acct ...] [--raw DIR]
+ * GS_MECH_SPIN=sleep: the tasks sleep 64 ns between their reads of the
+ * timer instead of reading it back to back (hot, the default).
+ * Usage: gs-mech [evict|evictj|cycle|acct|spin ...] [--raw DIR]
  * Prints "mech ..." lines; with --raw, eviction samples go to
  * DIR/evict_<us>.txt (one latency in ns per line).  The gs-mech-probe
  * build (GS_EVPROBE) also writes DIR/evp_<us>.txt: per suspended round,
@@ -27,6 +31,12 @@ struct spin_args {
 	long long ns;		/* task length */
 	unsigned int *sink;
 	int jitter;		/* 1: each task 0.75..1.25 x ns */
+	int sleep;		/* 1: sleep 64 ns between the timer's reads */
+	unsigned long long *len;	/* != NULL: [0] += each task's own
+					 * length (ns), [16] += 1 */
+	unsigned long long *pb;		/* != NULL: per physical block b,
+					 * [3b] its first task's start, [3b+1]
+					 * its last task's end, [3b+2] tasks */
 };
 
 static __device__ __forceinline__ long long gtimer(void)
@@ -36,20 +46,69 @@ static __device__ __forceinline__ long long gtimer(void)
 	return t;
 }
 
-/* one logical block = `ns` nanoseconds of spinning (%globaltimer, so the
- * length does not depend on the SM clock) */
-GS_KERNEL(spin, struct spin_args, p)
+/* one task: `ns` nanoseconds of %globaltimer (the length does not depend
+ * on the SM clock); returns its start.  Hot (the default), every warp
+ * reads the timer back to back: 64 such warps an SM keep its issue slots
+ * busy, and the persistent loop's thread 0 waits for them between tasks
+ * (`gs-mech spin`: tasks per physical block 3x apart).  With sleep
+ * (GS_MECH_SPIN=sleep) the warps leave the slots to others: the same
+ * length, a task that does not compete with the loop's bookkeeping. */
+static __device__ __forceinline__ long long spin_for(const struct spin_args &p,
+						     unsigned int lb)
 {
 	long long t0 = gtimer(), n = p.ns;
 	if (p.jitter) {
-		unsigned int h = gs_block_linear() * 2654435761u;
+		unsigned int h = lb * 2654435761u;
 		h ^= h >> 16;
 		n = n * (768 + (long long)(h & 511)) / 1024;
 	}
-	while (gtimer() - t0 < n)
-		;
+	if (p.sleep) {
+		while (gtimer() - t0 < n)
+			__nanosleep(64);
+	} else {
+		while (gtimer() - t0 < n)
+			;
+	}
+	return t0;
+}
+
+/* one logical block = one spin */
+GS_KERNEL(spin, struct spin_args, p)
+{
+	long long t0 = spin_for(p, gs_block_linear());
+	if (p.len != NULL) {
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			long long t1 = gtimer();
+			atomicAdd(&p.len[0], (unsigned long long)(t1 - t0));
+			atomicAdd(&p.len[16], 1ull);
+			if (p.pb != NULL) {
+				unsigned long long *b = p.pb + 3 * blockIdx.x;
+				atomicMin(&b[0], (unsigned long long)t0);
+				atomicMax(&b[1], (unsigned long long)t1);
+				b[2]++;
+			}
+		}
+	}
 	if (threadIdx.x == 0)
 		p.sink[gs_block_linear() & 1023u] = (unsigned)t0;
+}
+
+/* the same spin as a plain grid, each block's own length (%globaltimer,
+ * its first warp's start to its last warp's end) into len[blockIdx.x] */
+static __global__ void spin_plain(struct spin_args p, unsigned long long *len)
+{
+	__shared__ unsigned long long s0;
+	long long t0 = spin_for(p, blockIdx.x);
+	if (threadIdx.x == 0)
+		s0 = (unsigned long long)t0;
+	__syncthreads();
+	long long t1 = gtimer();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		len[blockIdx.x] = (unsigned long long)(t1 - (long long)s0);
+		p.sink[blockIdx.x & 1023u] = (unsigned)t0;
+	}
 }
 
 static unsigned int nphys_of(const void *k, int threads)
@@ -113,11 +172,36 @@ static void set_force(const char *v)
 		unsetenv("GSHARE_FORCE_SUSPEND_US");
 }
 
+/* GS_MECH_SPIN: hot (the default) or sleep; anything else is an error */
+static int spin_sleep(void)
+{
+	const char *m = getenv("GS_MECH_SPIN");
+
+	if (m == NULL || strcmp(m, "hot") == 0)
+		return 0;
+	if (strcmp(m, "sleep") == 0)
+		return 1;
+	fprintf(stderr, "gs-mech: GS_MECH_SPIN=%s: want hot or sleep\n", m);
+	exit(2);
+}
+
+static const char *spin_name(void)
+{
+	return spin_sleep() ? "sleep" : "hot";
+}
+
+static spin_args spin_of(double task_us, unsigned int *sink, int jitter)
+{
+	spin_args a = { (long long)(task_us * 1000.0), sink, jitter,
+			spin_sleep(), NULL, NULL };
+	return a;
+}
+
 /* Run `total` spin tasks of task_us; returns wall seconds. */
 static double run_spin(double task_us, unsigned long long total,
 		       unsigned int *sink, int jitter = 0)
 {
-	spin_args a = { (long long)(task_us * 1000.0), sink, jitter };
+	spin_args a = spin_of(task_us, sink, jitter);
 	double t0 = ex_now();
 	/* split into launches of at most 2^31 logical blocks */
 	while (total) {
@@ -154,10 +238,10 @@ static void do_evict(const char *raw, int jitter)
 		/* measured task length: GPU time x blocks / tasks */
 		double meas = st.block_tasks ?
 		    st.gpu_ns / 1e3 * np / (double)st.block_tasks : 0;
-		printf("mech evict%s task_us=%.1f samples=%zu p50_us=%.1f "
+		printf("mech evict%s spin=%s task_us=%.1f samples=%zu p50_us=%.1f "
 		       "p90_us=%.1f p99_us=%.1f max_us=%.1f wall_s=%.3f "
 		       "avg_seen_us=%.1f avg_dev_us=%.1f task_meas_us=%.2f\n",
-		       jitter ? "_jitter" : "", t,
+		       jitter ? "_jitter" : "", spin_name(), t,
 		       n, pct(us, 0.5), pct(us, 0.9), pct(us, 0.99),
 		       pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
 		       st.evict_dev_ns_sum / 1e3 / ns_, meas);
@@ -211,13 +295,157 @@ static void do_cycle(double task_us)
 		unsigned long long susp = st.suspensions;
 		if (i >= 2 && susp)
 			cyc = (m - base) / ((double)susp / 3.0) * 1e6;
-		printf("mech cycle task_us=%.1f mode=%s wall_s=%.4f "
+		printf("mech cycle spin=%s task_us=%.1f mode=%s wall_s=%.4f "
 		       "suspensions=%llu overhead_pct=%.2f cycle_us=%.1f\n",
-		       task_us, name[i], m, susp,
+		       spin_name(), task_us, name[i], m, susp,
 		       i >= 1 && base > 0 ? (m / base - 1) * 100 : 0.0, cyc);
 		GK(gs_finalize());
 	}
 	set_force(NULL);
+	CK(cudaFree(sink));
+}
+
+/* the loop's physical blocks: when each started its first task after the
+ * earliest, when it ended its last before the latest, its tasks */
+static void pb_report(std::vector<unsigned long long> &h,
+		      unsigned long long *d, unsigned int np)
+{
+	std::vector<double> late, early, cnt;
+	unsigned long long t0 = ~0ull, t1 = 0;
+	unsigned int idle = 0;
+
+	CK(cudaMemcpy(h.data(), d, 24ull * np, cudaMemcpyDeviceToHost));
+	for (unsigned int b = 0; b < np; b++)
+		if (h[3 * b + 2]) {
+			t0 = std::min(t0, h[3 * b]);
+			t1 = std::max(t1, h[3 * b + 1]);
+		} else {
+			idle++;
+		}
+	for (unsigned int b = 0; b < np; b++)
+		if (h[3 * b + 2]) {
+			late.push_back((h[3 * b] - t0) / 1e3);
+			early.push_back((t1 - h[3 * b + 1]) / 1e3);
+			cnt.push_back((double)h[3 * b + 2]);
+		}
+	printf("mech spin_blocks span_us=%.1f no_task=%u start_after_us "
+	       "p50=%.1f p90=%.1f max=%.1f end_before_us p50=%.1f "
+	       "p90=%.1f max=%.1f tasks p10=%.0f p50=%.0f max=%.0f\n",
+	       (t1 - t0) / 1e3, idle, pct(late, 0.5), pct(late, 0.9),
+	       pct(late, 1.0), pct(early, 0.5), pct(early, 0.9),
+	       pct(early, 1.0), pct(cnt, 0.1), pct(cnt, 0.5), pct(cnt, 1.0));
+}
+
+/* The spin's own length in plain grids of 4 waves (no gshare), every
+ * block's from its first warp's start to its last warp's end: both
+ * spins are exact there. */
+static void spin_plain_lengths(unsigned int np, unsigned int *sink)
+{
+	const double tasks[] = { 1.7, 16, 160 };
+	unsigned int n = 4 * np;
+	std::vector<unsigned long long> h(n);
+	unsigned long long *dlen;
+
+	CK(cudaMalloc(&dlen, n * sizeof *dlen));
+	for (double t : tasks)
+		for (int sl = 0; sl < 2; sl++) {
+			spin_args a = { (long long)(t * 1000.0), sink, 0, sl,
+					NULL, NULL };
+			spin_plain<<<n, 128>>>(a, dlen);	/* warm */
+			double ms = ex_time(0, [&] {
+				spin_plain<<<n, 128>>>(a, dlen);
+			});
+			CK(cudaMemcpy(h.data(), dlen, n * sizeof *dlen,
+				      cudaMemcpyDeviceToHost));
+			std::vector<double> us;
+			double sum = 0;
+			for (unsigned int i = 0; i < n; i++) {
+				us.push_back(h[i] / 1e3);
+				sum += h[i] / 1e3;
+			}
+			printf("mech spin task_us=%.1f spin=%s blocks=%u "
+			       "mean_us=%.2f p50_us=%.2f p99_us=%.2f "
+			       "max_us=%.2f wave_us=%.2f\n", t,
+			       sl ? "sleep" : "hot", n, sum / n, pct(us, 0.5),
+			       pct(us, 0.99), pct(us, 1.0), ms * 1e3 / 4);
+		}
+	CK(cudaFree(dlen));
+}
+
+/* The spin (GS_MECH_SPIN) under libgshare, direct (no forced
+ * suspension) and in the persistent loop (a suspend due in 60 s): each
+ * task's own length against the time per task and physical block, and
+ * the loop's blocks (pb_report). */
+static void spin_gs(unsigned int np, unsigned int *sink)
+{
+	const double tasks[] = { 1.7, 16, 160 };
+	const char *cfg[] = { NULL, "60000000" };
+	unsigned long long *acc, hacc[17], *dpb;
+	std::vector<unsigned long long> hpb(3ull * np);
+
+	CK(cudaMalloc(&acc, sizeof hacc));
+	CK(cudaMalloc(&dpb, 24ull * np));
+	for (double t : tasks)
+		for (int m = 0; m < 2; m++) {
+			unsigned long long total =
+			    (unsigned long long)(0.2e6 / t * np);
+			spin_args a = spin_of(t, sink, 0);
+
+			a.len = acc;
+			a.pb = m ? dpb : NULL;
+			set_force(cfg[m]);
+			GK(gs_init(GS_INIT_STANDALONE));
+			CK(cudaMemset(acc, 0, sizeof hacc));
+			for (unsigned int b = 0; b < np; b++) {
+				hpb[3 * b] = ~0ull;
+				hpb[3 * b + 1] = hpb[3 * b + 2] = 0;
+			}
+			CK(cudaMemcpy(dpb, hpb.data(), 24ull * np,
+				      cudaMemcpyHostToDevice));
+			double w = ex_now();
+			GK(gs_launch(&spin, gs3((unsigned)total), gs3(128), 0,
+				     &a, sizeof a, NULL));
+			GK(gs_synchronize());
+			w = ex_now() - w;
+			CK(cudaMemcpy(hacc, acc, sizeof hacc,
+				      cudaMemcpyDeviceToHost));
+			printf("mech spin_gs spin=%s task_us=%.1f mode=%s "
+			       "tasks=%llu real_us=%.2f per_slot_us=%.2f\n",
+			       spin_name(), t, m ? "queued" : "immediate",
+			       hacc[16],
+			       hacc[16] ? hacc[0] / 1e3 / hacc[16] : 0.0,
+			       w * 1e6 * np / (double)total);
+			if (m)
+				pb_report(hpb, dpb, np);
+			GK(gs_finalize());
+		}
+	set_force(NULL);
+	CK(cudaFree(dpb));
+	CK(cudaFree(acc));
+}
+
+static void do_spin(void)
+{
+	const void *fk[] = { (const void *)spin__k,
+			     (const void *)spin__d<GS__DGRID_1D>,
+			     (const void *)spin_plain };
+	const char *fn[] = { "loop", "direct", "plain" };
+	unsigned int np = nphys_of((const void *)spin__k, 128);
+	unsigned int *sink;
+
+	for (int i = 0; i < 3; i++) {
+		cudaFuncAttributes fa;
+		int bps = 0;
+		CK(cudaFuncGetAttributes(&fa, fk[i]));
+		CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, fk[i],
+								 128, 0));
+		printf("mech spin_kernel %s regs=%d shared=%zu "
+		       "blocks_per_sm=%d\n", fn[i], fa.numRegs,
+		       fa.sharedSizeBytes, bps);
+	}
+	CK(cudaMalloc(&sink, 4096));
+	spin_plain_lengths(np, sink);
+	spin_gs(np, sink);
 	CK(cudaFree(sink));
 }
 
@@ -231,7 +459,7 @@ static void do_acct(void)
 	GK(gs_init(GS_INIT_STANDALONE));
 	run_spin(16, np * 10, sink);
 	for (double d : dur_ms) {
-		spin_args a = { 16000, sink, 0 };
+		spin_args a = spin_of(16, sink, 0);
 		unsigned int n = (unsigned)(d * 1000 / 16 * np);
 		std::vector<double> err;
 		double ev_sum = 0, gs_sum = 0;
@@ -260,7 +488,7 @@ static void do_acct(void)
 	GK(gs_init(GS_INIT_STANDALONE));
 	{
 		unsigned int n = (unsigned)(200.0 * 1000 / 16 * np);
-		spin_args a = { 16000, sink, 0 };
+		spin_args a = spin_of(16, sink, 0);
 		struct gs_stats s0, s1;
 		GK(gs_stats(&s0));
 		GK(gs_launch(&spin, gs3(n), gs3(128), 0, &a, sizeof a, NULL));
@@ -311,9 +539,11 @@ int main(int argc, char **argv)
 			do_cycle(us);
 		else if (!strcmp(argv[i], "acct"))
 			do_acct();
+		else if (!strcmp(argv[i], "spin"))
+			do_spin();
 		else {
 			fprintf(stderr, "usage: gs-mech [evict|evictj|cycle|"
-				"cycle=US|acct]... [--raw DIR]\n");
+				"cycle=US|acct|spin]... [--raw DIR]\n");
 			return 2;
 		}
 	}

@@ -1067,9 +1067,21 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 	 * a short one; after a long one, read it again */
 	if (gs__b.pre == ~0u || gs__flag_fetched() >= c.gen)
 		return 1;
-	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES &&
-	    __ldcv(c.flag) >= c.gen)
-		return 1;
+	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES) {
+		/* a long task: the flag read again, and the next fresh
+		 * batch's claim (when one is due) sent beside it, not after
+		 * it: one round trip to the L2 instead of three (the read,
+		 * gs__claim's look at next, its atomic).  A batch claimed
+		 * here when the flag says stop goes back at the exit. */
+		unsigned int fl = __ldcv(c.flag);
+
+		if (*cur == *end && gs__b.redo_done && gs__b.pf == ~0u) {
+			gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
+			gs__b.pf_len = gs__b.bsz;
+		}
+		if (fl >= c.gen)
+			return 1;
+	}
 	if (*cur == *end && !gs__claim(c, cur, end))
 		return 2;
 	gs__set_task(c, *cur, gs__b.from_redo, p);

@@ -81,19 +81,28 @@ def main(o):
               '%.2f ns per iteration at one call per 16 iterations '
               '(target <= 100 ns amortized)%s' % (
                   c, c / 16, ' (persistent loop)' if pers else ''))
-    for d in lines(os.path.join(o, 'mech.log'), 'mech evict'):
-        p('2 eviction %6s us tasks%s  p50 %6s  p90 %6s  p99 %6s  max %6s '
-          'us (n=%s, measured task %s us)' % (
+    mech = [os.path.join(o, 'mech.log'), os.path.join(o, 'mech-sleep.log')]
+    for d in [d for m in mech for d in lines(m, 'mech evict')]:
+        fixed = ''
+        if 'task_meas_us' in d:
+            t = float(d['task_meas_us'])
+            fixed = ', fixed p50 %.1f p99 %.1f' % (
+                float(d['p50_us']) - t, float(d['p99_us']) - t)
+        p('2 eviction %6s us tasks%s%s  p50 %6s  p90 %6s  p99 %6s  max %6s '
+          'us (n=%s, measured task %s us%s)' % (
               d['task_us'], ' +-25%' if 'jitter' in d['name'] else '',
+              ' sleeping' if d.get('spin') == 'sleep' else '',
               d['p50_us'], d['p90_us'], d['p99_us'], d['max_us'],
-              d['samples'], d.get('task_meas_us', '?')))
+              d['samples'], d.get('task_meas_us', '?'), fixed))
     for task, steps in evict_split(os.path.join(o, 'evict_split.txt')):
         p('2 eviction %6s us tasks, steps p50/p99 us: %s' % (
             task, ', '.join('%s %s/%s' % (k, a, b) for k, a, b in steps)))
-    for d in lines(os.path.join(o, 'mech.log'), 'mech cycle'):
-        p('3 slices %5s us tasks %-9s wall %s s  suspensions %6s  '
+    for d in [d for m in mech for d in lines(m, 'mech cycle')]:
+        p('3 slices %5s us tasks%s %-9s wall %s s  suspensions %6s  '
           'overhead %6s %%  cycle %s us' % (
-              d.get('task_us', '16.0'), d['mode'], d['wall_s'],
+              d.get('task_us', '16.0'),
+              ' sleeping' if d.get('spin') == 'sleep' else '',
+              d['mode'], d['wall_s'],
               d['suspensions'], d['overhead_pct'], d['cycle_us']))
     ratios = []
     for d in ov:
