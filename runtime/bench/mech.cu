@@ -22,8 +22,8 @@
  * build (GS_EVPROBE) also writes DIR/evp_<us>.txt: per suspended round,
  * when its blocks saw the flag, when the last one entered gs__finish and
  * when it stored its report's seq (%globaltimer); with GSHARE_TRACE
- * beside it, the host's
- * side of each eviction (tests/gpu/evict_split.py joins the two).
+ * beside it, the host's side of each eviction (tests/gpu/evict_split.py
+ * joins the two).
  */
 #include "../examples/ex_common.h"
 

@@ -881,6 +881,14 @@ static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 		c.redo[(j + q) % c.redo_cap] = q < n1 ? lo + q : pf + (q - n1);
 }
 
+/* Thread 0: claim the next fresh batch ahead, for gs__claim to take (or
+ * the exit to push back to the redo ring). */
+static __device__ __forceinline__ void gs__claim_ahead(const struct gs_kctx &c)
+{
+	gs__b.pf_len = gs__b.bsz;
+	gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
+}
+
 /* Thread 0: claim the next batch into [*cur, *end): redo ring first,
  * then fresh blocks.  0 when there is none. */
 static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
@@ -1075,10 +1083,8 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 		 * here when the flag says stop goes back at the exit. */
 		unsigned int fl = __ldcv(c.flag);
 
-		if (*cur == *end && gs__b.redo_done && gs__b.pf == ~0u) {
-			gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
-			gs__b.pf_len = gs__b.bsz;
-		}
+		if (*cur == *end && gs__b.redo_done && gs__b.pf == ~0u)
+			gs__claim_ahead(c);
 		if (fl >= c.gen)
 			return 1;
 	}
@@ -1156,10 +1162,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			pre_t = (unsigned int)clock();
 			if (cur + 1u == end && gs__b.bsz > 1u &&
 			    gs__b.redo_done && gs__b.pf == ~0u &&
-			    !gs__b.from_redo) {
-				gs__b.pf_len = gs__b.bsz;
-				gs__b.pf = atomicAdd(&c.ks->next, gs__b.bsz);
-			}
+			    !gs__b.from_redo)
+				gs__claim_ahead(c);
 		}
 		body();
 		if (t0) {
