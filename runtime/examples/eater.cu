@@ -254,6 +254,42 @@ int main(int argc, char **argv)
 		       "calls_per_block=%.0f cost_ns_per_call=%.2f "
 		       "chunk_ns=%.2f\n", m0, m1, calls,
 		       (m1 - m0) * 1e6 / calls, m0 * 1e6 / calls);
+		/* the shape of --run (the sharing benchmark's job): sixteen
+		 * one-wave kernels of 3008 iterations in a row, plain and
+		 * gshare without and with the yield points (ms per kernel) */
+		eater e1;
+		unsigned int n1 = (unsigned int)(bps * sms), it1 = 3008;
+		unsigned int *its1;
+		eater_setup(e1, n1, it1, &seed);
+		eater_reset(e1);
+		CK(cudaMalloc(&its1, 16 * n1 * 4));
+		std::vector<double> sp, sg[2];
+		for (int r = 0; r < o.reps + 2; r++) {
+			double a = ex_time_k(0, 16, false, [&] {
+				eat_plain<<<n1, ET>>>(e1.dx, it1);
+			});
+			if (r >= 2)
+				sp.push_back(a);
+			for (int v = 0; v < 2; v++) {
+				int q = 0;
+				CK(cudaMemset(its1, 0, 16 * n1 * 4));
+				double b = ex_time_k(0, 16, true, [&] {
+					eat_args p1 = { e1.dx, its1 + q++ * n1,
+							it1, yv[v] };
+					GK(gs_launch(&eat, gs3(n1), gs3(ET), 0,
+						     &p1, sizeof p1, NULL));
+				});
+				if (r >= 2)
+					sg[v].push_back(b);
+			}
+		}
+		double sp_ = ex_median(sp), s0 = ex_median(sg[0]),
+		       s1 = ex_median(sg[1]);
+		printf("shape eater_one_wave blocks=%u plain_ms=%.4f "
+		       "noyield_ms=%.4f yield_ms=%.4f noyield_pct=%.2f "
+		       "yield_pct=%.2f\n", n1, sp_, s0, s1,
+		       (s0 / sp_ - 1) * 100, (s1 / sp_ - 1) * 100);
+		CK(cudaFree(its1));
 	}
 	if (o.run_s > 0) {
 		/* eat for run_s seconds: sixteen ~1 ms kernels per

@@ -1593,6 +1593,10 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			}
 		}
 		sl = gs__wait_step(&pol, now - t0, pending || watch, &cur);
+		/* a forced suspend is due at a known time: awake for it */
+		if (sl && deadline)
+			sl = deadline <= now ? 0 :
+			     deadline - now < sl ? deadline - now : sl;
 		if (sl && rt->cur_gen != 0 && unlaunched())
 			sl = 0;	/* kernels to top up: stay close */
 		if (sl) {
@@ -1969,15 +1973,17 @@ trace_offset(int n)
  * kernels run (they run only inside gs_synchronize), so by default
  * (GSHARE_WATCHER=host) it is the watcher: it spins while others contend
  * and raises the flag with a copy when it sees the suspend.  =auto keeps
- * the warp in contended rounds, =always in every round; forced
- * suspensions (no agent) always use it.
+ * the warp in contended rounds, =always in every round.  Forced
+ * suspensions (no agent, the page is the runtime's own) follow the same
+ * choice, the host by default: its loop sets the suspend, so it raises
+ * the flag too (=auto: the host, nobody contends).
  */
 static int
 need_watcher(volatile struct gs_ctlpage *page)
 {
-	if (page == rt->fake || rt->cfg.watcher == GS__WATCH_ALWAYS)
+	if (rt->cfg.watcher == GS__WATCH_ALWAYS)
 		return 1;
-	if (rt->cfg.watcher == GS__WATCH_HOST)
+	if (rt->cfg.watcher == GS__WATCH_HOST || page == rt->fake)
 		return 0;
 	return contended(page);
 }

@@ -81,6 +81,12 @@ def main(o):
               '%.2f ns per iteration at one call per 16 iterations '
               '(target <= 100 ns amortized)%s' % (
                   c, c / 16, ' (persistent loop)' if pers else ''))
+    # the sharing benchmark's eater kernels (one wave each, sixteen in a
+    # row) in the loop: what contended holds cost it against plain CUDA
+    for d in lines(os.path.join(o, 'overhead-persistent.log'), 'shape '):
+        p('1 %s in the loop (%s blocks)  +%s %% without yield points, '
+          '+%s %% with' % (d['name'], d['blocks'], d['noyield_pct'],
+                           d['yield_pct']))
     mech = [os.path.join(o, 'mech.log'), os.path.join(o, 'mech-sleep.log')]
     for d in [d for m in mech for d in lines(m, 'mech evict')]:
         fixed = ''

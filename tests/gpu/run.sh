@@ -11,7 +11,8 @@
 #   2. forced suspensions every 0.1–5 ms (GSHARE_FORCE_SUSPEND_US): the
 #      kernels leave the GPU and resume from their counters, yield points
 #      save and restore loop state;
-#   3. the same every 0.1–1 ms and every 0.1–0.3 ms; in the dense runs at
+#   3. the same every 0.1–1 ms (with the watcher warp raising the flag:
+#      GSHARE_WATCHER=always) and every 0.1–0.3 ms; in the dense runs at
 #      least one suspension must happen (except for the I/O server, whose
 #      kernels are short and mostly wait for requests);
 #   4. attached to a real agent (a private gshared started here): pairs of
@@ -105,7 +106,9 @@ fi
 for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
-	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000" --check 2
+	# the watcher warp raises these rounds' flag (the host, by default)
+	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_WATCHER=always" \
+	    --check 2
 	run "$t" dense "GSHARE_FORCE_SUSPEND_US=100:300" --check 2
 done
 # 4. attached: two checked jobs at a time under the agent, against an
