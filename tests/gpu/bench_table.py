@@ -87,8 +87,23 @@ def main(o):
         p('1 %s in the loop (%s blocks)  +%s %% without yield points, '
           '+%s %% with' % (d['name'], d['blocks'], d['noyield_pct'],
                            d['yield_pct']))
-    mech = [os.path.join(o, 'mech.log'), os.path.join(o, 'mech-sleep.log')]
-    for d in [d for m in mech for d in lines(m, 'mech evict')]:
+    # the host loop raises forced suspensions' flag, as in attached rounds
+    # (mech-warp.log: the watcher warp, GSHARE_WATCHER=always)
+    mech = [os.path.join(o, f) for f in ('mech.log', 'mech-sleep.log',
+                                         'mech-warp.log')]
+
+    def tag(d):
+        return (' sleeping' if d.get('spin') == 'sleep' else '') + \
+            (' warp' if d.get('src') == 'mech-warp.log' else '')
+
+    def mlines(prefix):
+        out = []
+        for m in mech:
+            for d in lines(m, prefix):
+                d['src'] = os.path.basename(m)
+                out.append(d)
+        return out
+    for d in mlines('mech evict'):
         fixed = ''
         if 'task_meas_us' in d:
             t = float(d['task_meas_us'])
@@ -97,17 +112,16 @@ def main(o):
         p('2 eviction %6s us tasks%s%s  p50 %6s  p90 %6s  p99 %6s  max %6s '
           'us (n=%s, measured task %s us%s)' % (
               d['task_us'], ' +-25%' if 'jitter' in d['name'] else '',
-              ' sleeping' if d.get('spin') == 'sleep' else '',
+              tag(d),
               d['p50_us'], d['p90_us'], d['p99_us'], d['max_us'],
               d['samples'], d.get('task_meas_us', '?'), fixed))
     for task, steps in evict_split(os.path.join(o, 'evict_split.txt')):
         p('2 eviction %6s us tasks, steps p50/p99 us: %s' % (
             task, ', '.join('%s %s/%s' % (k, a, b) for k, a, b in steps)))
-    for d in [d for m in mech for d in lines(m, 'mech cycle')]:
+    for d in mlines('mech cycle'):
         p('3 slices %5s us tasks%s %-9s wall %s s  suspensions %6s  '
           'overhead %6s %%  cycle %s us' % (
-              d.get('task_us', '16.0'),
-              ' sleeping' if d.get('spin') == 'sleep' else '',
+              d.get('task_us', '16.0'), tag(d),
               d['mode'], d['wall_s'],
               d['suspensions'], d['overhead_pct'], d['cycle_us']))
     ratios = []
