@@ -290,6 +290,8 @@ int main(int argc, char **argv)
 		       "yield_pct=%.2f\n", n1, sp_, s0, s1,
 		       (s0 / sp_ - 1) * 100, (s1 / sp_ - 1) * 100);
 		CK(cudaFree(its1));
+		CK(cudaFree(e1.dx));
+		CK(cudaFree(e1.dit));
 	}
 	if (o.run_s > 0) {
 		/* eat for run_s seconds: sixteen ~1 ms kernels per

@@ -1972,7 +1972,7 @@ trace_offset(int n)
  * hand-over's path.  In attached rounds the host loop is there while the
  * kernels run (they run only inside gs_synchronize), so by default
  * (GSHARE_WATCHER=host) it is the watcher: it spins while others contend
- * and raises the flag with a copy when it sees the suspend.  =auto keeps
+ * and raises the flag (flag_raise) when it sees the suspend.  =auto keeps
  * the warp in contended rounds, =always in every round.  Forced
  * suspensions (no agent, the page is the runtime's own) follow the same
  * choice, the host by default: its loop sets the suspend, so it raises
