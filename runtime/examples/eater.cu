@@ -37,6 +37,9 @@ static __host__ __device__ __forceinline__ unsigned int step8(unsigned int x)
 }
 
 #define CHUNK 16
+/* --run's iterations per one-wave kernel (the sharing benchmark's job;
+ * --bench times the same shape) */
+#define RUN_ITERS 3008u
 
 __global__ void eat_plain(unsigned int *xs, unsigned int iters)
 {
@@ -255,10 +258,10 @@ int main(int argc, char **argv)
 		       "chunk_ns=%.2f\n", m0, m1, calls,
 		       (m1 - m0) * 1e6 / calls, m0 * 1e6 / calls);
 		/* the shape of --run (the sharing benchmark's job): sixteen
-		 * one-wave kernels of 3008 iterations in a row, plain and
+		 * one-wave kernels of RUN_ITERS iterations in a row, plain and
 		 * gshare without and with the yield points (ms per kernel) */
 		eater e1;
-		unsigned int n1 = (unsigned int)(bps * sms), it1 = 3008;
+		unsigned int n1 = (unsigned int)(bps * sms), it1 = RUN_ITERS;
 		unsigned int *its1;
 		eater_setup(e1, n1, it1, &seed);
 		eater_reset(e1);
@@ -302,7 +305,7 @@ int main(int argc, char **argv)
 		 * of 70 % of the SMs runs it in 1.4 waves) */
 		eater e;
 		unsigned int nblk = 132 * 8 * (unsigned int)o.waves;
-		unsigned int iters = 3008 / (unsigned int)o.waves;
+		unsigned int iters = RUN_ITERS / (unsigned int)o.waves;
 		unsigned int *its;
 		eater_setup(e, nblk, iters, &seed);
 		CK(cudaMalloc(&its, 16 * nblk * 4));
