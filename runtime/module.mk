@@ -51,7 +51,8 @@ RT_EX_BINS  := $(RT_EXAMPLES:%=$(B)/runtime/examples/gs-%)
 RT_BENCH_BINS := $(B)/runtime/bench/gs-mech $(B)/runtime/bench/gs-mech-nogate \
 		 $(B)/runtime/bench/gs-mech-probe \
 		 $(B)/runtime/bench/gs-loopab \
-		 $(B)/runtime/bench/gs-taskbench $(B)/runtime/bench/gs-smprobe
+		 $(B)/runtime/bench/gs-taskbench $(B)/runtime/bench/gs-smprobe \
+		 $(B)/runtime/bench/gs-hostpoll
 LIBS += $(LIBGSHARE) $(LIBGSHARE1)
 BINS += $(RT_EX_BINS) $(RT_BENCH_BINS)
 

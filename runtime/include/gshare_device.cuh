@@ -154,6 +154,20 @@ struct gs_kctx {
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
 
+/* The device suspend flag's 16 bytes, which every block fetches at once.
+ * The host writes all of them at gs_init and only flag afterwards (the
+ * watcher and flag_raise raise it to the round's generation).  Sentinels
+ * are the first nsent physical blocks of a persistent launch: they also
+ * read the control page's suspend word (host memory, at hsusp; 0: no
+ * page) and raise flag themselves when it says GS__CTL_SUSPEND
+ * (common/gs_ctlpage.h's GS_CTL_SUSPEND). */
+struct gs__flagw {
+	unsigned int flag;
+	unsigned int nsent;
+	unsigned long long hsusp;
+};
+#define GS__CTL_SUSPEND 1u
+
 /* Parameter of a direct launch (by value): logical blocks first ..
  * first + gridDim.x - 1, one hardware block each, no loop.  The runtime
  * launches a kernel this way when no suspend can come before it is done
@@ -509,6 +523,9 @@ struct gs__blk {
 	/* the suspend flag, fetched asynchronously (cp.async, 16 bytes,
 	 * L2) while a block-task runs */
 	unsigned int flagbuf[4];
+	/* a sentinel's look at the control page's suspend word (host
+	 * memory, over the bus), fetched the same way; 0 in other blocks */
+	unsigned int hbuf[4];
 	/* thread 0's colder loop state (the hot part is in registers) */
 	long long bstart;		/* clock at the batch's start */
 	unsigned int pre;		/* ~0: predecessor unfinished */
@@ -532,6 +549,7 @@ struct gs__blk {
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
 	const unsigned int *flag;
+	const unsigned int *hsusp;	/* sentinels: the page's word */
 	struct gs__kstate *ks;
 	struct gs__rpc *rpc;
 	unsigned int *ring;
@@ -559,6 +577,44 @@ static __device__ __forceinline__ unsigned int gs__flag_fetched(void)
 {
 	asm volatile("cp.async.wait_all;\n" ::: "memory");
 	return *(volatile unsigned int *)&gs__b.flagbuf[0];
+}
+
+/* Thread 0 of a sentinel: start fetching the control page's suspend word
+ * (host memory, one bus round trip, about a microsecond) into
+ * gs__b.hbuf.  .cg: the L2 keeps no copy of host memory, a later fetch
+ * sees the host's write (gs-hostpoll: no stale read in 2 x 20000 round
+ * trips, 1.75 us each against 1.70 for volatile loads). */
+static __device__ __forceinline__ void gs__host_fetch(const unsigned int *w)
+{
+	unsigned int dst =
+	    (unsigned int)__cvta_generic_to_shared(gs__b.hbuf);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+		     "cp.async.commit_group;\n" :: "r"(dst), "l"(w) : "memory");
+}
+
+/* Thread 0, once the first fetch of the flag's 16 bytes has landed: is
+ * this block a sentinel (struct gs__flagw)? */
+static __device__ __forceinline__ void gs__sentinel_init(void)
+{
+	const volatile struct gs__flagw *w =
+	    (const volatile struct gs__flagw *)gs__b.flagbuf;
+
+	if (blockIdx.x < w->nsent && w->hsusp != 0ull)
+		gs__b.hsusp = (const unsigned int *)(uintptr_t)w->hsusp;
+}
+
+/* Thread 0, after gs__flag_fetched (which waited for every fetch): did a
+ * sentinel's look find the suspend?  Then it raises the device flag for
+ * the other blocks, as the watcher warp would.  Always false in blocks
+ * that are not sentinels (hbuf stays 0). */
+static __device__ __forceinline__ bool gs__host_says(const unsigned int *flag,
+						     unsigned int gen)
+{
+	if (*(volatile unsigned int *)&gs__b.hbuf[0] != GS__CTL_SUSPEND)
+		return false;
+	atomicMax((unsigned int *)flag, gen);
+	return true;
 }
 
 static __device__ __forceinline__ unsigned long long gs__gtimer(void)
@@ -764,11 +820,17 @@ static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
 			gs__b.last_poll = t;
-			y = gs__flag_fetched() >= gs__b.gen;
-			if (y)
+			y = gs__flag_fetched() >= gs__b.gen ||
+			    gs__host_says(gs__b.flag, gs__b.gen);
+			if (y) {
 				gs__b.event |= GS__EV_YIELD;
-			else
+			} else {
+				const unsigned int *hs = gs__b.hsusp;
+
 				gs__flag_fetch(gs__b.flag);
+				if (hs != NULL)
+					gs__host_fetch(hs);
+			}
 		}
 	}
 	return __syncthreads_or(y) != 0;
@@ -1073,20 +1135,34 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 {
 	/* the flag fetched at the start of the task is fresh enough after
 	 * a short one; after a long one, read it again */
-	if (gs__b.pre == ~0u || gs__flag_fetched() >= c.gen)
+	if (gs__b.pre == ~0u || gs__flag_fetched() >= c.gen ||
+	    gs__host_says(c.flag, c.gen))
 		return 1;
 	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES) {
 		/* a long task: the flag read again, and the next fresh
 		 * batch's claim (when one is due) sent beside it, not after
 		 * it: one round trip to the L2 instead of three (the read,
 		 * gs__claim's look at next, its atomic).  A batch claimed
-		 * here when the flag says stop goes back at the exit. */
-		unsigned int fl = __ldcv(c.flag);
+		 * here when the flag says stop goes back at the exit.  A
+		 * sentinel reads the page's word beside them (its fetch
+		 * from the task's start is a task old): one bus round trip
+		 * at its boundaries, so that the first of the sentinels to
+		 * end a task sees a suspend, not the first to end two */
+		const unsigned int *hs = gs__b.hsusp;
+		unsigned int fl;
 
+		if (hs != NULL)
+			gs__host_fetch(hs);
+		fl = __ldcv(c.flag);
 		if (*cur == *end && gs__b.redo_done && gs__b.pf == ~0u)
 			gs__claim_ahead(c);
 		if (fl >= c.gen)
 			return 1;
+		if (hs != NULL) {
+			asm volatile("cp.async.wait_all;\n" ::: "memory");
+			if (gs__host_says(c.flag, c.gen))
+				return 1;
+		}
 	}
 	if (*cur == *end && !gs__claim(c, cur, end))
 		return 2;
@@ -1129,6 +1205,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.gen = c.gen;
 		gs__dh.mode = 0;	/* helpers: the task buffers */
 		gs__b.flag = c.flag;
+		gs__b.hsusp = NULL;
+		gs__b.hbuf[0] = 0;
 		gs__b.ks = c.ks;
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
@@ -1146,6 +1224,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		 * `exited` like every block) */
 		stop = gs__off_partition(c.sm_range) ? 1 :
 			gs__next(c, &cur, &end, pre_t, 0);
+		/* going on: gs__next waited for the fetch, and the flag's
+		 * other words say whether this block is a sentinel */
+		if (stop == 0)
+			gs__sentinel_init();
 	}
 	while (!__syncthreads_or(stop)) {
 		const unsigned int p = k & 1u;
@@ -1158,7 +1240,11 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		}
 		if (t0) {
 			/* in flight while the body runs */
+			const unsigned int *hs = gs__b.hsusp;
+
 			gs__flag_fetch(c.flag);
+			if (hs != NULL)
+				gs__host_fetch(hs);
 			pre_t = (unsigned int)clock();
 			if (cur + 1u == end && gs__b.bsz > 1u &&
 			    gs__b.redo_done && gs__b.pf == ~0u &&

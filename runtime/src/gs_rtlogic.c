@@ -265,7 +265,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 {
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
-	uint64_t rzlog = 0;
+	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT;
 	const char *s;
 	int rel, dir;
 
@@ -280,6 +280,8 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
 	    env_u64(get, "GSHARE_RESIZE_LOG", 0, 1, &rzlog, err) < 0 ||
+	    env_u64(get, "GSHARE_SENTINELS", 0, GS__SENTINELS_MAX, &sent,
+		    err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
 		return -1;
 	s = get("GSHARE_FORCE_SUSPEND_US");
@@ -323,6 +325,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->early_max_ns = emax * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
+	c->sentinels = (unsigned int)sent;
 	c->check_once = (int)check;
 	c->resize_log = (int)rzlog;
 	c->spin_ns = spin * 1000u;

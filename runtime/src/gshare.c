@@ -59,6 +59,10 @@ _Static_assert(offsetof(struct gs__kstate, finished) == 52 &&
 	       offsetof(struct gs__kstate, redo_added) == 128 &&
 	       offsetof(struct gs__kstate, neg_tmin) == 512 &&
 	       sizeof(struct gs__kstate) == 640, "struct gs__kstate layout");
+_Static_assert(sizeof(struct gs__flagw) == 16 &&
+	       GS__CTL_SUSPEND == GS_CTL_SUSPEND &&
+	       offsetof(struct gs_ctlpage, suspend) % 16 == 0,
+	       "the sentinels' look at the page");
 #define GS__STAGE	(1u << 20)
 #define GS__EVS		16384u
 #define GS__RZS		64u	/* resize latencies kept */
@@ -2775,11 +2779,21 @@ gs_init(unsigned int flags)
 	}
 	if (rt->cfg.sm_map == GS__MAP_RANK && (rc = sm_table()) < 0)
 		goto out_free;
-	/* 16 bytes: blocks fetch the flag with a 16-byte cp.async */
-	e = cudaMalloc(&d, 16);
+	/* 16 bytes: blocks fetch the flag with a 16-byte cp.async, and
+	 * with it the sentinels' words (struct gs__flagw) */
+	e = cudaMalloc(&d, sizeof(struct gs__flagw));
 	if (CU_OK(e)) {
+		struct gs__flagw fw;
+
+		memset(&fw, 0, sizeof(fw));
+		if (rt->d_page != NULL && rt->cfg.sentinels) {
+			fw.nsent = rt->cfg.sentinels;
+			fw.hsusp = (unsigned long long)(uintptr_t)
+				   &rt->d_page->suspend;
+		}
 		rt->d_flag = d;
-		e = cudaMemset(rt->d_flag, 0, 16);
+		e = cudaMemcpy(rt->d_flag, &fw, sizeof(fw),
+			       cudaMemcpyHostToDevice);
 	}
 	if (CU_OK(e))
 		e = cudaMalloc(&d, GS__SLOTS * sizeof(struct gs__kstate));

@@ -283,6 +283,7 @@ test_config(void **state)
 	assert_int_equal(c.watch_ns, 0);
 	assert_int_equal(c.spin_ns, 200000);
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
+	assert_int_equal(c.sentinels, GS__SENTINELS_DEFAULT);
 	assert_int_equal(c.release_early, 1);
 	assert_true(c.early_max_ns == 1000000);
 	/* early only once the job's evictions are known to be short */
@@ -356,6 +357,15 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.watcher, GS__WATCH_AUTO);
 	expect_reject("GSHARE_WATCHER", "sometimes", "GSHARE_WATCHER");
+	set_env("GSHARE_SENTINELS", "0", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.sentinels, 0);
+	set_env("GSHARE_SENTINELS", "64", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.sentinels, 64);
+	expect_reject("GSHARE_SENTINELS", "65", "GSHARE_SENTINELS");
+	expect_reject("GSHARE_SENTINELS", "-1", "GSHARE_SENTINELS");
+	expect_reject("GSHARE_SENTINELS", "8x", "GSHARE_SENTINELS");
 
 	set_env("GSHARE_FORCE_SUSPEND_US", "100:5000", "GSHARE_BATCH", "8");
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);

@@ -1,0 +1,176 @@
+/*
+ * hostpoll.cu — how a kernel sees a word of host memory (mapped, pinned)
+ * that the host changes: the ways a persistent block could look at the
+ * control page's suspend word without a watcher warp.
+ *
+ *   rtt      ping-pong: the host writes n, one device thread polls the
+ *            word until it reads n and writes n back into a second mapped
+ *            word, the host spins for it.  Round trip per method:
+ *              volatile  ld.volatile.global, back to back
+ *              relaxed   ld.relaxed.sys.global
+ *              cpasync   cp.async.cg 16 bytes into shared, wait, read
+ *            A method that can return a stale line (one the L2 kept)
+ *            shows up as rounds that time out (10 ms) or long tails.
+ *   cost     what one look costs the thread that makes it: back-to-back
+ *            blocking volatile reads (ns each), and a volatile read issued
+ *            into a register before 2 us of work and used after it (the
+ *            work's length with and without the read).
+ * Prints "hostpoll ..." lines.  No libgshare involved.
+ */
+#include "../examples/ex_common.h"
+
+#include <atomic>
+#include <thread>
+
+static __device__ __forceinline__ unsigned long long gt(void)
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+static __device__ __forceinline__ unsigned int rd(int m,
+						  const unsigned int *w)
+{
+	__shared__ __align__(16) unsigned int buf[4];
+	unsigned int v;
+
+	if (m == 0) {
+		v = *(const volatile unsigned int *)w;
+	} else if (m == 1) {
+		asm volatile("ld.relaxed.sys.global.u32 %0, [%1];"
+			     : "=r"(v) : "l"(w) : "memory");
+	} else {
+		unsigned int dst =
+		    (unsigned int)__cvta_generic_to_shared(buf);
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+			     "cp.async.commit_group;\n"
+			     "cp.async.wait_all;\n"
+			     :: "r"(dst), "l"(w) : "memory");
+		v = *(volatile unsigned int *)&buf[0];
+	}
+	return v;
+}
+
+/* thread 0: for n = 1..rounds, wait for *w == n (at most 10 ms), then
+ * *ack = n; a timeout writes n | 0x80000000 and goes on */
+static __global__ void pong(int m, const unsigned int *w,
+			    volatile unsigned int *ack, unsigned int rounds)
+{
+	if (threadIdx.x != 0)
+		return;
+	for (unsigned int n = 1; n <= rounds; n++) {
+		unsigned long long t0 = gt();
+		unsigned int to = 0;
+		while (rd(m, w) != n) {
+			if (gt() - t0 > 10000000ull) {
+				to = 0x80000000u;
+				break;
+			}
+		}
+		*ack = n | to;
+		__threadfence_system();
+	}
+}
+
+/* cost: reads back to back (res[0] = ns per read); then `reps` times:
+ * 2 us of timer spin, with (res[1]) and without (res[2]) a volatile
+ * read issued before it and used after (mean ns per repetition) */
+static __global__ void cost(const unsigned int *w, unsigned long long *res,
+			    unsigned int reps, unsigned int *sink)
+{
+	if (threadIdx.x != 0)
+		return;
+	unsigned int acc = 0;
+	unsigned long long t0 = gt();
+	for (unsigned int i = 0; i < reps; i++)
+		acc += *(const volatile unsigned int *)w;
+	res[0] = (gt() - t0) / reps;
+	for (int with = 1; with >= 0; with--) {
+		t0 = gt();
+		for (unsigned int i = 0; i < reps; i++) {
+			unsigned int v = 0;
+			if (with)
+				asm volatile("ld.volatile.global.u32 %0, [%1];"
+					     : "=r"(v) : "l"(w));
+			unsigned long long s = gt();
+			while (gt() - s < 2000)
+				;
+			acc += v;
+		}
+		res[with ? 1 : 2] = (gt() - t0) / reps;
+	}
+	*sink = acc;
+}
+
+static double pct(std::vector<double> v, double q)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	size_t i = (size_t)(q * (v.size() - 1) + 0.5);
+	return v[i];
+}
+
+static void do_rtt(unsigned int *hw, unsigned int *dw,
+		   volatile unsigned int *hack, unsigned int *dack)
+{
+	const char *name[] = { "volatile", "relaxed", "cpasync" };
+	const unsigned int rounds = 20000;
+
+	for (int m = 0; m < 3; m++) {
+		*(volatile unsigned int *)hw = 0;
+		*hack = 0;
+		pong<<<1, 32>>>(m, dw, (volatile unsigned int *)dack, rounds);
+		CK(cudaGetLastError());
+		std::vector<double> us;
+		unsigned int tmo = 0;
+		for (unsigned int n = 1; n <= rounds; n++) {
+			double t0 = ex_now();
+			std::atomic_thread_fence(std::memory_order_seq_cst);
+			*(volatile unsigned int *)hw = n;
+			unsigned int a;
+			while (((a = *hack) & 0x7fffffffu) != n)
+				;
+			if (a & 0x80000000u)
+				tmo++;
+			us.push_back((ex_now() - t0) * 1e6);
+		}
+		CK(cudaDeviceSynchronize());
+		printf("hostpoll rtt method=%s rounds=%u timeouts=%u "
+		       "p50_us=%.2f p90_us=%.2f p99_us=%.2f max_us=%.2f\n",
+		       name[m], rounds, tmo, pct(us, 0.5), pct(us, 0.9),
+		       pct(us, 0.99), pct(us, 1.0));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int *hw, *dw, *hack, *dack, *sink;
+	unsigned long long *res;
+
+	(void)argc;
+	(void)argv;
+	CK(cudaSetDeviceFlags(cudaDeviceMapHost));
+	CK(cudaHostAlloc((void **)&hw, 4096, cudaHostAllocMapped));
+	CK(cudaHostAlloc((void **)&hack, 4096, cudaHostAllocMapped));
+	memset(hw, 0, 4096);
+	memset(hack, 0, 4096);
+	CK(cudaHostGetDevicePointer((void **)&dw, hw, 0));
+	CK(cudaHostGetDevicePointer((void **)&dack, hack, 0));
+	CK(cudaMalloc(&res, 64));
+	CK(cudaMalloc(&sink, 64));
+
+	do_rtt(hw, dw, hack, dack);
+
+	unsigned long long h[3];
+	cost<<<1, 32>>>(dw, res, 2000, sink);
+	CK(cudaMemcpy(h, res, sizeof h, cudaMemcpyDeviceToHost));
+	printf("hostpoll cost read_ns=%llu spin2us_with_read_ns=%llu "
+	       "spin2us_ns=%llu\n", h[0], h[1], h[2]);
+	CK(cudaFreeHost(hw));
+	CK(cudaFreeHost(hack));
+	CK(cudaFree(res));
+	CK(cudaFree(sink));
+	return 0;
+}
