@@ -549,7 +549,7 @@ struct gs__blk {
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
 	const unsigned int *flag;
-	const unsigned int *hsusp;	/* sentinels: the page's word */
+	const unsigned int *hsusp;	/* sentinels only: the page's word */
 	struct gs__kstate *ks;
 	struct gs__rpc *rpc;
 	unsigned int *ring;
@@ -594,14 +594,17 @@ static __device__ __forceinline__ void gs__host_fetch(const unsigned int *w)
 }
 
 /* Thread 0, once the first fetch of the flag's 16 bytes has landed: is
- * this block a sentinel (struct gs__flagw)? */
-static __device__ __forceinline__ void gs__sentinel_init(void)
+ * this block a sentinel (struct gs__flagw)?  Then gs__b.hsusp is the
+ * page's word. */
+static __device__ __forceinline__ bool gs__sentinel_init(void)
 {
 	const volatile struct gs__flagw *w =
 	    (const volatile struct gs__flagw *)gs__b.flagbuf;
 
-	if (blockIdx.x < w->nsent && w->hsusp != 0ull)
-		gs__b.hsusp = (const unsigned int *)(uintptr_t)w->hsusp;
+	if (blockIdx.x >= w->nsent || w->hsusp == 0ull)
+		return false;
+	gs__b.hsusp = (const unsigned int *)(uintptr_t)w->hsusp;
+	return true;
 }
 
 /* Thread 0, after gs__flag_fetched (which waited for every fetch): did a
@@ -817,19 +820,20 @@ static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
 	int y = 0;
 
 	if (gs__thread0()) {
-		long long t = clock64();
-		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
-			gs__b.last_poll = t;
+		long long t = clock64(), lp = gs__b.last_poll;
+		if (t - lp > GS_YIELD_POLL_CYCLES) {
+			/* bit 0: a sentinel (gs__loop) */
+			const long long sent = lp & 1ll;
+
+			gs__b.last_poll = (t & ~1ll) | sent;
 			y = gs__flag_fetched() >= gs__b.gen ||
-			    gs__host_says(gs__b.flag, gs__b.gen);
+			    (sent && gs__host_says(gs__b.flag, gs__b.gen));
 			if (y) {
 				gs__b.event |= GS__EV_YIELD;
 			} else {
-				const unsigned int *hs = gs__b.hsusp;
-
 				gs__flag_fetch(gs__b.flag);
-				if (hs != NULL)
-					gs__host_fetch(hs);
+				if (sent)
+					gs__host_fetch(gs__b.hsusp);
 			}
 		}
 	}
@@ -1135,8 +1139,9 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 {
 	/* the flag fetched at the start of the task is fresh enough after
 	 * a short one; after a long one, read it again */
+	/* pre_t's bit 0: this block is a sentinel (gs__loop) */
 	if (gs__b.pre == ~0u || gs__flag_fetched() >= c.gen ||
-	    gs__host_says(c.flag, c.gen))
+	    ((pre_t & 1u) && gs__host_says(c.flag, c.gen)))
 		return 1;
 	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES) {
 		/* a long task: the flag read again, and the next fresh
@@ -1148,17 +1153,17 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 		 * from the task's start is a task old): one bus round trip
 		 * at its boundaries, so that the first of the sentinels to
 		 * end a task sees a suspend, not the first to end two */
-		const unsigned int *hs = gs__b.hsusp;
+		const bool sent = pre_t & 1u;
 		unsigned int fl;
 
-		if (hs != NULL)
-			gs__host_fetch(hs);
+		if (sent)
+			gs__host_fetch(gs__b.hsusp);
 		fl = __ldcv(c.flag);
 		if (*cur == *end && gs__b.redo_done && gs__b.pf == ~0u)
 			gs__claim_ahead(c);
 		if (fl >= c.gen)
 			return 1;
-		if (hs != NULL) {
+		if (sent) {
 			asm volatile("cp.async.wait_all;\n" ::: "memory");
 			if (gs__host_says(c.flag, c.gen))
 				return 1;
@@ -1205,13 +1210,12 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.gen = c.gen;
 		gs__dh.mode = 0;	/* helpers: the task buffers */
 		gs__b.flag = c.flag;
-		gs__b.hsusp = NULL;
 		gs__b.hbuf[0] = 0;
 		gs__b.ks = c.ks;
 		gs__b.rpc = c.rpc;
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
-		gs__b.last_poll = clock64();
+		gs__b.last_poll = clock64() & ~1ll;
 		atomicMax(&c.ks->neg_tmin.v, ~gs__gtimer());
 		gs__b.pre = 0;
 		gs__flag_fetch(c.flag);
@@ -1219,15 +1223,21 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		    *(const volatile unsigned int *)c.pred_finished !=
 		    c.pred_seq)
 			gs__b.pre = ~0u;	/* predecessor unfinished */
-		pre_t = (unsigned int)clock() - GS_FLAG_GATE_CYCLES - 1u;
+		pre_t = ((unsigned int)clock() - GS_FLAG_GATE_CYCLES - 2u) &
+			~1u;
 		/* outside the partition: claim nothing, leave (counted in
 		 * `exited` like every block) */
 		stop = gs__off_partition(c.sm_range) ? 1 :
 			gs__next(c, &cur, &end, pre_t, 0);
 		/* going on: gs__next waited for the fetch, and the flag's
-		 * other words say whether this block is a sentinel */
-		if (stop == 0)
-			gs__sentinel_init();
+		 * other words say whether this block is a sentinel.  That
+		 * is kept in bit 0 of pre_t and of gs__b.last_poll, both
+		 * clock readings, so that other blocks test a register
+		 * (or a word they read anyway), not shared memory */
+		if (stop == 0 && gs__sentinel_init()) {
+			pre_t |= 1u;
+			gs__b.last_poll |= 1ll;
+		}
 	}
 	while (!__syncthreads_or(stop)) {
 		const unsigned int p = k & 1u;
@@ -1240,12 +1250,10 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		}
 		if (t0) {
 			/* in flight while the body runs */
-			const unsigned int *hs = gs__b.hsusp;
-
 			gs__flag_fetch(c.flag);
-			if (hs != NULL)
-				gs__host_fetch(hs);
-			pre_t = (unsigned int)clock();
+			if (pre_t & 1u)
+				gs__host_fetch(gs__b.hsusp);
+			pre_t = ((unsigned int)clock() & ~1u) | (pre_t & 1u);
 			if (cur + 1u == end && gs__b.bsz > 1u &&
 			    gs__b.redo_done && gs__b.pf == ~0u &&
 			    !gs__b.from_redo)

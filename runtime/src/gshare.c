@@ -2194,28 +2194,68 @@ drive_standalone(void)
 
 static int map_page(void);
 
+/* The sentinels' words beside the device flag (struct gs__flagw): the
+ * control page's suspend word as the GPU sees it, or none.  Written while
+ * no persistent kernel of ours runs (gs_init, follow_page). */
+static int
+sentinels_set(void)
+{
+	struct gs__flagw fw;
+	cudaError_t e;
+
+	memset(&fw, 0, sizeof(fw));
+	if (rt->d_page != NULL && rt->cfg.sentinels) {
+		fw.nsent = rt->cfg.sentinels;
+		fw.hsusp = (unsigned long long)(uintptr_t)&rt->d_page->suspend;
+	}
+	e = cudaMemcpy((char *)rt->d_flag + offsetof(struct gs__flagw, nsent),
+		       &fw.nsent, sizeof(fw) - offsetof(struct gs__flagw, nsent),
+		       cudaMemcpyHostToDevice);
+	if (!CU_OK(e))
+		return cufail(e, "sentinel words");
+	return 0;
+}
+
 /* The session re-attached to a restarted agent and has a new control page
- * (gs_session_page_epoch): the device watcher must read that one.  The
- * last hold's watcher is told to quit; wait for it before the old page
- * is unregistered. */
+ * (gs_session_page_epoch): the device watcher and the sentinels must read
+ * that one.  The last hold's watcher is told to quit, and its persistent
+ * kernels may still be leaving (an early release): wait for both before
+ * the old page is unregistered. */
 static int
 follow_page(void)
 {
 	uint64_t ep = gs_session_page_epoch(rt->sess);
 	cudaError_t e;
+	size_t i;
 
 	if (ep == rt->page_epoch)
 		return 0;
 	e = cudaStreamSynchronize(rt->wstream);
 	if (!CU_OK(e))
 		return cufail(e, "watcher stream");
+	for (i = 0; i < rt->q.n; i++) {
+		struct gs__qnode *n;
+
+		for (n = rt->q.q[i].head; n != NULL; n = n->next) {
+			struct gs__launch *l = (struct gs__launch *)n;
+
+			if (!l->launched)
+				continue;
+			e = cudaStreamSynchronize(l->run_stream);
+			if (!CU_OK(e))
+				return cufail(e, "kernel failed");
+		}
+	}
 	if (rt->page_registered) {
 		cudaHostUnregister((void *)(uintptr_t)rt->page);
 		rt->page_registered = 0;
 	}
+	rt->d_page = NULL;
 	rt->page = gs_session_page(rt->sess);
 	rt->page_epoch = ep;
-	return map_page();
+	if (map_page() < 0)
+		return -1;
+	return sentinels_set();
 }
 
 /* Executor for gs_session_run: one token hold. */
@@ -2783,17 +2823,8 @@ gs_init(unsigned int flags)
 	 * with it the sentinels' words (struct gs__flagw) */
 	e = cudaMalloc(&d, sizeof(struct gs__flagw));
 	if (CU_OK(e)) {
-		struct gs__flagw fw;
-
-		memset(&fw, 0, sizeof(fw));
-		if (rt->d_page != NULL && rt->cfg.sentinels) {
-			fw.nsent = rt->cfg.sentinels;
-			fw.hsusp = (unsigned long long)(uintptr_t)
-				   &rt->d_page->suspend;
-		}
 		rt->d_flag = d;
-		e = cudaMemcpy(rt->d_flag, &fw, sizeof(fw),
-			       cudaMemcpyHostToDevice);
+		e = cudaMemset(rt->d_flag, 0, sizeof(struct gs__flagw));
 	}
 	if (CU_OK(e))
 		e = cudaMalloc(&d, GS__SLOTS * sizeof(struct gs__kstate));
@@ -2832,6 +2863,8 @@ gs_init(unsigned int flags)
 		rc = cufail(e, "runtime buffers");
 		goto out_free;
 	}
+	if ((rc = sentinels_set()) != GSHARE_OK)
+		goto out_free;
 	rt->free_slots = malloc(GS__SLOTS * sizeof(unsigned int));
 	if (rt->free_slots == NULL)
 		goto out_free;
