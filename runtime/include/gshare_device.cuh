@@ -155,8 +155,9 @@ struct gs_kctx {
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
 
 /* The device suspend flag's 16 bytes, which every block fetches at once.
- * The host writes all of them at gs_init and only flag afterwards (the
- * watcher and flag_raise raise it to the round's generation).  Sentinels
+ * The host writes nsent and hsusp at gs_init and after an agent restart
+ * (a new page), while no persistent kernel runs; flag is raised to the
+ * round's generation (the watcher, flag_raise, sentinels).  Sentinels
  * are the first nsent physical blocks of a persistent launch: they also
  * read the control page's suspend word (host memory, at hsusp; 0: no
  * page) and raise flag themselves when it says GS__CTL_SUSPEND
@@ -631,8 +632,8 @@ static __device__ __forceinline__ bool gs__host_says(const unsigned int *flag,
  * for the bus (about a microsecond), so that the first sentinel to end a
  * task sees a suspend, not the first to end two.  Then the next look
  * goes out, to land before the next boundary. */
-static __device__ __forceinline__ bool gs__sentinel_look(const struct gs_kctx &c,
-							unsigned int pre_t)
+static __device__ __forceinline__ bool
+gs__sentinel_look(const struct gs_kctx &c, unsigned int pre_t)
 {
 	if (gs__host_says(c.flag, c.gen))
 		return true;

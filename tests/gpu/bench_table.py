@@ -87,14 +87,16 @@ def main(o):
         p('1 %s in the loop (%s blocks)  +%s %% without yield points, '
           '+%s %% with' % (d['name'], d['blocks'], d['noyield_pct'],
                            d['yield_pct']))
-    # the host loop raises forced suspensions' flag, as in attached rounds
-    # (mech-warp.log: the watcher warp, GSHARE_WATCHER=always)
+    # the host loop and the sentinel blocks raise forced suspensions'
+    # flag, as in attached rounds (mech-host.log: the host loop alone,
+    # GSHARE_SENTINELS=0; mech-warp.log: the watcher warp alone)
     mech = [os.path.join(o, f) for f in ('mech.log', 'mech-sleep.log',
-                                         'mech-warp.log')]
+                                         'mech-host.log', 'mech-warp.log')]
+    srcs = {'mech-host.log': ' host', 'mech-warp.log': ' warp'}
 
     def tag(d):
         return (' sleeping' if d.get('spin') == 'sleep' else '') + \
-            (' warp' if d.get('src') == 'mech-warp.log' else '')
+            srcs.get(d.get('src'), '')
 
     def mlines(prefix):
         out = []
