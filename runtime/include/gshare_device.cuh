@@ -1209,7 +1209,8 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
  * shares the decision and keeps the next task's body (and its shared
  * memory) away from the current one.  S: a sentinel's copy, which looks
  * at the control page too; the other blocks run a copy without a trace of
- * it (tested in one, the stencil's loop ran 3 % slower, run 163).
+ * it (against one copy with a test at each boundary: the eater, softmax
+ * and triad faster, the stencil slower; docs/benchmarks.md, run 164).
  */
 template <bool S, typename F>
 static __device__ __forceinline__ void
