@@ -105,9 +105,9 @@ uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
 		       int suspend_pending, uint64_t *cur);
 
 /* Persistent blocks (the first GSHARE_SENTINELS of a loop launch) that
- * read the control page's suspend word themselves, over the bus, in
- * rounds without the watcher warp; they raise the device flag for the
- * others (docs/runtime.md, Suspend signal). */
+ * read the control page's suspend word themselves, over the bus, and
+ * raise the device flag for the others (docs/runtime.md, Sentinel
+ * blocks). */
 #define GS__SENTINELS_DEFAULT 8u
 #define GS__SENTINELS_MAX 64u
 
@@ -124,8 +124,7 @@ struct gs__config {
 	int watcher;			/* GSHARE_WATCHER: GS__WATCH_* */
 	unsigned int sentinels;		/* GSHARE_SENTINELS: persistent
 					 * blocks that look at the control
-					 * page themselves in rounds without
-					 * the watcher warp (0: none) */
+					 * page themselves (0: none) */
 	uint64_t seed;			/* GSHARE_SEED, 0: time */
 	/* GSHARE_PARTITION (tests, benchmarks): FIRST:COUNT, a fixed SM
 	 * range for runs without an agent; `random`: a new range of 8-SM

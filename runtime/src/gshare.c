@@ -2246,16 +2246,21 @@ follow_page(void)
 				return cufail(e, "kernel failed");
 		}
 	}
+	/* no kernel looks at the old page from here on */
+	rt->d_page = NULL;
+	if (sentinels_set() < 0)
+		return -1;
 	if (rt->page_registered) {
 		cudaHostUnregister((void *)(uintptr_t)rt->page);
 		rt->page_registered = 0;
 	}
-	rt->d_page = NULL;
 	rt->page = gs_session_page(rt->sess);
-	rt->page_epoch = ep;
-	if (map_page() < 0)
+	/* the epoch is taken only once the new page is in use: a failure
+	 * here is tried again at the next hold */
+	if (map_page() < 0 || sentinels_set() < 0)
 		return -1;
-	return sentinels_set();
+	rt->page_epoch = ep;
+	return 0;
 }
 
 /* Executor for gs_session_run: one token hold. */
