@@ -103,15 +103,6 @@ static __global__ void cost(const unsigned int *w, unsigned long long *res,
 	*sink = acc;
 }
 
-static double pct(std::vector<double> v, double q)
-{
-	if (v.empty())
-		return 0;
-	std::sort(v.begin(), v.end());
-	size_t i = (size_t)(q * (v.size() - 1) + 0.5);
-	return v[i];
-}
-
 static void do_rtt(unsigned int *hw, unsigned int *dw,
 		   volatile unsigned int *hack, unsigned int *dack)
 {
@@ -139,8 +130,8 @@ static void do_rtt(unsigned int *hw, unsigned int *dw,
 		CK(cudaDeviceSynchronize());
 		printf("hostpoll rtt method=%s rounds=%u timeouts=%u "
 		       "p50_us=%.2f p90_us=%.2f p99_us=%.2f max_us=%.2f\n",
-		       name[m], rounds, tmo, pct(us, 0.5), pct(us, 0.9),
-		       pct(us, 0.99), pct(us, 1.0));
+		       name[m], rounds, tmo, ex_pct(us, 0.5), ex_pct(us, 0.9),
+		       ex_pct(us, 0.99), ex_pct(us, 1.0));
 	}
 }
 

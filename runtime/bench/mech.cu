@@ -155,15 +155,6 @@ static __global__ void gtres_k(unsigned long long *out)
 }
 #endif
 
-static double pct(std::vector<double> v, double p)
-{
-	if (v.empty())
-		return 0;
-	std::sort(v.begin(), v.end());
-	size_t i = (size_t)(p * (v.size() - 1) + 0.5);
-	return v[i];
-}
-
 static void set_force(const char *v)
 {
 	if (v)
@@ -242,8 +233,8 @@ static void do_evict(const char *raw, int jitter)
 		       "p90_us=%.1f p99_us=%.1f max_us=%.1f wall_s=%.3f "
 		       "avg_seen_us=%.1f avg_dev_us=%.1f task_meas_us=%.2f\n",
 		       jitter ? "_jitter" : "", spin_name(), t,
-		       n, pct(us, 0.5), pct(us, 0.9), pct(us, 0.99),
-		       pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
+		       n, ex_pct(us, 0.5), ex_pct(us, 0.9), ex_pct(us, 0.99),
+		       ex_pct(us, 1.0), wall, st.evict_seen_ns_sum / 1e3 / ns_,
 		       st.evict_dev_ns_sum / 1e3 / ns_, meas);
 		if (raw) {
 			char path[512];
@@ -331,9 +322,10 @@ static void pb_report(std::vector<unsigned long long> &h,
 	printf("mech spin_blocks span_us=%.1f no_task=%u start_after_us "
 	       "p50=%.1f p90=%.1f max=%.1f end_before_us p50=%.1f "
 	       "p90=%.1f max=%.1f tasks p10=%.0f p50=%.0f max=%.0f\n",
-	       (t1 - t0) / 1e3, idle, pct(late, 0.5), pct(late, 0.9),
-	       pct(late, 1.0), pct(early, 0.5), pct(early, 0.9),
-	       pct(early, 1.0), pct(cnt, 0.1), pct(cnt, 0.5), pct(cnt, 1.0));
+	       (t1 - t0) / 1e3, idle, ex_pct(late, 0.5), ex_pct(late, 0.9),
+	       ex_pct(late, 1.0), ex_pct(early, 0.5), ex_pct(early, 0.9),
+	       ex_pct(early, 1.0), ex_pct(cnt, 0.1), ex_pct(cnt, 0.5),
+	       ex_pct(cnt, 1.0));
 }
 
 /* The spin's own length in plain grids of 4 waves (no gshare), every
@@ -349,8 +341,9 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 	CK(cudaMalloc(&dlen, n * sizeof *dlen));
 	for (double t : tasks)
 		for (int sl = 0; sl < 2; sl++) {
-			spin_args a = { (long long)(t * 1000.0), sink, 0, sl,
-					NULL, NULL };
+			spin_args a = spin_of(t, sink, 0);
+
+			a.sleep = sl;
 			spin_plain<<<n, 128>>>(a, dlen);	/* warm */
 			double ms = ex_time(0, [&] {
 				spin_plain<<<n, 128>>>(a, dlen);
@@ -366,8 +359,8 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 			printf("mech spin task_us=%.1f spin=%s blocks=%u "
 			       "mean_us=%.2f p50_us=%.2f p99_us=%.2f "
 			       "max_us=%.2f wave_us=%.2f\n", t,
-			       sl ? "sleep" : "hot", n, sum / n, pct(us, 0.5),
-			       pct(us, 0.99), pct(us, 1.0), ms * 1e3 / 4);
+			       sl ? "sleep" : "hot", n, sum / n, ex_pct(us, 0.5),
+			       ex_pct(us, 0.99), ex_pct(us, 1.0), ms * 1e3 / 4);
 		}
 	CK(cudaFree(dlen));
 }

@@ -238,14 +238,6 @@ static void workload(const char *name, int mixed, int kind, unsigned int n,
 		exit(1);
 }
 
-static double pct(std::vector<double> v, double p)
-{
-	if (v.empty())
-		return 0;
-	std::sort(v.begin(), v.end());
-	return v[(size_t)(p * (v.size() - 1) + 0.5)];
-}
-
 int main(int argc, char **argv)
 {
 	unsigned int n = 20000;
@@ -347,8 +339,8 @@ int main(int argc, char **argv)
 				       "avg_flag_seen_us=%.1f "
 				       "avg_all_seen_us=%.1f "
 				       "avg_drain_us=%.1f\n", ns / 1e3,
-				       k, pct(v, 0.5), pct(v, 0.99),
-				       pct(v, 1.0),
+				       k, ex_pct(v, 0.5), ex_pct(v, 0.99),
+				       ex_pct(v, 1.0),
 				       (p1.evict_flag_ns_sum -
 					p0.evict_flag_ns_sum) / kd / 1e3,
 				       (p1.evict_spread_ns_sum -

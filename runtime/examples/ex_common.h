@@ -158,6 +158,15 @@ static inline double ex_median(std::vector<double> v)
 	return v.empty() ? 0 : v[v.size() / 2];
 }
 
+/* The p-quantile (0..1) of v, the nearest rank; 0 when v is empty. */
+static inline double ex_pct(std::vector<double> v, double p)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	return v[(size_t)(p * (v.size() - 1) + 0.5)];
+}
+
 /* GPU time of fn() on stream s, milliseconds, via events. */
 template <typename F> static inline double ex_time(cudaStream_t s, F fn)
 {

@@ -553,7 +553,8 @@ struct gs__blk {
 	unsigned int *ring;
 	unsigned int ring_cap;
 	/* sentinels only: the page's word, and the last look at it
-	 * (fetched like the flag); at the end, so that the fields above
+	 * (fetched like the flag; hbuf[0] is zeroed at every start all the
+	 * same); at the end, so that the fields above
 	 * keep the offsets the loop was tuned with (softmax's loop ran 3 %
 	 * slower with these first) */
 	const unsigned int *hsusp;
@@ -612,10 +613,10 @@ static __device__ __forceinline__ bool gs__sentinel_init(void)
 	return true;
 }
 
-/* Thread 0, after gs__flag_fetched (which waited for every fetch): did a
- * sentinel's look find the suspend?  Then it raises the device flag for
- * the other blocks, as the watcher warp would.  Always false in blocks
- * that are not sentinels (hbuf stays 0). */
+/* Thread 0 of a sentinel, after gs__flag_fetched (which waited for every
+ * fetch, its look at the page among them): did the look find the
+ * suspend?  Then it raises the device flag for the other blocks, as the
+ * watcher warp would. */
 static __device__ __forceinline__ bool gs__host_says(const unsigned int *flag,
 						     unsigned int gen)
 {

@@ -106,7 +106,8 @@ fi
 for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	run "$t" standalone "" --check 2
 	run "$t" forced "GSHARE_FORCE_SUSPEND_US=100:5000" --check 3
-	# the watcher warp raises these rounds' flag (the host, by default)
+	# the watcher warp raises these rounds' flag too (by default the
+	# host loop and the sentinel blocks only)
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_WATCHER=always" \
 	    --check 2
 	run "$t" dense "GSHARE_FORCE_SUSPEND_US=100:300" --check 2
