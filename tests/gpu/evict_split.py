@@ -40,14 +40,21 @@ def holds(d):
                     off = int(w[2])
                 elif (w and w[0] == 'hold' and len(w) >= 14 and
                       w[10] == 'susp'):
-                    if off is None or int(w[13]) == 0:
+                    if off is None or int(w[12]) == 0:
+                        continue
+                    # the flag raised by the watcher warp (device
+                    # clock), else by the host (its clock)
+                    wr = int(w[13])
+                    if wr == 0 and int(w[14]) != 0:
+                        wr = int(w[14]) - off
+                    if wr == 0:
                         continue
                     out.append({'seen': int(w[5]), 'exit': int(w[6]),
-                                'sset': int(w[12]), 'wraise': int(w[13]),
-                                'off': off})
+                                'sset': int(w[12]), 'wraise': wr,
+                                'wset': int(w[12]) - off, 'off': off})
             except ValueError:
                 continue
-    out.sort(key=lambda h: h['wraise'])
+    out.sort(key=lambda h: h['wset'])
     return out
 
 
@@ -56,7 +63,7 @@ def pct(v, p):
 
 
 def split(d, task, hs):
-    keys = [h['wraise'] for h in hs]
+    keys = [h['wset'] for h in hs]
     rows, bad = [], 0
     with open(os.path.join(d, f'evp_{task}.txt')) as f:
         for line in f:
@@ -71,6 +78,7 @@ def split(d, task, hs):
             h = hs[i]
             o = h['off']
             rows.append({
+                'seen0': first - h['wset'],
                 'detect': h['wraise'] - (h['sset'] - o),
                 'first': first - h['wraise'],
                 'last': last - h['wraise'],
