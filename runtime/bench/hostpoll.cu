@@ -15,6 +15,11 @@
  *            blocking volatile reads (ns each), and a volatile read issued
  *            into a register before 2 us of work and used after it (the
  *            work's length with and without the read).
+ *   jitter   (only when asked: gs-hostpoll jitter [SECONDS]) the host
+ *            side alone: one thread reads CLOCK_MONOTONIC back to back
+ *            for SECONDS (2) and counts the gaps of 2 us or more, the
+ *            time a polling host loop is away (interrupts, the
+ *            scheduler) and sees a report late by.
  * Prints "hostpoll ..." lines.  No libgshare involved.
  */
 #include "../examples/ex_common.h"
@@ -135,13 +140,54 @@ static void do_rtt(unsigned int *hw, unsigned int *dw,
 	}
 }
 
+static void do_jitter(double secs)
+{
+	std::vector<double> gaps;
+	double t0 = ex_now(), prev = t0, end = t0 + secs, now, lost = 0;
+	unsigned long long reads = 0;
+
+	while ((now = ex_now()) < end) {
+		double g = now - prev;
+		reads++;
+		if (g >= 2e-6) {
+			gaps.push_back(g * 1e6);
+			lost += g;
+		}
+		prev = now;
+	}
+	double wall = now - t0;
+	double rate = (double)gaps.size() / wall;
+	/* a 12 us wait (an eviction) overlaps a gap with probability
+	 * about rate * (12 us + the mean gap) */
+	double mean = gaps.empty() ? 0 : lost * 1e6 / (double)gaps.size();
+	printf("hostpoll jitter wall_s=%.3f reads=%llu gaps_2us=%zu "
+	       "per_s=%.1f p50_us=%.2f p99_us=%.2f max_us=%.2f "
+	       "lost_pct=%.4f p_in_12us=%.4f\n", wall, reads, gaps.size(),
+	       rate, gaps.empty() ? 0 : ex_pct(gaps, 0.5),
+	       gaps.empty() ? 0 : ex_pct(gaps, 0.99),
+	       gaps.empty() ? 0 : ex_pct(gaps, 1.0), lost / wall * 100,
+	       rate * (12e-6 + mean * 1e-6));
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int *hw, *dw, *hack, *dack, *sink;
 	unsigned long long *res;
 
-	(void)argc;
-	(void)argv;
+	if (argc >= 2 && !strcmp(argv[1], "jitter")) {
+		double secs = argc >= 3 ? atof(argv[2]) : 2.0;
+		if (!(secs > 0 && secs <= 600)) {
+			fprintf(stderr, "usage: gs-hostpoll [jitter [SECONDS "
+				"(0..600)]]\n");
+			return 2;
+		}
+		do_jitter(secs);
+		return 0;
+	}
+	if (argc >= 2) {
+		fprintf(stderr, "usage: gs-hostpoll [jitter [SECONDS]]\n");
+		return 2;
+	}
 	CK(cudaSetDeviceFlags(cudaDeviceMapHost));
 	CK(cudaHostAlloc((void **)&hw, 4096, cudaHostAllocMapped));
 	CK(cudaHostAlloc((void **)&hack, 4096, cudaHostAllocMapped));
