@@ -613,10 +613,11 @@ static __device__ __forceinline__ bool gs__sentinel_init(void)
 	return true;
 }
 
-/* Thread 0 of a sentinel, after gs__flag_fetched (which waited for every
- * fetch, its look at the page among them): did the look find the
- * suspend?  Then it raises the device flag for the other blocks, as the
- * watcher warp would. */
+/* Thread 0, after gs__flag_fetched (which waited for every fetch, a
+ * sentinel's look at the page among them): did a sentinel's look find
+ * the suspend?  Then it raises the device flag for the other blocks, as
+ * the watcher warp would.  Always false in blocks that are not sentinels
+ * (hbuf[0] stays 0). */
 static __device__ __forceinline__ bool gs__host_says(const unsigned int *flag,
 						     unsigned int gen)
 {
@@ -706,10 +707,6 @@ static __device__ __forceinline__ unsigned int gs__tid(void)
  *    gs__dh.mode, so one shared read tells which.
  */
 struct gs__lx {
-};
-/* the loop copy that sentinel blocks run (gs__loop): a gs__lx to every
- * accessor, but its own scheduling point */
-struct gs__lxs : gs__lx {
 };
 struct gs__dx {
 	unsigned int lb, x, y, z, gx, gy, gz;
@@ -846,37 +843,29 @@ static __device__ __forceinline__ unsigned int gs__block_linear(int)
  * in its direct copy.  Elsewhere (a helper function) it is this one. */
 static constexpr bool GS__D = false;
 
-/* the loop's scheduling point (S: a sentinel's, which also looks at
- * the control page) */
-template <bool S>
-static __device__ __forceinline__ bool gs__should_yield_loop(void)
+/* the loop's scheduling point */
+static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
 {
 	int y = 0;
 
 	if (gs__thread0()) {
 		long long t = clock64();
 		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
+			const bool sent = gs__b.pre == GS__PRE_SENT;
+
 			gs__b.last_poll = t;
 			y = gs__flag_fetched() >= gs__b.gen ||
-			    (S && gs__host_says(gs__b.flag, gs__b.gen));
+			    (sent && gs__host_says(gs__b.flag, gs__b.gen));
 			if (y) {
 				gs__b.event |= GS__EV_YIELD;
 			} else {
 				gs__flag_fetch(gs__b.flag);
-				if (S)
+				if (sent)
 					gs__host_fetch(gs__b.hsusp);
 			}
 		}
 	}
 	return __syncthreads_or(y) != 0;
-}
-static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
-{
-	return gs__should_yield_loop<false>();
-}
-static __device__ __forceinline__ bool gs__should_yield(const struct gs__lxs &)
-{
-	return gs__should_yield_loop<true>();
 }
 /* a direct launch: no suspend comes before it is done, and a
  * scheduling point costs nothing */
@@ -1185,7 +1174,6 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 /* Thread 0, between two tasks: decide whether the block goes on and, if
  * so, publish the next task in buffer p.  Returns 0 (go on), 1 (suspend)
  * or 2 (no work left). */
-template <bool S>
 static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 					       unsigned int *cur,
 					       unsigned int *end,
@@ -1194,10 +1182,11 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 {
 	/* the flag fetched at the start of the task is fresh enough after
 	 * a short one; after a long one, read it again */
-	/* a sentinel's pre is GS__PRE_SENT, never ~0u */
-	if ((!S && gs__b.pre == ~0u) || gs__flag_fetched() >= c.gen)
+	const unsigned int pre = gs__b.pre;
+
+	if (pre == ~0u || gs__flag_fetched() >= c.gen)
 		return 1;
-	if (S && gs__sentinel_look(c, pre_t))
+	if (pre == GS__PRE_SENT && gs__sentinel_look(c, pre_t))
 		return 1;
 	if ((unsigned int)clock() - pre_t > GS_FLAG_GATE_CYCLES) {
 		/* a long task: the flag read again, and the next fresh
@@ -1219,71 +1208,11 @@ static __device__ __forceinline__ int gs__next(const struct gs_kctx &c,
 }
 
 /*
- * The persistent loop's tasks, after its start (gs__loop).  One barrier per
- * task: thread 0 decides the next task while (after its own part of) the
- * current one runs, into the other task buffer, and __syncthreads_or both
- * shares the decision and keeps the next task's body (and its shared
- * memory) away from the current one.  S: a sentinel's copy, which looks
- * at the control page too; the other blocks run a copy without a trace of
- * it (against one copy with a test at each boundary: the eater, softmax
- * and triad faster, the stencil slower; docs/benchmarks.md, run 164).
+ * The persistent loop.  One barrier per task: thread 0 decides the next
+ * task while (after its own part of) the current one runs, into the other
+ * task buffer, and __syncthreads_or both shares the decision and keeps
+ * the next task's body (and its shared memory) away from the current one.
  */
-template <bool S, typename F>
-static __device__ __forceinline__ void
-gs__tasks(const struct gs_kctx &c, F &body, bool t0, unsigned int &cur,
-	  unsigned int &end, unsigned int &done, unsigned int &pre_t,
-	  int &stop)
-{
-	unsigned int k = 0;
-
-	while (!__syncthreads_or(stop)) {
-		const unsigned int p = k & 1u;
-
-		/* every lane writes the same value */
-		gs__b.wpar[gs__tid() >> 5] = p;
-		if (c.io_stage != NULL && gs__b.stage_len[p] != 0) {
-			gs__copy_in(p);
-			__syncthreads();
-		}
-		if (t0) {
-			/* in flight while the body runs */
-			gs__flag_fetch(c.flag);
-			pre_t = (unsigned int)clock();
-			if (cur + 1u == end && gs__b.bsz > 1u &&
-			    gs__b.redo_done && gs__b.pf == ~0u &&
-			    !gs__b.from_redo)
-				gs__claim_ahead(c);
-		}
-		if (S)
-			body(gs__lxs());
-		else
-			body(gs__lx());
-		if (t0) {
-			/* thread 0 saw the yield or the I/O request itself:
-			 * both end in a barrier it took part in */
-			unsigned int ev = gs__b.event;
-
-			if (ev == 0) {
-				done++;
-				if (c.runs != NULL)
-					atomicAdd(&c.runs[cur], 1u);
-			} else {
-				if (ev & GS__EV_YIELD) {
-					gs__push_redo(c, cur, 1, 0, 1);
-					gs__b.yields++;
-				} else {
-					gs__b.parked_n++;
-				}
-				gs__b.event = 0;
-			}
-			cur++;
-			stop = gs__next<S>(c, &cur, &end, pre_t, p ^ 1u);
-		}
-		k++;
-	}
-}
-
-/* The persistent loop: the block's start, its tasks, its exit. */
 template <typename F>
 static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 						F body)
@@ -1291,7 +1220,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	const bool t0 = gs__thread0();
 	/* thread 0's hot state, in registers: the current batch, tasks
 	 * done, the clock when the flag fetch was issued */
-	unsigned int cur = 0, end = 0, done = 0, pre_t = 0;
+	unsigned int cur = 0, end = 0, done = 0, pre_t = 0, k = 0;
 	int stop = 0;
 
 	if (t0) {
@@ -1330,20 +1259,57 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		/* outside the partition: claim nothing, leave (counted in
 		 * `exited` like every block) */
 		stop = gs__off_partition(c.sm_range) ? 1 :
-			gs__next<false>(c, &cur, &end, pre_t, 0);
+			gs__next(c, &cur, &end, pre_t, 0);
 		/* going on: gs__next waited for the fetch, and the flag's
-		 * other words say whether this block is a sentinel */
+		 * other words say whether this block is a sentinel (kept in
+		 * gs__b.pre, which every boundary reads anyway) */
 		if (stop == 0 && gs__sentinel_init()) {
 			gs__b.pre = GS__PRE_SENT;
 			gs__host_fetch(gs__b.hsusp);
 		}
 	}
-	/* which copy of the tasks the block runs: one barrier a launch */
-	__syncthreads();
-	if (gs__b.pre == GS__PRE_SENT)
-		gs__tasks<true>(c, body, t0, cur, end, done, pre_t, stop);
-	else
-		gs__tasks<false>(c, body, t0, cur, end, done, pre_t, stop);
+	while (!__syncthreads_or(stop)) {
+		const unsigned int p = k & 1u;
+
+		/* every lane writes the same value */
+		gs__b.wpar[gs__tid() >> 5] = p;
+		if (c.io_stage != NULL && gs__b.stage_len[p] != 0) {
+			gs__copy_in(p);
+			__syncthreads();
+		}
+		if (t0) {
+			/* in flight while the body runs */
+			gs__flag_fetch(c.flag);
+			pre_t = (unsigned int)clock();
+			if (cur + 1u == end && gs__b.bsz > 1u &&
+			    gs__b.redo_done && gs__b.pf == ~0u &&
+			    !gs__b.from_redo)
+				gs__claim_ahead(c);
+		}
+		body();
+		if (t0) {
+			/* thread 0 saw the yield or the I/O request itself:
+			 * both end in a barrier it took part in */
+			unsigned int ev = gs__b.event;
+
+			if (ev == 0) {
+				done++;
+				if (c.runs != NULL)
+					atomicAdd(&c.runs[cur], 1u);
+			} else {
+				if (ev & GS__EV_YIELD) {
+					gs__push_redo(c, cur, 1, 0, 1);
+					gs__b.yields++;
+				} else {
+					gs__b.parked_n++;
+				}
+				gs__b.event = 0;
+			}
+			cur++;
+			stop = gs__next(c, &cur, &end, pre_t, p ^ 1u);
+		}
+		k++;
+	}
 #ifdef GS_EVPROBE
 	if (t0 && stop == 1) {
 		struct gs__evp *e = &gs__evp_buf[c.gen & 4095u];
@@ -1438,8 +1404,8 @@ static __device__ __forceinline__ void gs__direct(const struct gs__dctx &c,
 	__global__ void bounds name##__k(const struct gs_kctx gs__c,	\
 					 const argtype gs__a)		\
 	{								\
-		gs__loop(gs__c, [&](const auto &gs__lxv) {		\
-			name##__body<false>(gs__a, gs__lxv);		\
+		gs__loop(gs__c, [&] {					\
+			name##__body<false>(gs__a, gs__lx());		\
 		});							\
 	}								\
 	template <unsigned int GS__M>					\
