@@ -1562,6 +1562,7 @@ static void req_attach(struct gs_conn *c, const struct gs_msg *m)
 	}
 	t->conn = c;
 	t->pid = c->pid;
+	t->capped = 0;
 	t->wants = 0;
 	t->granted = 0;
 	a->nattached++;
@@ -1640,7 +1641,7 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	const struct gs_release *r = &m->u.release;
 	struct gs_attach *t;
 	struct gs_gpu *g;
-	uint64_t now = gs_now_ns();
+	uint64_t now = gs_now_ns(), gpu, cap;
 	int idle;
 
 	if (a == NULL) {
@@ -1663,10 +1664,27 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	idle = r->reason != GS_REL_SUSPENDED;
 	t->granted = 0;
 	t->wants = !idle;
-	a->grant_gpu_ns += r->gpu_ns;
-	if (r->gpu_ns > a->grant_gpu_max_ns)
-		a->grant_gpu_max_ns = r->gpu_ns;
-	a->reported_gpu_ns += r->gpu_ns;
+	/* a process reports at most what its part of the hold allows: a
+	 * larger figure is a lie or a bug, and summed up it could wrap
+	 * the allocation's usage back down */
+	gpu = r->gpu_ns;
+	cap = gs_sched_report_cap(now > t->grant_at ? now - t->grant_at : 0);
+	if (gpu > cap) {
+		if (t->capped++ == 0)
+			log_warnx("allocation %llu pid %d: TOKEN_RELEASE "
+				  "reports %llu ns of GPU time for a hold "
+				  "of %llu ns; counted as %llu (further "
+				  "ones not logged)",
+				  (unsigned long long)a->id, (int)t->pid,
+				  (unsigned long long)gpu,
+				  (unsigned long long)(now - t->grant_at),
+				  (unsigned long long)cap);
+		gpu = cap;
+	}
+	a->grant_gpu_ns += gpu;
+	if (gpu > a->grant_gpu_max_ns)
+		a->grant_gpu_max_ns = gpu;
+	a->reported_gpu_ns += gpu;
 	if (r->reason == GS_REL_SUSPENDED) {
 		a->grant_suspended = 1;
 		a->last_evict_ns = r->evict_ns;

@@ -43,6 +43,8 @@ struct gs_attach {
 				 * make its partners' partitions flap */
 	int granted;		/* holds the current grant, no release yet */
 	uint64_t grant_at;	/* when it got it */
+	uint64_t capped;	/* its RELEASE reports cut to what the
+				 * hold allows (gs_sched_report_cap) */
 };
 
 struct gs_alloc {

@@ -1149,6 +1149,7 @@ static void test_tokens(struct gs_client *root)
 	struct job a, b;
 	struct gs_error err;
 	uint64_t gen = 0, slice = 0, gen_b = 0, t_grant, used = 0;
+	uint64_t a_gpu0 = 0, a_held0 = 0;
 	int r;
 
 	/* token requests on a connection that is not attached */
@@ -1232,11 +1233,20 @@ static void test_tokens(struct gs_client *root)
 
 		if (gs_client_status(root, &st, &err) == 0) {
 			ai = find_alloc(st, a.id);
+			/* billed what it reported, up to twice the hold
+			 * and 2 ms (gs_sched_report_cap) */
 			CHECK(ai && ai->suspensions == 1 &&
-			      ai->gpu_ns == used,
-			      "a usage: susp %llu gpu %llu",
+			      ai->gpu_ns == (used < 2 * ai->held_ns + 2000000
+					     ? used
+					     : 2 * ai->held_ns + 2000000),
+			      "a usage: susp %llu gpu %llu held %llu",
 			      ai ? (unsigned long long)ai->suspensions : 0,
-			      ai ? (unsigned long long)ai->gpu_ns : 0);
+			      ai ? (unsigned long long)ai->gpu_ns : 0,
+			      ai ? (unsigned long long)ai->held_ns : 0);
+			if (ai != NULL) {
+				a_gpu0 = ai->gpu_ns;
+				a_held0 = ai->held_ns;
+			}
 			ai = find_alloc(st, b.id);
 			CHECK(ai && ai->pid == 0, "b has no process");
 			CHECK(st->gpus[0].holder == a.id, "holder %llu",
@@ -1244,10 +1254,31 @@ static void test_tokens(struct gs_client *root)
 			gs_status_free(st);
 		}
 	}
-	/* idle release: nobody holds the token */
-	CHECK(gs_client_token_release(a.c, gen, 100, 0, GS_REL_IDLE, &err) ==
-	      0, "%s", err.msg);
+	/* idle release with a lie: GPU time that, summed up, would wrap the
+	 * allocation's usage back down.  Counted as the cap; one log line
+	 * per process (its first cut report: the 100 ms margin above) */
+	CHECK(gs_client_token_release(a.c, gen, UINT64_MAX - 1000, 0,
+				      GS_REL_IDLE, &err) == 0, "%s", err.msg);
 	CHECK(wait_state(root, a.id, GS_ASTATE_IDLE, 2000), "a idle");
+	{
+		struct gs_status *st = NULL;
+		struct gs_alloc_info *ai;
+
+		if (gs_client_status(root, &st, &err) == 0) {
+			ai = find_alloc(st, a.id);
+			CHECK(ai && ai->gpu_ns > a_gpu0 &&
+			      ai->gpu_ns - a_gpu0 ==
+			      2 * (ai->held_ns - a_held0) + 2000000,
+			      "a lying release: gpu %llu -> %llu, held %llu "
+			      "-> %llu", (unsigned long long)a_gpu0,
+			      ai ? (unsigned long long)ai->gpu_ns : 0,
+			      (unsigned long long)a_held0,
+			      ai ? (unsigned long long)ai->held_ns : 0);
+			gs_status_free(st);
+		}
+	}
+	CHECK(log_lines("TOKEN_RELEASE reports") == 1,
+	      "one log line for the lying release");
 	/* closing an attached allocation drops its job's connection */
 	gs_client_alloc_close(root, a.id, NULL, &err);
 	r = gs_client_wait_grant(a.c, 3000, &gen, &slice, &err);
