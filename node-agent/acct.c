@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "acct.h"
+#include "gs_log.h"
 
 const double gs_acct_evict_bounds[GS_ACCT_EVICT_BUCKETS] = {
 	5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6,
@@ -69,6 +70,13 @@ struct ent {
 	int base_pending;		/* baseline not settled yet */
 	int base_resumed;		/* baseline from the store; some
 					 * counter not yet past it */
+	/* what the pages' counters may add up to (bound_delta): the row's
+	 * start on the monotonic clock, the most processes seen at once,
+	 * the page deltas taken so far, reports cut */
+	uint64_t start_mono;
+	unsigned max_pages;
+	struct gs_usage acc;
+	uint64_t cuts;
 	/* staged by tick_one, applied by tick_commit */
 	int st_busy, st_sample;
 	uint64_t st_mem_used;
@@ -217,6 +225,66 @@ gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,
 	h->sum_ns += sum;
 }
 
+/*
+ * A job writes its control page's counters itself (gs_ctlpage.h), so what
+ * they add up to is bounded by what its processes could have used: time
+ * (GPU, held, eviction latency) by the row's age times the most processes
+ * seen at once, plus GS_ACCT_PAGE_SLACK_NS; suspensions by one per
+ * microsecond of that; block-tasks by GS_ACCT_TASKS_PER_NS a nanosecond.
+ * An honest page stays far below (one process's rounds do not overlap).
+ * A delta past the bound is cut, so a job that writes 2^64 cannot wrap
+ * its row's totals back down, store them negative, or overflow the
+ * node's eviction histogram.
+ */
+static int
+cut_to(uint64_t *d, uint64_t *acc, uint64_t lim)
+{
+	uint64_t room = sub0(lim, *acc);
+	int c = *d > room;
+
+	if (c)
+		*d = room;
+	*acc += *d;
+	return c;
+}
+
+static uint64_t
+sat_mul(uint64_t a, uint64_t b)
+{
+	return b != 0 && a > (uint64_t)INT64_MAX / b ? (uint64_t)INT64_MAX :
+	       a * b;
+}
+
+static void
+bound_delta(struct ent *e, struct gs_usage *d, uint64_t mono)
+{
+	uint64_t t = sat_mul(sub0(mono, e->start_mono),
+			     e->max_pages ? e->max_pages : 1);
+	int c = 0;
+
+	t = t > (uint64_t)INT64_MAX / 64 ? (uint64_t)INT64_MAX / 64 :
+	    t + GS_ACCT_PAGE_SLACK_NS;
+	c |= cut_to(&d->gpu_ns, &e->acc.gpu_ns, t);
+	c |= cut_to(&d->held_ns, &e->acc.held_ns, t);
+	c |= cut_to(&d->evict_ns_sum, &e->acc.evict_ns_sum, t);
+	c |= cut_to(&d->suspensions, &e->acc.suspensions, t / 1000);
+	c |= cut_to(&d->block_tasks, &e->acc.block_tasks,
+		    sat_mul(t, GS_ACCT_TASKS_PER_NS));
+	if (d->evict_ns_max > t) {
+		d->evict_ns_max = t;
+		c = 1;
+	}
+	if (d->mem_max > (uint64_t)INT64_MAX) {
+		d->mem_max = (uint64_t)INT64_MAX;
+		c = 1;
+	}
+	if (c && e->cuts++ == 0)
+		log_warnx("accounting: allocation %llu: its control page "
+			  "reports more than its processes could have used; "
+			  "counted up to that (further cuts not logged)",
+			  (unsigned long long)e->v.row.agent_id);
+}
+
 static void
 usage_add(struct gs_usage *t, const struct gs_usage *d)
 {
@@ -339,6 +407,15 @@ gs_acct_open(struct gs_acct *a, const struct gs_acct_meta *m, int64_t real,
 	} else {
 		e->adopted = 1;
 	}
+	{
+		/* the row's age (an adopted row started before) */
+		int64_t now = m->now_real ? m->now_real : real;
+		uint64_t age = now > e->v.row.start_ns ?
+			       (uint64_t)(now - e->v.row.start_ns) : 0;
+
+		e->start_mono = mono > age ? mono - age : 0;
+		e->max_pages = 1;
+	}
 	e->v.row.agent_id = m->agent_id;
 	e->v.row.uid = m->uid;
 	e->v.row.gpu = m->gpu;
@@ -386,6 +463,8 @@ gs_acct_attach(struct gs_acct *a, uint64_t id,
 		nx[e->nxp].page = page;
 		gs_acct_read_page(page, &nx[e->nxp].base);
 		e->nxp++;
+		if (e->nxp + 1 > e->max_pages)
+			e->max_pages = e->nxp + 1;
 		return 0;
 	}
 	if (e->page == page)
@@ -405,13 +484,13 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	struct gs_ctl_counters cur;
 	struct gs_usage d;
 
-	(void)mono;
 	if (e == NULL || e->page == NULL)
 		return;
 	gs_acct_read_page(e->page, &cur);
 	settle_base(e, &cur);
 	gs_acct_delta(&e->base, &cur, &d);
 	gs_acct_space_delta(e->v.row.mode, &e->base, &cur, &d);
+	bound_delta(e, &d, mono);
 	usage_add(&e->pend, &d);
 	if (d.suspensions) {
 		struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
@@ -423,6 +502,7 @@ gs_acct_detach(struct gs_acct *a, uint64_t id, uint64_t mono)
 	for (unsigned i = 0; i < e->nxp; i++) {
 		gs_acct_read_page(e->xp[i].page, &cur);
 		gs_acct_delta(&e->xp[i].base, &cur, &d);
+		bound_delta(e, &d, mono);
 		usage_add(&e->pend, &d);
 	}
 	free(e->xp);
@@ -814,6 +894,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 		settle_base(e, &cur);
 		gs_acct_delta(&e->base, &cur, &d);
 		gs_acct_space_delta(e->v.row.mode, &e->base, &cur, &d);
+		bound_delta(e, &d, mono);
 		if (d.suspensions) {
 			struct gs_acct_hist *h = hist_for(a, e->v.row.gpu);
 
@@ -837,6 +918,7 @@ tick_one(struct gs_acct *a, struct ent *e, uint64_t mono, int64_t real,
 
 			gs_acct_read_page(e->xp[k].page, &xc);
 			gs_acct_delta(&e->xp[k].base, &xc, &xd);
+			bound_delta(e, &xd, mono);
 			e->xp[k].base = xc;
 			usage_add(&e->pend, &xd);
 			busy = busy || xc.state == GS_CTL_WAITING ||

@@ -42,6 +42,12 @@
  * it. */
 #define GS_ACCT_REPORT_SLACK_DIV	8u
 
+/* What a job's control-page counters may add up to over its row's life
+ * (acct.c, bound_delta): the age times its processes, plus this, and
+ * block-tasks up to this many a nanosecond of it. */
+#define GS_ACCT_PAGE_SLACK_NS	2000000000ull
+#define GS_ACCT_TASKS_PER_NS	16u
+
 /* GPU time billed for a hold the agent saw last held_ns, whose processes
  * reported reported_ns: what they reported, but at least the held time
  * less 1/GS_ACCT_REPORT_SLACK_DIV (the job's own wake-up after the grant
@@ -71,6 +77,10 @@ struct gs_acct_meta {
 				 * file after a restart: continue the row
 				 * recovery kept open for this agent_id */
 	uint64_t mem_limit;	/* device memory limit, bytes, 0: none */
+	int64_t now_real;	/* CLOCK_REALTIME at the open (0: the real
+				 * time gs_acct_open is given): with the
+				 * row's start, the age its pages' counters
+				 * may cover (a restored row's is older) */
 };
 
 /* One NVML per-process utilization sample (nvmlProcessUtilizationSample_t

@@ -135,6 +135,7 @@ on_created(struct gs_accounting *ac, const struct gs_alloc *a)
 	m.mode = a->mode;
 	m.restored = (uint32_t)a->restored;
 	m.mem_limit = a->mem_limit;
+	m.now_real = real_now();
 	if (gs_acct_open(ac->acct, &m, (int64_t)a->created_unix_ns,
 			 gs_now_ns(), &err) < 0) {
 		log_warnx("accounting: allocation %" PRIu64 ": %s", a->id,

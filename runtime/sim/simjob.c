@@ -78,6 +78,8 @@ struct sim {
 	int report_zero;	/* lie: report 0 ns of GPU time */
 	uint64_t report_more_ns;	/* lie: report this much more GPU
 					 * time with every release */
+	int scribble;		/* lie: counters of nearly 2^64 on its
+				 * page and in its releases */
 	uint64_t mem;		/* --mem-mib: device memory it reports */
 	uint32_t sm_pct;	/* --profile: SM activity it declares */
 	uint32_t mem_pct;	/* ... and DRAM activity (0 0: none) */
@@ -296,6 +298,24 @@ sim_run1(struct sim *m, volatile struct gs_ctlpage *page,
 		m->busy_left = m->busy_left > k * m->task_ns
 				       ? m->busy_left - k * m->task_ns : 0;
 	res->gpu_ns = m->report_zero ? 0 : k * m->task_ns + m->report_more_ns;
+	if (m->scribble && page != NULL) {
+		/* what a job that means harm writes: figures that, added
+		 * up, wrap a 64-bit total (or go negative in a store's
+		 * signed 64 bits) */
+		__atomic_store_n(&page->gpu_ns, UINT64_MAX - 1000,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&page->held_ns, UINT64_MAX - 1000,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&page->block_tasks, UINT64_MAX,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&page->suspensions, UINT64_MAX,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&page->evict_ns_sum, UINT64_MAX,
+				 __ATOMIC_RELEASE);
+		__atomic_store_n(&page->evict_ns_max, UINT64_MAX,
+				 __ATOMIC_RELEASE);
+		res->gpu_ns = UINT64_MAX - 1000;
+	}
 	res->block_tasks = k;
 	res->exit_ns = t0 + k * m->task_ns;
 	return 0;
@@ -648,6 +668,8 @@ usage(FILE *f)
 "      --report-zero     report 0 ns of GPU time to the agent (lying job)\n"
 "      --report-more-ms N  report N ms more GPU time with every release\n"
 "                        than it ran (a job that over-reports)\n"
+"      --scribble        write counters of nearly 2^64 into its control\n"
+"                        page and its releases (a job that means harm)\n"
 "      --mem-mib N       report holding N MiB of device memory\n"
 "      --profile P       declare what its kernels stress, as the\n"
 "                        simulated GPU's counters report it: compute\n"
@@ -783,7 +805,7 @@ bad:
 
 enum { OPT_AT = 256, OPT_BUSY, OPT_IDLE, OPT_OVERRUN, OPT_NOW,
        OPT_ZERO, OPT_MEM, OPT_TASKS, OPT_PROFILE, OPT_SCALING,
-       OPT_SLOW, OPT_KIND, OPT_ASLOW, OPT_MORE };
+       OPT_SLOW, OPT_KIND, OPT_ASLOW, OPT_MORE, OPT_SCRIBBLE };
 
 int
 main(int argc, char **argv)
@@ -803,6 +825,7 @@ main(int argc, char **argv)
 		{ "overrun-ms", required_argument, NULL, OPT_OVERRUN },
 		{ "report-zero", no_argument, NULL, OPT_ZERO },
 		{ "report-more-ms", required_argument, NULL, OPT_MORE },
+		{ "scribble", no_argument, NULL, OPT_SCRIBBLE },
 		{ "mem-mib", required_argument, NULL, OPT_MEM },
 		{ "interval-ms", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
@@ -897,6 +920,9 @@ main(int argc, char **argv)
 			if (parse_ms("--report-more-ms", optarg,
 				     &m.report_more_ns) < 0)
 				return 2;
+			break;
+		case OPT_SCRIBBLE:
+			m.scribble = 1;
 			break;
 		case OPT_MEM:
 			if (parse_u64("--mem-mib", optarg, &v) < 0)

@@ -100,4 +100,47 @@ assert o + h >= 0.5, "the pair ran less than half the time"
 assert 0.22 <= o / (o + h) <= 0.42, "over-reporter's part"
 PY
 kill -0 "$AGENT" 2>/dev/null || fail "agent gone after the over-reporter"
+
+# 3. a job that means harm: counters of nearly 2^64 on its control page
+# and in every release.  Summed up they would wrap its totals back down,
+# store them negative, and overflow every report that adds rows up.  The
+# agent cuts each to what the job's processes could have used in its
+# age (acct.c, bound_delta; a release: twice the hold plus 2 ms) and logs
+# it once; the store's sums stay sound, the honest job is billed what it
+# measured, the agent stays up.
+pair scrib --scribble honest3
+kill -0 "$AGENT" 2>/dev/null || fail "agent gone after the scribbler"
+wait_for 10 sh -c "[ \$(sqlite3 -readonly -cmd '.timeout 5000' $db \"SELECT COUNT(*) FROM allocs WHERE end_ns > 0 AND job IN ('scrib', 'honest3')\") = 2 ]" ||
+	fail "scribbler's closes not stored"
+sums=$(sqlite3 -readonly -cmd '.timeout 5000' "$db" \
+	"SELECT SUM(gpu_ns), SUM(held_ns), SUM(block_tasks), SUM(suspensions), SUM(evict_ns_sum) FROM allocs") ||
+	fail "the store's sums: $sums"
+"$GSACCT" --store "$db" -j scrib,honest3 -X -P -n \
+	-o JobID,GPUSec,HeldSec,Elapsed > "$T/acct3.txt" ||
+	fail "gsacct: $(cat "$T/acct3.txt")"
+"$GSACCT" --store "$db" -X -P -n -o JobID,GPUSec > "$T/acct_all.txt" ||
+	fail "gsacct over every row: $(cat "$T/acct_all.txt")"
+/usr/bin/python3 - "$sums" "$T/acct3.txt" "$T/honest3.out" <<'PY' || fail "scribbler: $sums"
+import sys
+sums = [int(x) for x in sys.argv[1].split("|")]
+assert all(0 <= x < 2**62 for x in sums), "a sum out of range: %s" % sums
+rows = dict((l.split("|")[0], l.strip().split("|")[1:]) for l in open(sys.argv[2]))
+def done(path):
+    for l in open(path):
+        if "event=done" in l:
+            return dict(x.split("=", 1) for x in l.split() if "=" in x)
+    raise SystemExit("no final line in " + path)
+hg = float(done(sys.argv[3])["gpu_s"])
+sbill, sheld = float(rows["scrib"][0]), float(rows["scrib"][1])
+hbill = float(rows["honest3"][0])
+print("scribbler: billed %.3f GPU-s, held %.3f s; honest: ran %.3f s, "
+      "billed %.3f" % (sbill, sheld, hg, hbill))
+# its age: the 4 s window, the 1.5 s before it, start and close; one
+# process, 2 s of slack
+assert 0 <= sbill <= 12.0, "scribbler billed %.3f GPU-s" % sbill
+assert 0 <= sheld <= 12.0, "scribbler held %.3f s" % sheld
+assert abs(hbill - hg) <= 0.01 * hg + 0.01, "honest billed wrongly"
+PY
+grep -q "allocation [0-9]*: its control page reports more than" "$T/agent.log" ||
+	fail "no log line for the scribbler's page"
 echo "liar: ok"

@@ -73,7 +73,7 @@ TEST_HELPERS += $(FUZZ_GSACCT)
 INTEG_TESTS += tests/acct/fuzz.sh
 FUZZ_GSACCT_SRCS := tests/acct/fuzz_gsacct.c node-agent/gsacct/acctfmt.c \
 	node-agent/store.c node-agent/metrics.c node-agent/acct.c \
-	common/gs_error.c
+	common/gs_error.c common/gs_log.c
 
 $(FUZZ_GSACCT): $(FUZZ_GSACCT_SRCS) node-agent/gsacct/acctfmt.h \
 	node-agent/store.h node-agent/metrics.h

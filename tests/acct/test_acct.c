@@ -270,6 +270,66 @@ test_tick_usage(void **state)
 	gs_acct_free(a);
 }
 
+/* A job that writes 2^64-ish figures into its page: each counter is cut
+ * to what its processes could have used in the row's age (plus the slack),
+ * nothing wraps, the store gets nothing negative; an honest page beside
+ * it (a second process) is counted in full. */
+static void
+test_liar_page(void **state)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_store_sample x;
+	struct gs_error err;
+	const struct gs_acct_view *v;
+	uint64_t lim = 10 * S + GS_ACCT_PAGE_SLACK_NS;
+
+	(void)state;
+	memset(&page, 0, sizeof(page));
+	memset(&page2, 0, sizeof(page2));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 1, 50);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	page.state = GS_CTL_RUNNING;
+	page.gpu_ns = UINT64_MAX - 5;
+	page.held_ns = UINT64_MAX;
+	page.block_tasks = UINT64_MAX;
+	page.suspensions = UINT64_MAX;
+	page.evict_ns_sum = UINT64_MAX;
+	page.evict_ns_max = UINT64_MAX;
+	page.last_evict_ns = UINT64_MAX;
+	x = tick(a, 10 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, lim);
+	assert_int_equal(x.d.held_ns, lim);
+	assert_int_equal(x.d.suspensions, lim / 1000);
+	assert_int_equal(x.d.block_tasks, lim * GS_ACCT_TASKS_PER_NS);
+	assert_int_equal(x.d.evict_ns_sum, lim);
+	assert_true(x.d.evict_ns_max <= lim);
+	/* nothing left to take in the same age; a page going back down is
+	 * not a negative delta */
+	page.gpu_ns = 5;
+	x = tick(a, 10 * S + 1, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 0);
+	/* the budget grows with time only: another 10 s, another 10 s */
+	page.gpu_ns = UINT64_MAX;
+	x = tick(a, 20 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 10 * S);
+	/* a second process: the bound is twice the age from now on; an
+	 * honest 3 s of it is counted, as the liar already took its own */
+	assert_int_equal(gs_acct_attach(a, 1, &page2, 20 * S), 0);
+	page2.state = GS_CTL_RUNNING;
+	page2.gpu_ns = 3 * S;
+	x = tick(a, 21 * S, 1, NULL);
+	assert_int_equal(x.d.gpu_ns, 3 * S);
+	assert_int_equal(gs_acct_allocs(a, &v), 1);
+	assert_true(v[0].row.tot.gpu_ns <= (uint64_t)INT64_MAX);
+	assert_true(v[0].row.tot.suspensions <= (uint64_t)INT64_MAX);
+	assert_true(v[0].row.tot.block_tasks <= (uint64_t)INT64_MAX);
+	assert_int_equal(v[0].row.tot.gpu_ns, lim + 10 * S + 3 * S);
+	gs_acct_free(a);
+}
+
 static void
 test_overrun(void **state)
 {
@@ -592,7 +652,9 @@ first_life(char *dir, char *path, size_t pathlen, struct gs_ctlpage *pg,
 	pg->gpu_ns = 5 * S;
 	pg->held_ns = held_ns;
 	pg->state = GS_CTL_RUNNING;
-	assert_int_equal(gs_acct_tick(*a, S, 1000, &b, &err), 0);
+	/* 6 s after the open: a page's counters add up to no more than its
+	 * process's age (bound_delta) */
+	assert_int_equal(gs_acct_tick(*a, 6 * S, 1000, &b, &err), 0);
 	assert_int_equal(gs_store_write(*st, b, &err), 0);
 	gs_acct_free(*a);
 	gs_store_close(*st);
@@ -728,6 +790,7 @@ main(void)
 		cmocka_unit_test(test_mem),
 		cmocka_unit_test(test_tick_mem),
 		cmocka_unit_test(test_tick_usage),
+		cmocka_unit_test(test_liar_page),
 		cmocka_unit_test(test_overrun),
 		cmocka_unit_test(test_proven_hold),
 		cmocka_unit_test(test_space_part),
