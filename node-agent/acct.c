@@ -229,12 +229,12 @@ gs_acct_hist_add(struct gs_acct_hist *h, uint64_t n, uint64_t sum,
  * A job writes its control page's counters itself (gs_ctlpage.h), so what
  * they add up to is bounded by what its processes could have used: time
  * (GPU, held, eviction latency) by the row's age times the most processes
- * seen at once, plus GS_ACCT_PAGE_SLACK_NS; suspensions by one per
+ * seen at once times GS_ACCT_STREAMS_MAX (the gate adds up concurrent
+ * streams' spans), plus GS_ACCT_PAGE_SLACK_NS; suspensions by one per
  * microsecond of that; block-tasks by GS_ACCT_TASKS_PER_NS a nanosecond.
- * An honest page stays far below (one process's rounds do not overlap).
- * A delta past the bound is cut, so a job that writes 2^64 cannot wrap
- * its row's totals back down, store them negative, or overflow the
- * node's eviction histogram.
+ * An honest page stays far below.  A delta past the bound is cut, so a
+ * job that writes 2^64 cannot wrap its row's totals back down, store
+ * them negative, or overflow the node's eviction histogram.
  */
 static int
 cut_to(uint64_t *d, uint64_t *acc, uint64_t lim)
@@ -258,8 +258,9 @@ sat_mul(uint64_t a, uint64_t b)
 static void
 bound_delta(struct ent *e, struct gs_usage *d, uint64_t mono)
 {
-	uint64_t t = sat_mul(sub0(mono, e->start_mono),
-			     e->max_pages ? e->max_pages : 1);
+	uint64_t t = sat_mul(sat_mul(sub0(mono, e->start_mono),
+				     e->max_pages ? e->max_pages : 1),
+			     GS_ACCT_STREAMS_MAX);
 	int c = 0;
 
 	t = t > (uint64_t)INT64_MAX / 64 ? (uint64_t)INT64_MAX / 64 :

@@ -42,11 +42,29 @@
  * it. */
 #define GS_ACCT_REPORT_SLACK_DIV	8u
 
-/* What a job's control-page counters may add up to over its row's life
- * (acct.c, bound_delta): the age times its processes, plus this, and
- * block-tasks up to this many a nanosecond of it. */
+/* What a job reports as GPU time is bounded, only so that no figure can
+ * wrap a total or go negative in the store: a process's time counters
+ * may run up to GS_ACCT_STREAMS_MAX times the wall time (the launch
+ * gate adds up the spans of concurrent streams, docs/runtime.md), plus
+ * a slack.  Pages (acct.c, bound_delta): over the row's age times its
+ * processes, plus GS_ACCT_PAGE_SLACK_NS; block-tasks up to
+ * GS_ACCT_TASKS_PER_NS a nanosecond of that, suspensions one a
+ * microsecond.  A RELEASE: over its process's part of the hold, plus
+ * GS_ACCT_RELEASE_SLACK_NS (gs_acct_report_cap). */
+#define GS_ACCT_STREAMS_MAX	16u
 #define GS_ACCT_PAGE_SLACK_NS	2000000000ull
+#define GS_ACCT_RELEASE_SLACK_NS	2000000ull
 #define GS_ACCT_TASKS_PER_NS	16u
+
+static inline uint64_t
+gs_acct_report_cap(uint64_t held_ns)
+{
+	uint64_t up = held_ns > UINT64_MAX / GS_ACCT_STREAMS_MAX ?
+		      UINT64_MAX : held_ns * GS_ACCT_STREAMS_MAX;
+
+	return up > UINT64_MAX - GS_ACCT_RELEASE_SLACK_NS ? UINT64_MAX :
+	       up + GS_ACCT_RELEASE_SLACK_NS;
+}
 
 /* GPU time billed for a hold the agent saw last held_ns, whose processes
  * reported reported_ns: what they reported, but at least the held time

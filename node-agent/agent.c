@@ -1664,11 +1664,11 @@ static void req_release(struct gs_conn *c, const struct gs_msg *m)
 	idle = r->reason != GS_REL_SUSPENDED;
 	t->granted = 0;
 	t->wants = !idle;
-	/* a process reports at most what its part of the hold allows: a
-	 * larger figure is a lie or a bug, and summed up it could wrap
-	 * the allocation's usage back down */
+	/* a process reports at most what its part of the hold allows
+	 * (gs_acct_report_cap): a larger figure is a lie or a bug, and
+	 * summed up it could wrap the allocation's usage back down */
 	gpu = r->gpu_ns;
-	cap = gs_sched_report_cap(now > t->grant_at ? now - t->grant_at : 0);
+	cap = gs_acct_report_cap(now > t->grant_at ? now - t->grant_at : 0);
 	if (gpu > cap) {
 		if (t->capped++ == 0)
 			log_warnx("allocation %llu pid %d: TOKEN_RELEASE "

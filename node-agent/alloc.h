@@ -44,7 +44,7 @@ struct gs_attach {
 	int granted;		/* holds the current grant, no release yet */
 	uint64_t grant_at;	/* when it got it */
 	uint64_t capped;	/* its RELEASE reports cut to what the
-				 * hold allows (gs_sched_report_cap) */
+				 * hold allows (gs_acct_report_cap) */
 };
 
 struct gs_alloc {

@@ -282,7 +282,7 @@ test_liar_page(void **state)
 	struct gs_store_sample x;
 	struct gs_error err;
 	const struct gs_acct_view *v;
-	uint64_t lim = 10 * S + GS_ACCT_PAGE_SLACK_NS;
+	uint64_t lim = GS_ACCT_STREAMS_MAX * 10 * S + GS_ACCT_PAGE_SLACK_NS;
 
 	(void)state;
 	memset(&page, 0, sizeof(page));
@@ -311,10 +311,11 @@ test_liar_page(void **state)
 	page.gpu_ns = 5;
 	x = tick(a, 10 * S + 1, 1, NULL);
 	assert_int_equal(x.d.gpu_ns, 0);
-	/* the budget grows with time only: another 10 s, another 10 s */
+	/* the budget grows with time only: another 10 s, another 10 s of
+	 * GS_ACCT_STREAMS_MAX streams */
 	page.gpu_ns = UINT64_MAX;
 	x = tick(a, 20 * S, 1, NULL);
-	assert_int_equal(x.d.gpu_ns, 10 * S);
+	assert_int_equal(x.d.gpu_ns, GS_ACCT_STREAMS_MAX * 10 * S);
 	/* a second process: the bound is twice the age from now on; an
 	 * honest 3 s of it is counted, as the liar already took its own */
 	assert_int_equal(gs_acct_attach(a, 1, &page2, 20 * S), 0);
@@ -326,7 +327,8 @@ test_liar_page(void **state)
 	assert_true(v[0].row.tot.gpu_ns <= (uint64_t)INT64_MAX);
 	assert_true(v[0].row.tot.suspensions <= (uint64_t)INT64_MAX);
 	assert_true(v[0].row.tot.block_tasks <= (uint64_t)INT64_MAX);
-	assert_int_equal(v[0].row.tot.gpu_ns, lim + 10 * S + 3 * S);
+	assert_int_equal(v[0].row.tot.gpu_ns,
+			 lim + GS_ACCT_STREAMS_MAX * 10 * S + 3 * S);
 	gs_acct_free(a);
 }
 
