@@ -140,7 +140,7 @@ print("scribbler: billed %.3f GPU-s, held %.3f s; honest: ran %.3f s, "
 assert 0 <= sbill <= 16 * 8 + 2, "scribbler billed %.3f GPU-s" % sbill
 assert 0 <= sheld <= 16 * 8 + 2, "scribbler held %.3f s" % sheld
 # the honest job's bill is its own (part 1 holds it to 1 %; beside a
-# scribbler whose holds end at odd times, one run of 16 came out 2.1 %
+# scribbler whose holds end at odd times, one of three runs came out 2.1 %
 # over, the 7/8 floor of its held time)
 assert abs(hbill - hg) <= 0.05 * hg + 0.01, "honest billed wrongly"
 PY
