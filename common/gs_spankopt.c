@@ -56,6 +56,14 @@ const struct gs_cfg_key gs_spank_conf_keys[] = {
 			  gs_gate_lib,
 			  "launch gate preloaded into every step (unmodified "
 			  "CUDA applications get their share); no: none"),
+	GS_CFG_KEY_DURATION("late_epilog", struct gs_spank_conf,
+			    late_epilog_ns, 0, 30 * 24 * 3600 * GS_NS_PER_S,
+			    "5m",
+			    "a job that ended this long ago and whose epilog "
+			    "left its allocation open on the node (ran "
+			    "without the plugin, or the agent was down) is "
+			    "closed and its totals written by the next job "
+			    "epilog there; 0: never"),
 	GS_CFG_KEY_END,
 };
 

@@ -41,6 +41,10 @@ struct gs_spank_conf {
 	char preload[GS_SPANK_PATH_MAX];	/* launch gate put in every
 						 * step's LD_PRELOAD; "no": off
 						 * for the site */
+	uint64_t late_epilog_ns;	/* a job ended this long ago whose
+					 * epilog left it open on the node
+					 * is closed by a later job's
+					 * epilog; 0: never */
 };
 
 /* The table behind struct gs_spank_conf (defaults, help, printing). */

@@ -85,6 +85,13 @@ int gs__slurm_job_gres(uint32_t job, const char *node, const char *gres,
 /* How the job ended (enum gs_end_state, from its state in slurmctld, which
  * keeps finished jobs for MinJobAge), GS_END_DEFAULT when unknown. */
 uint32_t gs__slurm_job_end_state(uint32_t job);
+/* Is job over on every node, and for older_s seconds at least (its own
+ * epilogs done)?  1: yes, *end_state and *one_node (it ran on one node)
+ * set; a job slurmctld no longer knows (purged after MinJobAge) is over,
+ * GS_END_DEFAULT and not one node.  0: running, pending, completing or
+ * ended recently; -1: slurmctld did not answer (err). */
+int gs__slurm_job_over(uint32_t job, uint64_t older_s, uint32_t *end_state,
+		       int *one_node, struct gs_error *err);
 
 /* Milliseconds from the configured timeout, for gs_client. */
 int gs__timeout_ms(void);

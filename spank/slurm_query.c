@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gs_spank.h"
 
@@ -99,6 +100,22 @@ out_free:
 	return rv;
 }
 
+/* How Slurm ended a job, GS_END_DEFAULT while it has not. */
+static uint32_t end_of(uint32_t job_state)
+{
+	switch (job_state & JOB_STATE_BASE) {
+	case JOB_COMPLETE: return GS_END_COMPLETED;
+	case JOB_CANCELLED: return GS_END_CANCELLED;
+	case JOB_TIMEOUT:
+	case JOB_DEADLINE: return GS_END_TIMEOUT;
+	case JOB_NODE_FAIL: return GS_END_NODE_FAIL;
+	case JOB_FAILED:
+	case JOB_BOOT_FAIL:
+	case JOB_OOM: return GS_END_FAILED;
+	default: return GS_END_DEFAULT;	/* running, pending...: agent's */
+	}
+}
+
 uint32_t gs__slurm_job_end_state(uint32_t job)
 {
 	job_info_msg_t *resp = NULL;
@@ -109,21 +126,50 @@ uint32_t gs__slurm_job_end_state(uint32_t job)
 	for (i = 0; i < resp->record_count; i++) {
 		if (resp->job_array[i].job_id != job)
 			continue;
-		switch (resp->job_array[i].job_state & JOB_STATE_BASE) {
-		case JOB_COMPLETE: st = GS_END_COMPLETED; break;
-		case JOB_CANCELLED: st = GS_END_CANCELLED; break;
-		case JOB_TIMEOUT:
-		case JOB_DEADLINE: st = GS_END_TIMEOUT; break;
-		case JOB_NODE_FAIL: st = GS_END_NODE_FAIL; break;
-		case JOB_FAILED:
-		case JOB_BOOT_FAIL:
-		case JOB_OOM: st = GS_END_FAILED; break;
-		default: break;	/* still running, pending...: agent's */
-		}
+		st = end_of(resp->job_array[i].job_state);
 		break;
 	}
 	slurm_free_job_info_msg(resp);
 	return st;
+}
+
+int gs__slurm_job_over(uint32_t job, uint64_t older_s, uint32_t *end_state,
+		       int *one_node, struct gs_error *err)
+{
+	job_info_msg_t *resp = NULL;
+	uint32_t i;
+	int rv = 1;
+
+	*end_state = GS_END_DEFAULT;
+	*one_node = 0;
+	if (slurm_load_job(&resp, job, SHOW_ALL) != SLURM_SUCCESS) {
+		int e = slurm_get_errno();
+
+		if (e == ESLURM_INVALID_JOB_ID)
+			return 1;	/* purged: over long ago */
+		return gs_error_set(err, GS_EIO,
+				    "cannot load job %u from slurmctld: %s",
+				    job, slurm_strerror(e));
+	}
+	for (i = 0; i < resp->record_count; i++) {
+		const slurm_job_info_t *j = &resp->job_array[i];
+		time_t now = time(NULL);
+
+		if (j->job_id != job)
+			continue;
+		*end_state = end_of(j->job_state);
+		if ((j->job_state & JOB_STATE_BASE) == JOB_PREEMPTED)
+			*end_state = GS_END_CANCELLED;
+		*one_node = j->num_nodes == 1;
+		if (*end_state == GS_END_DEFAULT ||
+		    (j->job_state & JOB_COMPLETING) || j->end_time == 0 ||
+		    (uint64_t)(now > j->end_time ? now - j->end_time : 0) <
+		    older_s)
+			rv = 0;
+		break;
+	}
+	slurm_free_job_info_msg(resp);
+	return rv;
 }
 
 int gs__slurm_step_tres(uint32_t job, uint32_t step, char **out,

@@ -18,6 +18,10 @@
  *    (gs_spank_comment_merge); nodes of one job write concurrently, so a
  *    node of a multi-node job reads the comment back and merges again
  *    until its segment is there (bounded attempts).
+ * 4. Late epilogs: a job that ended (late_epilog ago at least) and whose
+ *    own epilog left it open on this node (its directory is still here:
+ *    the epilog ran without the plugin; or the agent still lists it: the
+ *    agent was down) gets steps 1-3 now, under its job lock.
  * Every external step is bounded: agent calls by `timeout`, each sacct or
  * sacctmgr run by a deadline after which it is killed.  Failures are
  * logged to slurmd's log and never fail the epilog (that would drain the
@@ -34,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -370,16 +375,182 @@ static void job_spec(const char *dir, uint32_t jobid, char *buf, size_t len)
 		slurm_error("gshare: %s: not an array task '%s'", path, line);
 }
 
-int gs__slurmd_epilog(spank_t sp)
+/* What an epilog does for a job on this node: close what it still holds
+ * in the agent, add up the records its steps left in dir (and remove
+ * them), spool the totals for its AdminComment. */
+static void finish_job(uint32_t jobid, const char *node, const char *dir,
+		       uint32_t end_state, int one_node)
 {
 	struct gs_spank_totals t;
 	struct gs_error err;
-	uint32_t jobid;
 	struct gs_spank_spool sp_rec;
-	char job[32], spec[32], node[GS_LABEL_MAX];
+	char job[32], spec[32];
+	int closed;
+
+	snprintf(job, sizeof(job), "%" PRIu32, jobid);
+	memset(&t, 0, sizeof(t));
+	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
+				 sizeof(gs__st.agent), &err) < 0)
+		closed = -1;
+	else
+		closed = sweep_agent(job, node, end_state, &t, &err);
+	if (closed < 0)
+		slurm_error("gshare: epilog of job %s: agent: %s", job,
+			    err.msg);
+	job_spec(dir, jobid, spec, sizeof(spec));
+	collect_records(dir, &t);
+	if (t.allocs == 0 || !gs__st.conf.admin_comment)
+		return;
+	/* the totals go to a durable spool; a detached writer pushes them
+	 * to slurmdbd (spank_spool.c): the job's epilog does not wait on
+	 * slurmdbd, and an outage delays the totals without losing them */
+	memset(&sp_rec, 0, sizeof(sp_rec));
+	snprintf(sp_rec.job, sizeof(sp_rec.job), "%s", spec);
+	snprintf(sp_rec.node, sizeof(sp_rec.node), "%s", node);
+	sp_rec.nodes = one_node ? 1 : 2;
+	if (gs_spank_comment_segment(node, &t, sp_rec.seg, sizeof(sp_rec.seg),
+				     &err) < 0 ||
+	    gs__spool_put(&sp_rec, &err) < 0) {
+		slurm_error("gshare: epilog of job %s (%s): totals not "
+			    "spooled: %s; writing them now",
+			    job, spec, err.msg);
+		if (gs__update_comment(spec, node, sp_rec.nodes == 1,
+				       sp_rec.seg, &err) < 0)
+			slurm_error("gshare: epilog of job %s (%s): "
+				    "AdminComment not written: %s",
+				    job, spec, err.msg);
+		return;
+	}
+	slurm_verbose("gshare: job %s on %s: %u allocation(s), %" PRIu64
+		      " GPU ns, spooled for slurmdbd",
+		      job, node, t.allocs, t.gpu_ns);
+	gs__spool_kick();
+}
+
+/* "<digits>" (a job id, no sign, no leading zero but "0"). */
+static int job_id_of(const char *s, size_t n, uint32_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n == 0 || n > 10 || (n > 1 && s[0] == '0'))
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v == 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+#define LATE_MAX 16
+
+static void late_add(uint32_t *v, unsigned *n, uint32_t id)
+{
+	unsigned i;
+
+	for (i = 0; i < *n; i++)
+		if (v[i] == id)
+			return;
+	if (*n < LATE_MAX)
+		v[(*n)++] = id;
+}
+
+/*
+ * Jobs whose own epilog left them open on this node: their job directory
+ * is still in state_dir (the epilog ran without the plugin: slurmd not
+ * restarted after plugstack.conf changed, or a half-written one), or the
+ * agent still lists their allocation (it was down when their epilog ran).
+ * Each one slurmctld says is over, for late_epilog at least (so its own
+ * epilog is done), gets that epilog now, under its job lock: closed, its
+ * records added up and its totals spooled.  At most LATE_MAX a run.
+ */
+static void late_epilogs(uint32_t own, const char *node)
+{
+	uint32_t cand[LATE_MAX], es;
+	unsigned n = 0, i;
+	struct gs_client *c = NULL;
+	struct gs_status *st = NULL;
+	struct gs_error err;
+	struct dirent *de;
+	DIR *d;
+
+	if (gs__st.conf.late_epilog_ns == 0)
+		return;
+	d = opendir(gs__st.conf.state_dir);
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		const char *dot = strchr(de->d_name, '.');
+		uint32_t id;
+
+		if (dot == NULL || strcmp(dot + 1, node) != 0 ||
+		    job_id_of(de->d_name, (size_t)(dot - de->d_name),
+			      &id) < 0 || id == own)
+			continue;
+		late_add(cand, &n, id);
+	}
+	if (d != NULL)
+		closedir(d);
+	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
+				 sizeof(gs__st.agent), &err) == 0 &&
+	    gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) == 0 &&
+	    gs_client_status(c, &st, &err) == 0) {
+		for (i = 0; i < st->nallocs; i++) {
+			const struct gs_alloc_info *a = &st->allocs[i];
+			uint32_t id;
+
+			if (a->state == GS_ASTATE_CLOSED ||
+			    strcmp(a->labels.node, node) != 0 ||
+			    job_id_of(a->labels.job, strlen(a->labels.job),
+				      &id) < 0 || id == own)
+				continue;
+			late_add(cand, &n, id);
+		}
+	}
+	gs_status_free(st);
+	gs_client_free(c);
+	for (i = 0; i < n; i++) {
+		char dir[GS_SPANK_PATH_MAX + 96], lock[GS_SPANK_PATH_MAX + 128];
+		int one, r, fd = -1;
+
+		r = gs__slurm_job_over(cand[i], gs__st.conf.late_epilog_ns /
+				       1000000000ull, &es, &one, &err);
+		if (r < 0)
+			slurm_error("gshare: late epilog of job %" PRIu32
+				    ": %s", cand[i], err.msg);
+		if (r != 1 || gs_spank_job_dir(gs__st.conf.state_dir,
+					       cand[i], node, dir,
+					       sizeof(dir), &err) < 0)
+			continue;
+		/* another epilog of this node may be at it: one at a time */
+		snprintf(lock, sizeof(lock), "%s/.lock", dir);
+		if (access(dir, F_OK) == 0) {
+			fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC |
+				  O_NOFOLLOW, 0600);
+			if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+				if (fd >= 0)
+					close(fd);
+				continue;
+			}
+		}
+		slurm_info("gshare: job %" PRIu32 " on %s ended and its epilog "
+			   "left it open: closing it in job %" PRIu32 "'s",
+			   cand[i], node, own);
+		finish_job(cand[i], node, dir, es, one);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+int gs__slurmd_epilog(spank_t sp)
+{
+	struct gs_error err;
+	uint32_t jobid;
+	char job[32], node[GS_LABEL_MAX];
 	char dir[GS_SPANK_PATH_MAX + 96];
 	const char *e;
-	int closed;
 
 	if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS) {
 		slurm_error("gshare: epilog: no job id");
@@ -393,7 +564,6 @@ int gs__slurmd_epilog(spank_t sp)
 		return 0;
 	}
 	snprintf(node, sizeof(node), "%s", e);
-	memset(&t, 0, sizeof(t));
 	if (gs_spank_job_dir(gs__st.conf.state_dir, jobid, node, dir,
 			     sizeof(dir), &err) < 0) {
 		slurm_error("gshare: epilog of job %s: %s", job, err.msg);
@@ -401,45 +571,9 @@ int gs__slurmd_epilog(spank_t sp)
 	}
 	if (access(dir, F_OK) < 0)
 		return 0;	/* no step of this job had a share here */
-
-	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
-				 sizeof(gs__st.agent), &err) < 0)
-		closed = -1;
-	else
-		closed = sweep_agent(job, node,
-				     gs__slurm_job_end_state(jobid), &t,
-				     &err);
-	if (closed < 0)
-		slurm_error("gshare: epilog of job %s: agent: %s", job,
-			    err.msg);
-	job_spec(dir, jobid, spec, sizeof(spec));
-	collect_records(dir, &t);
-	if (t.allocs == 0 || !gs__st.conf.admin_comment)
-		return 0;
-	/* the totals go to a durable spool; a detached writer pushes them
-	 * to slurmdbd (spank_spool.c): the job's epilog does not wait on
-	 * slurmdbd, and an outage delays the totals without losing them */
-	memset(&sp_rec, 0, sizeof(sp_rec));
-	snprintf(sp_rec.job, sizeof(sp_rec.job), "%s", spec);
-	snprintf(sp_rec.node, sizeof(sp_rec.node), "%s", node);
 	e = getenv("SLURM_JOB_NUM_NODES");
-	sp_rec.nodes = e != NULL && strcmp(e, "1") == 0 ? 1 : 2;
-	if (gs_spank_comment_segment(node, &t, sp_rec.seg, sizeof(sp_rec.seg),
-				     &err) < 0 ||
-	    gs__spool_put(&sp_rec, &err) < 0) {
-		slurm_error("gshare: epilog of job %s (%s): totals not "
-			    "spooled: %s; writing them now",
-			    job, spec, err.msg);
-		if (gs__update_comment(spec, node, sp_rec.nodes == 1,
-				       sp_rec.seg, &err) < 0)
-			slurm_error("gshare: epilog of job %s (%s): "
-				    "AdminComment not written: %s",
-				    job, spec, err.msg);
-		return 0;
-	}
-	slurm_verbose("gshare: job %s on %s: %u allocation(s), %" PRIu64
-		      " GPU ns, spooled for slurmdbd",
-		      job, node, t.allocs, t.gpu_ns);
-	gs__spool_kick();
+	finish_job(jobid, node, dir, gs__slurm_job_end_state(jobid),
+		   e != NULL && strcmp(e, "1") == 0);
+	late_epilogs(jobid, node);
 	return 0;
 }

@@ -799,5 +799,57 @@ gs_wait 10 "no warning in gsharectl status" unwarned &&
 	bad "gsharectl status: $(n1status)"
 end
 
+begin late-epilog
+# A job whose own epilog ran without the plugin (plugstack.conf broken
+# while it ended: slurmd logs "job epilog skipped") leaves its allocation
+# open in the agent and its directory on the node.  The next gshare job's
+# epilog there closes it, once slurmctld says that job is over and has
+# been for late_epilog (1 s here), and writes its totals.
+gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
+set_plugstack late_epilog=1s
+rm -f "$GS_T/go" "$GS_T/started"
+a=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:20 -o /dev/null \
+	--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done")
+gs_wait 30 "job $a to start its script" test -e "$GS_T/started" ||
+	bad "job $a did not start: $(squeue -h -j "$a" -o '%t %r')"
+a_open() { allocs n1 | grep -q " job=$a "; }
+gs_wait 10 "job $a's allocation" a_open || bad "job $a has no allocation: $(allocs n1)"
+set_plugstack timeout=5
+touch "$GS_T/go"
+gs_wait 30 "job $a to complete" gs_no_jobs || bad "job $a stuck"
+set_plugstack late_epilog=1s
+a_open && ok "job $a's allocation left open by its epilog" ||
+	bad "job $a's allocation was closed by its own epilog: $(allocs n1)"
+[ -d "$GS_T/spank/$a.n1" ] && ok "its directory left on n1" ||
+	bad "no $GS_T/spank/$a.n1"
+# job b ends a few seconds after job a's end (late_epilog's 1 s, and
+# Slurm's end times are whole seconds)
+a_old() {
+	e=$(sacct -n -X -P -j "$a" -o End 2>/dev/null)
+	[ -n "$e" ] && [ "$e" != Unknown ] &&
+		[ "$(date +%s)" -ge $(( $(date -d "$e" +%s) + 3 )) ]
+}
+gs_wait 30 "job $a's end 3 s ago" a_old || bad "job $a: $(sacct -n -X -P -j "$a" -o State,End)"
+b=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)
+a_closed() { ! allocs n1 | grep -q " job=$a "; }
+gs_wait 30 "job $a's allocation closed by job $b's epilog" a_closed &&
+	ok "job $b's epilog closed job $a's allocation" ||
+	bad "job $a still open: $(allocs n1)"
+gs_wait 10 "job $a's directory gone" test ! -d "$GS_T/spank/$a.n1" &&
+	ok "its directory removed" || bad "$GS_T/spank/$a.n1 still there"
+grep -q "gshare: job $a on n1 ended and its epilog left it open: closing it in job $b's" \
+	"$GS_T"/log/slurmd.n1.log && ok "slurmd's log says so" ||
+	bad "no log line: $(grep "gshare: job $a" "$GS_T"/log/slurmd.n1.log | tail -3)"
+a_comment() { sacct -n -X -P -j "$a" -o AdminComment | grep -q 'gshare\[n1\]:.*share=20,allocs=1$'; }
+gs_wait 60 "AdminComment of job $a" a_comment &&
+	ok "job $a's totals written late: $(sacct -n -X -P -j "$a" -o AdminComment)" ||
+	bad "job $a AdminComment: $(sacct -n -X -P -j "$a" -o AdminComment)"
+b_comment() { sacct -n -X -P -j "$b" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
+gs_wait 60 "AdminComment of job $b" b_comment &&
+	ok "job $b's own totals too" ||
+	bad "job $b AdminComment: $(sacct -n -X -P -j "$b" -o AdminComment)"
+set_plugstack
+end
+
 gs_log "slurm: $PASS passed, $FAIL failed${FAILED:+ (failed:$FAILED)}"
 [ "$FAIL" = 0 ]
