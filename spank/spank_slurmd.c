@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -472,6 +473,7 @@ static void late_epilogs(uint32_t own, const char *node)
 {
 	uint32_t cand[LATE_MAX], es;
 	unsigned n = 0, i;
+	time_t old;
 	struct gs_client *c = NULL;
 	struct gs_status *st = NULL;
 	struct gs_error err;
@@ -480,14 +482,22 @@ static void late_epilogs(uint32_t own, const char *node)
 
 	if (gs__st.conf.late_epilog_ns == 0)
 		return;
+	/* a job younger than late_epilog cannot have ended that long ago:
+	 * only older directories and allocations ask slurmctld */
+	old = time(NULL) - (time_t)(gs__st.conf.late_epilog_ns /
+				    1000000000ull);
 	d = opendir(gs__st.conf.state_dir);
 	while (d != NULL && (de = readdir(d)) != NULL) {
 		const char *dot = strchr(de->d_name, '.');
+		struct stat sb;
 		uint32_t id;
 
 		if (dot == NULL || strcmp(dot + 1, node) != 0 ||
 		    job_id_of(de->d_name, (size_t)(dot - de->d_name),
-			      &id) < 0 || id == own)
+			      &id) < 0 || id == own ||
+		    fstatat(dirfd(d), de->d_name, &sb,
+			    AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(sb.st_mode) || sb.st_mtime > old)
 			continue;
 		late_add(cand, &n, id);
 	}
@@ -502,6 +512,8 @@ static void late_epilogs(uint32_t own, const char *node)
 			uint32_t id;
 
 			if (a->state == GS_ASTATE_CLOSED ||
+			    a->created_unix_ns / 1000000000ull >
+			    (uint64_t)old ||
 			    strcmp(a->labels.node, node) != 0 ||
 			    job_id_of(a->labels.job, strlen(a->labels.job),
 				      &id) < 0 || id == own)
