@@ -20,8 +20,8 @@
  *    until its segment is there (bounded attempts).
  * 4. Late epilogs: a job that ended (late_epilog ago at least) and whose
  *    own epilog left it open on this node (its directory is still here:
- *    the epilog ran without the plugin; or the agent still lists it: the
- *    agent was down) gets steps 1-3 now, under its job lock.
+ *    the epilog ran without the plugin, or could not reach the agent and
+ *    left its records for this) gets steps 1-3 now, under its job lock.
  * Every external step is bounded: agent calls by `timeout`, each sacct or
  * sacctmgr run by a deadline after which it is killed.  Failures are
  * logged to slurmd's log and never fail the epilog (that would drain the
@@ -380,7 +380,7 @@ static void job_spec(const char *dir, uint32_t jobid, char *buf, size_t len)
  * in the agent, add up the records its steps left in dir (and remove
  * them), spool the totals for its AdminComment. */
 static void finish_job(uint32_t jobid, const char *node, const char *dir,
-		       uint32_t end_state, int one_node)
+		       uint32_t end_state, int one_node, int spool)
 {
 	struct gs_spank_totals t;
 	struct gs_error err;
@@ -395,6 +395,16 @@ static void finish_job(uint32_t jobid, const char *node, const char *dir,
 		closed = -1;
 	else
 		closed = sweep_agent(job, node, end_state, &t, &err);
+	if (closed < 0 && gs__st.conf.late_epilog_ns != 0 &&
+	    access(dir, F_OK) == 0) {
+		/* what the agent still holds is part of the totals: the
+		 * records wait for a later epilog (late_epilogs) that
+		 * reaches the agent and writes them together */
+		slurm_error("gshare: epilog of job %s: agent: %s; its records "
+			    "wait in %s for a later job's epilog", job,
+			    err.msg, dir);
+		return;
+	}
 	if (closed < 0)
 		slurm_error("gshare: epilog of job %s: agent: %s", job,
 			    err.msg);
@@ -402,6 +412,14 @@ static void finish_job(uint32_t jobid, const char *node, const char *dir,
 	collect_records(dir, &t);
 	if (t.allocs == 0 || !gs__st.conf.admin_comment)
 		return;
+	if (!spool) {
+		/* the job's own epilog wrote this node's segment already:
+		 * a new one would replace it */
+		slurm_info("gshare: job %s on %s: %u allocation(s) closed "
+			   "late, %" PRIu64 " GPU ns, in gsacct only",
+			   job, node, t.allocs, t.gpu_ns);
+		return;
+	}
 	/* the totals go to a durable spool; a detached writer pushes them
 	 * to slurmdbd (spank_spool.c): the job's epilog does not wait on
 	 * slurmdbd, and an outage delays the totals without losing them */
@@ -467,7 +485,11 @@ static void late_add(uint32_t *v, unsigned *n, uint32_t id)
  * agent still lists their allocation (it was down when their epilog ran).
  * Each one slurmctld says is over, for late_epilog at least (so its own
  * epilog is done), gets that epilog now, under its job lock: closed, its
- * records added up and its totals spooled.  At most LATE_MAX a run.
+ * records added up and its totals spooled.  An epilog that could not
+ * reach the agent leaves the directory for this; without one, the job's
+ * own epilog wrote this node's AdminComment segment, which a new one
+ * would replace, so the late close is in gsacct only.  At most LATE_MAX
+ * a run.
  */
 static void late_epilogs(uint32_t own, const char *node)
 {
@@ -550,7 +572,9 @@ static void late_epilogs(uint32_t own, const char *node)
 		slurm_info("gshare: job %" PRIu32 " on %s ended and its epilog "
 			   "left it open: closing it in job %" PRIu32 "'s",
 			   cand[i], node, own);
-		finish_job(cand[i], node, dir, es, one);
+		/* with its directory gone its own epilog ran (the agent was
+		 * down then) and wrote its totals */
+		finish_job(cand[i], node, dir, es, one, fd >= 0);
 		if (fd >= 0)
 			close(fd);
 	}
@@ -585,7 +609,7 @@ int gs__slurmd_epilog(spank_t sp)
 		return 0;	/* no step of this job had a share here */
 	e = getenv("SLURM_JOB_NUM_NODES");
 	finish_job(jobid, node, dir, gs__slurm_job_end_state(jobid),
-		   e != NULL && strcmp(e, "1") == 0);
+		   e != NULL && strcmp(e, "1") == 0, 1);
 	late_epilogs(jobid, node);
 	return 0;
 }

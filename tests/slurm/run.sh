@@ -848,6 +848,40 @@ b_comment() { sacct -n -X -P -j "$b" -o AdminComment | grep -q 'gshare\[n1\]:.*s
 gs_wait 60 "AdminComment of job $b" b_comment &&
 	ok "job $b's own totals too" ||
 	bad "job $b AdminComment: $(sacct -n -X -P -j "$b" -o AdminComment)"
+# the agent down while a job's epilog runs: the epilog keeps the job's
+# records; with the agent back (its allocations restored), the next
+# job's epilog closes the allocation and writes the totals
+gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
+rm -f "$GS_T/go" "$GS_T/started"
+c=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:15 -o /dev/null \
+	--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done")
+gs_wait 30 "job $c to start its script" test -e "$GS_T/started" ||
+	bad "job $c did not start: $(squeue -h -j "$c" -o '%t %r')"
+c_open() { allocs n1 | grep -q " job=$c "; }
+gs_wait 10 "job $c's allocation" c_open || bad "job $c has no allocation: $(allocs n1)"
+stop_agent n1
+touch "$GS_T/go"
+gs_wait 30 "job $c to complete" gs_no_jobs || bad "job $c stuck"
+[ -d "$GS_T/spank/$c.n1" ] && ok "job $c's records kept while the agent was down" ||
+	bad "no $GS_T/spank/$c.n1"
+start_agent n1
+gs_wait 10 "job $c's allocation restored" c_open ||
+	bad "job $c's allocation not restored: $(allocs n1)"
+c_old() {
+	e=$(sacct -n -X -P -j "$c" -o End 2>/dev/null)
+	[ -n "$e" ] && [ "$e" != Unknown ] &&
+		[ "$(date +%s)" -ge $(( $(date -d "$e" +%s) + 3 )) ]
+}
+gs_wait 30 "job $c's end 3 s ago" c_old || bad "job $c: $(sacct -n -X -P -j "$c" -o State,End)"
+dj=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)
+c_closed() { ! allocs n1 | grep -q " job=$c "; }
+gs_wait 30 "job $c's allocation closed by job $dj's epilog" c_closed &&
+	ok "job $dj's epilog closed job $c's allocation" ||
+	bad "job $c still open: $(allocs n1)"
+c_comment() { sacct -n -X -P -j "$c" -o AdminComment | grep -q 'gshare\[n1\]:.*share=15,allocs=1$'; }
+gs_wait 60 "AdminComment of job $c" c_comment &&
+	ok "job $c's totals written late: $(sacct -n -X -P -j "$c" -o AdminComment)" ||
+	bad "job $c AdminComment: $(sacct -n -X -P -j "$c" -o AdminComment)"
 set_plugstack
 end
 
