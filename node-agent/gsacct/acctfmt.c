@@ -342,6 +342,14 @@ state_rank(uint32_t st)
 	}
 }
 
+/* a + b, at most UINT64_MAX: rows a store kept from before the agent
+ * bounded what jobs report can hold anything */
+static void
+sat_add(uint64_t *t, uint64_t v)
+{
+	*t = v > UINT64_MAX - *t ? UINT64_MAX : *t + v;
+}
+
 void
 gs_row_job_add(struct gs_row *j, const struct gs_store_alloc *a)
 {
@@ -350,22 +358,21 @@ gs_row_job_add(struct gs_row *j, const struct gs_store_alloc *a)
 
 	if (j->a.key == a->key)		/* the row j started from */
 		return;
-	t->gpu_ns += u->gpu_ns;
-	t->held_ns += u->held_ns;
-	t->share_ns += u->share_ns;
-	t->wall_ns += u->wall_ns;
-	t->block_tasks += u->block_tasks;
-	t->suspensions += u->suspensions;
-	t->evict_ns_sum += u->evict_ns_sum;
+	sat_add(&t->gpu_ns, u->gpu_ns);
+	sat_add(&t->held_ns, u->held_ns);
+	sat_add(&t->share_ns, u->share_ns);
+	sat_add(&t->wall_ns, u->wall_ns);
+	sat_add(&t->block_tasks, u->block_tasks);
+	sat_add(&t->suspensions, u->suspensions);
+	sat_add(&t->evict_ns_sum, u->evict_ns_sum);
 	if (u->evict_ns_max > t->evict_ns_max)
 		t->evict_ns_max = u->evict_ns_max;
 	/* memory: the most any step held; the average over the time the
 	 * steps held memory (each step weighs by its own time) */
 	if (u->mem_max > t->mem_max)
 		t->mem_max = u->mem_max;
-	t->mem_byte_s = u->mem_byte_s > UINT64_MAX - t->mem_byte_s ?
-			UINT64_MAX : t->mem_byte_s + u->mem_byte_s;
-	t->mem_ns += u->mem_ns;
+	sat_add(&t->mem_byte_s, u->mem_byte_s);
+	sat_add(&t->mem_ns, u->mem_ns);
 	if (a->mem_limit > j->a.mem_limit)
 		j->a.mem_limit = a->mem_limit;
 	if (a->start_ns < j->a.start_ns)

@@ -302,6 +302,15 @@ test_job_rows(void **state)
 	assert_int_equal(j.a.state, GS_SST_RUNNING);
 	assert_int_equal(j.a.shares, 50);
 	assert_true(j.gpus_mixed);
+	/* a row with a figure near 2^64 (an old store): the job's sum
+	 * stays at the top, it does not wrap to a small number */
+	s1.key = 3;
+	s1.tot.block_tasks = UINT64_MAX - 1;
+	s1.tot.gpu_ns = UINT64_MAX;
+	gs_row_job_add(&j, &s1);
+	gs_row_job_add(&j, &s1);
+	assert_true(j.a.tot.block_tasks == UINT64_MAX);
+	assert_true(j.a.tot.gpu_ns == UINT64_MAX);
 }
 
 int
