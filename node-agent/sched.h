@@ -224,20 +224,6 @@ int gs_sched_step(struct gs_sched *s, uint64_t now,
  * up by at most held_ns + GS_SCHED_REPORT_UP_NS (a direct chunk's tail
  * after an early release runs up to ~1.3 ms: docs/benchmarks.md, run
  * 110).  Nondecreasing in held_ns. */
-/* The most GPU time a report for a hold of held_ns can carry: the held
- * time, its tail after an early release (up to the held time again) and
- * GS_SCHED_REPORT_UP_NS.  Saturating, nondecreasing. */
-static inline uint64_t
-gs_sched_report_cap(uint64_t held_ns)
-{
-	uint64_t up = held_ns + held_ns;
-
-	if (up < held_ns)
-		up = UINT64_MAX;
-	return up + GS_SCHED_REPORT_UP_NS < up ? UINT64_MAX :
-	       up + GS_SCHED_REPORT_UP_NS;
-}
-
 static inline uint64_t
 gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 {
@@ -247,7 +233,11 @@ gs_sched_charge(uint64_t held_ns, uint64_t reported_ns)
 		slack = GS_SCHED_REPORT_SLACK_NS;
 	if (reported_ns < held_ns - slack)
 		return held_ns - slack;
-	up = gs_sched_report_cap(held_ns);
+	up = held_ns + held_ns;		/* saturating: nondecreasing */
+	if (up < held_ns)
+		up = UINT64_MAX;
+	up = up + GS_SCHED_REPORT_UP_NS < up ? UINT64_MAX :
+	     up + GS_SCHED_REPORT_UP_NS;
 	return reported_ns > up ? up : reported_ns;
 }
 

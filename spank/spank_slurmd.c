@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "gs_client.h"
+#include "gs_config.h"
 #include "gs_spank.h"
 
 #define CMD_TIMEOUT_MS 10000
@@ -446,20 +447,18 @@ static void finish_job(uint32_t jobid, const char *node, const char *dir,
 	gs__spool_kick();
 }
 
-/* "<digits>" (a job id, no sign, no leading zero but "0"). */
+/* s[0..n) as a job id: the decimal "%u" that names its directory (no
+ * leading zero), 1..UINT32_MAX. */
 static int job_id_of(const char *s, size_t n, uint32_t *out)
 {
-	uint64_t v = 0;
-	size_t i;
+	char b[12];
+	uint64_t v;
 
-	if (n == 0 || n > 10 || (n > 1 && s[0] == '0'))
+	if (n == 0 || n >= sizeof(b) || s[0] == '0')
 		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v == 0 || v > UINT32_MAX)
+	memcpy(b, s, n);
+	b[n] = '\0';
+	if (gs_cfg_parse_uint(b, &v) < 0 || v > UINT32_MAX)
 		return -1;
 	*out = (uint32_t)v;
 	return 0;
