@@ -805,83 +805,84 @@ begin late-epilog
 # open in the agent and its directory on the node.  The next gshare job's
 # epilog there closes it, once slurmctld says that job is over and has
 # been for late_epilog (1 s here), and writes its totals.
+# held_job SHARES: a job on n1 whose script waits for $GS_T/go
+held_job() {
+	rm -f "$GS_T/go" "$GS_T/started"
+	timeout 20 sbatch --parsable -w n1 --gres="gshare:$1" -o /dev/null \
+		--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done"
+}
+job_open() { allocs n1 | grep -q " job=$1 "; }
+job_closed() { ! job_open "$1"; }
+# ended_ago J S: job J ended S seconds ago or more (Slurm's end times are
+# whole seconds)
+ended_ago() {
+	local e
+	e=$(sacct -n -X -P -j "$1" -o End 2>/dev/null)
+	[ -n "$e" ] && [ "$e" != Unknown ] &&
+		[ "$(date +%s)" -ge $(( $(date -d "$e" +%s) + $2 )) ]
+}
+# n1_totals J SHARES: job J's AdminComment has n1's segment
+n1_totals() { sacct -n -X -P -j "$1" -o AdminComment | grep -q "gshare\[n1\]:.*share=$2,allocs=1\$"; }
+# started_open J: job J runs its script and holds its allocation
+started_open() {
+	gs_wait 30 "job $1 to start its script" test -e "$GS_T/started" ||
+		bad "job $1 did not start: $(squeue -h -j "$1" -o '%t %r')"
+	gs_wait 10 "job $1's allocation" job_open "$1" ||
+		bad "job $1 has no allocation: $(allocs n1)"
+}
+# closed_late J K SHARES: job K's epilog closed job J's allocation and
+# wrote J's totals
+closed_late() {
+	gs_wait 30 "job $1's allocation closed by job $2's epilog" job_closed "$1" &&
+		ok "job $2's epilog closed job $1's allocation" ||
+		bad "job $1 still open: $(allocs n1)"
+	gs_wait 60 "AdminComment of job $1" n1_totals "$1" "$3" &&
+		ok "job $1's totals written late: $(sacct -n -X -P -j "$1" -o AdminComment)" ||
+		bad "job $1 AdminComment: $(sacct -n -X -P -j "$1" -o AdminComment)"
+}
 gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
 set_plugstack late_epilog=1s
-rm -f "$GS_T/go" "$GS_T/started"
-a=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:20 -o /dev/null \
-	--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done")
-gs_wait 30 "job $a to start its script" test -e "$GS_T/started" ||
-	bad "job $a did not start: $(squeue -h -j "$a" -o '%t %r')"
-a_open() { allocs n1 | grep -q " job=$a "; }
-gs_wait 10 "job $a's allocation" a_open || bad "job $a has no allocation: $(allocs n1)"
+a=$(held_job 20)
+started_open "$a"
 set_plugstack timeout=5
 touch "$GS_T/go"
 gs_wait 30 "job $a to complete" gs_no_jobs || bad "job $a stuck"
 set_plugstack late_epilog=1s
-a_open && ok "job $a's allocation left open by its epilog" ||
+job_open "$a" && ok "job $a's allocation left open by its epilog" ||
 	bad "job $a's allocation was closed by its own epilog: $(allocs n1)"
 [ -d "$GS_T/spank/$a.n1" ] && ok "its directory left on n1" ||
 	bad "no $GS_T/spank/$a.n1"
-# job b ends a few seconds after job a's end (late_epilog's 1 s, and
-# Slurm's end times are whole seconds)
-a_old() {
-	e=$(sacct -n -X -P -j "$a" -o End 2>/dev/null)
-	[ -n "$e" ] && [ "$e" != Unknown ] &&
-		[ "$(date +%s)" -ge $(( $(date -d "$e" +%s) + 3 )) ]
-}
-gs_wait 30 "job $a's end 3 s ago" a_old || bad "job $a: $(sacct -n -X -P -j "$a" -o State,End)"
+# job b ends a few seconds after job a's end (late_epilog's 1 s)
+gs_wait 30 "job $a's end 3 s ago" ended_ago "$a" 3 ||
+	bad "job $a: $(sacct -n -X -P -j "$a" -o State,End)"
 b=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)
-a_closed() { ! allocs n1 | grep -q " job=$a "; }
-gs_wait 30 "job $a's allocation closed by job $b's epilog" a_closed &&
-	ok "job $b's epilog closed job $a's allocation" ||
-	bad "job $a still open: $(allocs n1)"
+closed_late "$a" "$b" 20
 gs_wait 10 "job $a's directory gone" test ! -d "$GS_T/spank/$a.n1" &&
 	ok "its directory removed" || bad "$GS_T/spank/$a.n1 still there"
 grep -q "gshare: job $a on n1 ended and its epilog left it open: closing it in job $b's" \
 	"$GS_T"/log/slurmd.n1.log && ok "slurmd's log says so" ||
 	bad "no log line: $(grep "gshare: job $a" "$GS_T"/log/slurmd.n1.log | tail -3)"
-a_comment() { sacct -n -X -P -j "$a" -o AdminComment | grep -q 'gshare\[n1\]:.*share=20,allocs=1$'; }
-gs_wait 60 "AdminComment of job $a" a_comment &&
-	ok "job $a's totals written late: $(sacct -n -X -P -j "$a" -o AdminComment)" ||
-	bad "job $a AdminComment: $(sacct -n -X -P -j "$a" -o AdminComment)"
-b_comment() { sacct -n -X -P -j "$b" -o AdminComment | grep -q 'gshare\[n1\]:.*share=10,allocs=1$'; }
-gs_wait 60 "AdminComment of job $b" b_comment &&
+gs_wait 60 "AdminComment of job $b" n1_totals "$b" 10 &&
 	ok "job $b's own totals too" ||
 	bad "job $b AdminComment: $(sacct -n -X -P -j "$b" -o AdminComment)"
 # the agent down while a job's epilog runs: the epilog keeps the job's
 # records; with the agent back (its allocations restored), the next
 # job's epilog closes the allocation and writes the totals
 gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
-rm -f "$GS_T/go" "$GS_T/started"
-c=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:15 -o /dev/null \
-	--wrap "touch '$GS_T/started'; until [ -e '$GS_T/go' ]; do sleep 0.05; done")
-gs_wait 30 "job $c to start its script" test -e "$GS_T/started" ||
-	bad "job $c did not start: $(squeue -h -j "$c" -o '%t %r')"
-c_open() { allocs n1 | grep -q " job=$c "; }
-gs_wait 10 "job $c's allocation" c_open || bad "job $c has no allocation: $(allocs n1)"
+c=$(held_job 15)
+started_open "$c"
 stop_agent n1
 touch "$GS_T/go"
 gs_wait 30 "job $c to complete" gs_no_jobs || bad "job $c stuck"
 [ -d "$GS_T/spank/$c.n1" ] && ok "job $c's records kept while the agent was down" ||
 	bad "no $GS_T/spank/$c.n1"
 start_agent n1
-gs_wait 10 "job $c's allocation restored" c_open ||
+gs_wait 10 "job $c's allocation restored" job_open "$c" ||
 	bad "job $c's allocation not restored: $(allocs n1)"
-c_old() {
-	e=$(sacct -n -X -P -j "$c" -o End 2>/dev/null)
-	[ -n "$e" ] && [ "$e" != Unknown ] &&
-		[ "$(date +%s)" -ge $(( $(date -d "$e" +%s) + 3 )) ]
-}
-gs_wait 30 "job $c's end 3 s ago" c_old || bad "job $c: $(sacct -n -X -P -j "$c" -o State,End)"
+gs_wait 30 "job $c's end 3 s ago" ended_ago "$c" 3 ||
+	bad "job $c: $(sacct -n -X -P -j "$c" -o State,End)"
 dj=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)
-c_closed() { ! allocs n1 | grep -q " job=$c "; }
-gs_wait 30 "job $c's allocation closed by job $dj's epilog" c_closed &&
-	ok "job $dj's epilog closed job $c's allocation" ||
-	bad "job $c still open: $(allocs n1)"
-c_comment() { sacct -n -X -P -j "$c" -o AdminComment | grep -q 'gshare\[n1\]:.*share=15,allocs=1$'; }
-gs_wait 60 "AdminComment of job $c" c_comment &&
-	ok "job $c's totals written late: $(sacct -n -X -P -j "$c" -o AdminComment)" ||
-	bad "job $c AdminComment: $(sacct -n -X -P -j "$c" -o AdminComment)"
+closed_late "$c" "$dj" 15
 set_plugstack
 end
 
