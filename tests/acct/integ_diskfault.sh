@@ -147,7 +147,13 @@ while [ $i -lt $NJ ]; do
 	PIDS="$PIDS $!"
 	i=$((i + 1))
 done
-for p in $PIDS; do wait "$p" || fail "job: $(cat "$T"/job*.err)"; done
+# beside them, a job that writes counters of nearly 2^64 (its usage is
+# cut to what it could have used, acct.c bound_delta): the honest rows
+# below still come out whole, its own row bounded
+"$B/runtime/sim/gshare-simjob" -s "$T/sock" --create 10 -n scrib --scribble \
+	-d 1 > "$T/scrib.out" 2>&1 &
+PIDS="$PIDS $!"
+for p in $PIDS; do wait "$p" || fail "job: $(cat "$T"/job*.err "$T/scrib.out")"; done
 PIDS=""
 # a Slurm total waiting for slurmdbd at the same time: both warnings
 mkdir -p "$T/spool"
@@ -171,6 +177,17 @@ while [ $i -lt $NJ ]; do
 		fail "job $((950 + i)): stored $got ns, measured $own ns"
 	i=$((i + 1))
 done
+wait_for 10 sh -c "[ \"\$(sqlite3 -readonly -cmd '.timeout 5000' '$T/store/usage.db' \"SELECT state FROM allocs WHERE job = 'scrib'\")\" = 1 ]" ||
+	fail "the scribbler's row: $(q "$T/store/usage.db" "SELECT job, state FROM allocs WHERE job = 'scrib'")"
+sc=$(q "$T/store/usage.db" "SELECT state || ' ' || gpu_ns || ' ' || held_ns FROM allocs WHERE job = 'scrib'")
+echo "the scribbler's row (state gpu_ns held_ns): $sc"
+set -- $sc
+# closed, and no more than its age (under 10 s) times 16 streams plus 2 s
+[ "${1:-}" = 1 ] && [ "${2:-x}" -ge 0 ] && [ "$2" -le 162000000000 ] &&
+	[ "${3:-x}" -ge 0 ] && [ "$3" -le 162000000000 ] ||
+	fail "the scribbler's row: '$sc'"
+sums=$(q "$T/store/usage.db" "SELECT SUM(gpu_ns) >= 0 AND SUM(block_tasks) >= 0 AND SUM(suspensions) >= 0 FROM allocs")
+[ "$sums" = 1 ] || fail "the store's sums: '$sums'"
 wait_for 10 sh -c "! '$CTL' -s '$T/sock' status | grep -q 'usage store behind'" ||
 	fail "warning still shown after the store caught up"
 ctl status | grep -q 'WARNING: 1 Slurm totals waiting in' ||
