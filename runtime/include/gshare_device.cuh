@@ -510,6 +510,13 @@ static GS__HD inline unsigned int gs__tredo_carry(const unsigned int *redo_in,
 #ifndef GS_YIELD_POLL_CYCLES
 #define GS_YIELD_POLL_CYCLES 2048
 #endif
+/* gs_should_yield in a GS_KERNEL body looks only at every k-th call,
+ * k (1..GS__YIELD_K_MAX) such that looks come between half and twice
+ * this many cycles apart (0: a look at every call) */
+#ifndef GS_YIELD_LOOK_CYCLES
+#define GS_YIELD_LOOK_CYCLES 65536
+#endif
+#define GS__YIELD_K_MAX 64u
 /* A flag value read at the start of a block-task is trusted at its end
  * if the task took fewer cycles than this (~2 us); else it is re-read. */
 #ifndef GS_FLAG_GATE_CYCLES
@@ -547,6 +554,9 @@ struct gs__blk {
 	int from_redo;
 	unsigned int event;		/* GS__EV_*, set by thread 0 */
 	long long last_poll;
+	/* gs_should_yield's k: thread 0's own (ykcur), and the value it
+	 * hands to the block at a look, in two slots used in turns */
+	unsigned int ykcur, yk[2];
 	const unsigned int *flag;
 	struct gs__kstate *ks;
 	struct gs__rpc *rpc;
@@ -707,6 +717,11 @@ static __device__ __forceinline__ unsigned int gs__tid(void)
  *    gs__dh.mode, so one shared read tells which.
  */
 struct gs__lx {
+	/* gs_should_yield's calls left to the next look (low 16 bits),
+	 * the slot of that look's k (bit 16) and whether it is the
+	 * block-task's first (bit 17): the same in every thread, as every
+	 * thread makes every call */
+	mutable unsigned int yw = 1u | (1u << 17);
 };
 struct gs__dx {
 	unsigned int lb, x, y, z, gx, gy, gz;
@@ -831,26 +846,50 @@ static __device__ __forceinline__ unsigned int gs__block_linear(int)
 /*
  * Scheduling point for long loops (GLoop's postTaskIfNecessary): true
  * only when a suspend is pending.  Called by all threads of the block
- * together.  At most every GS_YIELD_POLL_CYCLES thread 0 looks at the
- * flag value fetched by the previous look (or at the task's start: the
- * cp.async into gs__b.flagbuf has long landed) and starts the next
- * fetch, so no thread waits for the L2 round trip; __syncthreads_or
- * shares the answer.  A suspend is seen one look later than with a
- * blocking read: at most max(GS_YIELD_POLL_CYCLES, the calls' interval)
- * more.  After true, save the loop state and return from the body.
+ * together.  At a look thread 0 reads the flag value fetched by the
+ * previous look (or at the task's start: the cp.async into
+ * gs__b.flagbuf has long landed) and starts the next fetch, so no thread
+ * waits for the L2 round trip; __syncthreads_or shares the answer.  In a
+ * body the first call of a block-task looks, then every k-th, k adapted
+ * so that looks come about GS_YIELD_LOOK_CYCLES apart (a helper function
+ * looks at every call, at most every GS_YIELD_POLL_CYCLES).  A suspend is
+ * seen within about two looks' gap.  After true, save the loop state and
+ * return from the body.
  */
 /* Inside a GS_KERNEL body GS__D is the body's template parameter: true
  * in its direct copy.  Elsewhere (a helper function) it is this one. */
 static constexpr bool GS__D = false;
 
-/* the loop's scheduling point */
-static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
+/* thread 0 looks at the flag (at most every GS_YIELD_POLL_CYCLES) and,
+ * with slot < 2, sets the next k there (adapted to the time since the
+ * last look unless this is a block-task's first: that time belongs to
+ * another task); the block shares the answer */
+static __device__ __forceinline__ bool gs__yield_look(unsigned int slot,
+						      bool first)
 {
 	int y = 0;
 
 	if (gs__thread0()) {
-		long long t = clock64();
-		if (t - gs__b.last_poll > GS_YIELD_POLL_CYCLES) {
+		long long t = clock64(), dt = t - gs__b.last_poll;
+
+#if GS_YIELD_LOOK_CYCLES > 0
+		if (slot < 2u) {
+			/* k doubles while looks come less than half
+			 * GS_YIELD_LOOK_CYCLES apart, halves past twice it */
+			unsigned int k = gs__b.ykcur;
+
+			if (first)
+				;
+			else if (dt < GS_YIELD_LOOK_CYCLES / 2 &&
+				 k < GS__YIELD_K_MAX)
+				k <<= 1;
+			else if (dt > 2ll * GS_YIELD_LOOK_CYCLES && k > 1u)
+				k >>= 1;
+			gs__b.ykcur = k;
+			gs__b.yk[slot] = k;
+		}
+#endif
+		if (dt > GS_YIELD_POLL_CYCLES) {
 			const bool sent = gs__b.pre == GS__PRE_SENT;
 
 			gs__b.last_poll = t;
@@ -867,6 +906,33 @@ static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &)
 	}
 	return __syncthreads_or(y) != 0;
 }
+
+/* the loop's scheduling point: a look at every k-th call only.  Every
+ * thread counts down in a register (no shared access, no branch that
+ * differs between warps), so the calls between looks cost a decrement
+ * and a test; each look pays thread 0's work and the barrier, which
+ * every warp waits for.  After a look each thread reads the k that
+ * thread 0 wrote before the barrier, from the slot of that look: the
+ * slot is written again two looks later, after a barrier that every
+ * reader passed after reading it. */
+static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &x)
+{
+#if GS_YIELD_LOOK_CYCLES > 0
+	unsigned int w = x.yw - 1u, slot;
+	bool y;
+
+	if ((w & 0xffffu) != 0u) {
+		x.yw = w;
+		return false;
+	}
+	slot = (w >> 16) & 1u;
+	y = gs__yield_look(slot, (w >> 17) != 0u);
+	x.yw = ((slot ^ 1u) << 16) | gs__b.yk[slot];
+	return y;
+#else
+	return gs__yield_look(2u, false);
+#endif
+}
 /* a direct launch: no suspend comes before it is done, and a
  * scheduling point costs nothing */
 static __device__ __forceinline__ bool gs__should_yield(const struct gs__dx &)
@@ -879,7 +945,7 @@ static __device__ __forceinline__ bool gs__should_yield(int)
 {
 	if (gs__dh.mode != 0u)
 		return false;
-	return gs__should_yield(gs__lx());
+	return gs__yield_look(2u, false);
 }
 #define gs_should_yield() gs__should_yield(gs__x)
 
@@ -1248,6 +1314,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.ring = c.ring;
 		gs__b.ring_cap = c.total;
 		gs__b.last_poll = clock64();
+		gs__b.ykcur = 1u;
 		atomicMax(&c.ks->neg_tmin.v, ~gs__gtimer());
 		gs__b.pre = 0;
 		gs__flag_fetch(c.flag);
