@@ -222,6 +222,22 @@ def main(o):
                 gdesc.append('%.1f/%.1f%%' % (
                     statistics.mean(x / b for x, b in zip(g, busy)) * 100,
                     w / wsum * 100))
+            # where the throughput goes: each job's work per second of
+            # its own GPU time against its solo rate (1.0: a GPU-second
+            # held does a solo second's work), and over all jobs the
+            # same weighted by GPU time
+            eff, wsum_g, wsum_w = [], 0.0, 0.0
+            for k, j, w, r in jobs:
+                g = sum(gsh[k][:n2])
+                x = sum(v / solo[j] for v in r[:n2])
+                if g > 0:
+                    eff.append('%s:w%d %.1f' % (j, w, x / g * 100))
+                wsum_g += g
+                wsum_w += x
+            if eff and wsum_g > 0:
+                p('  %d jobs %s work per GPU-second: %.1f %% of solo over '
+                  'all jobs  [%s]' % (s, mode, wsum_w / wsum_g * 100,
+                                      ', '.join(eff)))
             if gerr:
                 p('  %d jobs %s GPU time: busy %.1f %% of wall; share '
                   'of wall err mean %.2f pp max %.2f pp; share of busy '
