@@ -119,6 +119,8 @@ $(B)/runtime/bench/gs-mech-probe: runtime/bench/mech.cu $(RT_EX_DEPS)
 
 # The eviction-split tool (tests/gpu/evict_split.py) on made-up records.
 INTEG_TESTS += runtime/tests/evict_split_test.py
+# The benchmarks' table (tests/gpu/bench_table.py) on made-up sharing logs.
+INTEG_TESTS += runtime/tests/bench_table_test.py
 
 # The C API on any machine (no GPU: gs_init must fail cleanly).
 RT_API_TEST := $(B)/runtime/tests/test_api
