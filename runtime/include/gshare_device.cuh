@@ -878,13 +878,14 @@ static __device__ __forceinline__ bool gs__yield_look(unsigned int slot,
 			 * GS_YIELD_LOOK_CYCLES apart, halves past twice it */
 			unsigned int k = gs__b.ykcur;
 
-			if (first)
-				;
-			else if (dt < GS_YIELD_LOOK_CYCLES / 2 &&
-				 k < GS__YIELD_K_MAX)
-				k <<= 1;
-			else if (dt > 2ll * GS_YIELD_LOOK_CYCLES && k > 1u)
-				k >>= 1;
+			if (!first) {
+				if (dt < GS_YIELD_LOOK_CYCLES / 2 &&
+				    k < GS__YIELD_K_MAX)
+					k <<= 1;
+				else if (dt > 2ll * GS_YIELD_LOOK_CYCLES &&
+					 k > 1u)
+					k >>= 1;
+			}
 			gs__b.ykcur = k;
 			gs__b.yk[slot] = k;
 		}
