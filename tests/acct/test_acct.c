@@ -57,6 +57,24 @@ tick(struct gs_acct *a, uint64_t mono, uint64_t key, unsigned *nallocs)
 	return none;
 }
 
+/* Both pages cleared, allocation 1 (50 shares) open with page attached
+ * at 0. */
+static struct gs_acct *
+acct_one(void)
+{
+	struct gs_acct *a;
+	struct gs_acct_meta m;
+	struct gs_error err;
+
+	memset(&page, 0, sizeof(page));
+	memset(&page2, 0, sizeof(page2));
+	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
+	meta(&m, 1, 50);
+	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
+	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	return a;
+}
+
 static void
 test_delta(void **state)
 {
@@ -278,19 +296,12 @@ static void
 test_liar_page(void **state)
 {
 	struct gs_acct *a;
-	struct gs_acct_meta m;
 	struct gs_store_sample x;
-	struct gs_error err;
 	const struct gs_acct_view *v;
 	uint64_t lim = GS_ACCT_STREAMS_MAX * 10 * S + GS_ACCT_PAGE_SLACK_NS;
 
 	(void)state;
-	memset(&page, 0, sizeof(page));
-	memset(&page2, 0, sizeof(page2));
-	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
-	meta(&m, 1, 50);
-	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
-	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	a = acct_one();
 	page.state = GS_CTL_RUNNING;
 	page.gpu_ns = UINT64_MAX - 5;
 	page.held_ns = UINT64_MAX;
@@ -436,12 +447,7 @@ test_proven_hold(void **state)
 	struct gs_error err;
 
 	(void)state;
-	memset(&page, 0, sizeof(page));
-	memset(&page2, 0, sizeof(page2));
-	assert_int_equal(gs_acct_new(NULL, &a, &err), 0);
-	meta(&m, 1, 50);
-	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
-	assert_int_equal(gs_acct_attach(a, 1, &page, 0), 0);
+	a = acct_one();
 	meta(&m, 2, 50);
 	assert_int_equal(gs_acct_open(a, &m, 0, 0, &err), 0);
 	assert_int_equal(gs_acct_attach(a, 2, &page2, 0), 0);
