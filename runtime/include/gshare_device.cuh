@@ -315,6 +315,22 @@ struct gs_task {
 #define GS__HD
 #endif
 
+/* The RPC ring's positions (the device's io_posted, the host's head)
+ * wrap at the largest multiple of its capacity that fits in 32 bits, so
+ * that the slot of a position (pos % cap) follows on across the wrap: at
+ * 2^32 it would jump back to 0 from (2^32 - 1) % cap, onto a slot whose
+ * entry the host may not have read yet. */
+static GS__HD inline unsigned int gs__ring_wrap(unsigned int cap)
+{
+	return cap == 0u ? 0u : 0xffffffffu / cap * cap;
+}
+
+static GS__HD inline unsigned int gs__ring_next(unsigned int pos,
+						unsigned int cap)
+{
+	return pos + 1u >= gs__ring_wrap(cap) ? 0u : pos + 1u;
+}
+
 /* The shared-memory allocator of a MasterKernel block (Pagoda §5): a
  * bitmap of GS__TGRAN-byte granules, first fit.  Plain C so that the
  * unit tests run the very code the GPU runs.  Returns the first granule
@@ -995,7 +1011,9 @@ static __device__ __forceinline__ void gs_io_read(int fd, long long off,
 		s->result = 0;
 		*(volatile unsigned int *)&s->op = GS__RPC_READ;
 		__threadfence_system();
-		pos = atomicAdd(&gs__b.ks->io_posted, 1u);
+		/* atomicInc: old >= limit ? 0 : old + 1, as gs__ring_next */
+		pos = atomicInc(&gs__b.ks->io_posted,
+				gs__ring_wrap(gs__b.ring_cap) - 1u);
 		*(volatile unsigned int *)&gs__b.ring[pos % gs__b.ring_cap] =
 		    lb + 1u;
 		__threadfence_system();

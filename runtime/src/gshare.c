@@ -1240,7 +1240,7 @@ scan_ring(struct gs__launch *l)
 			return 0;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		*e = 0;
-		l->ring_head++;
+		l->ring_head = gs__ring_next(l->ring_head, l->total);
 		lb = v - 1u;
 		if (lb >= l->total || l->rpc[lb].op != GS__RPC_READ)
 			return fail(GS__EINTERNAL, "kernel %s: bad RPC ring "

@@ -338,6 +338,74 @@ test_tpublished_carry(void **state)
 	assert_int_equal(gs__tredo_carry(in, 9, 6, out, 2), 2);
 }
 
+/* One I/O launch's RPC ring, device and host, from `start` for `steps`
+ * steps: the device posts (entry = sequence + 1) while fewer than cap
+ * are unread, as every logical block has at most one request out; the
+ * host reads in turns, lagging up to cap.  wrap: positions as the ring
+ * keeps them (gs__ring_next / atomicInc); else plain 32-bit counters.
+ * Returns the number of entries written over an unread one or read out
+ * of order. */
+static unsigned int
+ring_run(unsigned int cap, unsigned int start, unsigned int steps, int wrap,
+	 unsigned int seed)
+{
+	unsigned int *ring = calloc(cap, sizeof(*ring));
+	unsigned int posted = start, head = start, out = 0, bad = 0;
+	unsigned int seq = 0, next_read = 0;
+
+	assert_non_null(ring);
+	for (unsigned int i = 0; i < steps; i++) {
+		seed = seed * 1103515245u + 12345u;
+		if (out < cap && ((seed >> 16) & 3u) != 0u) {
+			unsigned int *e = &ring[posted % cap];
+
+			if (*e != 0u)
+				bad++;
+			*e = ++seq;
+			posted = wrap ? gs__ring_next(posted, cap) : posted + 1u;
+			out++;
+		} else if (out > 0u) {
+			unsigned int *e = &ring[head % cap];
+
+			if (*e != next_read + 1u)
+				bad++;
+			next_read++;
+			*e = 0;
+			head = wrap ? gs__ring_next(head, cap) : head + 1u;
+			out--;
+		}
+	}
+	free(ring);
+	return bad;
+}
+
+static void
+test_rpc_ring_wrap(void **state)
+{
+	static const unsigned int caps[] = { 1, 3, 7, 1000, 1056, 4096,
+					     65535 };
+
+	(void)state;
+	assert_int_equal(gs__ring_wrap(3), 0xffffffffu);
+	assert_int_equal(gs__ring_wrap(1000), 4294967000u);
+	assert_int_equal(gs__ring_wrap(4096), 0xfffff000u);
+	assert_int_equal(gs__ring_wrap(0), 0);
+	assert_int_equal(gs__ring_next(4294966999u, 1000), 0);
+	assert_int_equal(gs__ring_next(5, 1000), 6);
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		unsigned int c = caps[i], w = gs__ring_wrap(c);
+
+		/* across the wrap, and far from it */
+		assert_int_equal(ring_run(c, w - 2u * c, 8u * c + 64u, 1,
+					  c), 0);
+		assert_int_equal(ring_run(c, 0, 8u * c + 64u, 1, c + 1u), 0);
+	}
+	/* plain counters break where cap does not divide 2^32 (the slot
+	 * jumps back at 2^32 onto unread entries), and not where it does */
+	assert_true(ring_run(1000, 0u - 2000u, 8064, 0, 7) > 0u);
+	assert_int_equal(ring_run(4096, 0u - 8192u, 32832, 0, 7), 0);
+}
+
 int
 main(void)
 {
@@ -351,6 +419,7 @@ main(void)
 		cmocka_unit_test(test_warps_take),
 		cmocka_unit_test(test_tres),
 		cmocka_unit_test(test_tpublished_carry),
+		cmocka_unit_test(test_rpc_ring_wrap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
