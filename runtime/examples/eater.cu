@@ -53,9 +53,26 @@ __global__ void eat_plain(unsigned int *xs, unsigned int iters)
 	xs[idx] = x;
 }
 
+/* a logical block's loop state, saved where the block stops (a yield or
+ * the end) */
+static __device__ __forceinline__ void eat_save(unsigned int *xs,
+						unsigned int *its, size_t idx,
+						unsigned int lb, unsigned int x,
+						unsigned int i)
+{
+	xs[idx] = x;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		its[lb] = i;
+}
+
 /* One logical block's run from its saved state: with `on`, a yield
  * point every CHUNK iterations (iters is a multiple of it), yield()
- * asked there; on true the state is saved and the block returns. */
+ * asked there; on true the state is saved and the block returns.  For
+ * the helper kernel below: a body calls gs_should_yield() in the `if`
+ * itself (eat), as docs/runtime.md shows — wrapped in a function or a
+ * lambda that returns its value, each call between looks costs a few
+ * instructions more. */
 template <typename Y>
 static __device__ __forceinline__ void eat_block(unsigned int *xs,
 						 unsigned int *its,
@@ -72,24 +89,28 @@ static __device__ __forceinline__ void eat_block(unsigned int *xs,
 		for (int j = 0; j < CHUNK; j++)
 			x = step8(x);
 		i += CHUNK;
-		if (on && i < iters && yield()) {
-			xs[idx] = x;
-			__syncthreads();
-			if (threadIdx.x == 0)
-				its[lb] = i;
-			return;
-		}
+		if (on && i < iters && yield())
+			break;
 	}
-	xs[idx] = x;
-	__syncthreads();
-	if (threadIdx.x == 0)
-		its[lb] = i;
+	eat_save(xs, its, idx, lb, x, i);
 }
 
 GS_KERNEL(eat, struct eat_args, p)
 {
-	eat_block(p.x, p.it, p.iters, gs_block_linear(), p.yield,
-		  [&] { return gs_should_yield(); });
+	unsigned int lb = gs_block_linear();
+	size_t idx = (size_t)lb * blockDim.x + threadIdx.x;
+	unsigned int x = p.x[idx];
+	unsigned int i = p.it[lb];
+
+	while (i < p.iters) {
+#pragma unroll
+		for (int j = 0; j < CHUNK; j++)
+			x = step8(x);
+		i += CHUNK;
+		if (p.yield && i < p.iters && gs_should_yield())
+			break;
+	}
+	eat_save(p.x, p.it, idx, lb, x, i);
 }
 
 /* The same over a 3D logical grid, with the block index and the yield

@@ -733,11 +733,11 @@ static __device__ __forceinline__ unsigned int gs__tid(void)
  *    gs__dh.mode, so one shared read tells which.
  */
 struct gs__lx {
-	/* gs_should_yield's calls left to the next look (low 16 bits),
-	 * the slot of that look's k (bit 16) and whether it is the
-	 * block-task's first (bit 17): the same in every thread, as every
+	/* gs_should_yield's calls left to the next look (bits 2 and up),
+	 * the slot of that look's k (bit 1) and whether it is the
+	 * block-task's first (bit 0): the same in every thread, as every
 	 * thread makes every call */
-	mutable unsigned int yw = 1u | (1u << 17);
+	mutable unsigned int yw = (1u << 2) | 1u;
 };
 struct gs__dx {
 	unsigned int lb, x, y, z, gx, gy, gz;
@@ -927,24 +927,34 @@ static __device__ __forceinline__ bool gs__yield_look(unsigned int slot,
 /* the loop's scheduling point: a look at every k-th call only.  Every
  * thread counts down in a register (no shared access, no branch that
  * differs between warps), so the calls between looks cost a decrement
- * and a test; each look pays thread 0's work and the barrier, which
- * every warp waits for.  After a look each thread reads the k that
- * thread 0 wrote before the barrier, from the slot of that look: the
- * slot is written again two looks later, after a barrier that every
- * reader passed after reading it. */
-static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &x)
+ * and a test (gs__yield_due); each look (gs__yield_now) pays thread 0's
+ * work and the barrier, which every warp waits for.  After a look each
+ * thread reads the k that thread 0 wrote before the barrier, from the
+ * slot of that look: the slot is written again two looks later, after a
+ * barrier that every reader passed after reading it. */
+static __device__ __forceinline__ bool gs__yield_due(const struct gs__lx &x)
 {
 #if GS_YIELD_LOOK_CYCLES > 0
-	unsigned int w = x.yw - 1u, slot;
-	bool y;
+	unsigned int w = x.yw - 4u;
 
-	if ((w & 0xffffu) != 0u) {
-		x.yw = w;
-		return false;
-	}
-	slot = (w >> 16) & 1u;
-	y = gs__yield_look(slot, (w >> 17) != 0u);
-	x.yw = ((slot ^ 1u) << 16) | gs__b.yk[slot];
+	x.yw = w;
+	return w < 4u;
+#else
+	return true;
+#endif
+}
+static __device__ __forceinline__ bool gs__yield_now(const struct gs__lx &x)
+{
+#if GS_YIELD_LOOK_CYCLES > 0
+	unsigned int slot = (x.yw >> 1) & 1u, k;
+	bool y = gs__yield_look(slot, (x.yw & 1u) != 0u);
+
+	k = gs__b.yk[slot];
+#ifdef GS__YSTAGGER
+	if (x.yw & 1u)
+		k += ((blockIdx.x * 2654435761u) >> 26) & (k - 1u);
+#endif
+	x.yw = (k << 2) | ((slot ^ 1u) << 1);
 	return y;
 #else
 	return gs__yield_look(2u, false);
@@ -952,33 +962,36 @@ static __device__ __forceinline__ bool gs__should_yield(const struct gs__lx &x)
 }
 /* a direct launch: no suspend comes before it is done, and a
  * scheduling point costs nothing */
-static __device__ __forceinline__ bool gs__should_yield(const struct gs__dx &)
+static __device__ __forceinline__ bool gs__yield_due(const struct gs__dx &)
+{
+	return false;
+}
+static __device__ __forceinline__ bool gs__yield_now(const struct gs__dx &)
 {
 	return false;
 }
 /* a helper: gs__dh says which (block-uniform, so no barrier is skipped
  * by some threads only) */
-static __device__ __forceinline__ bool gs__should_yield(int)
+static __device__ __forceinline__ bool gs__yield_due(int)
 {
-	if (gs__dh.mode != 0u)
-		return false;
+	return gs__dh.mode == 0u;
+}
+static __device__ __forceinline__ bool gs__yield_now(int)
+{
 	return gs__yield_look(2u, false);
 }
-#define gs_should_yield() gs__should_yield(gs__x)
+/* an expression, not a call: in `if (... && gs_should_yield())` the
+ * calls between looks branch straight past the body's exit (a function
+ * returning false from one path and the look's answer from the other
+ * made the compiler merge the two into a value and test it again: five
+ * more instructions a call) */
+#define gs_should_yield() (gs__yield_due(gs__x) && gs__yield_now(gs__x))
 
 /* gs_should_yield() on every 2^log2_every-th value of i, a loop counter
  * that is the same in every thread of the block: the barrier is paid only
  * there.  Typical: if (gs_yield_every(i, 4)) { save; return; } */
-template <typename X>
-static __device__ __forceinline__ bool gs__yield_every(const X &x,
-						       unsigned int i,
-						       unsigned int log2_every)
-{
-	return (i & ((1u << log2_every) - 1u)) == 0u &&
-	       gs__should_yield(x);
-}
-#define gs_yield_every(i, log2_every) \
-	gs__yield_every(gs__x, (i), (log2_every))
+#define gs_yield_every(i, log2_every)					\
+	(((i) & ((1u << (log2_every)) - 1u)) == 0u && gs_should_yield())
 
 /*
  * Ask the host to read len bytes from fd at off (off < 0: the next bytes
