@@ -946,15 +946,10 @@ static __device__ __forceinline__ bool gs__yield_due(const struct gs__lx &x)
 static __device__ __forceinline__ bool gs__yield_now(const struct gs__lx &x)
 {
 #if GS_YIELD_LOOK_CYCLES > 0
-	unsigned int slot = (x.yw >> 1) & 1u, k;
+	unsigned int slot = (x.yw >> 1) & 1u;
 	bool y = gs__yield_look(slot, (x.yw & 1u) != 0u);
 
-	k = gs__b.yk[slot];
-#ifdef GS__YSTAGGER
-	if (x.yw & 1u)
-		k += ((blockIdx.x * 2654435761u) >> 26) & (k - 1u);
-#endif
-	x.yw = (k << 2) | ((slot ^ 1u) << 1);
+	x.yw = (gs__b.yk[slot] << 2) | ((slot ^ 1u) << 1);
 	return y;
 #else
 	return gs__yield_look(2u, false);
