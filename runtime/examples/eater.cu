@@ -24,7 +24,31 @@ struct eat_args {
 	unsigned int *it;	/* per logical block */
 	unsigned int iters;
 	int yield;		/* 1: a yield point every CHUNK iterations */
+#ifdef EAT_PROBE
+	unsigned int slot;	/* the stamps' buffer (launch parity) */
+#endif
 };
+
+#ifdef EAT_PROBE
+/* -DEAT_PROBE: thread 0 of each block stamps the global timer when its
+ * block's work starts and ends, in one of two buffers a launch (--bench
+ * then prints where a one-wave kernel's time goes, plain and gshare) */
+#define EAT_PN 4096u
+__device__ unsigned long long eat_t[2][2][EAT_PN];
+static __device__ __forceinline__ void eat_stamp(unsigned int slot,
+						 unsigned int w,
+						 unsigned int b)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	if (threadIdx.x == 0 && b < EAT_PN)
+		eat_t[slot][w][b] = t;
+}
+#define EAT_STAMP(slot, w, b) eat_stamp((slot), (w), (b))
+#else
+#define EAT_STAMP(slot, w, b) do { } while (0)
+#endif
 
 /* a non-linear step, so that the compiler cannot fold iterations */
 static __host__ __device__ __forceinline__ unsigned int step8(unsigned int x)
@@ -41,16 +65,19 @@ static __host__ __device__ __forceinline__ unsigned int step8(unsigned int x)
  * --bench times the same shape) */
 #define RUN_ITERS 3008u
 
-__global__ void eat_plain(unsigned int *xs, unsigned int iters)
+__global__ void eat_plain(unsigned int *xs, unsigned int iters,
+			  unsigned int slot = 0)
 {
 	size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	unsigned int x = xs[idx];
+	EAT_STAMP(slot, 0, blockIdx.x);
 	for (unsigned int i = 0; i < iters; i += CHUNK) {
 #pragma unroll
 		for (int j = 0; j < CHUNK; j++)
 			x = step8(x);
 	}
 	xs[idx] = x;
+	EAT_STAMP(slot, 1, blockIdx.x);
 }
 
 /* a logical block's loop state, saved where the block stops (a yield or
@@ -102,6 +129,7 @@ GS_KERNEL(eat, struct eat_args, p)
 	unsigned int x = p.x[idx];
 	unsigned int i = p.it[lb];
 
+	EAT_STAMP(p.slot, 0, lb);
 	while (i < p.iters) {
 #pragma unroll
 		for (int j = 0; j < CHUNK; j++)
@@ -111,6 +139,7 @@ GS_KERNEL(eat, struct eat_args, p)
 			break;
 	}
 	eat_save(p.x, p.it, idx, lb, x, i);
+	EAT_STAMP(p.slot, 1, lb);
 }
 
 /* The same over a 3D logical grid, with the block index and the yield
@@ -143,6 +172,33 @@ GS_KERNEL(eath, struct eath_args, p)
 		return;
 	eat_block(p.x, p.it, p.iters, lb, 1, [] { return eath_yield(); });
 }
+
+#ifdef EAT_PROBE
+/* The stamps of the last two of a row of one-wave launches (buffers 0
+ * then 1), µs: where the first one's time went, and the gap to the next */
+static void eat_probe_print(const char *what, unsigned int n, double ms)
+{
+	static unsigned long long t[2][2][EAT_PN];
+	std::vector<double> body;
+	unsigned long long e0 = ~0ull, e1 = 0, x0 = ~0ull, x1 = 0,
+			   n0 = ~0ull;
+
+	CK(cudaMemcpyFromSymbol(t, eat_t, sizeof t));
+	for (unsigned int b = 0; b < n && b < EAT_PN; b++) {
+		e0 = std::min(e0, t[0][0][b]);
+		e1 = std::max(e1, t[0][0][b]);
+		x0 = std::min(x0, t[0][1][b]);
+		x1 = std::max(x1, t[0][1][b]);
+		n0 = std::min(n0, t[1][0][b]);
+		body.push_back((double)(t[0][1][b] - t[0][0][b]) / 1e3);
+	}
+	printf("probe %s kernel_us=%.1f span_us=%.1f entry_spread_us=%.2f "
+	       "body_p50_us=%.1f body_max_us=%.1f exit_spread_us=%.2f "
+	       "gap_to_next_us=%.2f\n", what, ms * 1e3, (x1 - e0) / 1e3,
+	       (e1 - e0) / 1e3, ex_pct(body, 0.5), ex_pct(body, 1.0),
+	       (x1 - x0) / 1e3, ((double)n0 - (double)x1) / 1e3);
+}
+#endif
 
 static unsigned int cpu_run(unsigned int x, unsigned int iters)
 {
@@ -313,6 +369,28 @@ int main(int argc, char **argv)
 		       "noyield_ms=%.4f yield_ms=%.4f noyield_pct=%.2f "
 		       "yield_pct=%.2f\n", n1, sp_, s0, s1,
 		       (s0 / sp_ - 1) * 100, (s1 / sp_ - 1) * 100);
+#ifdef EAT_PROBE
+		for (int r = 0; r < 3; r++) {
+			unsigned int q = 0;
+			double a = ex_time_k(0, 16, false, [&] {
+				eat_plain<<<n1, ET>>>(e1.dx, it1, q++ & 1u);
+			});
+			eat_probe_print("plain", n1, a);
+			for (int v = 0; v < 2; v++) {
+				q = 0;
+				CK(cudaMemset(its1, 0, 16 * n1 * 4));
+				double b = ex_time_k(0, 16, true, [&] {
+					eat_args p1 = { e1.dx, its1 + q * n1,
+							it1, yv[v], q & 1u };
+					q++;
+					GK(gs_launch(&eat, gs3(n1), gs3(ET), 0,
+						     &p1, sizeof p1, NULL));
+				});
+				eat_probe_print(v ? "gs_yield" : "gs_noyield",
+						n1, b);
+			}
+		}
+#endif
 		CK(cudaFree(its1));
 		CK(cudaFree(e1.dx));
 		CK(cudaFree(e1.dit));

@@ -1230,6 +1230,11 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	fresh_left = next < c.total;
 	fin = !fresh_left && head == tail && parked == 0u && c.io_out == 0u;
 	vks->redo_head = head;
+	/* a claim sent beside the flag read after a long task (gs__next)
+	 * does not look first: next may have passed total; back to it, so
+	 * that no number of launches wraps it round onto fresh blocks */
+	if (next > c.total)
+		vks->next = c.total;
 	vks->finished = fin ? c.seq : 0u;
 	st->finished = fin;
 	st->redo_head = head;
