@@ -11,6 +11,9 @@
  *                 the cost of one gs_should_yield()
  *   --run S       eat the GPU for S seconds, printing one line per 1 s
  *                 window (work done and GPU time) — the sharing benchmark
+ *
+ * Built with -DEAT_PROBE, --bench also prints where a one-wave kernel's
+ * time goes (each block's start and end, plain and gshare: "probe").
  */
 #include "ex_common.h"
 
