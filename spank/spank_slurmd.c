@@ -2,8 +2,9 @@
  * spank_slurmd.c — job epilog (job_script context, as root on each node
  * of the job, after every step of the job has ended there).
  *
- * Only jobs that had an allocation on this node have work here: the
- * step that created one also created the job's state directory.
+ * Jobs that had an allocation on this node have work here (the step
+ * that created one also created the job's state directory); any job's
+ * epilog does step 4.
  * 1. Close what the job still holds in the agent on this node: a step
  *    whose slurmstepd died (or whose exit hook could not reach the agent)
  *    leaves its allocation open; the agent's status lists it with the
@@ -21,7 +22,8 @@
  * 4. Late epilogs: a job that ended (late_epilog ago at least) and whose
  *    own epilog left it open on this node (its directory is still here:
  *    the epilog ran without the plugin, or could not reach the agent and
- *    left its records for this) gets steps 1-3 now, under its job lock.
+ *    left its records for this) gets steps 1-3 now, under its job lock,
+ *    in the epilog of any later job on the node, gshare or not.
  * Every external step is bounded: agent calls by `timeout`, each sacct or
  * sacctmgr run by a deadline after which it is killed.  Failures are
  * logged to slurmd's log and never fail the epilog (that would drain the
@@ -488,9 +490,11 @@ static void late_add(uint32_t *v, unsigned *n, uint32_t id)
  * reach the agent leaves the directory for this; without one, the job's
  * own epilog wrote this node's AdminComment segment, which a new one
  * would replace, so the late close is in gsacct only.  At most LATE_MAX
- * a run.
+ * a run.  The epilog of a job that had no share here (own_share 0) asks
+ * the agent only when a directory is left: such jobs' epilogs must not
+ * wait on an agent that hangs.
  */
-static void late_epilogs(uint32_t own, const char *node)
+static void late_epilogs(uint32_t own, const char *node, int own_share)
 {
 	uint32_t cand[LATE_MAX], es;
 	unsigned n = 0, i;
@@ -524,6 +528,8 @@ static void late_epilogs(uint32_t own, const char *node)
 	}
 	if (d != NULL)
 		closedir(d);
+	if (!own_share && n == 0)
+		return;
 	if (gs_spank_expand_path(gs__st.conf.agent, node, gs__st.agent,
 				 sizeof(gs__st.agent), &err) == 0 &&
 	    gs_client_connect(gs__st.agent, gs__timeout_ms(), &c, &err) == 0 &&
@@ -604,11 +610,15 @@ int gs__slurmd_epilog(spank_t sp)
 		slurm_error("gshare: epilog of job %s: %s", job, err.msg);
 		return 0;
 	}
-	if (access(dir, F_OK) < 0)
-		return 0;	/* no step of this job had a share here */
+	if (access(dir, F_OK) < 0) {
+		/* no step of this job had a share here; any job's end is a
+		 * turn to close the ones whose epilog left them open */
+		late_epilogs(jobid, node, 0);
+		return 0;
+	}
 	e = getenv("SLURM_JOB_NUM_NODES");
 	finish_job(jobid, node, dir, gs__slurm_job_end_state(jobid),
 		   e != NULL && strcmp(e, "1") == 0, 1);
-	late_epilogs(jobid, node);
+	late_epilogs(jobid, node, 1);
 	return 0;
 }

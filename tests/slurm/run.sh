@@ -867,7 +867,8 @@ gs_wait 60 "AdminComment of job $b" n1_totals "$b" 10 &&
 	bad "job $b AdminComment: $(sacct -n -X -P -j "$b" -o AdminComment)"
 # the agent down while a job's epilog runs: the epilog keeps the job's
 # records; with the agent back (its allocations restored), the next
-# job's epilog closes the allocation and writes the totals
+# job's epilog closes the allocation and writes the totals — here a job
+# without a share (any job's epilog does it)
 gs_wait 30 "earlier jobs to complete" gs_no_jobs || bad "jobs left: $(squeue)"
 c=$(held_job 15)
 started_open "$c"
@@ -881,8 +882,14 @@ gs_wait 10 "job $c's allocation restored" job_open "$c" ||
 	bad "job $c's allocation not restored: $(allocs n1)"
 gs_wait 30 "job $c's end 3 s ago" ended_ago "$c" 3 ||
 	bad "job $c: $(sacct -n -X -P -j "$c" -o State,End)"
-dj=$(timeout 20 sbatch --parsable -w n1 --gres=gshare:10 -o /dev/null --wrap true)
+dj=$(timeout 20 sbatch --parsable -w n1 -o /dev/null --wrap true)
 closed_late "$c" "$dj" 15
+grep -q "gshare: job $c on n1 ended and its epilog left it open: closing it in job $dj's" \
+	"$GS_T"/log/slurmd.n1.log && ok "a job without a share closed it (slurmd's log)" ||
+	bad "no log line: $(grep "gshare: job $c" "$GS_T"/log/slurmd.n1.log | tail -3)"
+[ -z "$(sacct -n -X -P -j "$dj" -o AdminComment)" ] &&
+	ok "job $dj itself has no totals" ||
+	bad "job $dj AdminComment: $(sacct -n -X -P -j "$dj" -o AdminComment)"
 set_plugstack
 end
 
