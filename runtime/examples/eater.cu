@@ -15,6 +15,9 @@
  * Built with -DEAT_PROBE, --bench also prints where a one-wave kernel's
  * time goes (each block's start and end, plain and gshare: "probe").
  */
+#ifdef EAT_PROBE
+#define GS_LOOPPROBE	/* the loop's own stamps too (gshare_device.cuh) */
+#endif
 #include "ex_common.h"
 
 #define ET 256
@@ -181,10 +184,11 @@ GS_KERNEL(eath, struct eath_args, p)
  * then 1), µs: where the first one's time went, and the gap to the next */
 static void eat_probe_print(const char *what, unsigned int n, double ms)
 {
-	static unsigned long long t[2][2][EAT_PN];
-	std::vector<double> body;
+	static unsigned long long t[2][2][EAT_PN], lp[2][2][GS__LP_N];
+	std::vector<double> body, pro;
 	unsigned long long e0 = ~0ull, e1 = 0, x0 = ~0ull, x1 = 0,
-			   n0 = ~0ull;
+			   n0 = ~0ull, l0 = ~0ull, l1 = 0;
+	int q = -1;
 
 	CK(cudaMemcpyFromSymbol(t, eat_t, sizeof t));
 	for (unsigned int b = 0; b < n && b < EAT_PN; b++) {
@@ -200,6 +204,33 @@ static void eat_probe_print(const char *what, unsigned int n, double ms)
 	       "gap_to_next_us=%.2f\n", what, ms * 1e3, (x1 - e0) / 1e3,
 	       (e1 - e0) / 1e3, ex_pct(body, 0.5), ex_pct(body, 1.0),
 	       (x1 - x0) / 1e3, ((double)n0 - (double)x1) / 1e3);
+	if (strcmp(what, "plain") == 0)
+		return;
+	/* the loop's stamps of the same launch: the buffer whose first
+	 * entry is the last one before its first body */
+	CK(cudaMemcpyFromSymbol(lp, gs__lp_buf, sizeof lp));
+	for (int s = 0; s < 2; s++) {
+		unsigned long long m = ~0ull;
+		for (unsigned int b = 0; b < n && b < GS__LP_N; b++)
+			m = std::min(m, lp[s][0][b]);
+		if (m <= e0 && (q < 0 || m > l0)) {
+			q = s;
+			l0 = m;
+		}
+	}
+	if (q < 0)
+		return;
+	for (unsigned int b = 0; b < n && b < GS__LP_N; b++) {
+		l1 = std::max(l1, lp[q][0][b]);
+		if (lp[q][1][b] != 0)
+			pro.push_back((double)(lp[q][1][b] - lp[q][0][b]) /
+				      1e3);
+	}
+	printf("probe %s loop_entry_spread_us=%.2f loop_to_first_body_us=%.2f "
+	       "prologue_p50_us=%.2f prologue_p90_us=%.2f "
+	       "prologue_max_us=%.2f blocks_working=%zu\n", what,
+	       (l1 - l0) / 1e3, (e0 - l0) / 1e3, ex_pct(pro, 0.5),
+	       ex_pct(pro, 0.9), ex_pct(pro, 1.0), pro.size());
 }
 #endif
 

@@ -697,6 +697,15 @@ struct gs__evp {
 __device__ struct gs__evp gs__evp_buf[4096];
 #endif
 
+#ifdef GS_LOOPPROBE
+/* Diagnostic builds only (gs-eater -DEAT_PROBE): per hardware block, the
+ * global timer when thread 0 enters the persistent loop and when it has
+ * passed the loop's first barrier (0: it stopped there), in buffer
+ * seq & 1 of the launch. */
+#define GS__LP_N 4096u
+__device__ unsigned long long gs__lp_buf[2][2][GS__LP_N];
+#endif
+
 /* Space mode (Slate §III-C): is this block on an SM outside the
  * allocation's partition?  range: first << 16 | count, 0: no partition. */
 static __device__ __forceinline__ bool gs__off_partition(unsigned int range)
@@ -1321,6 +1330,12 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	unsigned int cur = 0, end = 0, done = 0, pre_t = 0, k = 0;
 	int stop = 0;
 
+#ifdef GS_LOOPPROBE
+	if (t0 && blockIdx.x < GS__LP_N) {
+		gs__lp_buf[c.seq & 1u][0][blockIdx.x] = gs__gtimer();
+		gs__lp_buf[c.seq & 1u][1][blockIdx.x] = 0;
+	}
+#endif
 	if (t0) {
 		gs__b.yields = 0;
 		gs__b.parked_n = 0;
@@ -1369,6 +1384,11 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 	}
 	while (!__syncthreads_or(stop)) {
 		const unsigned int p = k & 1u;
+
+#ifdef GS_LOOPPROBE
+		if (t0 && k == 0u && blockIdx.x < GS__LP_N)
+			gs__lp_buf[c.seq & 1u][1][blockIdx.x] = gs__gtimer();
+#endif
 
 		/* every lane writes the same value */
 		gs__b.wpar[gs__tid() >> 5] = p;
