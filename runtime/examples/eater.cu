@@ -100,7 +100,7 @@ static __device__ __forceinline__ void eat_save(unsigned int *xs,
 }
 
 /* One logical block's run from its saved state: with `on`, a yield
- * point every CHUNK iterations (iters is a multiple of it), yield()
+ * point every CHUNK iterations (iters is a multiple of it), yield(i)
  * asked there; on true the state is saved and the block returns.  For
  * the helper kernel below: a body calls gs_should_yield() in the `if`
  * itself (eat), as docs/runtime.md shows — wrapped in a function or a
@@ -122,7 +122,7 @@ static __device__ __forceinline__ void eat_block(unsigned int *xs,
 		for (int j = 0; j < CHUNK; j++)
 			x = step8(x);
 		i += CHUNK;
-		if (on && i < iters && yield())
+		if (on && i < iters && yield(i))
 			break;
 	}
 	eat_save(xs, its, idx, lb, x, i);
@@ -149,9 +149,10 @@ GS_KERNEL(eat, struct eat_args, p)
 }
 
 /* The same over a 3D logical grid, with the block index and the yield
- * point in helper functions: outside the body, accessors take the
- * helpers' own path, in the loop and in direct launches alike (check
- * mode only).  A wrong index leaves its block's counter short. */
+ * point (gs_yield_every) in helper functions: outside the body,
+ * accessors take the helpers' own path, in the loop and in direct
+ * launches alike (check mode only).  A wrong index leaves its block's
+ * counter short. */
 struct eath_args {
 	unsigned int *x, *it;
 	unsigned int iters, nblk;
@@ -165,9 +166,10 @@ static __device__ __forceinline__ unsigned int eath_block(unsigned int nblk)
 	return lb == gs_block_linear() ? lb : nblk;
 }
 
-static __device__ __forceinline__ bool eath_yield(void)
+/* gs_yield_every in a helper: a look at every other chunk */
+static __device__ __forceinline__ bool eath_yield(unsigned int i)
 {
-	return gs_should_yield();
+	return gs_yield_every(i / CHUNK, 1);
 }
 
 GS_KERNEL(eath, struct eath_args, p)
@@ -176,7 +178,8 @@ GS_KERNEL(eath, struct eath_args, p)
 
 	if (lb >= p.nblk)	/* the grid's padding, or a wrong index */
 		return;
-	eat_block(p.x, p.it, p.iters, lb, 1, [] { return eath_yield(); });
+	eat_block(p.x, p.it, p.iters, lb, 1,
+		  [](unsigned int i) { return eath_yield(i); });
 }
 
 #ifdef EAT_PROBE
