@@ -45,9 +45,8 @@ static __device__ __forceinline__ void eat_stamp(unsigned int slot,
 						 unsigned int w,
 						 unsigned int b)
 {
-	unsigned long long t;
+	unsigned long long t = gs__gtimer();	/* the loop's own stamps' clock */
 
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	if (threadIdx.x == 0 && b < EAT_PN)
 		eat_t[slot][w][b] = t;
 }
