@@ -415,11 +415,11 @@ gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries)
 
 uint64_t
 gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done, unsigned int conc,
-	     int contended)
+	     int contended, int partial)
 {
 	uint64_t t;
 
-	if (done == 0 || span_ns == 0 || conc == 0)
+	if (done == 0 || span_ns == 0 || conc == 0 || partial)
 		return est;
 	if (conc > done)
 		conc = (unsigned int)done;

@@ -241,9 +241,12 @@ int gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries);
  * smoothed into est (0: none yet; half the old, half the new).
  * contended: the span may include another job's blocks or time slices
  * (too long, never too short): it only gives a first estimate or lowers
- * one. */
+ * one.  partial: some blocks of the run went on from an earlier run or
+ * yielded to go on in a later one, so `done` counts pieces of blocks
+ * (the H200 eater's one-wave blocks, 867 us, measured 19-35 us from
+ * such runs and were kept out of direct chunks for good): no sample. */
 uint64_t gs__task_est(uint64_t est, uint64_t span_ns, uint64_t done,
-		      unsigned int conc, int contended);
+		      unsigned int conc, int contended, int partial);
 
 /* The job's eviction time, smoothed (3/4 the old, 1/4 the new; the first
  * taken as it is). */

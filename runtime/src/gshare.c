@@ -625,10 +625,11 @@ direct_complete(const struct gs__launch *l)
 /* Attached: the next chunk of l, about GSHARE_DIRECT_US of work, or 0
  * (the loop, which a suspend stops at its next block) with no
  * estimate.  While another allocation holds or wants the GPU a suspend
- * may come at any time: chunks of about half GSHARE_DIRECT_US, of
- * blocks no longer than that (a suspend waits for the chunks in
- * flight, GS__DEPTH_CONT records a stream), or none with
- * GSHARE_DIRECT=alone. */
+ * may come at any time: chunks of about half GSHARE_DIRECT_US, or of
+ * whole waves of up to a quarter of the slice for blocks longer than a
+ * quarter of that (a suspend waits for the chunks in flight,
+ * GS__DEPTH_CONT records a stream: at most about half a slice), or
+ * none with GSHARE_DIRECT=alone. */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
@@ -640,7 +641,8 @@ direct_next(const struct gs__launch *l)
 	if (contended(rt->page)) {
 		if (rt->cfg.direct == GS__DIRECT_ALONE)
 			return 0;
-		target = long_ns = target / 2u;
+		target /= 2u;
+		long_ns /= 2u;
 	}
 	/* space mode (the agent has written a partition): a resize
 	 * waits for the chunks on the GPU, so no chunk of blocks longer
@@ -1672,6 +1674,20 @@ check_once(struct gs__launch *l)
 	return 0;
 }
 
+/* GSHARE_TRACE: one line per block-time sample, "est KERNEL d|p SPAN DONE
+ * CONC CONTENDED BEFORE AFTER" (ns): what picks direct chunks or the loop */
+static void
+trace_est(const struct gs__launch *l, const struct gs__status *st, int cont,
+	  uint64_t was, uint64_t now)
+{
+	fprintf(rt->trace, "est %s %c %llu %llu %u %d %llu %llu\n",
+		l->k->name, l->direct ? 'd' : 'p',
+		(unsigned long long)(st->tmax - st->tmin),
+		(unsigned long long)st->done,
+		l->direct ? l->slots : l->nphys, cont,
+		(unsigned long long)was, (unsigned long long)now);
+}
+
 /*
  * After a wait: account every launched record, drop the finished ones.
  * *runnable: some unfinished record has work it can do now.
@@ -1711,10 +1727,17 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 			 * blocks or time slices: one such sample made the
 			 * direct copy look slower than the loop, and the
 			 * pick then never tried it again */
-			if (est != NULL)
+			if (est != NULL) {
+				uint64_t was = *est;
+
+				/* l->redo_*: the ring as this run found it */
 				*est = gs__task_est(*est, st->tmax - st->tmin,
 				    st->done, l->direct ? l->slots : l->nphys,
-				    cont);
+				    cont, st->yields != 0 ||
+				    l->redo_head != l->redo_tail);
+				if (rt->trace != NULL)
+					trace_est(l, st, cont, was, *est);
+			}
 		}
 		*tasks += st->done;
 		rt->stats.yields += st->yields;

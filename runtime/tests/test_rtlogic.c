@@ -179,6 +179,13 @@ test_direct_chunk(void **state)
 			 0);
 	assert_int_equal(gs__direct_chunk(100, 300000, 500000, 2000000, 1000),
 			 600);
+	/* contended at 4 ms slices (250 us, a quarter of the slice): the
+	 * H200 eater's 867 us one-wave blocks, one wave a chunk; blocks
+	 * over a quarter of the slice stay in the loop */
+	assert_int_equal(gs__direct_chunk(1056, 867000, 250000, 1000000,
+					  16896), 1056);
+	assert_int_equal(gs__direct_chunk(1056, 1000001, 250000, 1000000,
+					  16896), 0);
 	/* space mode caps long_ns at 1 ms */
 	assert_int_equal(gs__direct_chunk(100, 300000, 500000, 1000000, 1000),
 			 300);
@@ -239,22 +246,28 @@ test_direct_chunk(void **state)
 	assert_true(gs__direct_pick(7300, 4700, &tries) == 0);
 
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
-	est = gs__task_est(0, 1000000, 1000, 100, 0);
+	est = gs__task_est(0, 1000000, 1000, 100, 0, 0);
 	assert_true(est == 100000);
 	/* smoothed: half the old, half the new */
-	assert_true(gs__task_est(est, 500000, 1000, 100, 0) == 75000);
-	assert_true(gs__task_est(est, 3000000, 1000, 100, 0) == 200000);
+	assert_true(gs__task_est(est, 500000, 1000, 100, 0, 0) == 75000);
+	assert_true(gs__task_est(est, 3000000, 1000, 100, 0, 0) == 200000);
 	/* contended: a first estimate, or a lower one; never a higher */
-	assert_true(gs__task_est(0, 3000000, 1000, 100, 1) == 300000);
-	assert_true(gs__task_est(est, 3000000, 1000, 100, 1) == est);
-	assert_true(gs__task_est(est, 500000, 1000, 100, 1) == 75000);
+	assert_true(gs__task_est(0, 3000000, 1000, 100, 1, 0) == 300000);
+	assert_true(gs__task_est(est, 3000000, 1000, 100, 1, 0) == est);
+	assert_true(gs__task_est(est, 500000, 1000, 100, 1, 0) == 75000);
 	/* fewer blocks than slots: they all ran at once */
-	assert_true(gs__task_est(0, 3000, 10, 1056, 0) == 3000);
+	assert_true(gs__task_est(0, 3000, 10, 1056, 0, 0) == 3000);
 	/* nothing measured: the old estimate stays */
-	assert_true(gs__task_est(est, 0, 1000, 100, 0) == est);
-	assert_true(gs__task_est(est, 1000, 0, 100, 0) == est);
+	assert_true(gs__task_est(est, 0, 1000, 100, 0, 0) == est);
+	assert_true(gs__task_est(est, 1000, 0, 100, 0, 0) == est);
+	/* a run whose blocks went on from an earlier run or yielded: the
+	 * pieces are not blocks (the eater's 867 us blocks read 19 us), the
+	 * estimate stays, contended or not, and none is made from it */
+	assert_true(gs__task_est(est, 20000, 1000, 100, 0, 1) == est);
+	assert_true(gs__task_est(est, 20000, 1000, 100, 1, 1) == est);
+	assert_true(gs__task_est(0, 20000, 1000, 100, 0, 1) == 0);
 	/* no overflow with long spans and many slots */
-	assert_true(gs__task_est(0, UINT64_MAX / 2, 3, 2, 0) ==
+	assert_true(gs__task_est(0, UINT64_MAX / 2, 3, 2, 0, 0) ==
 		    UINT64_MAX / 2 / 3 * 2 + UINT64_MAX / 2 % 3 * 2 / 3);
 }
 

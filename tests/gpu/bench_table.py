@@ -172,7 +172,7 @@ def main(o):
     for s in (2, 4, 8):
         for mode in ('agent0', 'agent1', 'agentw', 'agenta', 'agent',
                      'agenth', 'agentm', 'agente', 'agentme', 'agentd',
-                     'agentt', 'agentp', 'agenttp', 'agent2', 'agentt2',
+                     'agentt', 'agentp', 'agenttp', 'agent2', 'agentt2', 'agentt3',
                      'agentx',
                      'ts'):
             files = sorted(glob.glob(os.path.join(
