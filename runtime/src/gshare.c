@@ -119,6 +119,8 @@ struct gs__launch {
 	unsigned int dround, dchunks, dseen;
 	int direct;			/* launched direct this round */
 	int pers;			/* launched persistent once: stays */
+	int pieces;			/* the ring may hold yielded blocks,
+					 * to go on from where they left */
 	cudaEvent_t dev[2];
 	/* chunked: odd chunks run on rt->dstream beside the even
 	 * ones on the record's stream (no tail between two chunks), after
@@ -1730,11 +1732,11 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 			if (est != NULL) {
 				uint64_t was = *est;
 
-				/* l->redo_*: the ring as this run found it */
+				/* pieces: this run went on with blocks an
+				 * earlier one yielded, or yielded some */
 				*est = gs__task_est(*est, st->tmax - st->tmin,
 				    st->done, l->direct ? l->slots : l->nphys,
-				    cont, st->yields != 0 ||
-				    l->redo_head != l->redo_tail);
+				    cont, st->yields != 0 || l->pieces);
 				if (rt->trace != NULL)
 					trace_est(l, st, cont, was, *est);
 			}
@@ -1755,6 +1757,8 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		}
 		l->redo_head = st->redo_head;
 		l->redo_tail = st->redo_tail;
+		l->pieces = l->redo_tail != l->redo_head &&
+			    (l->pieces || st->yields != 0);
 		l->fresh_left = st->fresh_left != 0;
 		if (st->done > 0 && st->tmax > st->tmin)
 			l->batch = gs__batch_adapt(l->batch,
