@@ -47,6 +47,10 @@
 
 /* contend_flags */
 #define GS_CTL_CONTEND_VALID	1u
+/* every allocation that holds or wants this GPU is a client of one MPS
+ * server (time_mps): the next holder's kernels run beside a releasing
+ * holder's last ones, so its wait for them is short */
+#define GS_CTL_CONTEND_OVERLAP	2u
 
 /* job_kind: what kind of runtime the job runs, as the job reports it */
 enum gs_ctl_job_kind {
@@ -179,6 +183,16 @@ gs_ctl_alone(const volatile struct gs_ctlpage *p)
 	return (__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
 		GS_CTL_CONTEND_VALID) &&
 	       __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0;
+}
+
+/* The agent says the next holder's kernels run beside this job's last
+ * ones (GS_CTL_CONTEND_OVERLAP). */
+static inline int
+gs_ctl_overlap(const volatile struct gs_ctlpage *p)
+{
+	return (__atomic_load_n(&p->contend_flags, __ATOMIC_ACQUIRE) &
+		(GS_CTL_CONTEND_VALID | GS_CTL_CONTEND_OVERLAP)) ==
+	       (GS_CTL_CONTEND_VALID | GS_CTL_CONTEND_OVERLAP);
 }
 
 /*

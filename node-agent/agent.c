@@ -964,25 +964,46 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
 
 /* Tell every job on g how many other allocations there hold or want the
  * token (the page's `contenders`): the launch gate keeps little work in
- * flight only while someone could be waiting for the GPU.  A page is
- * written only when its value changes. */
+ * flight only while someone could be waiting for the GPU.  With
+ * GS_CTL_CONTEND_OVERLAP when every busy allocation there and the page's
+ * own are clients of one MPS server (the next holder's kernels run
+ * beside a releasing holder's last ones: libgshare then lets a suspend
+ * wait for longer direct chunks).  A page is written only when its
+ * value changes. */
 static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			       uint64_t now)
 {
 	int32_t gi = g->d.index;
-	uint32_t busy = 0, others;
+	uint32_t busy = 0, others, flags, uid = 0;
+	int overlap = 1, uid_set = 0;
+	const char *pipe = NULL, *ap;
 	struct gs_alloc *a;
 	unsigned i;
 
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
-	     a = gs_alloc_next(ag->allocs, a))
-		if (a->gpu == gi && (a->granted || any_att(a, 0)))
-			busy++;
+	     a = gs_alloc_next(ag->allocs, a)) {
+		if (a->gpu != gi || !(a->granted || any_att(a, 0)))
+			continue;
+		busy++;
+		/* one server: the same pipe and the same user */
+		ap = gs_mps_pipe(ag->mps, a->gpu, a->mode, a->uid);
+		if (ap == NULL || (pipe != NULL && strcmp(ap, pipe) != 0) ||
+		    (uid_set && a->uid != uid))
+			overlap = 0;
+		pipe = ap;
+		uid = a->uid;
+		uid_set = 1;
+	}
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
 		if (a->gpu != gi)
 			continue;
 		others = busy - ((a->granted || any_att(a, 0)) ? 1u : 0u);
+		flags = GS_CTL_CONTEND_VALID;
+		if (overlap && (ap = gs_mps_pipe(ag->mps, a->gpu, a->mode,
+						 a->uid)) != NULL &&
+		    (pipe == NULL || (strcmp(ap, pipe) == 0 && a->uid == uid)))
+			flags |= GS_CTL_CONTEND_OVERLAP;
 		for (i = 0; i < a->natt; i++) {
 			struct gs_ctlpage *p = a->att[i].page;
 
@@ -998,13 +1019,11 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			if ((__atomic_load_n(&p->contenders,
 					     __ATOMIC_RELAXED) == others &&
 			     __atomic_load_n(&p->contend_flags,
-					     __ATOMIC_RELAXED) ==
-				     GS_CTL_CONTEND_VALID))
+					     __ATOMIC_RELAXED) == flags))
 				continue;
 			__atomic_store_n(&p->contenders, others,
 					 __ATOMIC_RELAXED);
-			__atomic_store_n(&p->contend_flags,
-					 GS_CTL_CONTEND_VALID,
+			__atomic_store_n(&p->contend_flags, flags,
 					 __ATOMIC_RELEASE);
 			gs_ctl_wake(p);
 		}

@@ -846,26 +846,31 @@ void gs_mps_free(struct gs_mps *m)
 	free(m);
 }
 
-void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
-		 uint32_t uid, struct gs_alloc_info *info)
+const char *gs_mps_pipe(const struct gs_mps *m, int32_t gpu, uint32_t mode,
+			uint32_t uid)
 {
 	int s;
 
-	info->mps_pipe[0] = '\0';
 	if (m == NULL || !served_mode(m, mode))
-		return;
-	if (m->site_pipe[0] != '\0') {
-		snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s",
-			 m->site_pipe);
-		return;
-	}
+		return NULL;
+	if (m->site_pipe[0] != '\0')
+		return m->site_pipe;
 	s = slot_of(m, gpu);
 	/* no daemon (its binary cannot run), or one quitting (the job
 	 * would reach it while it goes): the job runs outside MPS */
 	if (s < 0 || m->d[s].refs == 0 || m->d[s].uid != uid ||
 	    m->d[s].pid == 0 || m->d[s].quit_deadline != 0)
-		return;
-	snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s", m->d[s].pipe);
+		return NULL;
+	return m->d[s].pipe;
+}
+
+void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
+		 uint32_t uid, struct gs_alloc_info *info)
+{
+	const char *p = gs_mps_pipe(m, gpu, mode, uid);
+
+	snprintf(info->mps_pipe, sizeof(info->mps_pipe), "%s",
+		 p != NULL ? p : "");
 }
 
 int gs_mps_pid(const struct gs_mps *m, uint32_t gpu)

@@ -69,6 +69,9 @@ void gs_mps_free(struct gs_mps *m);
  * (docs/space.md, Limits). */
 void gs_mps_info(struct gs_mps *m, int32_t gpu, uint32_t mode,
 		 uint32_t uid, struct gs_alloc_info *info);
+/* The same pipe directory, or NULL when the allocation runs outside MPS. */
+const char *gs_mps_pipe(const struct gs_mps *m, int32_t gpu, uint32_t mode,
+			uint32_t uid);
 
 /* uid whose allocations are clients of GPU index gpu's MPS (the
  * space.h planner's mps_uid); GS_SPACE_NOUID-like UINT32_MAX: none

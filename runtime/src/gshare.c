@@ -627,11 +627,14 @@ direct_complete(const struct gs__launch *l)
 /* Attached: the next chunk of l, about GSHARE_DIRECT_US of work, or 0
  * (the loop, which a suspend stops at its next block) with no
  * estimate.  While another allocation holds or wants the GPU a suspend
- * may come at any time: chunks of about half GSHARE_DIRECT_US, or of
- * whole waves of up to a quarter of the slice for blocks longer than a
- * quarter of that (a suspend waits for the chunks in flight,
- * GS__DEPTH_CONT records a stream: at most about half a slice), or
- * none with GSHARE_DIRECT=alone. */
+ * may come at any time: chunks of about half GSHARE_DIRECT_US, of
+ * blocks no longer than that (a suspend waits for the chunks in
+ * flight, GS__DEPTH_CONT records a stream), or none with
+ * GSHARE_DIRECT=alone.  Where the agent says the next holder runs
+ * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
+ * blocks up to a quarter of the slice, in chunks of whole waves of up
+ * to that: a suspend waits for at most about half a slice, while the
+ * next holder already runs. */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
@@ -644,7 +647,7 @@ direct_next(const struct gs__launch *l)
 		if (rt->cfg.direct == GS__DIRECT_ALONE)
 			return 0;
 		target /= 2u;
-		long_ns /= 2u;
+		long_ns = gs_ctl_overlap(rt->page) ? long_ns / 2u : target;
 	}
 	/* space mode (the agent has written a partition): a resize
 	 * waits for the chunks on the GPU, so no chunk of blocks longer

@@ -65,6 +65,11 @@ def main():
             '5 2 jobs ts    share err mean 25.00 pp max 30.00 pp  '
             'throughput 90.0 % of solo  [eater:w1 45.0/25.0%, '
             'sgemm:w3 45.0/75.0%]',
+            # the work done, split: 20 / 95 and 75 / 95 of it
+            '  2 jobs agentt split of the work done: err mean 3.95 pp max '
+            '3.95 pp  [21.1/25.0%, 78.9/75.0%]',
+            '  2 jobs ts    split of the work done: err mean 25.00 pp max '
+            '25.00 pp  [50.0/25.0%, 50.0/75.0%]',
             '5 4 jobs agentt: no data',
         ]
         got = out.splitlines()
@@ -72,10 +77,11 @@ def main():
             if w not in got:
                 fail('missing line: %r' % w, out)
         # time-slicing has no GPU-time split and no work per GPU-second
-        if any(l.startswith('  2 jobs ts') for l in got):
+        if any(l.startswith('  2 jobs ts') and 'split' not in l
+               for l in got):
             fail('a GPU-time line for time-slicing', out)
-    print('PASS bench_table: throughput, work per GPU-second, GPU time, '
-          'no data')
+    print('PASS bench_table: throughput, split of the work, work per '
+          'GPU-second, GPU time, no data')
 
 
 if __name__ == '__main__':

@@ -2177,6 +2177,77 @@ static void test_label_log(struct gs_client *root)
 	gs_client_alloc_close(root, info.id, NULL, &err);
 }
 
+/* The page's contend_flags become `want` within ms (the jobs here never
+ * release: the counts of contenders move as the agent holds them back,
+ * the flags must not). */
+static int wait_flags(struct job *j, uint32_t want, int ms)
+{
+	int64_t deadline = now_ms() + ms;
+
+	while (now_ms() < deadline) {
+		if (__atomic_load_n(&j->page->contend_flags,
+				    __ATOMIC_ACQUIRE) == want)
+			return 1;
+		nap_ms(1);
+	}
+	return 0;
+}
+
+/* GS_CTL_CONTEND_OVERLAP: set in the pages while every allocation that
+ * holds or wants the GPU is a client of one MPS server.  mps: the agent
+ * serves time allocations (time_mps with the site's pipe), so two of
+ * root's jobs share a server and a job of another user does not; without
+ * it the bit is never set. */
+static void test_overlap(struct gs_client *root, int mps)
+{
+	const uint32_t both = GS_CTL_CONTEND_VALID | GS_CTL_CONTEND_OVERLAP;
+	struct job a, b, c;
+	struct gs_error err;
+	uint32_t f = mps ? both : GS_CTL_CONTEND_VALID;
+
+	memset(&c, 0, sizeof(c));
+	c.fd = -1;
+	job_attach(&a, create(root, -1, 20, 0, 0));
+	job_attach(&b, create(root, -1, 20, 0, 0));
+	if (a.page == NULL || b.page == NULL)
+		goto out;
+	CHECK(gs_client_token_want(a.c, &err) == 0, "%s", err.msg);
+	CHECK(gs_client_token_want(b.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_flags(&a, f, 3000) && wait_flags(&b, f, 3000) &&
+	      a.page->contenders >= 1,
+	      "two of root's jobs (time_mps %d): flags %#x/%#x, contenders "
+	      "%u", mps, a.page->contend_flags, b.page->contend_flags,
+	      a.page->contenders);
+	if (!mps)
+		goto out;
+	/* another user's job would run in another server (or none) */
+	job_attach(&c, create(root, -1, 20, 0, 65534));
+	if (c.page == NULL)
+		goto out;
+	CHECK(gs_client_token_want(c.c, &err) == 0, "%s", err.msg);
+	CHECK(wait_flags(&a, GS_CTL_CONTEND_VALID, 3000) &&
+	      wait_flags(&b, GS_CTL_CONTEND_VALID, 3000) &&
+	      wait_flags(&c, GS_CTL_CONTEND_VALID, 3000),
+	      "another user's job beside them: flags %#x/%#x/%#x",
+	      a.page->contend_flags, b.page->contend_flags,
+	      c.page->contend_flags);
+	/* it leaves: the two share a server again */
+	gs_client_alloc_close(root, c.id, NULL, &err);
+	job_free(&c);
+	CHECK(wait_flags(&a, both, 3000) && wait_flags(&b, both, 3000),
+	      "after the other user's job left: flags %#x/%#x",
+	      a.page->contend_flags, b.page->contend_flags);
+out:
+	if (c.c != NULL) {
+		gs_client_alloc_close(root, c.id, NULL, &err);
+		job_free(&c);
+	}
+	gs_client_alloc_close(root, a.id, NULL, &err);
+	gs_client_alloc_close(root, b.id, NULL, &err);
+	job_free(&a);
+	job_free(&b);
+}
+
 static void test_sigterm(void)
 {
 	int64_t deadline = now_ms() + 10000;
@@ -2234,6 +2305,7 @@ int main(int argc, char *argv[])
 	test_multi_attach(root);
 	test_any_uid(root);
 	test_tokens(root);
+	test_overlap(root, 0);
 	test_unwant(root);
 	test_slice_extension(root);
 	test_tokens_shared(root);
@@ -2251,6 +2323,20 @@ int main(int argc, char *argv[])
 	gs_client_free(bystander);
 	gs_client_free(root);
 	test_sigterm();
+	/* an agent whose time allocations are MPS clients (the site's
+	 * server: no daemon is started) */
+	{
+		char extra[512];
+
+		snprintf(extra, sizeof(extra), "escalation: hold\n"
+			 "time_mps: true\nmps_pipe_dir: %s/mps\n", dir);
+		write_config("4ms", extra);
+		start_agent();
+		root = conn();
+		test_overlap(root, 1);
+		gs_client_free(root);
+		test_sigterm();
+	}
 	printf("test_agent: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

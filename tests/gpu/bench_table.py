@@ -206,6 +206,20 @@ def main(o):
               'throughput %.1f %% of solo  [%s]' % (
                   s, mode, statistics.mean(errs), max(errs),
                   statistics.mean(tot) * 100, ', '.join(desc)))
+            # the split of the work done: each job's part of the window's
+            # sum (the error above also holds the throughput's own loss)
+            serr, sdesc = [], []
+            for k, j, w, r in jobs:
+                sp = [r[i] / solo[j] / tot[i] for i in range(nwin)
+                      if tot[i] > 0]
+                serr.extend(abs(x - w / wsum) * 100 for x in sp)
+                sdesc.append('%.1f/%.1f%%' % (
+                    statistics.mean(sp) * 100 if sp else 0.0,
+                    w / wsum * 100))
+            if serr:
+                p('  %d jobs %-5s split of the work done: err mean %.2f pp '
+                  'max %.2f pp  [%s]' % (s, mode, statistics.mean(serr),
+                                          max(serr), ', '.join(sdesc)))
             # the same by GPU time (what the scheduler divides)
             # (time-slicing overlaps kernel spans: no GPU-time split)
             if not mode.startswith('agent'):
