@@ -48,8 +48,8 @@
 /* contend_flags */
 #define GS_CTL_CONTEND_VALID	1u
 /* every allocation that holds or wants this GPU is a client of one MPS
- * server (time_mps): the next holder's kernels run beside a releasing
- * holder's last ones, so its wait for them is short */
+ * server (time_mps): the next holder's kernels can run beside a
+ * releasing holder's last ones */
 #define GS_CTL_CONTEND_OVERLAP	2u
 
 /* job_kind: what kind of runtime the job runs, as the job reports it */
@@ -185,8 +185,8 @@ gs_ctl_alone(const volatile struct gs_ctlpage *p)
 	       __atomic_load_n(&p->contenders, __ATOMIC_RELAXED) == 0;
 }
 
-/* The agent says the next holder's kernels run beside this job's last
- * ones (GS_CTL_CONTEND_OVERLAP). */
+/* The agent says the next holder's kernels can run beside this job's
+ * last ones (GS_CTL_CONTEND_OVERLAP). */
 static inline int
 gs_ctl_overlap(const volatile struct gs_ctlpage *p)
 {

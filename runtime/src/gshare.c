@@ -630,11 +630,11 @@ direct_complete(const struct gs__launch *l)
  * may come at any time: chunks of about half GSHARE_DIRECT_US, of
  * blocks no longer than that (a suspend waits for the chunks in
  * flight, GS__DEPTH_CONT records a stream), or none with
- * GSHARE_DIRECT=alone.  Where the agent says the next holder runs
+ * GSHARE_DIRECT=alone.  Where the agent says the next holder can run
  * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
  * blocks up to a quarter of the slice, in chunks of whole waves of up
- * to that: a suspend waits for at most about half a slice, while the
- * next holder already runs. */
+ * to that: a suspend waits for at most about half a slice (on our
+ * clock: evictions that long release drained, GSHARE_EARLY_MAX_US). */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
@@ -1711,6 +1711,9 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 	for (i = 0; i < rt->ntmp; i++) {
 		struct gs__launch *l = rt->tmp[i];
 		const struct gs__status *st = &rt->st[l->slot];
+		/* this run went on with blocks an earlier one yielded, or
+		 * yielded some: `done` counts pieces of blocks */
+		int partial = st->yields != 0 || l->pieces;
 
 		if (st->overflow)
 			return fail(GS__EINTERNAL, "kernel %s: redo buffer "
@@ -1735,11 +1738,9 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 			if (est != NULL) {
 				uint64_t was = *est;
 
-				/* pieces: this run went on with blocks an
-				 * earlier one yielded, or yielded some */
 				*est = gs__task_est(*est, st->tmax - st->tmin,
 				    st->done, l->direct ? l->slots : l->nphys,
-				    cont, st->yields != 0 || l->pieces);
+				    cont, partial);
 				if (rt->trace != NULL)
 					trace_est(l, st, cont, was, *est);
 			}
@@ -1763,7 +1764,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->pieces = l->redo_tail != l->redo_head &&
 			    (l->pieces || st->yields != 0);
 		l->fresh_left = st->fresh_left != 0;
-		if (st->done > 0 && st->tmax > st->tmin)
+		if (st->done > 0 && st->tmax > st->tmin && !partial)
 			l->batch = gs__batch_adapt(l->batch,
 			    (st->tmax - st->tmin) * l->nphys / st->done,
 			    l->total, l->nphys, rt->cfg.batch);
