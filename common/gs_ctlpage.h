@@ -102,7 +102,8 @@ struct gs_ctlpage {
 					 * hold or want the token now */
 	uint32_t contend_flags;		/* GS_CTL_CONTEND_VALID: the agent
 					 * keeps `contenders` up to date (0
-					 * from older agents: unknown) */
+					 * from older agents: unknown);
+					 * GS_CTL_CONTEND_OVERLAP */
 
 	/* --- counters (128 bytes), job writes, only ever grow --- */
 	uint64_t gpu_ns;		/* GPU time used (kernel spans while
