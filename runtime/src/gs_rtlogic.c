@@ -265,7 +265,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 {
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
-	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT;
+	uint64_t lead = GS__LEAD_US_DEFAULT, rzlog = 0, sent = GS__SENTINELS_DEFAULT;
 	const char *s;
 	int rel, dir;
 
@@ -275,6 +275,8 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_CHECK_ONCE", 0, 1, &check, err) < 0 ||
 	    env_u64(get, "GSHARE_SPIN_US", 0, 1000000, &spin, err) < 0 ||
 	    env_u64(get, "GSHARE_EARLY_MAX_US", 1, 100000, &emax, err) < 0 ||
+	    env_u64(get, "GSHARE_RELEASE_LEAD_US", 0, 100000, &lead,
+		    err) < 0 ||
 	    env_u64(get, "GSHARE_DIRECT_US", 20, 100000, &dus, err) < 0 ||
 	    env_u64(get, "GSHARE_TIMER_SLACK_NS", 0, 1000000, &slack,
 		    err) < 0 ||
@@ -323,6 +325,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->slack_ns = slack;
 	c->keep_ns = keep * 1000u;
 	c->early_max_ns = emax * 1000u;
+	c->lead_ns = lead * 1000u;
 	c->batch = (unsigned int)batch;
 	c->watch_ns = (unsigned int)watch;
 	c->sentinels = (unsigned int)sent;
@@ -441,6 +444,12 @@ int
 gs__early_ok(const struct gs__config *c, uint64_t est)
 {
 	return c->release_early && est != 0 && est <= c->early_max_ns;
+}
+
+int
+gs__early_due(const struct gs__config *c, uint64_t est, uint64_t elapsed)
+{
+	return gs__early_ok(c, est) && elapsed + c->lead_ns >= est;
 }
 
 uint64_t

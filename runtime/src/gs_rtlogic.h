@@ -109,6 +109,10 @@ uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
  * raise the device flag for the others (docs/runtime.md, Sentinel
  * blocks). */
 #define GS__SENTINELS_DEFAULT 8u
+/* GSHARE_RELEASE_LEAD_US's default: a release to the next holder's first
+ * block took a median 85-110 us on the H200 (hand-over ~50-70, launch to
+ * first block ~31; docs/benchmarks.md, run 193) */
+#define GS__LEAD_US_DEFAULT 150u
 #define GS__SENTINELS_MAX 64u
 
 /* Runtime configuration from the environment. */
@@ -139,6 +143,9 @@ struct gs__config {
 	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (1000): early
 					 * only while the job's evictions
 					 * take no longer */
+	uint64_t lead_ns;		/* GSHARE_RELEASE_LEAD_US: early
+					 * once the eviction is expected
+					 * to end within this */
 	int direct;			/* GSHARE_DIRECT: GS__DIRECT_* */
 	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
 					 * of one direct chunk (attached) */
@@ -257,6 +264,13 @@ uint64_t gs__evict_smooth(uint64_t est, uint64_t ev);
  * the token went back are the next holder's wait without MPS, and the
  * agent charges a tail only as far as a report may move a hold. */
 int gs__early_ok(const struct gs__config *c, uint64_t est);
+/* Release early now, elapsed ns after the suspend was written?  As
+ * gs__early_ok allows, once the eviction is expected to end within
+ * GSHARE_RELEASE_LEAD_US (est - elapsed <= lead): about the time from a
+ * release to the next holder's first block, so that its start meets the
+ * end of our tail instead of running beside the whole of it (both would
+ * be charged for the overlap, and our blocks run slower in it). */
+int gs__early_due(const struct gs__config *c, uint64_t est, uint64_t elapsed);
 int gs__parse_range_us(const char *s, uint64_t *min_ns, uint64_t *max_ns,
 		       struct gs_error *err);
 

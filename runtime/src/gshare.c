@@ -1572,8 +1572,13 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
 		}
-		if (pending && !rt->released &&
-		    gs__early_ok(&rt->cfg, rt->evict_est_ns) &&
+		/* early: once the eviction is expected to end within the
+		 * hand-over's lead (the suspend was written at
+		 * suspend_set_ns; est is from there too) */
+		if (pending && !rt->released && page != NULL &&
+		    gs__early_due(&rt->cfg, rt->evict_est_ns,
+				  now > page->suspend_set_ns ?
+				  now - page->suspend_set_ns : 0) &&
 		    (rt->host_raised || !rt->host_watch) &&
 		    release_early(page, now) < 0)
 			return -1;

@@ -304,6 +304,18 @@ test_config(void **state)
 	assert_true(gs__early_ok(&c, 40000));
 	assert_true(gs__early_ok(&c, 1000000));
 	assert_false(gs__early_ok(&c, 1000001));
+	/* and not before the eviction is expected to end within the
+	 * lead: the next holder's start meets our tail's end */
+	assert_true(c.lead_ns == GS__LEAD_US_DEFAULT * 1000u);
+	assert_true(gs__early_due(&c, 100000, 0));
+	assert_true(gs__early_due(&c, c.lead_ns, 0));
+	assert_false(gs__early_due(&c, c.lead_ns + 1, 0));
+	assert_false(gs__early_due(&c, 1000000, 0));
+	assert_false(gs__early_due(&c, 1000000, 1000000 - c.lead_ns - 1));
+	assert_true(gs__early_due(&c, 1000000, 1000000 - c.lead_ns));
+	assert_true(gs__early_due(&c, 1000000, 5000000));
+	assert_false(gs__early_due(&c, 0, 5000000));
+	assert_false(gs__early_due(&c, 1000001, 5000000));
 	assert_int_equal(gs__evict_smooth(0, 40000), 40000);
 	assert_int_equal(gs__evict_smooth(40000, 440000), 140000);
 	assert_true(c.force_max_ns == 0);
@@ -358,6 +370,20 @@ test_config(void **state)
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));
 	expect_reject("GSHARE_EARLY_MAX_US", "0", "GSHARE_EARLY_MAX_US");
+	/* a lead of 0: only once the estimate has passed; a lead as long
+	 * as the bound: at once, as soon as the flag is raised */
+	set_env("GSHARE_RELEASE_LEAD_US", "0", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(c.lead_ns == 0);
+	assert_false(gs__early_due(&c, 40000, 39999));
+	assert_true(gs__early_due(&c, 40000, 40000));
+	set_env("GSHARE_RELEASE_LEAD_US", "1000", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_true(gs__early_due(&c, 1000000, 0));
+	expect_reject("GSHARE_RELEASE_LEAD_US", "100001",
+		      "GSHARE_RELEASE_LEAD_US");
+	expect_reject("GSHARE_RELEASE_LEAD_US", "-1", "GSHARE_RELEASE_LEAD_US");
+	expect_reject("GSHARE_RELEASE_LEAD_US", "1ms", "GSHARE_RELEASE_LEAD_US");
 	set_env("GSHARE_RELEASE", "drained", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.release_early, 0);
