@@ -264,7 +264,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		 struct gs_error *err)
 {
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
-	uint64_t emax = 1000, dus = 500, slack = 1000, keep = 10000;
+	uint64_t emax = 3000, dus = 500, slack = 1000, keep = 10000;
 	uint64_t lead = GS__LEAD_US_DEFAULT, rzlog = 0, sent = GS__SENTINELS_DEFAULT;
 	const char *s;
 	int rel, dir;

@@ -140,7 +140,7 @@ struct gs__config {
 					 * gives the token back when the
 					 * flag is raised, drained once the
 					 * blocks have left */
-	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (1000): early
+	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (3000): early
 					 * only while the job's evictions
 					 * take no longer */
 	uint64_t lead_ns;		/* GSHARE_RELEASE_LEAD_US: early

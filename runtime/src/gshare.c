@@ -634,7 +634,8 @@ direct_complete(const struct gs__launch *l)
  * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
  * blocks up to a quarter of the slice, in chunks of whole waves of up
  * to that: a suspend waits for at most about half a slice (on our
- * clock: evictions that long release drained, GSHARE_EARLY_MAX_US). */
+ * clock: the early release comes about GSHARE_RELEASE_LEAD_US before
+ * the eviction is expected to end). */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {

@@ -298,12 +298,12 @@ test_config(void **state)
 	assert_int_equal(c.watcher, GS__WATCH_HOST);
 	assert_int_equal(c.sentinels, GS__SENTINELS_DEFAULT);
 	assert_int_equal(c.release_early, 1);
-	assert_true(c.early_max_ns == 1000000);
+	assert_true(c.early_max_ns == 3000000);
 	/* early only once the job's evictions are known to be short */
 	assert_false(gs__early_ok(&c, 0));
 	assert_true(gs__early_ok(&c, 40000));
-	assert_true(gs__early_ok(&c, 1000000));
-	assert_false(gs__early_ok(&c, 1000001));
+	assert_true(gs__early_ok(&c, 3000000));
+	assert_false(gs__early_ok(&c, 3000001));
 	/* and not before the eviction is expected to end within the
 	 * lead: the next holder's start meets our tail's end */
 	assert_true(c.lead_ns == GS__LEAD_US_DEFAULT * 1000u);
@@ -315,7 +315,7 @@ test_config(void **state)
 	assert_true(gs__early_due(&c, 1000000, 1000000 - c.lead_ns));
 	assert_true(gs__early_due(&c, 1000000, 5000000));
 	assert_false(gs__early_due(&c, 0, 5000000));
-	assert_false(gs__early_due(&c, 1000001, 5000000));
+	assert_false(gs__early_due(&c, 3000001, 5000000));
 	assert_int_equal(gs__evict_smooth(0, 40000), 40000);
 	assert_int_equal(gs__evict_smooth(40000, 440000), 140000);
 	assert_true(c.force_max_ns == 0);
