@@ -109,11 +109,11 @@ uint64_t gs__wait_step(const struct gs__waitpol *p, uint64_t waited_ns,
  * raise the device flag for the others (docs/runtime.md, Sentinel
  * blocks). */
 #define GS__SENTINELS_DEFAULT 8u
-/* GSHARE_RELEASE_LEAD_US's default: a release to the next holder's first
- * block took a median 85-110 us on the H200 (hand-over ~50-70, launch to
- * first block ~31; docs/benchmarks.md, run 193) */
-#define GS__LEAD_US_DEFAULT 150u
 #define GS__SENTINELS_MAX 64u
+/* GSHARE_RELEASE_LEAD_US's default: a release to the next holder's first
+ * block took a median 85-110 us on the H200 (hand-over ~50-90, launch to
+ * first block ~31-43; docs/benchmarks.md, runs 193-194) */
+#define GS__LEAD_US_DEFAULT 150u
 
 /* Runtime configuration from the environment. */
 struct gs__config {
@@ -137,9 +137,9 @@ struct gs__config {
 	int part_random;
 	int sm_map;			/* GSHARE_SM_MAP: GS__MAP_* */
 	int release_early;		/* GSHARE_RELEASE: early (default)
-					 * gives the token back when the
-					 * flag is raised, drained once the
-					 * blocks have left */
+					 * gives the token back while the
+					 * blocks leave (gs__early_due),
+					 * drained once they have left */
 	uint64_t early_max_ns;		/* GSHARE_EARLY_MAX_US (3000): early
 					 * only while the job's evictions
 					 * take no longer */

@@ -1378,9 +1378,10 @@ round_contended(void)
 }
 
 /*
- * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving; give
- * the token back now, so that the next holder's launch overlaps this
- * eviction's tail (under one MPS server its blocks take the SMs ours
+ * GSHARE_RELEASE=early: the flag is raised, the blocks are leaving and
+ * are expected to be gone within GSHARE_RELEASE_LEAD_US (gs__early_due);
+ * give the token back now, so that the next holder's launch overlaps
+ * this eviction's tail (under one MPS server its blocks take the SMs ours
  * leave).  The GPU time reported is the hold's so far, the current round
  * counted up to now; what the tail adds goes with the next release.
  */

@@ -371,7 +371,7 @@ test_config(void **state)
 	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));
 	expect_reject("GSHARE_EARLY_MAX_US", "0", "GSHARE_EARLY_MAX_US");
 	/* a lead of 0: only once the estimate has passed; a lead as long
-	 * as the bound: at once, as soon as the flag is raised */
+	 * as the eviction: at once, as soon as the flag is raised */
 	set_env("GSHARE_RELEASE_LEAD_US", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.lead_ns == 0);
