@@ -970,13 +970,30 @@ static void do_escalate(struct gs_agent *ag, struct gs_alloc *a)
  * beside a releasing holder's last ones: libgshare then lets a suspend
  * wait for longer direct chunks).  A page is written only when its
  * value changes. */
+/* Is a a client of the MPS server at *pipe run for uid?  With *pipe
+ * NULL (none seen yet): of any, which it then names. */
+static int same_server(const struct gs_agent *ag, const struct gs_alloc *a,
+		       const char **pipe, uint32_t *uid)
+{
+	const char *ap = gs_mps_pipe(ag->mps, a->gpu, a->mode, a->uid);
+
+	if (ap == NULL)
+		return 0;
+	if (*pipe == NULL) {
+		*pipe = ap;
+		*uid = a->uid;
+		return 1;
+	}
+	return strcmp(ap, *pipe) == 0 && a->uid == *uid;
+}
+
 static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			       uint64_t now)
 {
 	int32_t gi = g->d.index;
 	uint32_t busy = 0, others, flags, uid = 0;
-	int overlap = 1, uid_set = 0;
-	const char *pipe = NULL, *ap;
+	int overlap = 1;
+	const char *pipe = NULL;
 	struct gs_alloc *a;
 	unsigned i;
 
@@ -986,13 +1003,8 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			continue;
 		busy++;
 		/* one server: the same pipe and the same user */
-		ap = gs_mps_pipe(ag->mps, a->gpu, a->mode, a->uid);
-		if (ap == NULL || (pipe != NULL && strcmp(ap, pipe) != 0) ||
-		    (uid_set && a->uid != uid))
+		if (!same_server(ag, a, &pipe, &uid))
 			overlap = 0;
-		pipe = ap;
-		uid = a->uid;
-		uid_set = 1;
 	}
 	for (a = gs_alloc_first(ag->allocs); a != NULL;
 	     a = gs_alloc_next(ag->allocs, a)) {
@@ -1000,9 +1012,7 @@ static void publish_contention(struct gs_agent *ag, struct gs_gpu *g,
 			continue;
 		others = busy - ((a->granted || any_att(a, 0)) ? 1u : 0u);
 		flags = GS_CTL_CONTEND_VALID;
-		if (overlap && (ap = gs_mps_pipe(ag->mps, a->gpu, a->mode,
-						 a->uid)) != NULL &&
-		    (pipe == NULL || (strcmp(ap, pipe) == 0 && a->uid == uid)))
+		if (overlap && same_server(ag, a, &pipe, &uid))
 			flags |= GS_CTL_CONTEND_OVERLAP;
 		for (i = 0; i < a->natt; i++) {
 			struct gs_ctlpage *p = a->att[i].page;
