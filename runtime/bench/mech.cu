@@ -16,6 +16,12 @@
  *
  * GS_MECH_SPIN=sleep: the tasks sleep 64 ns between their reads of the
  * timer instead of reading it back to back (hot, the default).
+ * GS_MECH_SPIN=work: each task is a fixed amount of arithmetic (a chain
+ * of FMAs per thread), calibrated at start so that a plain grid's block
+ * at full occupancy takes the task length: a task that starts late, or
+ * runs beside fewer others, ends sooner, as real work does (a timer
+ * spin lasts its length from its own start, whatever it shares the SM
+ * with).
  * Usage: gs-mech [evict|evictj|cycle|acct|spin ...] [--raw DIR]
  * Prints "mech ..." lines; with --raw, eviction samples go to
  * DIR/evict_<us>.txt (one latency in ns per line).  The gs-mech-probe
@@ -31,9 +37,15 @@ struct spin_args {
 	long long ns;		/* task length */
 	unsigned int *sink;
 	int jitter;		/* 1: each task 0.75..1.25 x ns */
-	int sleep;		/* 1: sleep 64 ns between the timer's reads */
+	int mode;		/* 0 hot, 1 sleep: 64 ns between the timer's
+				 * reads, 2 work: `iters` FMAs a thread */
+	long long iters;
 	unsigned long long *len;	/* != NULL: [0] += each task's own
-					 * length (ns), [16] += 1 */
+					 * length (ns), [16] += 1; in the
+					 * loop (pb != NULL) also the start
+					 * delay: [1] += cycles from thread
+					 * 0's claim to the body's start,
+					 * [2] max, [3 + min(us, 12)] += 1 */
 	unsigned long long *pb;		/* != NULL: per physical block b,
 					 * [3b] its first task's start, [3b+1]
 					 * its last task's end, [3b+2] tasks */
@@ -62,7 +74,20 @@ static __device__ __forceinline__ long long spin_for(const struct spin_args &p,
 		h ^= h >> 16;
 		n = n * (768 + (long long)(h & 511)) / 1024;
 	}
-	if (p.sleep) {
+	if (p.mode == 2) {
+		float x = (float)(lb & 255u) * 1e-3f, y = 1.0f;
+		long long it = p.iters;
+
+		if (p.jitter)
+			it = it * (768 + (long long)((lb * 2654435761u ^
+			     (lb * 2654435761u >> 16)) & 511)) / 1024;
+		for (long long i = 0; i < it; i++) {
+			x = fmaf(x, 0.999999f, 1e-7f);
+			y = fmaf(y, 0.999998f, 2e-7f);
+		}
+		if (x + y == 12345.0f)	/* never: keeps the chain */
+			p.sink[1023] = 1u;
+	} else if (p.mode == 1) {
 		while (gtimer() - t0 < n)
 			__nanosleep(64);
 	} else {
@@ -75,6 +100,16 @@ static __device__ __forceinline__ long long spin_for(const struct spin_args &p,
 /* one logical block = one spin */
 GS_KERNEL(spin, struct spin_args, p)
 {
+	if (p.pb != NULL && threadIdx.x == 0) {
+		/* the loop's claim of this task (gs__claim's clock, one
+		 * task a claim for tasks this long) to the body's start:
+		 * the boundary's barrier and the wait for issue slots */
+		unsigned long long d =
+		    (unsigned long long)(clock64() - gs__b.bstart);
+		atomicAdd(&p.len[1], d);
+		atomicMax(&p.len[2], d);
+		atomicAdd(&p.len[3 + min(d / 1980ull, 12ull)], 1ull);
+	}
 	long long t0 = spin_for(p, gs_block_linear());
 	if (p.len != NULL) {
 		__syncthreads();
@@ -163,8 +198,9 @@ static void set_force(const char *v)
 		unsetenv("GSHARE_FORCE_SUSPEND_US");
 }
 
-/* GS_MECH_SPIN: hot (the default) or sleep; anything else is an error */
-static int spin_sleep(void)
+/* GS_MECH_SPIN: hot (the default), sleep or work; anything else is an
+ * error */
+static int spin_mode(void)
 {
 	const char *m = getenv("GS_MECH_SPIN");
 
@@ -172,19 +208,52 @@ static int spin_sleep(void)
 		return 0;
 	if (strcmp(m, "sleep") == 0)
 		return 1;
-	fprintf(stderr, "gs-mech: GS_MECH_SPIN=%s: want hot or sleep\n", m);
+	if (strcmp(m, "work") == 0)
+		return 2;
+	fprintf(stderr, "gs-mech: GS_MECH_SPIN=%s: want hot, sleep or "
+		"work\n", m);
 	exit(2);
 }
 
 static const char *spin_name(void)
 {
-	return spin_sleep() ? "sleep" : "hot";
+	static const char *n[] = { "hot", "sleep", "work" };
+
+	return n[spin_mode()];
+}
+
+/* work tasks: FMA iterations a microsecond of a plain grid's block at
+ * full occupancy (4 waves of the plain spin, once) */
+static double work_iters_per_us(unsigned int *sink)
+{
+	static double ipu;
+
+	if (ipu == 0) {
+		const long long i0 = 20000;
+		unsigned int n = 4 * nphys_of((const void *)spin_plain, 128);
+		unsigned long long *dlen;
+		spin_args a = { 0, sink, 0, 2, i0, NULL, NULL };
+
+		CK(cudaMalloc(&dlen, n * sizeof *dlen));
+		spin_plain<<<n, 128>>>(a, dlen);	/* warm */
+		double ms = ex_time(0, [&] {
+			spin_plain<<<n, 128>>>(a, dlen);
+		});
+		CK(cudaFree(dlen));
+		ipu = (double)i0 / (ms * 1e3 / 4);
+		printf("mech work_calib iters=%lld wave_us=%.2f "
+		       "iters_per_us=%.2f\n", i0, ms * 1e3 / 4, ipu);
+	}
+	return ipu;
 }
 
 static spin_args spin_of(double task_us, unsigned int *sink, int jitter)
 {
 	spin_args a = { (long long)(task_us * 1000.0), sink, jitter,
-			spin_sleep(), NULL, NULL };
+			spin_mode(), 0, NULL, NULL };
+
+	if (a.mode == 2)
+		a.iters = (long long)(task_us * work_iters_per_us(sink) + 0.5);
 	return a;
 }
 
@@ -340,10 +409,13 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 
 	CK(cudaMalloc(&dlen, n * sizeof *dlen));
 	for (double t : tasks)
-		for (int sl = 0; sl < 2; sl++) {
+		for (int sl = 0; sl < 3; sl++) {
 			spin_args a = spin_of(t, sink, 0);
 
-			a.sleep = sl;
+			a.mode = sl;
+			if (sl == 2)
+				a.iters = (long long)(t *
+				    work_iters_per_us(sink) + 0.5);
 			spin_plain<<<n, 128>>>(a, dlen);	/* warm */
 			double ms = ex_time(0, [&] {
 				spin_plain<<<n, 128>>>(a, dlen);
@@ -359,7 +431,8 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 			printf("mech spin task_us=%.1f spin=%s blocks=%u "
 			       "mean_us=%.2f p50_us=%.2f p99_us=%.2f "
 			       "max_us=%.2f wave_us=%.2f\n", t,
-			       sl ? "sleep" : "hot", n, sum / n, ex_pct(us, 0.5),
+			       sl == 2 ? "work" : sl ? "sleep" : "hot", n,
+			       sum / n, ex_pct(us, 0.5),
 			       ex_pct(us, 0.99), ex_pct(us, 1.0), ms * 1e3 / 4);
 		}
 	CK(cudaFree(dlen));
@@ -408,6 +481,18 @@ static void spin_gs(unsigned int np, unsigned int *sink)
 			       hacc[16],
 			       hacc[16] ? hacc[0] / 1e3 / hacc[16] : 0.0,
 			       w * 1e6 * np / (double)total);
+			if (m && hacc[16]) {
+				/* cycles at ~1.98 GHz (the H200's clock
+				 * under load; the buckets assume it) */
+				printf("mech spin_start spin=%s task_us=%.1f "
+				       "mean_cyc=%.0f max_cyc=%llu us_hist=",
+				       spin_name(), t,
+				       (double)hacc[1] / hacc[16], hacc[2]);
+				for (int b = 3; b < 16; b++)
+					printf("%s%llu", b > 3 ? "," : "",
+					       hacc[b]);
+				printf("\n");
+			}
 			if (m)
 				pb_report(hpb, dpb, np);
 			GK(gs_finalize());

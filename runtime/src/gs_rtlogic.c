@@ -265,7 +265,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 {
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 3000, dus = 500, slack = 1000, keep = 10000;
-	uint64_t lead = GS__LEAD_US_DEFAULT;
+	uint64_t lead = GS__LEAD_US_DEFAULT, dlong = 0;
 	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT;
 	const char *s;
 	int rel, dir;
@@ -279,6 +279,8 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	    env_u64(get, "GSHARE_RELEASE_LEAD_US", 0, 100000, &lead,
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_DIRECT_US", 20, 100000, &dus, err) < 0 ||
+	    env_u64(get, "GSHARE_DIRECT_LONG_US", 0, 100000, &dlong,
+		    err) < 0 ||
 	    env_u64(get, "GSHARE_TIMER_SLACK_NS", 0, 1000000, &slack,
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
@@ -323,6 +325,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->direct = dir == 1 ? GS__DIRECT_OFF : dir == 2 ? GS__DIRECT_ALONE :
 		    GS__DIRECT_AUTO;
 	c->direct_ns = dus * 1000u;
+	c->direct_long_ns = dlong * 1000u;
 	c->slack_ns = slack;
 	c->keep_ns = keep * 1000u;
 	c->early_max_ns = emax * 1000u;
@@ -359,6 +362,24 @@ gs__direct_chunk(unsigned int slots, uint64_t task_ns, uint64_t target_ns,
 	if (n >= left || left - n < slots / 2u)
 		return left;
 	return (unsigned int)n;
+}
+
+void
+gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
+		  int contended, int overlap, uint64_t *target_ns,
+		  uint64_t *long_ns)
+{
+	*target_ns = c->direct_ns;
+	*long_ns = slice_ns / 2u;
+	if (!contended)
+		return;
+	*target_ns /= 2u;
+	if (!overlap)
+		*long_ns = *target_ns;
+	else if (c->direct_long_ns != 0)
+		*long_ns = c->direct_long_ns;
+	else
+		*long_ns = slice_ns / 4u;
 }
 
 unsigned int

@@ -149,6 +149,10 @@ struct gs__config {
 	int direct;			/* GSHARE_DIRECT: GS__DIRECT_* */
 	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
 					 * of one direct chunk (attached) */
+	uint64_t direct_long_ns;	/* GSHARE_DIRECT_LONG_US (0: a
+					 * quarter of the slice): the
+					 * longest blocks run direct while
+					 * the next holder may run beside */
 	uint64_t slack_ns;		/* GSHARE_TIMER_SLACK_NS (1000): the
 					 * calling thread's timer slack while
 					 * gs_synchronize waits (Linux adds
@@ -221,6 +225,17 @@ int gs__config_parse(struct gs__config *c,
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
 			      uint64_t target_ns, uint64_t long_ns,
 			      unsigned int left);
+/* The two bounds gs__direct_chunk takes, for an attached job whose agent
+ * slices at slice_ns: *target_ns the chunk's work (GSHARE_DIRECT_US),
+ * *long_ns the longest block run as a chunk (half the slice).  While
+ * another allocation holds or wants the GPU (contended) a suspend may
+ * come at any time: half the chunk, and blocks no longer than that;
+ * where the next holder can run beside our last chunks (overlap: one
+ * MPS server) blocks up to GSHARE_DIRECT_LONG_US, by default a quarter
+ * of the slice. */
+void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
+		       int contended, int overlap, uint64_t *target_ns,
+		       uint64_t *long_ns);
 /* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
  * whole rows when it holds at least one and is not the rest: a launch
  * of whole rows needs no division per thread (gs__direct_grid).  Other

@@ -632,24 +632,24 @@ direct_complete(const struct gs__launch *l)
  * flight, GS__DEPTH_CONT records a stream), or none with
  * GSHARE_DIRECT=alone.  Where the agent says the next holder can run
  * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
- * blocks up to a quarter of the slice, in chunks of whole waves of up
- * to that: a suspend waits for at most about half a slice (on our
+ * blocks up to GSHARE_DIRECT_LONG_US (a quarter of the slice), in chunks
+ * of whole waves of up to that (gs__direct_bounds): a suspend waits for
+ * at most about two such chunks (on our
  * clock: the early release comes about GSHARE_RELEASE_LEAD_US before
  * the eviction is expected to end). */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
-	uint64_t target = rt->cfg.direct_ns;
-	uint64_t long_ns = rt->sess != NULL ?
-			   gs_session_slice_ns(rt->sess) / 2u : 0;
+	uint64_t target, long_ns;
+	int busy = contended(rt->page);
 
-	if (contended(rt->page)) {
-		if (rt->cfg.direct == GS__DIRECT_ALONE)
-			return 0;
-		target /= 2u;
-		long_ns = gs_ctl_overlap(rt->page) ? long_ns / 2u : target;
-	}
+	if (busy && rt->cfg.direct == GS__DIRECT_ALONE)
+		return 0;
+	gs__direct_bounds(&rt->cfg, rt->sess != NULL ?
+			  gs_session_slice_ns(rt->sess) : 0, busy,
+			  busy && gs_ctl_overlap(rt->page), &target,
+			  &long_ns);
 	/* space mode (the agent has written a partition): a resize
 	 * waits for the chunks on the GPU, so no chunk of blocks longer
 	 * than GS__SPACE_CHUNK_NS */

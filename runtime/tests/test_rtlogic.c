@@ -366,6 +366,33 @@ test_config(void **state)
 	expect_reject("GSHARE_DIRECT", "contended", "auto, off or alone");
 	expect_reject("GSHARE_DIRECT", "on", "GSHARE_DIRECT='on'");
 	expect_reject("GSHARE_DIRECT_US", "5", "GSHARE_DIRECT_US");
+	{
+		uint64_t t, l;
+
+		/* 4 ms slices, GSHARE_DIRECT_US at its 500 */
+		gs__direct_bounds(&c, 4000000, 0, 0, &t, &l);
+		assert_true(t == 500000 && l == 2000000);
+		gs__direct_bounds(&c, 4000000, 1, 0, &t, &l);
+		assert_true(t == 250000 && l == 250000);
+		gs__direct_bounds(&c, 4000000, 1, 1, &t, &l);
+		assert_true(t == 250000 && l == 1000000);
+		gs__direct_bounds(&c, 1000000, 1, 1, &t, &l);
+		assert_true(t == 250000 && l == 250000);
+		set_env("GSHARE_DIRECT_LONG_US", "1200", NULL, NULL);
+		assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+		assert_true(c.direct_long_ns == 1200000);
+		gs__direct_bounds(&c, 1000000, 1, 1, &t, &l);
+		assert_true(t == 250000 && l == 1200000);
+		/* only where the next holder can run beside */
+		gs__direct_bounds(&c, 1000000, 1, 0, &t, &l);
+		assert_true(t == 250000 && l == 250000);
+		gs__direct_bounds(&c, 1000000, 0, 0, &t, &l);
+		assert_true(t == 500000 && l == 500000);
+		expect_reject("GSHARE_DIRECT_LONG_US", "100001",
+			      "GSHARE_DIRECT_LONG_US");
+		expect_reject("GSHARE_DIRECT_LONG_US", "-5",
+			      "GSHARE_DIRECT_LONG_US");
+	}
 	set_env("GSHARE_EARLY_MAX_US", "100", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_true(c.early_max_ns == 100000 && !gs__early_ok(&c, 140000));

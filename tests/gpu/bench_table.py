@@ -91,11 +91,13 @@ def main(o):
     # flag, as in attached rounds (mech-host.log: the host loop alone,
     # GSHARE_SENTINELS=0; mech-warp.log: the watcher warp alone)
     mech = [os.path.join(o, f) for f in ('mech.log', 'mech-sleep.log',
-                                         'mech-host.log', 'mech-warp.log')]
+                                         'mech-work.log', 'mech-host.log',
+                                         'mech-warp.log')]
     srcs = {'mech-host.log': ' host', 'mech-warp.log': ' warp'}
 
     def tag(d):
-        return (' sleeping' if d.get('spin') == 'sleep' else '') + \
+        spin = {'sleep': ' sleeping', 'work': ' work'}
+        return spin.get(d.get('spin'), '') + \
             srcs.get(d.get('src'), '')
 
     def mlines(prefix):

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Split forced suspend+resume cycles into their steps.
+
+usage: cycle_split.py TRACE [TRACE...]
+
+TRACE is the runtime's hold trace (GSHARE_TRACE=PREFIX writes
+PREFIX.PID) of a run with forced suspensions and no agent, e.g.
+
+    GSHARE_TRACE=DIR/cy GSHARE_FORCE_SUSPEND_US=1000 gs-mech cycle
+
+Each suspended hold and the hold after it make one cycle.  Prints
+p10/p50/p90 in us of:
+
+  raise     suspend written -> the host raised the flag
+  drain     flag raised -> the last block's exit (device clock)
+  hostsee   last exit -> the host saw its report
+  turn      host saw it -> the next hold's first launch (host work)
+  start     next hold's first launch -> its first block
+  gap       last exit -> the next hold's first block (no block of
+            the job on the GPU)
+  cycle     suspend written -> the next hold's first block
+
+Device times go to the host clock with the trace's latest offset
+line of the same gs_init (host - %globaltimer, which holds the one-way bus time, ~0.5-1 us).
+"""
+import os
+import sys
+
+
+def sections(path):
+    """The holds of each gs_init (a '# gshare hold trace' line each)."""
+    secs, out, off = [], [], None
+    with open(path) as f:
+        for line in f:
+            if line.startswith('# gshare hold trace'):
+                if out:
+                    secs.append(out)
+                out, off = [], None
+                continue
+            w = line.split()
+            if not w:
+                continue
+            try:
+                if w[0] == 'offset' and len(w) >= 3:
+                    off = int(w[2])
+                elif w[0] == 'hold' and len(w) >= 15 and off is not None:
+                    out.append({'launch': int(w[2]), 'tmin': int(w[3]),
+                                'tmax': int(w[4]), 'seen': int(w[5]),
+                                'why': w[10], 'sset': int(w[12]),
+                                'hraise': int(w[14]), 'off': off})
+            except ValueError:
+                continue
+    if out:
+        secs.append(out)
+    return secs
+
+
+def pct(v, p):
+    return v[min(len(v) - 1, int(p * len(v)))]
+
+
+def split(name, hs):
+    rows = []
+    for h, n in zip(hs, hs[1:]):
+        if (h['why'] != 'susp' or h['sset'] == 0 or h['tmax'] == 0 or
+                n['tmin'] == 0 or n['launch'] == 0):
+            continue
+        o = h['off']
+        raise_ = h['hraise'] if h['hraise'] else h['sset']
+        rows.append({
+            'raise': raise_ - h['sset'],
+            'drain': h['tmax'] + o - raise_,
+            'hostsee': h['seen'] - (h['tmax'] + o),
+            'turn': n['launch'] - h['seen'],
+            'start': n['tmin'] + o - n['launch'],
+            'gap': n['tmin'] - h['tmax'],
+            'cycle': n['tmin'] + o - h['sset'],
+        })
+    if not rows:
+        return
+    print(f'{name}: {len(rows)} cycles of {len(hs)} holds')
+    for k in rows[0]:
+        v = sorted(r[k] / 1000.0 for r in rows)
+        print(f'  {k:8s} p10 {pct(v, .1):8.2f}  p50 {pct(v, .5):8.2f}  '
+              f'p90 {pct(v, .9):8.2f}')
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for p in sys.argv[1:]:
+        if not os.path.isfile(p):
+            sys.exit(f'cycle_split.py: {p}: no such file')
+        for i, hs in enumerate(sections(p)):
+            split(f'{os.path.basename(p)} #{i + 1}', hs)
+
+
+if __name__ == '__main__':
+    main()
