@@ -378,8 +378,10 @@ gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		*long_ns = *target_ns;
 	else if (c->direct_long_ns != 0)
 		*long_ns = c->direct_long_ns;
-	else
+	else if (slice_ns / 4u > GS__DIRECT_LONG_FLOOR_NS)
 		*long_ns = slice_ns / 4u;
+	else
+		*long_ns = GS__DIRECT_LONG_FLOOR_NS;
 }
 
 unsigned int

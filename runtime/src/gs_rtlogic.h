@@ -225,6 +225,14 @@ int gs__config_parse(struct gs__config *c,
 unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
 			      uint64_t target_ns, uint64_t long_ns,
 			      unsigned int left);
+/* Where the next holder runs beside our last chunks, blocks up to a
+ * quarter of the slice run direct, and at least blocks up to this: at
+ * 1 ms slices the H200 eater's 0.87 ms blocks ran persistent, suspended
+ * every slice, at 79-88 % of their solo work per GPU-second, and sharing
+ * at 2 / 4 / 8 jobs fell to 93.9 / 90.2 / 88.0 % of the solo sum; run
+ * direct, 98.8 / 99.3 / 97.0 % (docs/benchmarks.md, run 201). */
+#define GS__DIRECT_LONG_FLOOR_NS 1000000u
+
 /* The two bounds gs__direct_chunk takes, for an attached job whose agent
  * slices at slice_ns: *target_ns the chunk's work (GSHARE_DIRECT_US),
  * *long_ns the longest block run as a chunk (half the slice).  While
@@ -232,7 +240,7 @@ unsigned int gs__direct_chunk(unsigned int slots, uint64_t task_ns,
  * come at any time: half the chunk, and blocks no longer than that;
  * where the next holder can run beside our last chunks (overlap: one
  * MPS server) blocks up to GSHARE_DIRECT_LONG_US, by default a quarter
- * of the slice. */
+ * of the slice but at least GS__DIRECT_LONG_FLOOR_NS. */
 void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		       int contended, int overlap, uint64_t *target_ns,
 		       uint64_t *long_ns);

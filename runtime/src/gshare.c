@@ -2211,8 +2211,12 @@ drive_standalone(void)
 					 __ATOMIC_RELEASE);
 		if (rt->trace != NULL) {
 			/* standalone holds are few and long: the clocks'
-			 * offset at each, for the round lines */
-			trace_offset(4);
+			 * offset at each, for the round lines; forced
+			 * suspensions make them many and short, and four
+			 * probes (~30 us) would sit between every two
+			 * (trace_hold takes one every 128 holds) */
+			if (page == NULL)
+				trace_offset(4);
 			memset(&rt->th, 0, sizeof(rt->th));
 			rt->th.exec = now_ns();
 		}

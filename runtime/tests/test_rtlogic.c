@@ -376,8 +376,11 @@ test_config(void **state)
 		assert_true(t == 250000 && l == 250000);
 		gs__direct_bounds(&c, 4000000, 1, 1, &t, &l);
 		assert_true(t == 250000 && l == 1000000);
+		/* at least 1 ms, and a quarter of longer slices */
 		gs__direct_bounds(&c, 1000000, 1, 1, &t, &l);
-		assert_true(t == 250000 && l == 250000);
+		assert_true(t == 250000 && l == 1000000);
+		gs__direct_bounds(&c, 20000000, 1, 1, &t, &l);
+		assert_true(t == 250000 && l == 5000000);
 		set_env("GSHARE_DIRECT_LONG_US", "1200", NULL, NULL);
 		assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 		assert_true(c.direct_long_ns == 1200000);
