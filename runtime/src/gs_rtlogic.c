@@ -384,6 +384,16 @@ gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		*long_ns = GS__DIRECT_LONG_FLOOR_NS;
 }
 
+uint64_t
+gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns)
+{
+	if (task_d != 0)
+		return task_d;
+	if (task_p > long_ns && task_p - long_ns <= long_ns / 2u)
+		return long_ns;
+	return task_p;
+}
+
 unsigned int
 gs__direct_rows(const struct gs_dim3 *grid, unsigned int first,
 		unsigned int n)

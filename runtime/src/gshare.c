@@ -488,16 +488,6 @@ occ_find(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem)
 	return NULL;
 }
 
-/* A logical block's time on one slot for sizing direct chunks: as
- * measured direct, else persistent, 0: unknown. */
-static uint64_t
-occ_task(const struct gs__occ *o)
-{
-	if (o == NULL)
-		return 0;
-	return o->task_d != 0 ? o->task_d : o->task_p;
-}
-
 static int
 occupancy(const struct gs_kernel *k, struct gs_dim3 block, size_t shmem,
 	  int *bps)
@@ -658,8 +648,9 @@ direct_next(const struct gs__launch *l)
 		long_ns = GS__SPACE_CHUNK_NS;
 	/* blocks up to half a slice long: one wave a chunk */
 	return gs__direct_rows(&l->grid, l->dnext,
-	    gs__direct_chunk(l->slots, occ_task(o), target, long_ns,
-			     l->total - l->dnext));
+	    gs__direct_chunk(l->slots, o == NULL ? 0 :
+			     gs__chunk_task(o->task_d, o->task_p, long_ns),
+			     target, long_ns, l->total - l->dnext));
 }
 
 /*
