@@ -1451,15 +1451,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 			atomicAdd(&c.ks->yields, gs__b.yields);
 		if (gs__b.parked_n)
 			atomicAdd(&c.ks->parked, gs__b.parked_n);
-		/* the count of blocks out, as an acquire-release atomic:
-		 * this block's writes above (and, through the barrier, its
-		 * threads') are visible to the block that counts last,
-		 * which sees every earlier block's; one round trip to the
-		 * L2 instead of a full fence's and then the atomic's */
-		unsigned long long out;
-		asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;"
-			     : "=l"(out) : "l"(&c.ks->exited.v) : "memory");
-		if (out == c.nphys - 1u)
+		__threadfence();
+		if (atomicAdd(&c.ks->exited.v, 1ull) == c.nphys - 1u)
 			gs__finish(c);
 	}
 }

@@ -387,11 +387,11 @@ gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 uint64_t
 gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns)
 {
-	if (task_d != 0)
-		return task_d;
-	if (task_p > long_ns && task_p - long_ns <= long_ns / 2u)
+	uint64_t t = task_d != 0 ? task_d : task_p;
+
+	if (t > long_ns && t - long_ns <= long_ns / 2u)
 		return long_ns;
-	return task_p;
+	return t;
 }
 
 unsigned int

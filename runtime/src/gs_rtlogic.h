@@ -246,14 +246,14 @@ void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		       uint64_t *long_ns);
 /* The block time gs__direct_chunk sizes a kernel's chunks with: as
  * measured direct (task_d), else as measured in the loop (task_p; 0:
- * unknown).  The loop's figure is an upper bound of the direct one (the
- * loop's own cost; in contended rounds other jobs' blocks share the
- * span, and only a lower sample moves it down), so a loop figure up to
- * half again over long_ns counts as long_ns: the kernel is tried direct
- * once, and its direct time decides from then on.  (H200, 1 ms slices:
- * eaters of 0.87 ms blocks whose loop figure had come out over 1 ms
- * stayed in the loop for good, 78-84 % of their solo work per
- * GPU-second; docs/benchmarks.md, run 202.) */
+ * unknown), and a figure up to half again over long_ns counts as
+ * long_ns.  Both figures run high: contended rounds' spans hold the
+ * holders that run beside ours at each end of a hold (one MPS server),
+ * the loop's its own cost, and only a lower sample moves a figure down;
+ * a kernel whose figure once came out just over the bound would stay in
+ * the loop for good.  (H200, 1 and 4 ms slices: eaters of 0.87 ms blocks
+ * did so in about one job of four, at 78-84 % of their solo work per
+ * GPU-second; docs/benchmarks.md, runs 202-203.) */
 uint64_t gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns);
 /* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
  * whole rows when it holds at least one and is not the rest: a launch

@@ -391,19 +391,23 @@ test_config(void **state)
 		assert_true(t == 250000 && l == 250000);
 		gs__direct_bounds(&c, 1000000, 0, 0, &t, &l);
 		assert_true(t == 500000 && l == 500000);
-		/* the loop's figure: up to half again over the bound is
-		 * tried direct; a direct figure decides */
+		/* either figure: up to half again over the bound counts
+		 * as the bound; the direct one before the loop's */
 		assert_true(gs__chunk_task(0, 0, 1000000) == 0);
 		assert_true(gs__chunk_task(0, 900000, 1000000) == 900000);
 		assert_true(gs__chunk_task(0, 1400000, 1000000) == 1000000);
 		assert_true(gs__chunk_task(0, 1500000, 1000000) == 1000000);
 		assert_true(gs__chunk_task(0, 1500001, 1000000) == 1500001);
 		assert_true(gs__chunk_task(1200000, 900000, 1000000) ==
-			    1200000);
+			    1000000);
+		assert_true(gs__chunk_task(800000, 1400000, 1000000) ==
+			    800000);
+		assert_true(gs__chunk_task(1600000, 900000, 1000000) ==
+			    1600000);
 		assert_true(gs__direct_chunk(132, gs__chunk_task(0, 1300000,
 					     1000000), 250000, 1000000,
 					     1000) == 132);
-		assert_true(gs__direct_chunk(132, gs__chunk_task(1300000,
+		assert_true(gs__direct_chunk(132, gs__chunk_task(1600000,
 					     1300000, 1000000), 250000,
 					     1000000, 1000) == 0);
 		expect_reject("GSHARE_DIRECT_LONG_US", "100001",
