@@ -388,8 +388,10 @@ uint64_t
 gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns)
 {
 	uint64_t t = task_d != 0 ? task_d : task_p;
+	/* the block's own time is at most the lower of the two */
+	uint64_t b = task_p != 0 && task_p < t ? task_p : t;
 
-	if (t > long_ns && t - long_ns <= long_ns / 2u)
+	if (t > long_ns && b <= long_ns + long_ns / 2u)
 		return long_ns;
 	return t;
 }
@@ -445,7 +447,7 @@ gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries)
 		return 1;
 	if (task_p == 0)
 		return 0;
-	if (task_d / 105u <= task_p / 100u)
+	if (task_d / 105u <= task_p / 100u || task_p >= GS__PICK_LONG_NS)
 		return 1;
 	return ++*tries % GS__PICK_RETRY == 0;
 }

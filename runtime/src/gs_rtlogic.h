@@ -246,8 +246,8 @@ void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		       uint64_t *long_ns);
 /* The block time gs__direct_chunk sizes a kernel's chunks with: as
  * measured direct (task_d), else as measured in the loop (task_p; 0:
- * unknown), and a figure up to half again over long_ns counts as
- * long_ns.  Both figures run high: contended rounds' spans hold the
+ * unknown), but as long_ns where that is over long_ns while the lower of
+ * the two is at most half again over it.  Both figures run high: contended rounds' spans hold the
  * holders that run beside ours at each end of a hold (one MPS server),
  * the loop's its own cost, and only a lower sample moves a figure down;
  * a kernel whose figure once came out just over the bound would stay in
@@ -274,8 +274,17 @@ void gs__direct_grid(const struct gs_dim3 *grid, unsigned int first,
  * once, then direct unless the loop was more than 5 % faster; while the
  * loop is picked, every GS__PICK_RETRY-th launch (counted in *tries)
  * goes direct anyway, so that a direct estimate taken under contention
- * (too high) gets its chance to come down. */
+ * (too high) gets its chance to come down; blocks of GS__PICK_LONG_NS or
+ * more in the loop always go direct. */
 #define GS__PICK_RETRY 16u
+/* Blocks that take this long in the loop go direct whatever the two
+ * figures say: a launch's per-block cost is lost in them, and their
+ * direct figure from contended rounds holds the holders that ran beside
+ * (H200, 1 ms slices: an eater's 0.87 ms blocks measured 1.11 ms direct
+ * in a contended round, and the pick kept that job in the loop for good,
+ * at 78-80 % of its solo work per GPU-second; docs/benchmarks.md, run
+ * 205). */
+#define GS__PICK_LONG_NS 100000u
 int gs__direct_pick(uint64_t task_d, uint64_t task_p, unsigned int *tries);
 /* One logical block's time on one slot, from a run of `done` blocks over
  * span_ns on `conc` slots (min(slots, done) of them worked at once),

@@ -244,6 +244,12 @@ test_direct_chunk(void **state)
 		n += gs__direct_pick(7300, 4700, &tries);
 	assert_int_equal(n, 4);
 	assert_true(gs__direct_pick(7300, 4700, &tries) == 0);
+	/* long blocks: direct, however high their direct figure */
+	assert_true(gs__direct_pick(1113120, 867488, &tries));
+	assert_true(gs__direct_pick(5 * GS__PICK_LONG_NS, GS__PICK_LONG_NS,
+				    &tries));
+	assert_false(gs__direct_pick(150000, GS__PICK_LONG_NS - 1000u,
+				     &tries));
 
 	/* a block's time on one slot: 1000 blocks in 1 ms on 100 slots */
 	est = gs__task_est(0, 1000000, 1000, 100, 0, 0);
@@ -403,12 +409,18 @@ test_config(void **state)
 		assert_true(gs__chunk_task(800000, 1400000, 1000000) ==
 			    800000);
 		assert_true(gs__chunk_task(1600000, 900000, 1000000) ==
+			    1000000);
+		assert_true(gs__chunk_task(1600000, 1600000, 1000000) ==
 			    1600000);
+		assert_true(gs__chunk_task(1600000, 0, 1000000) == 1600000);
+		assert_true(gs__chunk_task(900, 400, 1000000) == 900);
+		assert_true(gs__chunk_task(1600000, 300000, 1000000) ==
+			    1000000);
 		assert_true(gs__direct_chunk(132, gs__chunk_task(0, 1300000,
 					     1000000), 250000, 1000000,
 					     1000) == 132);
 		assert_true(gs__direct_chunk(132, gs__chunk_task(1600000,
-					     1300000, 1000000), 250000,
+					     1600000, 1000000), 250000,
 					     1000000, 1000) == 0);
 		expect_reject("GSHARE_DIRECT_LONG_US", "100001",
 			      "GSHARE_DIRECT_LONG_US");
