@@ -150,9 +150,10 @@ struct gs__config {
 	uint64_t direct_ns;		/* GSHARE_DIRECT_US (500): GPU time
 					 * of one direct chunk (attached) */
 	uint64_t direct_long_ns;	/* GSHARE_DIRECT_LONG_US (0: a
-					 * quarter of the slice): the
-					 * longest blocks run direct while
-					 * the next holder may run beside */
+					 * quarter of the slice, at least
+					 * 1 ms): the longest blocks run
+					 * direct while the next holder
+					 * may run beside */
 	uint64_t slack_ns;		/* GSHARE_TIMER_SLACK_NS (1000): the
 					 * calling thread's timer slack while
 					 * gs_synchronize waits (Linux adds
@@ -246,12 +247,13 @@ void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
 		       uint64_t *long_ns);
 /* The block time gs__direct_chunk sizes a kernel's chunks with: as
  * measured direct (task_d), else as measured in the loop (task_p; 0:
- * unknown), but as long_ns where that is over long_ns while the lower of
- * the two is at most half again over it.  Both figures run high: contended rounds' spans hold the
- * holders that run beside ours at each end of a hold (one MPS server),
- * the loop's its own cost, and only a lower sample moves a figure down;
- * a kernel whose figure once came out just over the bound would stay in
- * the loop for good.  (H200, 1 and 4 ms slices: eaters of 0.87 ms blocks
+ * unknown), but long_ns where that is over long_ns while the lower of
+ * the two is at most half again over it (long_ns 0: no such margin).
+ * Both figures run high: contended rounds' spans hold the holders that
+ * run beside ours at each end of a hold (one MPS server), the loop's its
+ * own cost, and only a lower sample moves a figure down; a kernel whose
+ * figure once came out just over the bound would stay in the loop for
+ * good.  (H200, 1 and 4 ms slices: eaters of 0.87 ms blocks
  * did so in about one job of four, at 78-84 % of their solo work per
  * GPU-second; docs/benchmarks.md, runs 202-203.) */
 uint64_t gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns);

@@ -622,7 +622,8 @@ direct_complete(const struct gs__launch *l)
  * flight, GS__DEPTH_CONT records a stream), or none with
  * GSHARE_DIRECT=alone.  Where the agent says the next holder can run
  * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
- * blocks up to GSHARE_DIRECT_LONG_US (a quarter of the slice), in chunks
+ * blocks up to GSHARE_DIRECT_LONG_US (a quarter of the slice, at least
+ * 1 ms), in chunks
  * of whole waves of up to that (gs__direct_bounds): a suspend waits for
  * at most about two such chunks (on our
  * clock: the early release comes about GSHARE_RELEASE_LEAD_US before
@@ -632,7 +633,7 @@ direct_next(const struct gs__launch *l)
 {
 	const struct gs__occ *o = occ_find(l->k, l->block, l->shmem);
 	uint64_t target, long_ns;
-	int busy = contended(rt->page);
+	int busy = contended(rt->page), margin = 1;
 
 	if (busy && rt->cfg.direct == GS__DIRECT_ALONE)
 		return 0;
@@ -642,14 +643,17 @@ direct_next(const struct gs__launch *l)
 			  &long_ns);
 	/* space mode (the agent has written a partition): a resize
 	 * waits for the chunks on the GPU, so no chunk of blocks longer
-	 * than GS__SPACE_CHUNK_NS */
+	 * than GS__SPACE_CHUNK_NS, with no margin over it */
 	if (__atomic_load_n(&rt->page->part_gen, __ATOMIC_RELAXED) != 0 &&
-	    long_ns > GS__SPACE_CHUNK_NS)
+	    long_ns > GS__SPACE_CHUNK_NS) {
 		long_ns = GS__SPACE_CHUNK_NS;
+		margin = 0;
+	}
 	/* blocks up to half a slice long: one wave a chunk */
 	return gs__direct_rows(&l->grid, l->dnext,
 	    gs__direct_chunk(l->slots, o == NULL ? 0 :
-			     gs__chunk_task(o->task_d, o->task_p, long_ns),
+			     gs__chunk_task(o->task_d, o->task_p,
+					    margin ? long_ns : 0),
 			     target, long_ns, l->total - l->dnext));
 }
 
@@ -2204,8 +2208,9 @@ drive_standalone(void)
 			/* standalone holds are few and long: the clocks'
 			 * offset at each, for the round lines; forced
 			 * suspensions make them many and short, and four
-			 * probes (~30 us) would sit between every two
-			 * (trace_hold takes one every 128 holds) */
+			 * probes (a launch and a wait each) would sit
+			 * between every two (trace_hold takes one every
+			 * 128 holds) */
 			if (page == NULL)
 				trace_offset(4);
 			memset(&rt->th, 0, sizeof(rt->th));

@@ -413,6 +413,9 @@ test_config(void **state)
 		assert_true(gs__chunk_task(1600000, 1600000, 1000000) ==
 			    1600000);
 		assert_true(gs__chunk_task(1600000, 0, 1000000) == 1600000);
+		/* no margin (space mode's bound) */
+		assert_true(gs__chunk_task(1200000, 900000, 0) == 1200000);
+		assert_true(gs__chunk_task(0, 900000, 0) == 900000);
 		assert_true(gs__chunk_task(900, 400, 1000000) == 900);
 		assert_true(gs__chunk_task(1600000, 300000, 1000000) ==
 			    1000000);
