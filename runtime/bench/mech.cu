@@ -68,19 +68,16 @@ static __device__ __forceinline__ long long gtimer(void)
 static __device__ __forceinline__ long long spin_for(const struct spin_args &p,
 						     unsigned int lb)
 {
-	long long t0 = gtimer(), n = p.ns;
+	long long t0 = gtimer(), n = p.ns, it = p.iters;
 	if (p.jitter) {
 		unsigned int h = lb * 2654435761u;
 		h ^= h >> 16;
 		n = n * (768 + (long long)(h & 511)) / 1024;
+		it = it * (768 + (long long)(h & 511)) / 1024;
 	}
 	if (p.mode == 2) {
 		float x = (float)(lb & 255u) * 1e-3f, y = 1.0f;
-		long long it = p.iters;
 
-		if (p.jitter)
-			it = it * (768 + (long long)((lb * 2654435761u ^
-			     (lb * 2654435761u >> 16)) & 511)) / 1024;
 		for (long long i = 0; i < it; i++) {
 			x = fmaf(x, 0.999999f, 1e-7f);
 			y = fmaf(y, 0.999998f, 2e-7f);

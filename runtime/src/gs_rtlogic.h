@@ -253,9 +253,9 @@ void gs__direct_bounds(const struct gs__config *c, uint64_t slice_ns,
  * run beside ours at each end of a hold (one MPS server), the loop's its
  * own cost, and only a lower sample moves a figure down; a kernel whose
  * figure once came out just over the bound would stay in the loop for
- * good.  (H200, 1 and 4 ms slices: eaters of 0.87 ms blocks
- * did so in about one job of four, at 78-84 % of their solo work per
- * GPU-second; docs/benchmarks.md, runs 202-203.) */
+ * good.  (H200, 1 and 4 ms slices: eaters of 0.87 ms blocks did so in
+ * about one job of four, at 78-84 % of their solo work per GPU-second;
+ * docs/benchmarks.md, runs 202-203.) */
 uint64_t gs__chunk_task(uint64_t task_d, uint64_t task_p, uint64_t long_ns);
 /* A chunk of n blocks from `first` of a 2D grid (gz 1), cut down to
  * whole rows when it holds at least one and is not the rest: a launch

@@ -623,11 +623,10 @@ direct_complete(const struct gs__launch *l)
  * GSHARE_DIRECT=alone.  Where the agent says the next holder can run
  * beside our last chunks (one MPS server: GS_CTL_CONTEND_OVERLAP), also
  * blocks up to GSHARE_DIRECT_LONG_US (a quarter of the slice, at least
- * 1 ms), in chunks
- * of whole waves of up to that (gs__direct_bounds): a suspend waits for
- * at most about two such chunks (on our
- * clock: the early release comes about GSHARE_RELEASE_LEAD_US before
- * the eviction is expected to end). */
+ * 1 ms), in chunks of whole waves of up to that (gs__direct_bounds): a
+ * suspend waits for at most about two such chunks (on our clock: the
+ * early release comes about GSHARE_RELEASE_LEAD_US before the eviction
+ * is expected to end). */
 static unsigned int
 direct_next(const struct gs__launch *l)
 {

@@ -26,6 +26,8 @@ line of the same gs_init (host - %globaltimer, which holds the one-way bus time,
 import os
 import sys
 
+from evict_split import report
+
 
 def sections(path):
     """The holds of each gs_init (a '# gshare hold trace' line each)."""
@@ -55,10 +57,6 @@ def sections(path):
     return secs
 
 
-def pct(v, p):
-    return v[min(len(v) - 1, int(p * len(v)))]
-
-
 def split(name, hs):
     rows = []
     for h, n in zip(hs, hs[1:]):
@@ -79,10 +77,7 @@ def split(name, hs):
     if not rows:
         return
     print(f'{name}: {len(rows)} cycles of {len(hs)} holds')
-    for k in rows[0]:
-        v = sorted(r[k] / 1000.0 for r in rows)
-        print(f'  {k:8s} p10 {pct(v, .1):8.2f}  p50 {pct(v, .5):8.2f}  '
-              f'p90 {pct(v, .9):8.2f}')
+    report(rows, (.1, .5, .9))
 
 
 def main():

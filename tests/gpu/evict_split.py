@@ -62,6 +62,14 @@ def pct(v, p):
     return v[min(len(v) - 1, int(p * len(v)))]
 
 
+def report(rows, ps=(.1, .5, .9, .99)):
+    """One line per step of rows (dicts of ns): its percentiles in us."""
+    for k in rows[0]:
+        v = sorted(r[k] / 1000.0 for r in rows)
+        print(f'  {k:8s} ' + '  '.join(f'p{round(p * 100)} {pct(v, p):8.2f}'
+                                      for p in ps))
+
+
 def split(d, task, hs):
     keys = [h['wset'] for h in hs]
     rows, bad = [], 0
@@ -91,10 +99,7 @@ def split(d, task, hs):
           (f' ({bad} malformed records skipped)' if bad else ''))
     if not rows:
         return
-    for k in rows[0]:
-        v = sorted(r[k] / 1000.0 for r in rows)
-        print(f'  {k:8s} p10 {pct(v, .1):8.2f}  p50 {pct(v, .5):8.2f}  '
-              f'p90 {pct(v, .9):8.2f}  p99 {pct(v, .99):8.2f}')
+    report(rows)
 
 
 def main():
