@@ -15,6 +15,23 @@
  *            blocking volatile reads (ns each), and a volatile read issued
  *            into a register before 2 us of work and used after it (the
  *            work's length with and without the read).
+ *   relaunch (only when asked: gs-hostpoll relaunch [ROUNDS]) how soon a
+ *            grid's successor starts once the grid's last block has
+ *            reported to the host (the relaunch after a suspension):
+ *            a full grid of 20 us timer spins, its last block stores a
+ *            host-mapped seq (st.release.sys, as gs__finish does), the
+ *            host spins for it and starts the next grid.  Gap = the
+ *            next grid's first block - this grid's last report, both on
+ *            %globaltimer, per way:
+ *              same      cudaLaunchKernel on the same stream
+ *              other     on the other of two streams (no wait for the
+ *                        grid before to retire)
+ *              queued    launched ahead on the same stream behind a
+ *                        cuStreamWaitValue32 on a host-mapped word that
+ *                        the host writes when it sees the report
+ *              queued2   the same, alternating two streams
+ *              b2b       back to back on one stream, no host in
+ *                        between (the floor)
  *   jitter   (only when asked: gs-hostpoll jitter [SECONDS]) the host
  *            side alone: one thread reads CLOCK_MONOTONIC back to back
  *            for SECONDS (2) and counts the gaps of 2 us or more, the
@@ -23,6 +40,8 @@
  * Prints "hostpoll ..." lines.  No libgshare involved.
  */
 #include "../examples/ex_common.h"
+
+#include <cuda.h>
 
 #include <atomic>
 #include <thread>
@@ -108,6 +127,132 @@ static __global__ void cost(const unsigned int *w, unsigned long long *res,
 	*sink = acc;
 }
 
+/* relaunch: one round of 20 us per block, tmin[r] its first block's
+ * start, tmax[r] its last block's report (then *hseq = r + 1) */
+static __global__ void rl_k(unsigned int r, unsigned long long *tmin,
+			    unsigned long long *tmax, unsigned int *cnt,
+			    unsigned int *hseq, unsigned int spin_ns)
+{
+	if (threadIdx.x != 0)
+		return;
+	unsigned long long t0 = gt();
+	atomicMin(&tmin[r], t0);
+	while (gt() - t0 < spin_ns)
+		;
+	__threadfence();
+	if (atomicAdd(cnt, 1u) == gridDim.x - 1) {
+		*cnt = 0;
+		tmax[r] = gt();
+		asm volatile("st.release.sys.u32 [%0], %1;" ::
+			     "l"(hseq), "r"(r + 1) : "memory");
+	}
+}
+
+typedef int (*wait32_fn)(cudaStream_t, unsigned long long, unsigned int,
+			 unsigned int);
+
+static void do_relaunch(unsigned int rounds)
+{
+	const char *name[] = { "same", "other", "queued", "queued2", "b2b" };
+	unsigned int *hseq, *dseq, *hgo, *dgo, *cnt;
+	unsigned long long *tmin, *tmax;
+	cudaStream_t s[2];
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+	int bps = 0, sms = 0;
+
+	CK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn,
+					    CUDA_VERSION, cudaEnableDefault,
+					    &q));
+	if (q != cudaDriverEntryPointSuccess || fn == NULL) {
+		fprintf(stderr, "gs-hostpoll: no cuStreamWaitValue32\n");
+		exit(1);
+	}
+	wait32_fn wait32 = (wait32_fn)fn;
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, rl_k, 128, 0));
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	unsigned int grid = (unsigned int)(bps * sms);
+	CK(cudaHostAlloc((void **)&hseq, 4096, cudaHostAllocMapped));
+	CK(cudaHostAlloc((void **)&hgo, 4096, cudaHostAllocMapped));
+	CK(cudaHostGetDevicePointer((void **)&dseq, hseq, 0));
+	CK(cudaHostGetDevicePointer((void **)&dgo, hgo, 0));
+	CK(cudaMalloc(&tmin, rounds * sizeof(*tmin)));
+	CK(cudaMalloc(&tmax, rounds * sizeof(*tmax)));
+	CK(cudaMalloc(&cnt, 64));
+	CK(cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking));
+	std::vector<unsigned long long> a(rounds), b(rounds);
+
+	for (int m = 0; m < 5; m++) {
+		CK(cudaMemset(tmin, 0xff, rounds * sizeof(*tmin)));
+		CK(cudaMemset(tmax, 0, rounds * sizeof(*tmax)));
+		CK(cudaMemset(cnt, 0, 64));
+		*(volatile unsigned int *)hseq = 0;
+		*(volatile unsigned int *)hgo = 0;
+		for (unsigned int r = 0; r < rounds; r++) {
+			cudaStream_t st = s[(m == 1 || m == 3) ? (r & 1u) : 0];
+			if (m == 2 || m == 3) {
+				/* round 0 starts at once; round r > 0 was
+				 * queued while round r - 1 ran */
+				if (r == 0) {
+					*(volatile unsigned int *)hgo = 1;
+					rl_k<<<grid, 128, 0, st>>>(r, tmin,
+					    tmax, cnt, dseq, 20000);
+				}
+				if (r + 1 < rounds) {
+					cudaStream_t nx =
+					    s[m == 3 ? ((r + 1) & 1u) : 0];
+					if (wait32(nx,
+					    (unsigned long long)(uintptr_t)dgo,
+					    r + 2, 0) != 0) {
+						fprintf(stderr, "gs-hostpoll: "
+							"cuStreamWaitValue32 "
+							"failed\n");
+						exit(1);
+					}
+					rl_k<<<grid, 128, 0, nx>>>(r + 1,
+					    tmin, tmax, cnt, dseq, 20000);
+				}
+			} else {
+				rl_k<<<grid, 128, 0, st>>>(r, tmin, tmax,
+							   cnt, dseq, 20000);
+			}
+			CK(cudaGetLastError());
+			if (m == 4)
+				continue;
+			while (*(volatile unsigned int *)hseq != r + 1)
+				;
+			if (m == 2 || m == 3) {
+				std::atomic_thread_fence(
+				    std::memory_order_seq_cst);
+				*(volatile unsigned int *)hgo = r + 2;
+			}
+		}
+		CK(cudaDeviceSynchronize());
+		CK(cudaMemcpy(a.data(), tmin, rounds * sizeof(*tmin),
+			      cudaMemcpyDeviceToHost));
+		CK(cudaMemcpy(b.data(), tmax, rounds * sizeof(*tmax),
+			      cudaMemcpyDeviceToHost));
+		std::vector<double> gap, run;
+		for (unsigned int r = 1; r < rounds; r++) {
+			gap.push_back(((double)a[r] - (double)b[r - 1]) / 1e3);
+			run.push_back(((double)b[r] - (double)a[r]) / 1e3);
+		}
+		printf("hostpoll relaunch way=%s grid=%u rounds=%u "
+		       "gap_p10_us=%.2f gap_p50_us=%.2f gap_p90_us=%.2f "
+		       "gap_p99_us=%.2f run_p50_us=%.2f\n", name[m], grid,
+		       rounds, ex_pct(gap, 0.1), ex_pct(gap, 0.5),
+		       ex_pct(gap, 0.9), ex_pct(gap, 0.99), ex_pct(run, 0.5));
+	}
+	CK(cudaStreamDestroy(s[0]));
+	CK(cudaStreamDestroy(s[1]));
+	CK(cudaFreeHost(hseq));
+	CK(cudaFreeHost(hgo));
+	CK(cudaFree(tmin));
+	CK(cudaFree(tmax));
+	CK(cudaFree(cnt));
+}
+
 static void do_rtt(unsigned int *hw, unsigned int *dw,
 		   volatile unsigned int *hack, unsigned int *dack)
 {
@@ -184,11 +329,22 @@ int main(int argc, char **argv)
 		do_jitter(secs);
 		return 0;
 	}
-	if (argc >= 2) {
-		fprintf(stderr, "usage: gs-hostpoll [jitter [SECONDS]]\n");
+	if (argc >= 2 && strcmp(argv[1], "relaunch") != 0) {
+		fprintf(stderr, "usage: gs-hostpoll [jitter [SECONDS] | "
+			"relaunch [ROUNDS]]\n");
 		return 2;
 	}
 	CK(cudaSetDeviceFlags(cudaDeviceMapHost));
+	if (argc >= 2) {
+		long n = argc >= 3 ? atol(argv[2]) : 2000;
+		if (n < 2 || n > 1000000) {
+			fprintf(stderr, "gs-hostpoll: relaunch ROUNDS: "
+				"2..1000000\n");
+			return 2;
+		}
+		do_relaunch((unsigned int)n);
+		return 0;
+	}
 	CK(cudaHostAlloc((void **)&hw, 4096, cudaHostAllocMapped));
 	CK(cudaHostAlloc((void **)&hack, 4096, cudaHostAllocMapped));
 	memset(hw, 0, 4096);
