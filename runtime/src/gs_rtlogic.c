@@ -42,16 +42,18 @@ gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns, uint64_t total,
 		unsigned int nphys, unsigned int fixed)
 {
 	unsigned int b;
+	uint64_t span;
 
 	if (fixed != 0)
 		return gs__batch(total, nphys, fixed);
 	if (avg_task_ns == 0)
 		return cur;
-	if (avg_task_ns > 8000)
-		return 1;
 	b = gs__batch(total, nphys, 0);
-	if (avg_task_ns > 2000 && b > 4)
-		b = 4;
+	span = GS__BATCH_SPAN_NS / avg_task_ns;
+	if (span < 1)
+		span = 1;
+	if (b > span)
+		b = (unsigned int)span;
 	return b;
 }
 

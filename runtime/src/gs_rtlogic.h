@@ -68,9 +68,14 @@ uint64_t gs__space_scaled(uint64_t gpu_ns, unsigned int range,
 unsigned int gs__batch(uint64_t total, unsigned int nphys,
 		       unsigned int fixed);
 
-/* Next batch size from the average block-task time of the last launch
- * (0: unknown): tasks over 8 us are claimed one at a time, tasks under
- * 2 us get the adaptive size, in between at most 4.  `fixed` wins. */
+/* Next batch size from the average block-task time (per block slot) of
+ * the last launch (0: unknown): gs__batch's size, but no more tasks than
+ * fit in GS__BATCH_SPAN_NS, so that the kernel's last claims end about
+ * that close together (at least 1).  `fixed` wins.  A smaller batch
+ * costs the loop a claim more often: on the H200 its tasks of 2.8-17 us
+ * per slot ran up to 4.5 % slower at 4 than at 16, and rounds cut short
+ * by suspensions more so (docs/benchmarks.md, runs 210-211). */
+#define GS__BATCH_SPAN_NS	256000u
 unsigned int gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns,
 			     uint64_t total, unsigned int nphys,
 			     unsigned int fixed);

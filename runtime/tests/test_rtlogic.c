@@ -35,9 +35,17 @@ test_batch(void **state)
 	assert_int_equal(gs__batch(1u << 30, 1056, 1000), GS__MAX_BATCH);
 	assert_int_equal(gs__batch(10, 0, 0), 1);
 	/* adaptation from measured task time */
-	assert_int_equal(gs__batch_adapt(16, 20000, 1u << 30, 1056, 0), 1);
+	/* up to GS__BATCH_SPAN_NS (256 us) of tasks a batch */
 	assert_int_equal(gs__batch_adapt(1, 500, 1u << 30, 1056, 0), 16);
-	assert_int_equal(gs__batch_adapt(16, 4000, 1u << 30, 1056, 0), 4);
+	assert_int_equal(gs__batch_adapt(4, 4000, 1u << 30, 1056, 0), 16);
+	assert_int_equal(gs__batch_adapt(1, 16000, 1u << 30, 1056, 0), 16);
+	assert_int_equal(gs__batch_adapt(16, 20000, 1u << 30, 1056, 0), 12);
+	assert_int_equal(gs__batch_adapt(16, 100000, 1u << 30, 1056, 0), 2);
+	assert_int_equal(gs__batch_adapt(16, 160000, 1u << 30, 1056, 0), 1);
+	assert_int_equal(gs__batch_adapt(16, 5000000, 1u << 30, 1056, 0), 1);
+	/* never more than gs__batch's size (a few claims a block) */
+	assert_int_equal(gs__batch_adapt(16, 500, 1056 * 64, 1056, 0), 4);
+	assert_int_equal(gs__batch_adapt(16, 500, 100, 1056, 0), 1);
 	assert_int_equal(gs__batch_adapt(7, 0, 1u << 30, 1056, 0), 7);
 	assert_int_equal(gs__batch_adapt(7, 20000, 1u << 30, 1056, 3), 3);
 }
