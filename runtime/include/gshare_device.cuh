@@ -514,6 +514,10 @@ static GS__HD inline unsigned int gs__tredo_carry(const unsigned int *redo_in,
 	return o;
 }
 
+/* Redo entries a block takes at once, at most (gs__claim); the host's
+ * gs__redo_cap (GS__REDO_TAKE) leaves room for them. */
+#define GS__RL_MAX 8u
+
 #ifdef __cplusplus
 }
 #endif
@@ -585,6 +589,10 @@ struct gs__blk {
 	 * slower with these first) */
 	const unsigned int *hsusp;
 	__align__(16) unsigned int hbuf[4];
+	/* redo entries taken with one atomic, not started yet: rl[rl_i..
+	 * rl_n) (gs__claim) */
+	unsigned int rl_i, rl_n;
+	unsigned int rl[GS__RL_MAX];
 };
 #define GS__PRE_SENT 1u
 
@@ -1051,14 +1059,15 @@ static __device__ __forceinline__ long long gs_io_result(void)
 	return gs__b.io_res[gs__par()];
 }
 
-/* Thread 0: append n logical blocks (lo..lo+n1-1, then pf..pf+n-n1-1) to
- * the redo ring with one atomic. */
+/* Thread 0: append n1 + n2 + n3 logical blocks (lo..lo+n1-1, then
+ * pf..pf+n2-1, then the n3 taken redo entries not started,
+ * gs__b.rl[gs__b.rl_i..]) to the redo ring with one atomic. */
 static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 				     unsigned int n1, unsigned int pf,
-				     unsigned int n)
+				     unsigned int n2, unsigned int n3)
 {
 	struct gs__kstate *ks = c.ks;
-	unsigned int j, head, used, q;
+	unsigned int j, head, used, q, n = n1 + n2 + n3;
 
 	if (n == 0)
 		return;
@@ -1071,13 +1080,16 @@ static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 	if (head - c.redo_begin > c.redo_end - c.redo_begin)
 		head = c.redo_end;	/* overshoot of takers */
 	used = j + n - head;
-	/* keep nphys free: a taker may still be reading its entry */
-	if (used > c.redo_cap - c.nphys) {
+	/* keep GS__RL_MAX entries a block free: a taker may still be
+	 * reading the entries it took (gs__redo_cap leaves that room) */
+	if (used > c.redo_cap - GS__RL_MAX * c.nphys) {
 		atomicOr(&ks->overflow, 1u);
 		return;
 	}
 	for (q = 0; q < n; q++)
-		c.redo[(j + q) % c.redo_cap] = q < n1 ? lo + q : pf + (q - n1);
+		c.redo[(j + q) % c.redo_cap] = q < n1 ? lo + q :
+		    q < n1 + n2 ? pf + (q - n1) :
+		    gs__b.rl[gs__b.rl_i + (q - n1 - n2)];
 }
 
 /* Thread 0: claim the next fresh batch ahead, for gs__claim to take (or
@@ -1106,13 +1118,51 @@ static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
 	}
 	gs__b.bstart = now;
 	if (!gs__b.redo_done) {
-		unsigned int span = c.redo_end - c.redo_begin, i;
+		unsigned int span = c.redo_end - c.redo_begin, i, k = 1u, q;
 
+		if (gs__b.rl_i < gs__b.rl_n) {
+			*cur = gs__b.rl[gs__b.rl_i++];
+			*end = *cur + 1u;
+			gs__b.first = *cur;
+			gs__b.from_redo = 1;
+			return 1;
+		}
+		/* a share of what is left, up to GS__RL_MAX, with one
+		 * atomic: after a suspend the ring holds what every block
+		 * had claimed and not started (up to two batches each), and
+		 * one atomic and one dependent load for each entry slowed
+		 * every relaunch's first tasks; I/O continuations, fewer
+		 * than the blocks, still go one a block */
 		i = *(volatile unsigned int *)&ks->redo_head;
-		if (i - c.redo_begin < span)
-			i = atomicAdd(&ks->redo_head, 1u);
 		if (i - c.redo_begin < span) {
-			*cur = c.redo[i % c.redo_cap];
+			k = (span - (i - c.redo_begin)) / c.nphys;
+			k = k < 1u ? 1u : k > GS__RL_MAX ? GS__RL_MAX : k;
+			i = atomicAdd(&ks->redo_head, k);
+		}
+		if (i - c.redo_begin < span) {
+			unsigned int n = min(k, span - (i - c.redo_begin));
+			unsigned int pos = i % c.redo_cap;
+
+			/* straight into shared memory, all in flight at
+			 * once and no register held (written before this
+			 * launch: by the host, or by blocks of an earlier
+			 * one) */
+			for (q = 0; q < n; q++) {
+				unsigned int dst = (unsigned int)
+				    __cvta_generic_to_shared(&gs__b.rl[q]);
+
+				asm volatile("cp.async.ca.shared.global "
+					     "[%0], [%1], 4;\n" ::
+					     "r"(dst), "l"(c.redo + pos) :
+					     "memory");
+				if (++pos == c.redo_cap)
+					pos = 0;
+			}
+			asm volatile("cp.async.commit_group;\n"
+				     "cp.async.wait_all;\n" ::: "memory");
+			gs__b.rl_n = n;
+			gs__b.rl_i = 1u;
+			*cur = *(volatile unsigned int *)&gs__b.rl[0];
 			*end = *cur + 1u;
 			gs__b.first = *cur;
 			gs__b.from_redo = 1;
@@ -1343,6 +1393,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.pf_len = 0;
 		gs__b.bsz = c.batch;
 		gs__b.redo_done = 0;
+		gs__b.rl_i = gs__b.rl_n = 0;
 		gs__b.bstart = 0;
 		gs__b.from_redo = 0;
 		gs__b.event = 0;
@@ -1417,7 +1468,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 					atomicAdd(&c.runs[cur], 1u);
 			} else {
 				if (ev & GS__EV_YIELD) {
-					gs__push_redo(c, cur, 1, 0, 1);
+					gs__push_redo(c, cur, 1, 0, 0, 0);
 					gs__b.yields++;
 				} else {
 					gs__b.parked_n++;
@@ -1444,7 +1495,8 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		unsigned int n1 = end - cur, n2 = 0;
 		if (gs__b.pf != ~0u && gs__b.pf < c.total)
 			n2 = min(gs__b.pf + gs__b.pf_len, c.total) - gs__b.pf;
-		gs__push_redo(c, cur, n1, gs__b.pf, n1 + n2);
+		gs__push_redo(c, cur, n1, gs__b.pf, n2,
+			      gs__b.rl_n - gs__b.rl_i);
 		if (done)
 			atomicAdd(&c.ks->done.v, (unsigned long long)done);
 		if (gs__b.yields)

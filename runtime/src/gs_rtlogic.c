@@ -64,7 +64,8 @@ gs__redo_cap(unsigned int nphys, unsigned int maxbatch, uint64_t total, int io)
 
 	if (io || pend > total)
 		pend = total;
-	return (unsigned int)(pend + 2u * (uint64_t)nphys + 64u);
+	return (unsigned int)(pend + (GS__REDO_TAKE + 1u) * (uint64_t)nphys +
+			      64u);
 }
 
 static int

@@ -80,10 +80,15 @@ unsigned int gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns,
 			     uint64_t total, unsigned int nphys,
 			     unsigned int fixed);
 
+/* Redo entries a physical block takes with one atomic, at most (the
+ * device's GS__RL_MAX; gshare.c checks that they agree). */
+#define GS__REDO_TAKE	8u
+
 /* Size of the redo ring.  A suspend leaves at most two batches per
  * physical block behind (the current one and one claimed ahead), never
  * more than every logical block (io: every block may wait on I/O); the
- * ring keeps 2 * nphys + 64 spare entries for takers in flight. */
+ * ring keeps (GS__REDO_TAKE + 1) * nphys + 64 spare entries for takers
+ * in flight (each may still be reading what it took). */
 unsigned int gs__redo_cap(unsigned int nphys, unsigned int maxbatch,
 			  uint64_t total, int io);
 

@@ -59,6 +59,8 @@ _Static_assert(offsetof(struct gs__kstate, finished) == 52 &&
 	       offsetof(struct gs__kstate, redo_added) == 128 &&
 	       offsetof(struct gs__kstate, neg_tmin) == 512 &&
 	       sizeof(struct gs__kstate) == 640, "struct gs__kstate layout");
+_Static_assert(GS__REDO_TAKE == GS__RL_MAX,
+	       "the redo ring's room for takers in flight");
 _Static_assert(sizeof(struct gs__flagw) == 16 &&
 	       GS__CTL_SUSPEND == GS_CTL_SUSPEND &&
 	       offsetof(struct gs_ctlpage, suspend) % 16 == 0,
