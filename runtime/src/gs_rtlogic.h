@@ -72,9 +72,9 @@ unsigned int gs__batch(uint64_t total, unsigned int nphys,
  * the last launch (0: unknown): gs__batch's size, but no more tasks than
  * fit in GS__BATCH_SPAN_NS, so that the kernel's last claims end about
  * that close together (at least 1).  `fixed` wins.  A smaller batch
- * costs the loop a claim more often: on the H200 its tasks of 2.8-17 us
- * per slot ran up to 4.5 % slower at 4 than at 16, and rounds cut short
- * by suspensions more so (docs/benchmarks.md, runs 210-211). */
+ * costs the loop a claim more often: on the H200 the old rule (1 over 8
+ * us, 4 over 2 us) ran relaunched loops 0.4-3.3 % slower within their
+ * rounds (docs/benchmarks.md, runs 210-211). */
 #define GS__BATCH_SPAN_NS	256000u
 unsigned int gs__batch_adapt(unsigned int cur, uint64_t avg_task_ns,
 			     uint64_t total, unsigned int nphys,
