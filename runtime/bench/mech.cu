@@ -212,11 +212,11 @@ static int spin_mode(void)
 	exit(2);
 }
 
+static const char *const spin_names[] = { "hot", "sleep", "work" };
+
 static const char *spin_name(void)
 {
-	static const char *n[] = { "hot", "sleep", "work" };
-
-	return n[spin_mode()];
+	return spin_names[spin_mode()];
 }
 
 /* work tasks: FMA iterations a microsecond of a plain grid's block at
@@ -244,14 +244,21 @@ static double work_iters_per_us(unsigned int *sink)
 	return ipu;
 }
 
-static spin_args spin_of(double task_us, unsigned int *sink, int jitter)
+/* tasks of task_us in mode (spin_mode's numbers) */
+static spin_args spin_in(double task_us, unsigned int *sink, int jitter,
+			 int mode)
 {
-	spin_args a = { (long long)(task_us * 1000.0), sink, jitter,
-			spin_mode(), 0, NULL, NULL };
+	spin_args a = { (long long)(task_us * 1000.0), sink, jitter, mode, 0,
+			NULL, NULL };
 
-	if (a.mode == 2)
+	if (mode == 2)
 		a.iters = (long long)(task_us * work_iters_per_us(sink) + 0.5);
 	return a;
+}
+
+static spin_args spin_of(double task_us, unsigned int *sink, int jitter)
+{
+	return spin_in(task_us, sink, jitter, spin_mode());
 }
 
 /* Run `total` spin tasks of task_us; returns wall seconds. */
@@ -407,12 +414,8 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 	CK(cudaMalloc(&dlen, n * sizeof *dlen));
 	for (double t : tasks)
 		for (int sl = 0; sl < 3; sl++) {
-			spin_args a = spin_of(t, sink, 0);
+			spin_args a = spin_in(t, sink, 0, sl);
 
-			a.mode = sl;
-			if (sl == 2)
-				a.iters = (long long)(t *
-				    work_iters_per_us(sink) + 0.5);
 			spin_plain<<<n, 128>>>(a, dlen);	/* warm */
 			double ms = ex_time(0, [&] {
 				spin_plain<<<n, 128>>>(a, dlen);
@@ -428,8 +431,7 @@ static void spin_plain_lengths(unsigned int np, unsigned int *sink)
 			printf("mech spin task_us=%.1f spin=%s blocks=%u "
 			       "mean_us=%.2f p50_us=%.2f p99_us=%.2f "
 			       "max_us=%.2f wave_us=%.2f\n", t,
-			       sl == 2 ? "work" : sl ? "sleep" : "hot", n,
-			       sum / n, ex_pct(us, 0.5),
+			       spin_names[sl], n, sum / n, ex_pct(us, 0.5),
 			       ex_pct(us, 0.99), ex_pct(us, 1.0), ms * 1e3 / 4);
 		}
 	CK(cudaFree(dlen));

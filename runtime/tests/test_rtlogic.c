@@ -300,6 +300,18 @@ expect_reject(const char *name, const char *value, const char *what)
 	assert_non_null(strstr(err.msg, what));
 }
 
+/* gs__direct_bounds for a slice, contended and overlap: target and long */
+static void
+expect_bounds(const struct gs__config *c, uint64_t slice_ns, int contended,
+	      int overlap, uint64_t target_ns, uint64_t long_ns)
+{
+	uint64_t t, l;
+
+	gs__direct_bounds(c, slice_ns, contended, overlap, &t, &l);
+	assert_true(t == target_ns);
+	assert_true(l == long_ns);
+}
+
 static void
 test_config(void **state)
 {
@@ -384,30 +396,20 @@ test_config(void **state)
 	expect_reject("GSHARE_DIRECT", "on", "GSHARE_DIRECT='on'");
 	expect_reject("GSHARE_DIRECT_US", "5", "GSHARE_DIRECT_US");
 	{
-		uint64_t t, l;
-
 		/* 4 ms slices, GSHARE_DIRECT_US at its 500 */
-		gs__direct_bounds(&c, 4000000, 0, 0, &t, &l);
-		assert_true(t == 500000 && l == 2000000);
-		gs__direct_bounds(&c, 4000000, 1, 0, &t, &l);
-		assert_true(t == 250000 && l == 250000);
-		gs__direct_bounds(&c, 4000000, 1, 1, &t, &l);
-		assert_true(t == 250000 && l == 1000000);
+		expect_bounds(&c, 4000000, 0, 0, 500000, 2000000);
+		expect_bounds(&c, 4000000, 1, 0, 250000, 250000);
+		expect_bounds(&c, 4000000, 1, 1, 250000, 1000000);
 		/* at least 1 ms, and a quarter of longer slices */
-		gs__direct_bounds(&c, 1000000, 1, 1, &t, &l);
-		assert_true(t == 250000 && l == 1000000);
-		gs__direct_bounds(&c, 20000000, 1, 1, &t, &l);
-		assert_true(t == 250000 && l == 5000000);
+		expect_bounds(&c, 1000000, 1, 1, 250000, 1000000);
+		expect_bounds(&c, 20000000, 1, 1, 250000, 5000000);
 		set_env("GSHARE_DIRECT_LONG_US", "1200", NULL, NULL);
 		assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 		assert_true(c.direct_long_ns == 1200000);
-		gs__direct_bounds(&c, 1000000, 1, 1, &t, &l);
-		assert_true(t == 250000 && l == 1200000);
+		expect_bounds(&c, 1000000, 1, 1, 250000, 1200000);
 		/* only where the next holder can run beside */
-		gs__direct_bounds(&c, 1000000, 1, 0, &t, &l);
-		assert_true(t == 250000 && l == 250000);
-		gs__direct_bounds(&c, 1000000, 0, 0, &t, &l);
-		assert_true(t == 500000 && l == 500000);
+		expect_bounds(&c, 1000000, 1, 0, 250000, 250000);
+		expect_bounds(&c, 1000000, 0, 0, 500000, 500000);
 		/* either figure: up to half again over the bound counts
 		 * as the bound; the direct one before the loop's */
 		assert_true(gs__chunk_task(0, 0, 1000000) == 0);
