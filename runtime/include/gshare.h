@@ -40,10 +40,11 @@ extern "C" {
 #define GSHARE_VERSION_MAJOR 1
 #define GSHARE_VERSION_MINOR 2
 /* Layout version of the kernel descriptor and the per-launch context that
- * gshare_device.cuh compiles into the job.  gs_launch takes this one and
- * 1 (kernels built before direct launches: they always run persistent),
- * and refuses others. */
-#define GSHARE_KABI 2
+ * gshare_device.cuh compiles into the job.  gs_launch takes this one, 2
+ * (kernels built before chained relaunches: theirs wait for the report)
+ * and 1 (kernels built before direct launches: they always run
+ * persistent), and refuses others. */
+#define GSHARE_KABI 3
 
 /* Return codes: the negated gshare error codes. */
 enum gshare_status {

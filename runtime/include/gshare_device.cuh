@@ -81,7 +81,10 @@ struct gs__kstate {
 					 * the kernel, else 0 */
 	unsigned int yields;		/* logical blocks yielded */
 	unsigned int _pad;
-	unsigned long long _rsv1[8];
+	/* the ring as the last launch left it, [c_head, c_tail): where a
+	 * chained launch (gs_kctx.chain) starts */
+	unsigned int c_head, c_tail;
+	unsigned long long _rsv1[7];
 	struct gs__kline redo_added;	/* ring: entries pushed this launch */
 	struct gs__kline exited;	/* physical blocks that left */
 	struct gs__kline done;		/* logical blocks completed */
@@ -150,6 +153,16 @@ struct gs_kctx {
 					 * count; blocks on other SMs leave
 					 * at once.  0: the whole GPU (kernels
 					 * built before it see 0 as padding) */
+	unsigned int chain;		/* GSHARE_KABI >= 3: nonzero, the seq
+					 * of this kernel's launch queued
+					 * just before this one on its stream
+					 * (a relaunch queued before that
+					 * one's report): the ring's span is
+					 * the one it left in the state
+					 * (c_head, c_tail), not redo_begin
+					 * and redo_end; and if it finished
+					 * the kernel, this launch does
+					 * nothing */
 };
 
 #define GS_KF_IO 0x1u	/* kernel uses gs_io_read */
@@ -593,6 +606,10 @@ struct gs__blk {
 	 * rl_n) (gs__claim) */
 	unsigned int rl_i, rl_n;
 	unsigned int rl[GS__RL_MAX];
+	/* the ring's span for this launch: redo_begin and redo_end, or
+	 * what the launch before left (gs_kctx.chain); noop: that launch
+	 * finished the kernel */
+	unsigned int rb, re, noop;
 };
 #define GS__PRE_SENT 1u
 
@@ -1075,10 +1092,10 @@ static __device__ void gs__push_redo(const struct gs_kctx &c, unsigned int lo,
 	 * flight at once: an older head only makes the check below
 	 * stricter */
 	head = *(volatile unsigned int *)&ks->redo_head;
-	j = c.redo_end + (unsigned int)atomicAdd(&ks->redo_added.v,
-						   (unsigned long long)n);
-	if (head - c.redo_begin > c.redo_end - c.redo_begin)
-		head = c.redo_end;	/* overshoot of takers */
+	j = gs__b.re + (unsigned int)atomicAdd(&ks->redo_added.v,
+						 (unsigned long long)n);
+	if (head - gs__b.rb > gs__b.re - gs__b.rb)
+		head = gs__b.re;	/* overshoot of takers */
 	used = j + n - head;
 	/* keep GS__RL_MAX entries a block free: a taker may still be
 	 * reading the entries it took (gs__redo_cap leaves that room) */
@@ -1118,7 +1135,8 @@ static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
 	}
 	gs__b.bstart = now;
 	if (!gs__b.redo_done) {
-		unsigned int span = c.redo_end - c.redo_begin, i, k = 1u, q;
+		unsigned int rb = gs__b.rb, span = gs__b.re - rb, i, k = 1u;
+		unsigned int q;
 
 		if (gs__b.rl_i < gs__b.rl_n) {
 			*cur = gs__b.rl[gs__b.rl_i++];
@@ -1134,13 +1152,13 @@ static __device__ __forceinline__ int gs__claim(const struct gs_kctx &c,
 		 * every relaunch's first tasks; I/O continuations, fewer
 		 * than the blocks, still go one a block */
 		i = *(volatile unsigned int *)&ks->redo_head;
-		if (i - c.redo_begin < span) {
-			k = (span - (i - c.redo_begin)) / c.nphys;
+		if (i - rb < span) {
+			k = (span - (i - rb)) / c.nphys;
 			k = k < 1u ? 1u : k > GS__RL_MAX ? GS__RL_MAX : k;
 			i = atomicAdd(&ks->redo_head, k);
 		}
-		if (i - c.redo_begin < span) {
-			unsigned int n = min(k, span - (i - c.redo_begin));
+		if (i - rb < span) {
+			unsigned int n = min(k, span - (i - rb));
 			unsigned int pos = i % c.redo_cap;
 
 			/* straight into shared memory, all in flight at
@@ -1275,6 +1293,21 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	gs__evp_buf[c.gen & 4095u].fin_in = gs__gtimer();
 #endif
 	__threadfence();
+	if (gs__b.noop) {
+		/* a chained launch after the one that finished the kernel:
+		 * the slot is clean for its next user and stays so; the
+		 * report says finished, with nothing done */
+		vks->exited.v = 0;
+		st->finished = 1u;
+		st->redo_head = st->redo_tail = 0u;
+		st->fresh_left = 0u;
+		st->overflow = st->parked = st->yields = 0u;
+		st->tmin = st->tmax = 0ull;
+		st->done = 0ull;
+		asm volatile("st.release.sys.u32 [%0], %1;" ::
+			     "l"(&st->seq), "r"(c.seq) : "memory");
+		return;
+	}
 	head = vks->redo_head;
 	added = (unsigned int)vks->redo_added.v;
 	next = vks->next;
@@ -1283,12 +1316,14 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 	yields = vks->yields;
 	neg_tmin = vks->neg_tmin.v;
 	done = vks->done.v;
-	if (head - c.redo_begin > c.redo_end - c.redo_begin)
-		head = c.redo_end;
-	tail = c.redo_end + added;
+	if (head - gs__b.rb > gs__b.re - gs__b.rb)
+		head = gs__b.re;
+	tail = gs__b.re + added;
 	fresh_left = next < c.total;
 	fin = !fresh_left && head == tail && parked == 0u && c.io_out == 0u;
 	vks->redo_head = head;
+	vks->c_head = head;
+	vks->c_tail = tail;
 	/* a claim sent beside the flag read after a long task (gs__next)
 	 * does not look first: next may have passed total; back to it, so
 	 * that no number of launches wraps it round onto fresh blocks */
@@ -1413,7 +1448,22 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		gs__b.ring_cap = c.total;
 		gs__b.last_poll = clock64();
 		gs__b.ykcur = 1u;
-		atomicMax(&c.ks->neg_tmin.v, ~gs__gtimer());
+		gs__b.noop = 0u;
+		gs__b.rb = c.redo_begin;
+		gs__b.re = c.redo_end;
+		if (c.chain != 0u) {
+			/* queued before the last launch's report: the ring
+			 * is where that launch left it (loaded together) */
+			const volatile struct gs__kstate *v = c.ks;
+			unsigned int fin = v->finished, h = v->c_head;
+			unsigned int t = v->c_tail;
+
+			gs__b.rb = h;
+			gs__b.re = t;
+			gs__b.noop = fin == c.chain;
+		}
+		if (!gs__b.noop)
+			atomicMax(&c.ks->neg_tmin.v, ~gs__gtimer());
 		gs__b.pre = 0;
 		gs__flag_fetch(c.flag);
 		if (c.pred_finished != NULL &&
@@ -1423,7 +1473,7 @@ static __device__ __forceinline__ void gs__loop(const struct gs_kctx &c,
 		pre_t = (unsigned int)clock() - GS_FLAG_GATE_CYCLES - 1u;
 		/* outside the partition: claim nothing, leave (counted in
 		 * `exited` like every block) */
-		stop = gs__off_partition(c.sm_range) ? 1 :
+		stop = gs__b.noop || gs__off_partition(c.sm_range) ? 1 :
 			gs__next(c, &cur, &end, pre_t, 0);
 		/* going on: gs__next waited for the fetch, and the flag's
 		 * other words say whether this block is a sentinel (kept in

@@ -269,7 +269,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 3000, dus = 500, slack = 1000, keep = 10000;
 	uint64_t lead = GS__LEAD_US_DEFAULT, dlong = 0;
-	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT;
+	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT, chain = 1;
 	const char *s;
 	int rel, dir;
 
@@ -288,6 +288,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
 	    env_u64(get, "GSHARE_RESIZE_LOG", 0, 1, &rzlog, err) < 0 ||
+	    env_u64(get, "GSHARE_CHAIN", 0, 1, &chain, err) < 0 ||
 	    env_u64(get, "GSHARE_SENTINELS", 0, GS__SENTINELS_MAX, &sent,
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)
@@ -338,6 +339,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	c->sentinels = (unsigned int)sent;
 	c->check_once = (int)check;
 	c->resize_log = (int)rzlog;
+	c->chain = (int)chain;
 	c->spin_ns = spin * 1000u;
 	c->seed = seed;
 	return 0;

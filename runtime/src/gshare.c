@@ -94,6 +94,13 @@ struct gs__launch {
 	unsigned int total, nphys, batch, redo_cap;
 	unsigned int redo_head, redo_tail;	/* ring, as last reported */
 	unsigned int slot, seq, gen;
+	unsigned int sti;		/* its report: rt->st[sti], the slot or
+					 * the slot + GS__SLOTS (a chained
+					 * launch reports in the other) */
+	/* a relaunch queued behind the running one (chain_launch): its
+	 * seq, generation and report slot, taken over at the reap */
+	int chained;
+	unsigned int chain_seq, chain_gen, chain_sti;
 	int launched;
 	int finished;			/* the kernel completed */
 	struct gs__launch *pred;	/* previous record when launched */
@@ -185,6 +192,20 @@ struct gs__rt {
 	 * of the flag without a copy engine */
 	int (*wv32)(void *stream, unsigned long long addr, unsigned int v,
 		    unsigned int flags);
+	/* cuStreamWaitValue32: a chained relaunch waits on the gate */
+	int (*ww32)(void *stream, unsigned long long addr, unsigned int v,
+		    unsigned int flags);
+	/* the record whose relaunch is queued behind its running kernel
+	 * (chain_launch), or NULL; gated: behind a wait on the gate word
+	 * (pinned, host-mapped), which the next hold's first round raises
+	 * to chain_gen */
+	struct gs__launch *chain;
+	int chain_gated;
+	volatile unsigned int *gate;
+	unsigned long long d_gate;
+	int force_susp;			/* forced mode: this round's suspend
+					 * was written and, the relaunch
+					 * chained, the page resumed */
 	int host_watch;			/* this round: the host raises the
 					 * flag when it sees the suspend */
 	int host_raised;		/* ... and did */
@@ -765,7 +786,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 	}
 	memset(&c, 0, sizeof(c));
 	c.ks = rt->d_ks + l->slot;
-	c.st = rt->d_st + l->slot;
+	c.st = rt->d_st + l->sti;
 	c.runs = l->d_runs;
 	c.first = l->dnext;
 	c.gx = l->grid.x;
@@ -779,7 +800,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 		       GS__DGRID_1D == 2u, "gs__direct_grid's modes");
 	gs__direct_grid(&l->grid, l->dnext, n, &g, &c.rows, &c.y0);
 	if (c.stamp)
-		rt->st[l->slot]._rsv[0] = rt->st[l->slot]._rsv[1] = 0;
+		rt->st[l->sti]._rsv[0] = rt->st[l->sti]._rsv[1] = 0;
 	rc = l->k->launch_direct(g, l->block, l->shmem, cs, &c, l->args);
 	if (rc != 0)
 		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
@@ -803,7 +824,7 @@ launch_direct(struct gs__launch *l, unsigned int n)
 static void
 direct_span(const struct gs__launch *l, uint64_t *start, uint64_t *end)
 {
-	const volatile struct gs__status *st = &rt->st[l->slot];
+	const volatile struct gs__status *st = &rt->st[l->sti];
 
 	*start = st->_rsv[0];
 	*end = st->_rsv[1];
@@ -820,7 +841,7 @@ direct_span(const struct gs__launch *l, uint64_t *start, uint64_t *end)
 static int
 direct_poll(struct gs__launch *l, int more)
 {
-	struct gs__status *st = &rt->st[l->slot];
+	struct gs__status *st = &rt->st[l->sti];
 	uint64_t t0, t1;
 	cudaError_t e;
 	unsigned int n;
@@ -945,7 +966,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 	c.flag = rt->d_flag;
 	c.pred_finished = pred != NULL ? &(rt->d_ks + pred->slot)->finished :
 					 NULL;
-	c.st = rt->d_st + l->slot;
+	c.st = rt->d_st + l->sti;
 	c.runs = l->d_runs;
 	c.rpc = l->d_rpc;
 	c.ring = l->d_ring;
@@ -1342,6 +1363,134 @@ flag_raise(unsigned int gen, cudaStream_t st)
 }
 
 /*
+ * A chained relaunch.  While a suspend's blocks leave, the record's next
+ * launch is queued on its stream behind the running kernel, so that it
+ * starts as soon as the GPU retires that one (about 2.5 us on the H200)
+ * rather than when the host has seen the report, turned round and
+ * launched (about 10 us with no block of the job on the GPU;
+ * docs/benchmarks.md).  The queued kernel takes the ring's span from the
+ * state its predecessor's last block left (gs_kctx.chain) and does
+ * nothing if that one finished the kernel.  Attached, the job may not
+ * run again until the agent says so: the launch waits behind
+ * cuStreamWaitValue32 on the gate word, which the next hold's first
+ * round raises to its generation (chain_release).  Forced suspensions
+ * (no agent, the runtime writes the suspend) resume at once: no gate.
+ * One record at most, alone in its round, persistent, without I/O, on
+ * its own stream and the whole GPU.
+ */
+static int
+chain_ok(volatile struct gs_ctlpage *page)
+{
+	const struct gs__launch *l;
+
+	if (!rt->cfg.chain || rt->chain != NULL || page == NULL ||
+	    rt->ntmp != 1 || rt->cfg.evict_idle || rt->resize_sent ||
+	    rt->sm_range != 0)
+		return 0;
+	l = rt->tmp[0];
+	if (l->direct || !l->pers || l->k->kabi < 3u || l->pred != NULL ||
+	    (l->k->flags & GS_KF_IO) || l->run_stream != l->stream ||
+	    rt->st[l->sti].seq == l->seq)
+		return 0;
+	if (rt->gen + 1u == GS__IMM_GEN || rt->gen + 1u == 0u)
+		return 0;
+	if (page == rt->fake)	/* the suspend came from here */
+		return rt->host_watch && rt->host_raised;
+	return rt->ww32 != NULL;
+}
+
+static int
+chain_launch(volatile struct gs_ctlpage *page)
+{
+	struct gs__launch *l = rt->tmp[0];
+	unsigned int gen = rt->gen + 1u, seq;
+	unsigned int sti = l->sti == l->slot ? l->slot + GS__SLOTS : l->slot;
+	int gated = page != rt->fake, rc;
+	struct gs_kctx c;
+
+	if (gated && rt->ww32(l->stream, rt->d_gate, gen, 0) != 0) {
+		/* CU_STREAM_WAIT_VALUE_GEQ (0), cyclic: not here, and
+		 * nothing queued; relaunches wait for the report from now
+		 * on */
+		rt->ww32 = NULL;
+		return 0;
+	}
+	seq = ++rt->seq;
+	if (seq == 0)
+		seq = ++rt->seq;
+	memset(&c, 0, sizeof(c));
+	c.ks = rt->d_ks + l->slot;
+	c.redo = l->d_redo;
+	c.flag = rt->d_flag;
+	c.st = rt->d_st + sti;
+	c.runs = l->d_runs;
+	c.total = l->total;
+	c.gx = l->grid.x;
+	c.gy = l->grid.y;
+	c.gz = l->grid.z;
+	c.redo_cap = l->redo_cap;
+	c.batch = l->batch;
+	c.nphys = l->nphys;
+	c.gen = gen;
+	c.seq = seq;
+	c.chain = l->seq;
+	rc = l->k->launch(c.nphys, l->block, l->shmem, l->stream, &c,
+			  l->args);
+	if (rc != 0) {
+		if (gated)	/* the wait queued alone: let it pass */
+			*rt->gate = gen;
+		return fail(GS_ECUDA, "launch of kernel %s: %s", l->k->name,
+			    cudaGetErrorString((cudaError_t)rc));
+	}
+	/* the generation is this launch's: the next round takes it */
+	rt->gen = gen;
+	l->chained = 1;
+	l->chain_seq = seq;
+	l->chain_gen = gen;
+	l->chain_sti = sti;
+	rt->chain = l;
+	rt->chain_gated = gated;
+	rt->stats.kernel_runs++;
+	return 0;
+}
+
+/* The next hold's first round: the chained launch may start (gated:
+ * raise the gate to its generation). */
+static void
+chain_release(void)
+{
+	if (rt->chain_gated)
+		__atomic_store_n(rt->gate, rt->chain->chain_gen,
+				 __ATOMIC_RELEASE);
+	rt->chain = NULL;
+}
+
+/* The chained launch must not run (a new partition, a new control page,
+ * gs_finalize): the flag goes to its generation first, so that its
+ * blocks leave at once, and the gate opens for it.  Its report comes
+ * as any other launch's (nothing done); the record is relaunched after
+ * it. */
+static int
+chain_cancel(void)
+{
+	unsigned int gen;
+	cudaError_t e;
+
+	if (rt->chain == NULL)
+		return 0;
+	gen = rt->gen;		/* the chain's, or a later hold's */
+	*rt->hflag = gen;
+	e = cudaMemcpyAsync(rt->d_flag, rt->hflag, sizeof(*rt->hflag),
+			    cudaMemcpyHostToDevice, rt->iostream);
+	if (CU_OK(e))
+		e = cudaStreamSynchronize(rt->iostream);
+	if (!CU_OK(e))
+		return cufail(e, "suspend flag copy");
+	chain_release();
+	return 0;
+}
+
+/*
  * Space mode: the agent changed this job's partition.  The round's
  * kernels leave as on a suspension (the generation written into the
  * device flag that the watcher raises), and run_hold relaunches them at
@@ -1460,7 +1609,7 @@ direct_wait_event(void)
 		const struct gs__launch *l = rt->tmp[i];
 
 		if (!l->direct) {
-			if (rt->st[l->slot].seq != l->seq)
+			if (rt->st[l->sti].seq != l->seq)
 				return NULL;
 			continue;
 		}
@@ -1490,7 +1639,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		int all = 1, pending, watch, more;
 		uint64_t now, sl;
 
-		pending = rt->released || (page != NULL &&
+		pending = rt->released || rt->force_susp || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
 		more = rt->cur_gen != 0 && !pending && !rt->resize_sent;
@@ -1500,7 +1649,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				return -1;
 		for (i = 0; i < rt->ntmp; i++) {
 			const volatile struct gs__status *st =
-			    &rt->st[rt->tmp[i]->slot];
+			    &rt->st[rt->tmp[i]->sti];
 			if (st->seq != rt->tmp[i]->seq) {
 				all = 0;
 				break;
@@ -1520,7 +1669,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		if (service_io((iter & 31u) == 0) < 0)
 			return -1;
 		now = now_ns();
-		if (!rt->resize_sent && rt->cur_gen != 0 && page != NULL &&
+		if (!rt->resize_sent && rt->chain == NULL &&
+		    rt->cur_gen != 0 && page != NULL &&
 		    page != rt->fake &&
 		    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) !=
 		    rt->round_part_gen && page_partition(page) !=
@@ -1558,7 +1708,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (streams_check(0) < 0)
 				return -1;
 		}
-		pending = rt->released || (page != NULL &&
+		pending = rt->released || rt->force_susp || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
 		/* no watcher warp this round: the flag comes from here
@@ -1569,6 +1719,19 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			rt->host_raised = 1;
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
+		}
+		/* the relaunch queued now, behind the leaving kernel */
+		if (pending && chain_ok(page)) {
+			if (chain_launch(page) < 0)
+				return -1;
+			if (rt->chain != NULL && page == rt->fake) {
+				/* forced: the runtime is the agent, and
+				 * resumes at once (the chained launch's
+				 * sentinels must not see the suspend) */
+				rt->force_susp = 1;
+				__atomic_store_n(&page->suspend, GS_CTL_RUN,
+						 __ATOMIC_RELEASE);
+			}
 		}
 		/* early: once the eviction is expected to end within the
 		 * hand-over's lead (the suspend was written at
@@ -1623,7 +1786,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		}
 	}
 	rt->seen_ns = now_ns();
-	*susp = rt->released || (page != NULL &&
+	*susp = rt->released || rt->force_susp || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 		GS_CTL_SUSPEND);
 	/* Every persistent kernel's last block wrote its report as its
@@ -1713,7 +1876,7 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 	*runnable = 0;
 	for (i = 0; i < rt->ntmp; i++) {
 		struct gs__launch *l = rt->tmp[i];
-		const struct gs__status *st = &rt->st[l->slot];
+		const struct gs__status *st = &rt->st[l->sti];
 		/* this run went on with blocks an earlier one yielded, or
 		 * yielded some: `done` counts pieces of blocks */
 		int partial = st->yields != 0 || l->pieces;
@@ -1754,7 +1917,21 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 		l->direct = 0;
 		l->dround = l->dchunks = l->dseen = 0;
 		l->daux = 0;
-		if (st->finished && l->io_out == 0 && l->nready == 0) {
+		if (l->chained) {
+			/* its relaunch is queued: that launch is the
+			 * record's now (a finished kernel's does nothing and
+			 * reports finished; the record goes then) */
+			l->chained = 0;
+			l->launched = 1;
+			l->seq = l->chain_seq;
+			l->gen = l->chain_gen;
+			l->sti = l->chain_sti;
+			l->pred = NULL;
+			*runnable = 1;
+			if (st->finished)
+				continue;
+		} else if (st->finished && l->io_out == 0 &&
+			   l->nready == 0) {
 			l->finished = 1;
 			if (rt->cfg.check_once && check_once(l) < 0)
 				return -1;
@@ -1871,7 +2048,7 @@ launch_queued(unsigned int gen, int first)
 			if (l->launched) {
 				if (first && tmp_add(l) < 0)
 					return -1;
-				if (rt->st[l->slot].seq != l->seq)
+				if (rt->st[l->sti].seq != l->seq)
 					inflight++;
 			} else {
 				if (inflight >= (rt->round_cont ?
@@ -2041,15 +2218,27 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 	rt->early_gpu_ns = 0;
 	hold_t0 = now_ns();
 	for (;;) {
-		unsigned int gen = ++rt->gen;
+		unsigned int gen;
 
-		if (gen == GS__IMM_GEN)
-			gen = rt->gen = 1;
 		if (page != NULL && page != rt->fake)
 			rt->round_part_gen = __atomic_load_n(&page->part_gen,
 							     __ATOMIC_ACQUIRE);
 		rt->sm_range = page != NULL && page != rt->fake ?
 			       page_partition(page) : own_partition();
+		rt->force_susp = 0;
+		/* a chained launch runs in this round, on the whole GPU
+		 * (or, a partition now, leaves at once: chain_cancel) */
+		if (rt->chain != NULL && (rt->sm_range != 0 || page == NULL) &&
+		    chain_cancel() < 0)
+			return -1;
+		if (rt->chain != NULL) {
+			gen = rt->chain->chain_gen;
+			chain_release();
+		} else {
+			gen = ++rt->gen;
+			if (gen == GS__IMM_GEN)
+				gen = rt->gen = 1;
+		}
 		/* green contexts are made while nothing of ours runs:
 		 * their creation waits for the watcher otherwise */
 		green_prepare();
@@ -2269,6 +2458,10 @@ follow_page(void)
 
 	if (ep == rt->page_epoch)
 		return 0;
+	/* a chained launch would read the old page's word: it leaves at
+	 * once, and the streams are waited for below */
+	if (chain_cancel() < 0)
+		return -1;
 	e = cudaStreamSynchronize(rt->wstream);
 	if (!CU_OK(e))
 		return cufail(e, "watcher stream");
@@ -2878,12 +3071,13 @@ gs_init(unsigned int flags)
 			       GS__SLOTS * sizeof(struct gs__kstate));
 	}
 	if (CU_OK(e))
-		e = cudaHostAlloc(&d, GS__SLOTS * sizeof(struct gs__status),
+		e = cudaHostAlloc(&d, 2u * GS__SLOTS *
+				  sizeof(struct gs__status),
 				  cudaHostAllocMapped |
 				  cudaHostAllocPortable);
 	if (CU_OK(e)) {
 		rt->st = d;
-		memset(rt->st, 0, GS__SLOTS * sizeof(struct gs__status));
+		memset(rt->st, 0, 2u * GS__SLOTS * sizeof(struct gs__status));
 		e = cudaHostGetDevicePointer(&d, rt->st, 0);
 		rt->d_st = d;
 	}
@@ -2895,10 +3089,13 @@ gs_init(unsigned int flags)
 		rt->wtime = (volatile unsigned long long *)((char *)d + 8);
 		/* + 16: the trace's clock probe */
 		rt->hflag = (unsigned int *)((char *)d + 24);
+		rt->gate = (volatile unsigned int *)((char *)d + 32);
 		*rt->quit = 0;
 		*rt->wtime = 0;
+		*rt->gate = 0;
 		e = cudaHostGetDevicePointer(&d, d, 0);
 		rt->d_quit = d;
+		rt->d_gate = (unsigned long long)(uintptr_t)d + 32u;
 		rt->d_wtime = (volatile unsigned long long *)((char *)d + 8);
 	}
 	if (CU_OK(e))
@@ -2926,6 +3123,12 @@ gs_init(unsigned int flags)
 		    &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
 		    q == cudaDriverEntryPointSuccess)
 			rt->wv32 = (int (*)(void *, unsigned long long,
+					    unsigned int, unsigned int))fn;
+		fn = NULL;
+		if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32",
+		    &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+		    q == cudaDriverEntryPointSuccess)
+			rt->ww32 = (int (*)(void *, unsigned long long,
 					    unsigned int, unsigned int))fn;
 		(void)cudaGetLastError();
 	}
@@ -3042,7 +3245,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 		return fail(GS_ESTATE, "gs_launch before gs_init");
 	if (k == NULL || (args_size > 0 && args == NULL))
 		return fail(GS_EINVAL, "gs_launch: NULL kernel or args");
-	if (k->kabi != GSHARE_KABI && k->kabi != 1u)
+	if (k->kabi < 1u || k->kabi > GSHARE_KABI)
 		return fail(GS_EVERSION, "kernel %s built for kernel ABI %u, "
 			    "library has %u", k->name, k->kabi, GSHARE_KABI);
 	if (args_size != k->args_size)
@@ -3109,6 +3312,7 @@ gs_launch(const struct gs_kernel *k, struct gs_dim3 grid, struct gs_dim3 block,
 	if ((k->flags & GS_KF_IO) && (rc = setup_io(l)) < 0)
 		goto out_free;
 	l->slot = rt->free_slots[--rt->nfree];
+	l->sti = l->slot;
 	if (gs__queues_push(&rt->q, stream, &l->node) < 0) {
 		rc = fail(GS_ENOMEM, "out of memory");
 		goto out_free;
@@ -3216,6 +3420,8 @@ gs_finalize(void)
 		return fail(GS_ESTATE, "gs_finalize before gs_init");
 	if (gs__queues_total(&rt->q) > 0)
 		rc = gs_synchronize();
+	/* after a failure a chained launch may still wait at its gate */
+	(void)chain_cancel();
 	keep_stop();
 	if (rt->cfg.resize_log) {	/* GSHARE_RESIZE_LOG=1 */
 		uint64_t r = rt->nrz > GS__RZS ? rt->nrz - GS__RZS : 0;

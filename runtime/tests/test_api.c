@@ -104,6 +104,9 @@ test_init(void **state)
 	k.args_size = sizeof(arg);
 	assert_int_equal(gs_launch(&k, one, one, 0, &arg, sizeof(arg), NULL),
 			 GSHARE_EVERSION);
+	k.kabi = 0;
+	assert_int_equal(gs_launch(&k, one, one, 0, &arg, sizeof(arg), NULL),
+			 GSHARE_EVERSION);
 	k.kabi = GSHARE_KABI;
 	assert_int_equal(gs_launch(&k, one, one, 0, &arg, 2, NULL),
 			 GSHARE_EINVAL);
