@@ -82,7 +82,13 @@ struct gs_ctlpage {
 	/* --- control (64 bytes), agent writes --- */
 	uint32_t suspend;		/* GS_CTL_SUSPEND: leave the GPU at the
 					 * next scheduling point */
-	uint32_t _pad1;
+	uint32_t susp_gen;		/* the agent leaves it 0; the runtime's
+					 * own page (forced suspensions):
+					 * nonzero, the suspend is for the
+					 * rounds up to this generation, and
+					 * a later round's sentinel blocks
+					 * let it be (a relaunch chained
+					 * behind the round it stops) */
 	uint64_t grant_gen;		/* +1 at every grant */
 	uint64_t slice_deadline_ns;	/* end of current slice, 0: none */
 	uint64_t suspend_set_ns;	/* when `suspend` was last set */

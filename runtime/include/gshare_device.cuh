@@ -672,7 +672,11 @@ static __device__ __forceinline__ bool gs__sentinel_init(void)
 static __device__ __forceinline__ bool gs__host_says(const unsigned int *flag,
 						     unsigned int gen)
 {
-	if (*(volatile unsigned int *)&gs__b.hbuf[0] != GS__CTL_SUSPEND)
+	/* hbuf[1]: the page's susp_gen (common/gs_ctlpage.h) */
+	unsigned int sg = *(volatile unsigned int *)&gs__b.hbuf[1];
+
+	if (*(volatile unsigned int *)&gs__b.hbuf[0] != GS__CTL_SUSPEND ||
+	    (sg != 0u && (int)(gen - sg) > 0))
 		return false;
 	atomicMax((unsigned int *)flag, gen);
 	return true;
@@ -1298,6 +1302,7 @@ static __device__ void gs__finish(const struct gs_kctx &c)
 		 * the slot is clean for its next user and stays so; the
 		 * report says finished, with nothing done */
 		vks->exited.v = 0;
+		vks->finished = c.seq;	/* for a launch chained to this */
 		st->finished = 1u;
 		st->redo_head = st->redo_tail = 0u;
 		st->fresh_left = 0u;

@@ -203,9 +203,6 @@ struct gs__rt {
 	int chain_gated;
 	volatile unsigned int *gate;
 	unsigned long long d_gate;
-	int force_susp;			/* forced mode: this round's suspend
-					 * was written and, the relaunch
-					 * chained, the page resumed */
 	int host_watch;			/* this round: the host raises the
 					 * flag when it sees the suspend */
 	int host_raised;		/* ... and did */
@@ -1374,7 +1371,10 @@ flag_raise(unsigned int gen, cudaStream_t st)
  * run again until the agent says so: the launch waits behind
  * cuStreamWaitValue32 on the gate word, which the next hold's first
  * round raises to its generation (chain_release).  Forced suspensions
- * (no agent, the runtime writes the suspend) resume at once: no gate.
+ * (no agent, the runtime writes the suspend) resume at once: no gate;
+ * the suspend names the round it stops (the page's susp_gen), so that
+ * the chained round's sentinels, which may start before the page says
+ * run again, let it be.
  * One record at most, alone in its round, persistent, without I/O, on
  * its own stream and the whole GPU.
  */
@@ -1395,7 +1395,7 @@ chain_ok(volatile struct gs_ctlpage *page)
 	if (rt->gen + 1u == GS__IMM_GEN || rt->gen + 1u == 0u)
 		return 0;
 	if (page == rt->fake)	/* the suspend came from here */
-		return rt->host_watch && rt->host_raised;
+		return 1;
 	return rt->ww32 != NULL;
 }
 
@@ -1639,7 +1639,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		int all = 1, pending, watch, more;
 		uint64_t now, sl;
 
-		pending = rt->released || rt->force_susp || (page != NULL &&
+		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
 		more = rt->cur_gen != 0 && !pending && !rt->resize_sent;
@@ -1677,6 +1677,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		    rt->sm_range && resize_stop() < 0)
 			return -1;
 		if (deadline && now >= deadline && page->suspend == 0) {
+			page->susp_gen = rt->cur_gen;
 			page->suspend_set_ns = now;
 			__atomic_store_n(&page->suspend, GS_CTL_SUSPEND,
 					 __ATOMIC_RELEASE);
@@ -1708,7 +1709,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (streams_check(0) < 0)
 				return -1;
 		}
-		pending = rt->released || rt->force_susp || (page != NULL &&
+		pending = rt->released || (page != NULL &&
 			  __atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 			  GS_CTL_SUSPEND);
 		/* no watcher warp this round: the flag comes from here
@@ -1721,18 +1722,8 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				rt->th.hraise = now;
 		}
 		/* the relaunch queued now, behind the leaving kernel */
-		if (pending && chain_ok(page)) {
-			if (chain_launch(page) < 0)
-				return -1;
-			if (rt->chain != NULL && page == rt->fake) {
-				/* forced: the runtime is the agent, and
-				 * resumes at once (the chained launch's
-				 * sentinels must not see the suspend) */
-				rt->force_susp = 1;
-				__atomic_store_n(&page->suspend, GS_CTL_RUN,
-						 __ATOMIC_RELEASE);
-			}
-		}
+		if (pending && chain_ok(page) && chain_launch(page) < 0)
+			return -1;
 		/* early: once the eviction is expected to end within the
 		 * hand-over's lead (the suspend was written at
 		 * suspend_set_ns; est is from there too) */
@@ -1786,7 +1777,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		}
 	}
 	rt->seen_ns = now_ns();
-	*susp = rt->released || rt->force_susp || (page != NULL &&
+	*susp = rt->released || (page != NULL &&
 		__atomic_load_n(&page->suspend, __ATOMIC_ACQUIRE) ==
 		GS_CTL_SUSPEND);
 	/* Every persistent kernel's last block wrote its report as its
@@ -2225,7 +2216,6 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 							     __ATOMIC_ACQUIRE);
 		rt->sm_range = page != NULL && page != rt->fake ?
 			       page_partition(page) : own_partition();
-		rt->force_susp = 0;
 		/* a chained launch runs in this round, on the whole GPU
 		 * (or, a partition now, leaves at once: chain_cancel) */
 		if (rt->chain != NULL && (rt->sm_range != 0 || page == NULL) &&
@@ -2655,6 +2645,7 @@ gs__hold_force(const struct gs__hold *h, uint64_t now)
 {
 	if (h->force_at_ns && now >= h->force_at_ns &&
 	    h->page->suspend == 0) {
+		h->page->susp_gen = h->gen;
 		h->page->suspend_set_ns = now;
 		__atomic_store_n(&h->page->suspend, GS_CTL_SUSPEND,
 				 __ATOMIC_RELEASE);
