@@ -1387,6 +1387,11 @@ chain_ok(volatile struct gs_ctlpage *page)
 	    rt->ntmp != 1 || rt->cfg.evict_idle || rt->resize_sent ||
 	    rt->sm_range != 0)
 		return 0;
+	/* a round with the watcher warp launches it first, to have its
+	 * slot: a chained kernel would hold every slot before it */
+	if (rt->cfg.watcher == GS__WATCH_ALWAYS ||
+	    (rt->cfg.watcher == GS__WATCH_AUTO && page != rt->fake))
+		return 0;
 	l = rt->tmp[0];
 	if (l->direct || !l->pers || l->k->kabi < 3u || l->pred != NULL ||
 	    (l->k->flags & GS_KF_IO) || l->run_stream != l->stream ||
@@ -2112,7 +2117,9 @@ trace_hold(int rc)
 {
 	static const char *why[] = { "done", "susp", "iowait" };
 
-	if (++rt->trace_n % 128 == 0)
+	/* not while a chained launch holds every block slot: the probe's
+	 * kernel would wait for its end, and the host with it */
+	if (++rt->trace_n % 128 == 0 && rt->chain == NULL)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
