@@ -176,9 +176,9 @@ struct gs__config {
 					 * streams anyway); idle (1) always
 					 * waits until the streams say the
 					 * kernels are done */
-	int chain;			/* GSHARE_CHAIN (1): at a suspend,
+	int chain;			/* GSHARE_CHAIN (0): 1, at a suspend
 					 * queue the relaunch behind the
-					 * running kernel (chain_launch); 0:
+					 * running kernel (chain_launch); 0,
 					 * launch it after the report */
 	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
 					 * and alone on the GPU, keep the

@@ -1726,9 +1726,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
 		}
-		/* the relaunch queued now, behind the leaving kernel */
-		if (pending && chain_ok(page) && chain_launch(page) < 0)
-			return -1;
 		/* early: once the eviction is expected to end within the
 		 * hand-over's lead (the suspend was written at
 		 * suspend_set_ns; est is from there too) */
@@ -1738,6 +1735,11 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 				  now - page->suspend_set_ns : 0) &&
 		    (rt->host_raised || !rt->host_watch) &&
 		    release_early(page, now) < 0)
+			return -1;
+		/* the relaunch queued now, behind the leaving kernel (after
+		 * the raise and the early release: the driver's launch takes
+		 * microseconds) */
+		if (pending && chain_ok(page) && chain_launch(page) < 0)
 			return -1;
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU

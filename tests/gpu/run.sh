@@ -14,11 +14,14 @@
 #   3. the same every 0.1–1 ms (with the watcher warp raising the flag:
 #      GSHARE_WATCHER=always) and every 0.1–0.3 ms; in the dense runs at
 #      least one suspension must happen (except for the I/O server, whose
-#      kernels are short and mostly wait for requests);
+#      kernels are short and mostly wait for requests); every 0.1–1 ms
+#      with each suspended round's relaunch queued behind it
+#      (GSHARE_CHAIN=1);
 #   4. attached to a real agent (a private gshared started here): pairs of
 #      examples share the GPU with an always-busy eater under the agent's
 #      1 ms slices, each checked the same way (skipped with a note when
-#      gshared is not built);
+#      gshared is not built); one pair with chained relaunches, which
+#      wait at their gate until the agent resumes the job;
 #   5. the agent is killed (-9) and restarted while an attached eater runs:
 #      the job must finish and check out;
 #   4b. each example attached alone (it launches direct chunks, long
@@ -111,11 +114,14 @@ for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	run "$t" mid "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_WATCHER=always" \
 	    --check 2
 	run "$t" dense "GSHARE_FORCE_SUSPEND_US=100:300" --check 2
+	# each suspended round's relaunch queued behind it (GSHARE_CHAIN)
+	run "$t" chained "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_CHAIN=1" \
+	    --check 2
 done
 # 4. attached: two checked jobs at a time under the agent, against an
 # eater that always wants the GPU, so that the agent suspends them
-attached() {	# label a b
-	label=$1; a=$2; b=$3
+attached() {	# label a b [VAR=VALUE for a and b]
+	label=$1; a=$2; b=$3; xe=${4:-}
 	ic=$(ctl create --shares 30 --weight 1) &&
 	ia=$(ctl create --shares 30 --weight 1) &&
 	ib=$(ctl create --shares 30 --weight 2) || {
@@ -123,10 +129,10 @@ attached() {	# label a b
 	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ic env $(alloc_env "$ic") timeout -k 5 120 \
 	    "$EX/gs-eater" --run 100 >"$LOG/competitor-$a.log" 2>&1 &
 	pc=$!
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia env $(alloc_env "$ia") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ia env $(alloc_env "$ia") $xe timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-$a" --check 2 >"$LOG/$a-$label.log" 2>&1 &
 	pa=$!
-	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ib env $(alloc_env "$ib") timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
+	GSHARE_SOCKET=$SOCK GSHARE_ALLOC=$ib env $(alloc_env "$ib") $xe timeout -k 5 "${GS_GPU_TIMEOUT:-240}" \
 	    "$EX/gs-$b" --check 2 >"$LOG/$b-$label.log" 2>&1 &
 	pb=$!
 	for x in "$a:$pa" "$b:$pb"; do
@@ -257,6 +263,8 @@ if agent_start 1ms; then
 	attached agent stencil server
 	attached agent tasks sgemm
 	attached agent softmax hist
+	# relaunches queued behind their gate (the eater's yields)
+	attached chained eater triad GSHARE_CHAIN=1
 	for t in vadd stencil sgemm reduce eater softmax hist triad; do
 		arrive "$t"
 	done
