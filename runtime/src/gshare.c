@@ -1376,7 +1376,9 @@ flag_raise(unsigned int gen, cudaStream_t st)
  * the chained round's sentinels, which may start before the page says
  * run again, let it be.
  * One record at most, alone in its round, persistent, without I/O, on
- * its own stream and the whole GPU.
+ * its own stream and the whole GPU.  Off by default (GSHARE_CHAIN=1):
+ * the launch call is made while the blocks leave, and a short eviction's
+ * report comes while it runs (docs/benchmarks.md, runs 219-223).
  */
 static int
 chain_ok(volatile struct gs_ctlpage *page)
