@@ -490,7 +490,11 @@ for i in 1 2 3 4; do
 done
 three_running() { [ "$(squeue -h -w n1 -t R -o %i | wc -l)" = 3 ]; }
 gs_wait 30 "three jobs running" three_running || bad "not three running: $(squeue)"
-expect "the fourth pends on Resources" "$(squeue -h -t PD -o '%i %r')" "^${jobs[3]} Resources\$"
+# the reason comes with the scheduler's next pass: poll for it
+fourth_pends() { squeue -h -t PD -o '%i %r' | grep -q "^${jobs[3]} Resources\$"; }
+gs_wait 20 "the fourth pending on Resources" fourth_pends &&
+	ok "the fourth pends on Resources" ||
+	bad "the fourth does not pend on Resources: $(squeue -h -o '%i %t %r')"
 three_allocs() { [ "$(allocs n1 | grep -c ' step= .*shares=30 ')" = 3 ]; }
 gs_wait 10 "three allocations" three_allocs &&
 	ok "agent holds three 30-share allocations" || bad "agent: $(allocs n1)"
