@@ -903,6 +903,42 @@ ks_next_set(struct gs__launch *l)
 	return CU_OK(e) ? 0 : cufail(e, "fresh-block counter copy");
 }
 
+/* The next launch's seq (0 is never one: a status not yet written). */
+static unsigned int
+next_seq(void)
+{
+	if (++rt->seq == 0)
+		++rt->seq;
+	return rt->seq;
+}
+
+/* A persistent launch's context as the record stands, its report in
+ * rt->st[sti]; the caller sets the rest (partition, generation, seq,
+ * predecessor, chain). */
+static void
+kctx_fill(const struct gs__launch *l, unsigned int sti, struct gs_kctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->ks = rt->d_ks + l->slot;
+	c->redo = l->d_redo;
+	c->flag = rt->d_flag;
+	c->st = rt->d_st + sti;
+	c->runs = l->d_runs;
+	c->rpc = l->d_rpc;
+	c->ring = l->d_ring;
+	c->io_stage = l->d_istage;
+	c->total = l->total;
+	c->gx = l->grid.x;
+	c->gy = l->grid.y;
+	c->gz = l->grid.z;
+	c->redo_cap = l->redo_cap;
+	c->redo_begin = l->redo_head;
+	c->redo_end = l->redo_tail;
+	c->batch = l->batch;
+	c->nphys = l->nphys;
+	c->io_out = l->io_out;
+}
+
 /* Put one record on the GPU for generation gen. */
 static int
 launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
@@ -917,9 +953,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		l->run_stream = l->stream;
 		if (launch_direct(l, dn) < 0)
 			return -1;
-		l->seq = ++rt->seq;
-		if (l->seq == 0)
-			l->seq = ++rt->seq;
+		l->seq = next_seq();
 		l->gen = gen;
 		l->pred = NULL;
 		l->launched = 1;
@@ -957,27 +991,9 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 		l->redo_tail += l->nready;
 		l->nready = 0;
 	}
-	memset(&c, 0, sizeof(c));
-	c.ks = rt->d_ks + l->slot;
-	c.redo = l->d_redo;
-	c.flag = rt->d_flag;
+	kctx_fill(l, l->sti, &c);
 	c.pred_finished = pred != NULL ? &(rt->d_ks + pred->slot)->finished :
 					 NULL;
-	c.st = rt->d_st + l->sti;
-	c.runs = l->d_runs;
-	c.rpc = l->d_rpc;
-	c.ring = l->d_ring;
-	c.io_stage = l->d_istage;
-	c.total = l->total;
-	c.gx = l->grid.x;
-	c.gy = l->grid.y;
-	c.gz = l->grid.z;
-	c.redo_cap = l->redo_cap;
-	c.redo_begin = l->redo_head;
-	c.redo_end = l->redo_tail;
-	c.batch = l->batch;
-	c.nphys = l->nphys;
-	c.sm_range = 0;
 	l->run_stream = l->stream;
 	if (rt->sm_range != 0 && rt->cfg.sm_map == GS__MAP_GREEN &&
 	    (e = green_stream(l)) != cudaSuccess)
@@ -1008,10 +1024,7 @@ launch_one(struct gs__launch *l, unsigned int gen, struct gs__launch *pred)
 			c.nphys = q;
 	}
 	c.gen = gen;
-	c.seq = ++rt->seq;
-	if (c.seq == 0)
-		c.seq = ++rt->seq;
-	c.io_out = l->io_out;
+	c.seq = next_seq();
 	c.pred_seq = pred != NULL ? pred->seq : 0;
 	l->seq = c.seq;
 	l->gen = gen;
@@ -1422,22 +1435,9 @@ chain_launch(volatile struct gs_ctlpage *page)
 		rt->ww32 = NULL;
 		return 0;
 	}
-	seq = ++rt->seq;
-	if (seq == 0)
-		seq = ++rt->seq;
-	memset(&c, 0, sizeof(c));
-	c.ks = rt->d_ks + l->slot;
-	c.redo = l->d_redo;
-	c.flag = rt->d_flag;
-	c.st = rt->d_st + sti;
-	c.runs = l->d_runs;
-	c.total = l->total;
-	c.gx = l->grid.x;
-	c.gy = l->grid.y;
-	c.gz = l->grid.z;
-	c.redo_cap = l->redo_cap;
-	c.batch = l->batch;
-	c.nphys = l->nphys;
+	seq = next_seq();
+	/* the ring's span comes from the device state (c.chain) */
+	kctx_fill(l, sti, &c);
 	c.gen = gen;
 	c.seq = seq;
 	c.chain = l->seq;
