@@ -178,11 +178,8 @@ struct gs__config {
 					 * kernels are done */
 	int chain;			/* GSHARE_CHAIN (0): 1, at a suspend
 					 * queue the relaunch behind the
-					 * running kernel (chain_launch); 2,
-					 * the same once the host's raise is
-					 * known to have landed (a marker
-					 * written behind it); 0, launch it
-					 * after the report */
+					 * running kernel (chain_launch); 0,
+					 * launch it after the report */
 	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
 					 * and alone on the GPU, keep the
 					 * token this long after a

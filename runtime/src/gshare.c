@@ -203,11 +203,6 @@ struct gs__rt {
 	int chain_gated;
 	volatile unsigned int *gate;
 	unsigned long long d_gate;
-	/* GSHARE_CHAIN=2: the host's raise writes mark (pinned,
-	 * host-mapped) behind it on the same stream; the relaunch is
-	 * queued once it reads the round's generation */
-	volatile unsigned int *mark;
-	unsigned long long d_mark;
 	int host_watch;			/* this round: the host raises the
 					 * flag when it sees the suspend */
 	int host_raised;		/* ... and did */
@@ -1419,12 +1414,6 @@ chain_ok(volatile struct gs_ctlpage *page)
 		return 0;
 	if (rt->gen + 1u == GS__IMM_GEN || rt->gen + 1u == 0u)
 		return 0;
-	/* GSHARE_CHAIN=2: not before the host's raise has landed (a
-	 * stream write needs wv32; without it the raise is a copy) */
-	if (rt->cfg.chain == 2 && rt->host_watch && rt->wv32 != NULL &&
-	    (!rt->host_raised ||
-	     __atomic_load_n(rt->mark, __ATOMIC_ACQUIRE) != rt->cur_gen))
-		return 0;
 	if (page == rt->fake)	/* the suspend came from here */
 		return 1;
 	return rt->ww32 != NULL;
@@ -1736,12 +1725,6 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 			if (flag_raise(rt->cur_gen, rt->wstream) < 0)
 				return -1;
 			rt->host_raised = 1;
-			/* GSHARE_CHAIN=2: a marker behind the raise says
-			 * when it has landed */
-			if (rt->cfg.chain == 2 && rt->wv32 != NULL &&
-			    rt->wv32(rt->wstream, rt->d_mark, rt->cur_gen,
-				     0) != 0)
-				rt->wv32 = NULL;
 			if (rt->trace != NULL)
 				rt->th.hraise = now;
 		}
@@ -3109,15 +3092,12 @@ gs_init(unsigned int flags)
 		/* + 16: the trace's clock probe */
 		rt->hflag = (unsigned int *)((char *)d + 24);
 		rt->gate = (volatile unsigned int *)((char *)d + 32);
-		rt->mark = (volatile unsigned int *)((char *)d + 36);
 		*rt->quit = 0;
 		*rt->wtime = 0;
 		*rt->gate = 0;
-		*rt->mark = 0;
 		e = cudaHostGetDevicePointer(&d, d, 0);
 		rt->d_quit = d;
 		rt->d_gate = (unsigned long long)(uintptr_t)d + 32u;
-		rt->d_mark = (unsigned long long)(uintptr_t)d + 36u;
 		rt->d_wtime = (volatile unsigned long long *)((char *)d + 8);
 	}
 	if (CU_OK(e))
