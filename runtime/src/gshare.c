@@ -291,7 +291,11 @@ struct gs__rt {
 		uint64_t sset, wraise;	/* suspend written (host), the
 					 * watcher raised the flag (dev) */
 		uint64_t hraise;	/* the host copied it (host) */
+		uint64_t chq, chc;	/* the chained relaunch's call
+					 * returned (host), and took (ns) */
 		unsigned int rounds;
+		unsigned int chained;	/* the hold began with a chained
+					 * launch */
 	} th;				/* tmin, tmax: %globaltimer */
 	uint64_t trace_n;		/* holds written */
 	uint64_t sync_ns;		/* the gs_synchronize under way began
@@ -1427,6 +1431,7 @@ chain_launch(volatile struct gs_ctlpage *page)
 	unsigned int sti = l->sti == l->slot ? l->slot + GS__SLOTS : l->slot;
 	int gated = page != rt->fake, rc;
 	struct gs_kctx c;
+	uint64_t t0;
 
 	if (gated && rt->ww32(l->stream, rt->d_gate, gen, 0) != 0) {
 		/* CU_STREAM_WAIT_VALUE_GEQ (0), cyclic: not here, and
@@ -1441,8 +1446,13 @@ chain_launch(volatile struct gs_ctlpage *page)
 	c.gen = gen;
 	c.seq = seq;
 	c.chain = l->seq;
+	t0 = rt->trace != NULL ? now_ns() : 0;
 	rc = l->k->launch(c.nphys, l->block, l->shmem, l->stream, &c,
 			  l->args);
+	if (rt->trace != NULL) {
+		rt->th.chq = now_ns();
+		rt->th.chc = rt->th.chq - t0;
+	}
 	if (rc != 0) {
 		if (gated)	/* the wait queued alone: let it pass */
 			*rt->gate = gen;
@@ -2114,7 +2124,9 @@ trace_round(uint64_t gpu, uint64_t exit_ns)
  * the watcher's launch began, when the suspend was written (0: none),
  * (%globaltimer) when the watcher raised the flag, (host) when the host
  * copied it, the hold's block-tasks, (host) when the gs_synchronize that
- * made the hold began; every 128 holds the clocks' offset again (the two
+ * made the hold began, whether the hold began with a chained launch, and
+ * (host) when this hold's chained relaunch call returned and how long it
+ * took (0: none); every 128 holds the clocks' offset again (the two
  * clocks drift apart). */
 static void
 trace_hold(int rc)
@@ -2127,7 +2139,7 @@ trace_hold(int rc)
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
-		"%s %llu %llu %llu %llu %llu %llu\n",
+		"%s %llu %llu %llu %llu %llu %llu %u %llu %llu\n",
 		(unsigned long long)rt->th.exec,
 		(unsigned long long)rt->th.launch,
 		(unsigned long long)rt->th.tmin,
@@ -2142,7 +2154,9 @@ trace_hold(int rc)
 		(unsigned long long)rt->th.wraise,
 		(unsigned long long)rt->th.hraise,
 		(unsigned long long)rt->hold_tasks,
-		(unsigned long long)rt->sync_ns);
+		(unsigned long long)rt->sync_ns, rt->th.chained,
+		(unsigned long long)rt->th.chq,
+		(unsigned long long)rt->th.chc);
 }
 
 /* The offset of the two clocks, host ns - %globaltimer ns: the least of
@@ -2235,6 +2249,8 @@ run_hold(volatile struct gs_ctlpage *page, struct gs_run_result *res)
 		if (rt->chain != NULL) {
 			gen = rt->chain->chain_gen;
 			chain_release();
+			if (rt->trace != NULL)
+				rt->th.chained = 1;
 		} else {
 			gen = ++rt->gen;
 			if (gen == GS__IMM_GEN)
