@@ -288,7 +288,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_KEEP_US", 0, 1000000, &keep, err) < 0 ||
 	    env_u64(get, "GSHARE_RESIZE_LOG", 0, 1, &rzlog, err) < 0 ||
-	    env_u64(get, "GSHARE_CHAIN", 0, 1, &chain, err) < 0 ||
+	    env_u64(get, "GSHARE_CHAIN", 0, 2, &chain, err) < 0 ||
 	    env_u64(get, "GSHARE_SENTINELS", 0, GS__SENTINELS_MAX, &sent,
 		    err) < 0 ||
 	    env_u64(get, "GSHARE_SEED", 0, UINT64_MAX, &seed, err) < 0)

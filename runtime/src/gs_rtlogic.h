@@ -178,7 +178,9 @@ struct gs__config {
 					 * kernels are done */
 	int chain;			/* GSHARE_CHAIN (0): 1, at a suspend
 					 * queue the relaunch behind the
-					 * running kernel (chain_launch); 0,
+					 * running kernel (chain_launch); 2,
+					 * queue it while the round runs,
+					 * where a suspend may come; 0,
 					 * launch it after the report */
 	uint64_t keep_ns;		/* GSHARE_KEEP_US (10000): attached
 					 * and alone on the GPU, keep the

@@ -101,6 +101,10 @@ struct gs__launch {
 	 * seq, generation and report slot, taken over at the reap */
 	int chained;
 	unsigned int chain_seq, chain_gen, chain_sti;
+	int chain_noop;			/* the launch taken over follows one
+					 * that finished the kernel: it does
+					 * nothing, and nothing is chained to
+					 * it */
 	int launched;
 	int finished;			/* the kernel completed */
 	struct gs__launch *pred;	/* previous record when launched */
@@ -1412,7 +1416,8 @@ chain_ok(volatile struct gs_ctlpage *page)
 	    (rt->cfg.watcher == GS__WATCH_AUTO && page != rt->fake))
 		return 0;
 	l = rt->tmp[0];
-	if (l->direct || !l->pers || l->k->kabi < 3u || l->pred != NULL ||
+	if (l->direct || !l->pers || l->chain_noop || l->k->kabi < 3u ||
+	    l->pred != NULL ||
 	    (l->k->flags & GS_KF_IO) || l->run_stream != l->stream ||
 	    rt->st[l->sti].seq == l->seq)
 		return 0;
@@ -1517,10 +1522,18 @@ chain_cancel(void)
 static int
 resize_stop(void)
 {
+	unsigned int gen = rt->cur_gen;
+
 	rt->resize_sent = 1;
 	rt->rz_stop_ns = now_ns();
+	/* a relaunch queued at the round's start (GSHARE_CHAIN=2) leaves
+	 * at once too: the flag to its generation, its gate open */
+	if (rt->chain != NULL) {
+		gen = rt->gen;
+		chain_release();
+	}
 	/* the round's watcher may run on wstream */
-	return flag_raise(rt->cur_gen, rt->iostream);
+	return flag_raise(gen, rt->iostream);
 }
 
 /* Another allocation on the GPU holds or wants the token (or the agent
@@ -1675,7 +1688,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		/* top the streams up while no suspend (or resize) is
 		 * pending */
 		if (rt->cur_gen != 0 && !pending && !rt->resize_sent &&
-		    unlaunched()) {
+		    rt->chain == NULL && unlaunched()) {
 			if (launch_queued(rt->cur_gen, 0) < 0)
 				return -1;
 			all = 0;
@@ -1686,7 +1699,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		if (service_io((iter & 31u) == 0) < 0)
 			return -1;
 		now = now_ns();
-		if (!rt->resize_sent && rt->chain == NULL &&
+		if (!rt->resize_sent && (rt->chain == NULL || !pending) &&
 		    rt->cur_gen != 0 && page != NULL &&
 		    page != rt->fake &&
 		    __atomic_load_n(&page->part_gen, __ATOMIC_ACQUIRE) !=
@@ -1752,6 +1765,14 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * the raise and the early release: the driver's launch takes
 		 * microseconds) */
 		if (pending && chain_ok(page) && chain_launch(page) < 0)
+			return -1;
+		/* GSHARE_CHAIN=2: queued while the round runs, where a
+		 * suspend may come (forced, or others contend), so that no
+		 * launch call lies in an eviction's path */
+		if (!pending && rt->cfg.chain == 2 && rt->cur_gen != 0 &&
+		    !rt->resize_sent && chain_ok(page) &&
+		    (page == rt->fake || contended(page)) &&
+		    chain_launch(page) < 0)
 			return -1;
 		/* others wait and the slice ends soon: a suspend may come,
 		 * stay awake for it (a sleep's wake-up would leave the GPU
@@ -1938,8 +1959,10 @@ reap(uint64_t *gpu_ns, uint64_t *tasks, int *runnable)
 			l->sti = l->chain_sti;
 			l->pred = NULL;
 			*runnable = 1;
-			if (st->finished)
+			if (st->finished) {
+				l->chain_noop = 1;
 				continue;
+			}
 		} else if (st->finished && l->io_out == 0 &&
 			   l->nready == 0) {
 			l->finished = 1;

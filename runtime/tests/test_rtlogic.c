@@ -366,14 +366,17 @@ test_config(void **state)
 	expect_reject("GSHARE_KEEP_US", "2000000", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_KEEP_US", "-1", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_RESIZE_LOG", "2", "GSHARE_RESIZE_LOG");
-	/* chained relaunches: off unless GSHARE_CHAIN=1 */
+	/* chained relaunches: off unless GSHARE_CHAIN=1 or 2 */
 	set_env(NULL, NULL, NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.chain, 0);
 	set_env("GSHARE_CHAIN", "1", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.chain, 1);
-	expect_reject("GSHARE_CHAIN", "2", "GSHARE_CHAIN");
+	set_env("GSHARE_CHAIN", "2", NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.chain, 2);
+	expect_reject("GSHARE_CHAIN", "3", "GSHARE_CHAIN");
 	expect_reject("GSHARE_CHAIN", "yes", "GSHARE_CHAIN");
 	/* the wait's spin: none while an I/O kernel is queued, unless
 	 * suspensions are forced */
