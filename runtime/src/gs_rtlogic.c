@@ -269,7 +269,7 @@ gs__config_parse(struct gs__config *c, const char *(*get)(const char *),
 	uint64_t batch = 0, watch = 0, check = 0, spin = 200, seed = 0;
 	uint64_t emax = 3000, dus = 500, slack = 1000, keep = 10000;
 	uint64_t lead = GS__LEAD_US_DEFAULT, dlong = 0;
-	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT, chain = 0;
+	uint64_t rzlog = 0, sent = GS__SENTINELS_DEFAULT, chain = 2;
 	const char *s;
 	int rel, dir;
 

@@ -176,7 +176,7 @@ struct gs__config {
 					 * streams anyway); idle (1) always
 					 * waits until the streams say the
 					 * kernels are done */
-	int chain;			/* GSHARE_CHAIN (0): 1, at a suspend
+	int chain;			/* GSHARE_CHAIN (2): 1, at a suspend
 					 * queue the relaunch behind the
 					 * running kernel (chain_launch); 2,
 					 * queue it while the round runs,

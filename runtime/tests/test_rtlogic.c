@@ -366,8 +366,12 @@ test_config(void **state)
 	expect_reject("GSHARE_KEEP_US", "2000000", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_KEEP_US", "-1", "GSHARE_KEEP_US");
 	expect_reject("GSHARE_RESIZE_LOG", "2", "GSHARE_RESIZE_LOG");
-	/* chained relaunches: off unless GSHARE_CHAIN=1 or 2 */
+	/* chained relaunches: queued while the round runs unless
+	 * GSHARE_CHAIN says 1 (at the suspend) or 0 (after the report) */
 	set_env(NULL, NULL, NULL, NULL);
+	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
+	assert_int_equal(c.chain, 2);
+	set_env("GSHARE_CHAIN", "0", NULL, NULL);
 	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
 	assert_int_equal(c.chain, 0);
 	set_env("GSHARE_CHAIN", "1", NULL, NULL);
