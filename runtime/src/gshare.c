@@ -1381,25 +1381,26 @@ flag_raise(unsigned int gen, cudaStream_t st)
 }
 
 /*
- * A chained relaunch.  While a suspend's blocks leave, the record's next
- * launch is queued on its stream behind the running kernel, so that it
- * starts as soon as the GPU retires that one (about 2.5 us on the H200)
- * rather than when the host has seen the report, turned round and
- * launched (about 10 us with no block of the job on the GPU;
- * docs/benchmarks.md).  The queued kernel takes the ring's span from the
- * state its predecessor's last block left (gs_kctx.chain) and does
- * nothing if that one finished the kernel.  Attached, the job may not
- * run again until the agent says so: the launch waits behind
- * cuStreamWaitValue32 on the gate word, which the next hold's first
- * round raises to its generation (chain_release).  Forced suspensions
- * (no agent, the runtime writes the suspend) resume at once: no gate;
- * the suspend names the round it stops (the page's susp_gen), so that
- * the chained round's sentinels, which may start before the page says
- * run again, let it be.
+ * A chained relaunch.  The record's next launch is queued on its stream
+ * behind the running kernel, so that it starts as soon as the GPU
+ * retires that one (about 3 us on the H200) rather than when the host
+ * has seen the report, turned round and launched (about 20 us with no
+ * block of the job on the GPU; docs/benchmarks.md, run 227).
+ * GSHARE_CHAIN=2 (the default) queues it while the round runs, where a
+ * suspend may come (forced, or others contend): the launch call, 6-10
+ * us behind a running kernel, then lies in no eviction's path; 1 queues
+ * it when the suspend comes.  The queued kernel takes the ring's span
+ * from the state its predecessor's last block left (gs_kctx.chain) and
+ * does nothing if that one finished the kernel (nothing is chained to
+ * that launch: chain_noop).  Attached, the job may not run again until
+ * the agent says so: the launch waits behind cuStreamWaitValue32 on the
+ * gate word, which the next round raises to its generation
+ * (chain_release).  Forced suspensions (no agent, the runtime writes
+ * the suspend) resume at once: no gate; the suspend names the round it
+ * stops (the page's susp_gen), so that the chained round's sentinels,
+ * which may start before the page says run again, let it be.
  * One record at most, alone in its round, persistent, without I/O, on
- * its own stream and the whole GPU.  Off by default (GSHARE_CHAIN=1):
- * evictions end later with it, 13-21 against 10 us at the median with
- * 1.7 us tasks (docs/benchmarks.md, runs 219-223).
+ * its own stream and the whole GPU.
  */
 static int
 chain_ok(volatile struct gs_ctlpage *page)
@@ -2156,9 +2157,11 @@ trace_hold(int rc)
 {
 	static const char *why[] = { "done", "susp", "iowait" };
 
-	/* not while a chained launch holds every block slot: the probe's
-	 * kernel would wait for its end, and the host with it */
-	if (++rt->trace_n % 128 == 0 && rt->chain == NULL)
+	/* not while a chained launch holds every block slot (one at its
+	 * gate holds none): the probe's kernel would wait for its end, and
+	 * the host with it */
+	if (++rt->trace_n % 128 == 0 &&
+	    (rt->chain == NULL || rt->chain_gated))
 		trace_offset(4);
 
 	fprintf(rt->trace, "hold %llu %llu %llu %llu %llu %llu %llu %llu %u "
