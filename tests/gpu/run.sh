@@ -15,15 +15,16 @@
 #      GSHARE_WATCHER=always) and every 0.1–0.3 ms; in the dense runs at
 #      least one suspension must happen (except for the I/O server, whose
 #      kernels are short and mostly wait for requests); every 0.1–1 ms
-#      with each suspended round's relaunch queued behind it
-#      (GSHARE_CHAIN=1), and with it queued while the round runs
-#      (GSHARE_CHAIN=2);
+#      with each suspended round's relaunch queued behind it at the
+#      suspend (GSHARE_CHAIN=1), and with it launched after the report
+#      (GSHARE_CHAIN=0; by default it is queued while the round runs);
 #   4. attached to a real agent (a private gshared started here): pairs of
 #      examples share the GPU with an always-busy eater under the agent's
 #      1 ms slices, each checked the same way (skipped with a note when
-#      gshared is not built); two pairs with chained relaunches (one
-#      queued at the suspend, one while the rounds run), which wait at
-#      their gate until the agent resumes the job;
+#      gshared is not built); relaunches are queued behind their gate
+#      while the rounds run, and wait there until the agent resumes the
+#      job; one pair with them queued at the suspend, one with them
+#      launched after the report;
 #   5. the agent is killed (-9) and restarted while an attached eater runs:
 #      the job must finish and check out;
 #   4b. each example attached alone (it launches direct chunks, long
@@ -119,8 +120,9 @@ for t in vadd stencil sgemm reduce eater server tasks softmax hist triad; do
 	# each suspended round's relaunch queued behind it (GSHARE_CHAIN)
 	run "$t" chained "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_CHAIN=1" \
 	    --check 2
-	# ... queued while the round runs (GSHARE_CHAIN=2)
-	run "$t" prequeued "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_CHAIN=2" \
+	# relaunched only after the report (GSHARE_CHAIN=0; the default
+	# queues the relaunch while the round runs)
+	run "$t" unchained "GSHARE_FORCE_SUSPEND_US=100:1000 GSHARE_CHAIN=0" \
 	    --check 2
 done
 # 4. attached: two checked jobs at a time under the agent, against an
@@ -270,9 +272,10 @@ if agent_start 1ms; then
 	attached agent softmax hist
 	# relaunches queued behind their gate (the eater's yields)
 	attached chained eater triad GSHARE_CHAIN=1
-	# ... queued while the rounds run (and at a kernel's end one that
-	# does nothing runs after it)
-	attached prequeued sgemm softmax GSHARE_CHAIN=2
+	# relaunched after the report (the other pairs: queued while the
+	# rounds run, by default, and at a kernel's end a launch that does
+	# nothing runs after it)
+	attached unchained sgemm softmax GSHARE_CHAIN=0
 	for t in vadd stencil sgemm reduce eater softmax hist triad; do
 		arrive "$t"
 	done
