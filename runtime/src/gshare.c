@@ -1496,19 +1496,16 @@ chain_release(void)
 static int
 chain_cancel(void)
 {
-	unsigned int gen;
 	cudaError_t e;
 
 	if (rt->chain == NULL)
 		return 0;
-	gen = rt->gen;		/* the chain's, or a later hold's */
-	*rt->hflag = gen;
-	e = cudaMemcpyAsync(rt->d_flag, rt->hflag, sizeof(*rt->hflag),
-			    cudaMemcpyHostToDevice, rt->iostream);
-	if (CU_OK(e))
-		e = cudaStreamSynchronize(rt->iostream);
+	/* rt->gen: the chain's, or a later hold's */
+	if (flag_raise(rt->gen, rt->iostream) < 0)
+		return -1;
+	e = cudaStreamSynchronize(rt->iostream);
 	if (!CU_OK(e))
-		return cufail(e, "suspend flag copy");
+		return cufail(e, "suspend flag write");
 	chain_release();
 	return 0;
 }
@@ -1771,7 +1768,7 @@ wait_launched(volatile struct gs_ctlpage *page, uint64_t *exit_ns,
 		 * suspend may come (forced, or others contend), so that no
 		 * launch call lies in an eviction's path */
 		if (!pending && rt->cfg.chain == 2 && rt->cur_gen != 0 &&
-		    !rt->resize_sent && chain_ok(page) &&
+		    chain_ok(page) &&
 		    (page == rt->fake || contended(page)) &&
 		    chain_launch(page) < 0)
 			return -1;

@@ -368,18 +368,20 @@ test_config(void **state)
 	expect_reject("GSHARE_RESIZE_LOG", "2", "GSHARE_RESIZE_LOG");
 	/* chained relaunches: queued while the round runs unless
 	 * GSHARE_CHAIN says 1 (at the suspend) or 0 (after the report) */
-	set_env(NULL, NULL, NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.chain, 2);
-	set_env("GSHARE_CHAIN", "0", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.chain, 0);
-	set_env("GSHARE_CHAIN", "1", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.chain, 1);
-	set_env("GSHARE_CHAIN", "2", NULL, NULL);
-	assert_int_equal(gs__config_parse(&c, fake_get, &err), 0);
-	assert_int_equal(c.chain, 2);
+	{
+		static const struct {
+			const char *v;
+			int want;
+		} ch[] = { { NULL, 2 }, { "0", 0 }, { "1", 1 }, { "2", 2 } };
+
+		for (size_t i = 0; i < sizeof(ch) / sizeof(ch[0]); i++) {
+			set_env(ch[i].v ? "GSHARE_CHAIN" : NULL, ch[i].v,
+				NULL, NULL);
+			assert_int_equal(gs__config_parse(&c, fake_get, &err),
+					 0);
+			assert_int_equal(c.chain, ch[i].want);
+		}
+	}
 	expect_reject("GSHARE_CHAIN", "3", "GSHARE_CHAIN");
 	expect_reject("GSHARE_CHAIN", "yes", "GSHARE_CHAIN");
 	/* the wait's spin: none while an I/O kernel is queued, unless
